@@ -1,0 +1,564 @@
+//! Configuration: `$HERMES_HOME/config.yaml` plus `$HERMES_HOME/.env`, read with the key and
+//! variable names of the Python Hermes gateway so an existing setup works unchanged.
+//!
+//! Loading never stops at the first problem: it collects every [`Problem`] with the key path
+//! (or variable name) it concerns, so `check-config` can explain all of them at once.
+
+mod env;
+mod yaml;
+
+pub use env::{EnvSource, EnvVars, is_truthy};
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hermes_adapter::Platform;
+
+use yaml::{YamlReader, split_list};
+
+/// A secret value (token, API key): never printed in full.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// A masked form for logs and `check-config`: first three characters and the length.
+    pub fn masked(&self) -> String {
+        let head: String = self.0.chars().take(3).collect();
+        format!("{head}… ({} chars)", self.0.chars().count())
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.masked())
+    }
+}
+
+/// One thing wrong (or worth knowing) about the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The key path (`model.base_url`) or variable name (`TELEGRAM_ALLOWED_USERS`).
+    pub key: String,
+    pub message: String,
+    pub severity: Severity,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Problem {
+    pub fn error(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem { key: key.into(), message: message.into(), severity: Severity::Error }
+    }
+
+    pub fn warning(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem { key: key.into(), message: message.into(), severity: Severity::Warning }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{level}: {}: {}", self.key, self.message)
+    }
+}
+
+/// What happens to a message that arrives while the agent is working in that session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusyMode {
+    /// Cancel the running turn and answer the earlier and the new text together.
+    Interrupt,
+    /// Answer the new text in its own turn once the running one ends.
+    Queue,
+    /// Hand the new text to the running turn at its next tool boundary.
+    Steer,
+}
+
+impl BusyMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BusyMode::Interrupt => "interrupt",
+            BusyMode::Queue => "queue",
+            BusyMode::Steer => "steer",
+        }
+    }
+}
+
+/// The LLM provider.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// `custom`, `openai` or `openrouter` (all OpenAI-compatible chat completions).
+    pub provider: String,
+    pub model: String,
+    /// The API root, ending before `/chat/completions`.
+    pub base_url: String,
+    pub api_key: Option<Secret>,
+    pub context_length: usize,
+    /// Attempts per LLM call on 429/5xx/connection errors (the first try included).
+    pub max_attempts: u32,
+    /// Longest silence allowed inside a streaming response before it counts as failed.
+    pub stream_idle_timeout: Duration,
+}
+
+/// The agent loop.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Tool-calling iterations allowed per turn (`agent.max_turns`).
+    pub max_turns: u32,
+    /// Extra system prompt text (`agent.system_prompt`).
+    pub system_prompt: Option<String>,
+}
+
+/// The `terminal` tool.
+#[derive(Debug, Clone)]
+pub struct TerminalConfig {
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+    /// Output kept per command (head and tail), in characters.
+    pub max_output_chars: usize,
+    /// Environment variables passed to commands even though they look like secrets.
+    pub pass_env: Vec<String>,
+}
+
+/// Who may talk to the agent.
+#[derive(Debug, Clone, Default)]
+pub struct AccessConfig {
+    /// `GATEWAY_ALLOWED_USERS`.
+    pub gateway_allowed: Vec<String>,
+    /// `GATEWAY_ALLOW_ALL_USERS`.
+    pub gateway_allow_all: bool,
+    /// `{PLATFORM}_ALLOWED_USERS`.
+    pub platform_allowed: BTreeMap<Platform, Vec<String>>,
+    /// `{PLATFORM}_ALLOW_ALL_USERS`.
+    pub platform_allow_all: BTreeMap<Platform, bool>,
+}
+
+/// How conversations are split into sessions.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Each member of a group has their own session (`group_sessions_per_user`, default on).
+    pub group_sessions_per_user: bool,
+    /// Each member of a thread has their own session (`thread_sessions_per_user`, default off).
+    pub thread_sessions_per_user: bool,
+}
+
+/// The Telegram adapter.
+#[derive(Debug, Clone)]
+pub struct TelegramConfig {
+    pub token: Secret,
+    /// The Bot API root in teloxide form (`https://api.telegram.org`, without `/bot`).
+    pub api_url: String,
+    /// In groups, answer only when addressed (mention, reply, command).
+    pub require_mention: bool,
+    pub home_channel: Option<String>,
+    /// `getUpdates` long-poll timeout.
+    pub poll_timeout: Duration,
+}
+
+/// Per-chat send budget override (`delivery.rate_per_second`, `delivery.burst`).
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryConfig {
+    pub rate_per_second: Option<f64>,
+    pub burst: Option<u32>,
+    /// Attempts per message before it is marked failed.
+    pub max_attempts: u32,
+}
+
+/// The whole effective configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub home: PathBuf,
+    pub model: ModelConfig,
+    pub agent: AgentConfig,
+    pub busy_mode: BusyMode,
+    pub terminal: TerminalConfig,
+    pub access: AccessConfig,
+    pub sessions: SessionConfig,
+    pub delivery: DeliveryConfig,
+    pub telegram: Option<TelegramConfig>,
+    /// Names of every secret value, so tools can scrub them from child environments.
+    pub secret_env_names: Vec<String>,
+}
+
+impl Config {
+    pub fn database_path(&self) -> PathBuf {
+        self.home.join("gateway.db")
+    }
+
+    /// Whether any platform is configured.
+    pub fn has_platform(&self) -> bool {
+        self.telegram.is_some()
+    }
+}
+
+/// The outcome of reading the configuration.
+pub struct Loaded {
+    /// `None` when there are errors.
+    pub config: Option<Config>,
+    pub problems: Vec<Problem>,
+    /// Keys in `config.yaml` (and variables in `.env`) that hermes-gateway does not use.
+    pub unused: Vec<String>,
+}
+
+impl Loaded {
+    pub fn errors(&self) -> impl Iterator<Item = &Problem> {
+        self.problems.iter().filter(|p| p.severity == Severity::Error)
+    }
+}
+
+/// The default home: `$HERMES_HOME`, else `~/.hermes`.
+pub fn default_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("HERMES_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(home);
+    }
+    let user_home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    user_home.join(".hermes")
+}
+
+/// Read `config.yaml` and `.env` from `home`, with the real process environment.
+pub fn load(home: &Path) -> Loaded {
+    let read = |name: &str| -> Result<String, Problem> {
+        match std::fs::read_to_string(home.join(name)) {
+            Ok(text) => Ok(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(e) => Err(Problem::error(home.join(name).display().to_string(), format!("cannot read: {e}"))),
+        }
+    };
+    let mut problems = Vec::new();
+    let yaml_text = read("config.yaml").unwrap_or_else(|p| {
+        problems.push(p);
+        String::new()
+    });
+    let dotenv_text = read(".env").unwrap_or_else(|p| {
+        problems.push(p);
+        String::new()
+    });
+    let env = EnvVars::new(std::env::vars(), &dotenv_text);
+    let mut loaded = load_from(home, &yaml_text, &env);
+    problems.append(&mut loaded.problems);
+    loaded.problems = problems;
+    if loaded.errors().next().is_some() {
+        loaded.config = None;
+    }
+    loaded
+}
+
+/// The variables hermes-gateway reads (for the "not used" report on `.env`).
+const KNOWN_VARIABLES: &[&str] = &[
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_ALLOWED_USERS",
+    "TELEGRAM_ALLOW_ALL_USERS",
+    "TELEGRAM_HOME_CHANNEL",
+    "TELEGRAM_REQUIRE_MENTION",
+    "GATEWAY_ALLOWED_USERS",
+    "GATEWAY_ALLOW_ALL_USERS",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "HERMES_MODEL",
+    "HERMES_MAX_ITERATIONS",
+    "MESSAGING_CWD",
+    "TERMINAL_CWD",
+];
+
+/// Provider defaults: (name, base URL, API key variable).
+const PROVIDERS: &[(&str, &str, &str)] = &[
+    ("custom", "", "OPENAI_API_KEY"),
+    ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+    ("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+];
+
+/// Read the configuration from text (testable without files).
+pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
+    let mut problems = Vec::new();
+    let mut y = match YamlReader::parse(yaml_text) {
+        Ok(y) => y,
+        Err(e) => {
+            problems.push(Problem::error("config.yaml", format!("not valid YAML: {e}")));
+            YamlReader::parse("").expect("empty YAML parses")
+        }
+    };
+
+    let model = read_model(&mut y, env, &mut problems);
+    let agent = AgentConfig {
+        max_turns: env
+            .value("HERMES_MAX_ITERATIONS")
+            .and_then(|v| match v.parse() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    problems.push(Problem::error("HERMES_MAX_ITERATIONS", format!("expected a whole number, found {v:?}")));
+                    None
+                }
+            })
+            .or_else(|| y.number("agent.max_turns", &mut problems).map(|n| n as u32))
+            .unwrap_or(90)
+            .max(1),
+        system_prompt: y.string("agent.system_prompt", &mut problems),
+    };
+    let busy_mode = match y.string("display.busy_input_mode", &mut problems).as_deref() {
+        None | Some("interrupt") => BusyMode::Interrupt,
+        Some("queue") => BusyMode::Queue,
+        Some("steer") => BusyMode::Steer,
+        Some(other) => {
+            problems.push(Problem::error(
+                "display.busy_input_mode",
+                format!("{other:?} is not a busy mode; use interrupt, queue or steer"),
+            ));
+            BusyMode::Interrupt
+        }
+    };
+    let terminal = read_terminal(&mut y, env, &mut problems);
+    let access = read_access(env, &mut problems);
+    let sessions = SessionConfig {
+        group_sessions_per_user: y.boolean("group_sessions_per_user", &mut problems).unwrap_or(true),
+        thread_sessions_per_user: y.boolean("thread_sessions_per_user", &mut problems).unwrap_or(false),
+    };
+    let delivery = DeliveryConfig {
+        rate_per_second: y
+            .string("delivery.rate_per_second", &mut problems)
+            .and_then(|v| match v.parse::<f64>() {
+                Ok(r) if r > 0.0 => Some(r),
+                _ => {
+                    problems.push(Problem::error("delivery.rate_per_second", format!("expected a positive number, found {v:?}")));
+                    None
+                }
+            }),
+        burst: y.number("delivery.burst", &mut problems).map(|b| b.max(1) as u32),
+        max_attempts: y.number("delivery.max_attempts", &mut problems).map(|n| n.max(1) as u32).unwrap_or(12),
+    };
+    let telegram = read_telegram(&mut y, env, &mut problems);
+
+    if !access.gateway_allow_all
+        && access.gateway_allowed.is_empty()
+        && access.platform_allowed.values().all(Vec::is_empty)
+        && !access.platform_allow_all.values().any(|b| *b)
+        && telegram.is_some()
+    {
+        problems.push(Problem::warning(
+            "TELEGRAM_ALLOWED_USERS",
+            "no allowlist is set: only people paired with `hermes-gateway pairing approve` can talk to the agent",
+        ));
+    }
+
+    let mut unused = y.unused();
+    unused.extend(
+        env.dotenv_names()
+            .filter(|name| !KNOWN_VARIABLES.contains(name) && !name.starts_with("HERMES_HOME"))
+            .map(|name| format!(".env {name}")),
+    );
+
+    let mut secret_env_names: Vec<String> = KNOWN_VARIABLES
+        .iter()
+        .filter(|n| n.ends_with("_TOKEN") || n.ends_with("_KEY"))
+        .map(|n| n.to_string())
+        .collect();
+    secret_env_names.extend(env.dotenv_names().map(str::to_owned));
+
+    let has_errors = problems.iter().any(|p| p.severity == Severity::Error);
+    let config = match (model, has_errors) {
+        (Some(model), false) => Some(Config {
+            home: home.to_path_buf(),
+            model,
+            agent,
+            busy_mode,
+            terminal,
+            access,
+            sessions,
+            delivery,
+            telegram,
+            secret_env_names,
+        }),
+        _ => None,
+    };
+    Loaded { config, problems, unused }
+}
+
+fn read_model(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> Option<ModelConfig> {
+    // Older Hermes configs say `model: name`.
+    let flat_name = match y.get("model") {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let provider = y
+        .string("model.provider", problems)
+        .unwrap_or_else(|| "custom".into())
+        .to_ascii_lowercase();
+    let Some(&(_, default_url, key_var)) = PROVIDERS.iter().find(|(name, _, _)| *name == provider) else {
+        let names: Vec<&str> = PROVIDERS.iter().map(|p| p.0).collect();
+        problems.push(Problem::error(
+            "model.provider",
+            format!("{provider:?} is not supported; use one of {} (custom = any OpenAI-compatible API with model.base_url)", names.join(", ")),
+        ));
+        return None;
+    };
+    let model = env
+        .value("HERMES_MODEL")
+        .or(flat_name)
+        .or_else(|| y.string("model.default", problems))
+        .or_else(|| y.string("model.name", problems));
+    let base_url = y
+        .string("model.base_url", problems)
+        .or_else(|| (!default_url.is_empty()).then(|| default_url.to_owned()));
+    let api_key = y
+        .string("model.api_key", problems)
+        .or_else(|| env.value(key_var))
+        .map(Secret::new);
+    let context_length = y.number("model.context_length", problems).unwrap_or(131_072) as usize;
+    let max_attempts = y.number("model.max_attempts", problems).unwrap_or(4).clamp(1, 20) as u32;
+    let stream_idle_timeout =
+        Duration::from_secs(y.number("model.stream_idle_timeout", problems).unwrap_or(120).max(1));
+
+    let Some(model) = model else {
+        problems.push(Problem::error("model.default", "no model name is set (or set HERMES_MODEL)"));
+        return None;
+    };
+    let Some(base_url) = base_url else {
+        problems.push(Problem::error("model.base_url", format!("provider {provider:?} needs a base URL")));
+        return None;
+    };
+    if let Err(e) = validate_http_url(&base_url) {
+        problems.push(Problem::error("model.base_url", e));
+        return None;
+    }
+    Some(ModelConfig {
+        provider,
+        model,
+        base_url: base_url.trim_end_matches('/').to_owned(),
+        api_key,
+        context_length,
+        max_attempts,
+        stream_idle_timeout,
+    })
+}
+
+fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> TerminalConfig {
+    let cwd = y
+        .string("terminal.cwd", problems)
+        .or_else(|| env.value("MESSAGING_CWD"))
+        .or_else(|| env.value("TERMINAL_CWD"))
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/"));
+    TerminalConfig {
+        cwd,
+        timeout: Duration::from_secs(y.number("terminal.timeout", problems).unwrap_or(180).max(1)),
+        max_output_chars: y.number("terminal.max_output_chars", problems).unwrap_or(50_000).max(1_000) as usize,
+        pass_env: y.list("terminal.pass_env", problems).unwrap_or_default(),
+    }
+}
+
+fn read_access(env: &EnvVars, problems: &mut Vec<Problem>) -> AccessConfig {
+    let mut access = AccessConfig {
+        gateway_allowed: env.value("GATEWAY_ALLOWED_USERS").map(|v| split_list(&v)).unwrap_or_default(),
+        gateway_allow_all: env.value("GATEWAY_ALLOW_ALL_USERS").is_some_and(|v| is_truthy(&v)),
+        ..Default::default()
+    };
+    for platform in Platform::ALL {
+        let upper = platform.as_str().to_ascii_uppercase();
+        let allowed_var = format!("{upper}_ALLOWED_USERS");
+        if let Some(list) = env.value(&allowed_var) {
+            let ids = split_list(&list);
+            if platform == Platform::Telegram {
+                for id in &ids {
+                    if id.parse::<i64>().is_err() {
+                        problems.push(Problem::error(
+                            allowed_var.clone(),
+                            format!("{id:?} is not a numeric Telegram user id (ask @userinfobot for yours)"),
+                        ));
+                    }
+                }
+            }
+            access.platform_allowed.insert(platform, ids);
+        }
+        if let Some(all) = env.value(&format!("{upper}_ALLOW_ALL_USERS")) {
+            access.platform_allow_all.insert(platform, is_truthy(&all));
+        }
+    }
+    access
+}
+
+fn read_telegram(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> Option<TelegramConfig> {
+    let enabled = y.boolean("platforms.telegram.enabled", problems);
+    let token = y
+        .string("platforms.telegram.token", problems)
+        .or_else(|| env.value("TELEGRAM_BOT_TOKEN"));
+    let base_url = y.string("platforms.telegram.extra.base_url", problems);
+    let require_mention = y
+        .boolean("platforms.telegram.extra.require_mention", problems)
+        .or_else(|| y.boolean("telegram.require_mention", problems))
+        .or_else(|| env.value("TELEGRAM_REQUIRE_MENTION").map(|v| is_truthy(&v)))
+        .unwrap_or(true);
+    let poll_timeout = y.number("platforms.telegram.extra.poll_timeout", problems).unwrap_or(10).clamp(1, 15);
+    let home_channel = env
+        .value("TELEGRAM_HOME_CHANNEL")
+        .or_else(|| y.string("platforms.telegram.home_channel.chat_id", problems));
+
+    let enabled = enabled.unwrap_or(token.is_some());
+    if !enabled {
+        return None;
+    }
+    let Some(token) = token else {
+        problems.push(Problem::error(
+            "TELEGRAM_BOT_TOKEN",
+            "platforms.telegram.enabled is true but no bot token is set (put TELEGRAM_BOT_TOKEN in $HERMES_HOME/.env)",
+        ));
+        return None;
+    };
+    if !token.contains(':') {
+        problems.push(Problem::error(
+            "TELEGRAM_BOT_TOKEN",
+            "does not look like a bot token (expected <digits>:<secret>, as BotFather gives it)",
+        ));
+    }
+    let api_url = match base_url {
+        None => "https://api.telegram.org".to_owned(),
+        Some(url) => match telegram_api_root(&url) {
+            Ok(root) => root,
+            Err(e) => {
+                problems.push(Problem::error("platforms.telegram.extra.base_url", e));
+                return None;
+            }
+        },
+    };
+    Some(TelegramConfig {
+        token: Secret::new(token),
+        api_url,
+        require_mention,
+        home_channel,
+        poll_timeout: Duration::from_secs(poll_timeout),
+    })
+}
+
+/// Accept the python-telegram-bot form (`…/bot`) and the bare root; return the bare root.
+fn telegram_api_root(url: &str) -> Result<String, String> {
+    validate_http_url(url)?;
+    let trimmed = url.trim_end_matches('/');
+    Ok(trimmed.strip_suffix("/bot").unwrap_or(trimmed).to_owned())
+}
+
+fn validate_http_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!("{url:?} must be an http:// or https:// URL with a host"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

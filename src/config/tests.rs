@@ -1,0 +1,116 @@
+use super::*;
+
+const ISSUE_EXAMPLE: &str = r#"
+model:
+  provider: custom
+  default: some-model-name
+  base_url: http://127.0.0.1:9/v1
+  api_key: sk-anything
+  context_length: 131072
+security:
+  tirith_enabled: false
+platforms:
+  telegram:
+    enabled: true
+    extra:
+      base_url: http://127.0.0.1:9/bot
+      base_file_url: http://127.0.0.1:9/file/bot
+"#;
+
+fn env(pairs: &[(&str, &str)]) -> EnvVars {
+    let text: String = pairs.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    EnvVars::new(Vec::new(), &text)
+}
+
+fn errors(loaded: &Loaded) -> Vec<String> {
+    loaded.errors().map(|p| p.key.clone()).collect()
+}
+
+#[test]
+fn the_hermes_example_config_runs_as_is() {
+    let loaded = load_from(
+        Path::new("/h"),
+        ISSUE_EXAMPLE,
+        &env(&[("TELEGRAM_BOT_TOKEN", "123:abc"), ("TELEGRAM_ALLOW_ALL_USERS", "true")]),
+    );
+    assert!(errors(&loaded).is_empty(), "{:?}", loaded.problems);
+    let config = loaded.config.unwrap();
+    assert_eq!(config.model.model, "some-model-name");
+    assert_eq!(config.model.base_url, "http://127.0.0.1:9/v1");
+    assert_eq!(config.model.api_key.as_ref().unwrap().expose(), "sk-anything");
+    let telegram = config.telegram.unwrap();
+    assert_eq!(telegram.api_url, "http://127.0.0.1:9");
+    assert!(telegram.require_mention);
+    assert_eq!(config.access.platform_allow_all.get(&Platform::Telegram), Some(&true));
+    assert_eq!(config.agent.max_turns, 90);
+    assert_eq!(config.busy_mode, BusyMode::Interrupt);
+    assert_eq!(
+        loaded.unused,
+        vec!["platforms.telegram.extra.base_file_url".to_string(), "security.tirith_enabled".to_string()]
+    );
+}
+
+#[test]
+fn a_bare_telegram_root_is_accepted_too() {
+    assert_eq!(telegram_api_root("http://h:1/").unwrap(), "http://h:1");
+    assert_eq!(telegram_api_root("http://h:1/bot/").unwrap(), "http://h:1");
+    assert!(telegram_api_root("ftp://h").is_err());
+    assert!(telegram_api_root("not a url").is_err());
+}
+
+#[test]
+fn wrong_values_name_their_key_path() {
+    let yaml = "model:\n  default: m\n  base_url: nope\ndisplay:\n  busy_input_mode: sometimes\nplatforms:\n  telegram:\n    enabled: true\n";
+    let loaded = load_from(Path::new("/h"), yaml, &env(&[("TELEGRAM_ALLOWED_USERS", "12,abc")]));
+    let keys = errors(&loaded);
+    assert!(keys.contains(&"model.base_url".to_string()), "{keys:?}");
+    assert!(keys.contains(&"display.busy_input_mode".to_string()), "{keys:?}");
+    assert!(keys.contains(&"TELEGRAM_ALLOWED_USERS".to_string()), "{keys:?}");
+    assert!(keys.contains(&"TELEGRAM_BOT_TOKEN".to_string()), "{keys:?}");
+    assert!(loaded.config.is_none());
+}
+
+#[test]
+fn providers_bring_their_url_and_key_variable() {
+    let loaded = load_from(
+        Path::new("/h"),
+        "model:\n  provider: openrouter\n  default: x/y\n",
+        &env(&[("OPENROUTER_API_KEY", "or-key")]),
+    );
+    let model = loaded.config.unwrap().model;
+    assert_eq!(model.base_url, "https://openrouter.ai/api/v1");
+    assert_eq!(model.api_key.unwrap().expose(), "or-key");
+
+    let loaded = load_from(Path::new("/h"), "model:\n  provider: martian\n  default: x\n", &env(&[]));
+    assert_eq!(errors(&loaded), vec!["model.provider".to_string()]);
+}
+
+#[test]
+fn the_process_environment_overrides_the_file() {
+    let vars = EnvVars::new(
+        vec![("HERMES_MODEL".to_string(), "from-env".to_string())],
+        "HERMES_MODEL=from-file\nSOMETHING_ELSE=1\n",
+    );
+    let loaded = load_from(Path::new("/h"), "model:\n  default: from-yaml\n  base_url: http://x/v1\n", &vars);
+    assert_eq!(loaded.config.unwrap().model.model, "from-env");
+    assert!(loaded.unused.contains(&".env SOMETHING_ELSE".to_string()));
+}
+
+#[test]
+fn a_missing_platform_is_not_an_error_here_but_has_platform_says_so() {
+    let loaded = load_from(Path::new("/h"), "model:\n  default: m\n  base_url: http://x/v1\n", &env(&[]));
+    assert!(!loaded.config.unwrap().has_platform());
+}
+
+#[test]
+fn secrets_are_masked_in_debug_output() {
+    let s = Secret::new("123456:supersecret");
+    assert!(!format!("{s:?}").contains("supersecret"));
+    assert_eq!(s.masked(), "123… (18 chars)");
+}
+
+#[test]
+fn broken_yaml_is_an_error_on_the_file() {
+    let loaded = load_from(Path::new("/h"), "model: [unclosed\n", &env(&[]));
+    assert!(errors(&loaded).contains(&"config.yaml".to_string()));
+}

@@ -1,0 +1,175 @@
+//! A reader over `config.yaml` that remembers which keys were consumed, so every key the
+//! gateway does not use can be listed by `check-config`, and every problem names its key path.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::Problem;
+
+/// The parsed file plus the set of key paths read so far.
+pub struct YamlReader {
+    root: Value,
+    used: BTreeSet<String>,
+}
+
+impl YamlReader {
+    /// Parse YAML text; an empty file is an empty mapping.
+    pub fn parse(text: &str) -> Result<YamlReader, String> {
+        let root = if text.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_saphyr::from_str::<Value>(text).map_err(|e| e.to_string())?
+        };
+        let root = match root {
+            Value::Null => Value::Object(Default::default()),
+            Value::Object(_) => root,
+            _ => return Err("the top level must be a mapping of keys".into()),
+        };
+        Ok(YamlReader { root, used: BTreeSet::new() })
+    }
+
+    /// The value at a dotted path, marking it used.
+    pub fn get(&mut self, path: &str) -> Option<&Value> {
+        let mut node = &self.root;
+        for part in path.split('.') {
+            node = node.as_object()?.get(part)?;
+        }
+        if node.is_null() {
+            return None;
+        }
+        self.used.insert(path.to_owned());
+        Some(node)
+    }
+
+    /// A string (numbers are accepted as their text).
+    pub fn string(&mut self, path: &str, problems: &mut Vec<Problem>) -> Option<String> {
+        match self.get(path)? {
+            Value::String(s) => Some(s.trim().to_owned()).filter(|s| !s.is_empty()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => {
+                problems.push(Problem::error(path, "expected a text value"));
+                None
+            }
+        }
+    }
+
+    /// A boolean (`true`/`false`, or the strings Hermes accepts).
+    pub fn boolean(&mut self, path: &str, problems: &mut Vec<Problem>) -> Option<bool> {
+        match self.get(path)? {
+            Value::Bool(b) => Some(*b),
+            Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "on" | "1" => Some(true),
+                "false" | "no" | "off" | "0" => Some(false),
+                _ => {
+                    problems.push(Problem::error(path, format!("expected true or false, found {s:?}")));
+                    None
+                }
+            },
+            other => {
+                problems.push(Problem::error(path, format!("expected true or false, found {other}")));
+                None
+            }
+        }
+    }
+
+    /// A non-negative whole number.
+    pub fn number(&mut self, path: &str, problems: &mut Vec<Problem>) -> Option<u64> {
+        let value = self.get(path)?;
+        let parsed = match value {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        };
+        if parsed.is_none() {
+            problems.push(Problem::error(path, format!("expected a whole number, found {value}")));
+        }
+        parsed
+    }
+
+    /// A list of strings (a YAML list, or one comma-separated string).
+    pub fn list(&mut self, path: &str, problems: &mut Vec<Problem>) -> Option<Vec<String>> {
+        match self.get(path)? {
+            Value::Array(items) => {
+                let mut out = Vec::new();
+                for item in items {
+                    match item {
+                        Value::String(s) => out.push(s.trim().to_owned()),
+                        Value::Number(n) => out.push(n.to_string()),
+                        other => problems.push(Problem::error(path, format!("unexpected list item {other}"))),
+                    }
+                }
+                Some(out)
+            }
+            Value::String(s) => Some(split_list(s)),
+            Value::Number(n) => Some(vec![n.to_string()]),
+            other => {
+                problems.push(Problem::error(path, format!("expected a list, found {other}")));
+                None
+            }
+        }
+    }
+
+    /// Every leaf key path that was never read.
+    pub fn unused(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        collect_leaves(&self.root, String::new(), &mut out);
+        out.retain(|leaf| {
+            !self
+                .used
+                .iter()
+                .any(|u| leaf == u || leaf.starts_with(&format!("{u}.")))
+        });
+        out
+    }
+}
+
+fn collect_leaves(value: &Value, prefix: String, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, child) in map {
+                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                collect_leaves(child, path, out);
+            }
+        }
+        _ if !prefix.is_empty() => out.push(prefix),
+        _ => {}
+    }
+}
+
+/// Split `a, b ,c` into `[a, b, c]`, dropping empty items.
+pub fn split_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unread_keys_are_reported_and_read_ones_are_not() {
+        let mut y = YamlReader::parse("model:\n  default: m\n  extra: 1\nsecurity:\n  tirith_enabled: false\n").unwrap();
+        let mut problems = Vec::new();
+        assert_eq!(y.string("model.default", &mut problems).as_deref(), Some("m"));
+        assert_eq!(y.unused(), vec!["model.extra".to_string(), "security.tirith_enabled".to_string()]);
+        assert!(problems.is_empty());
+    }
+
+    #[test]
+    fn wrong_types_name_their_key() {
+        let mut y = YamlReader::parse("agent:\n  max_turns: lots\n").unwrap();
+        let mut problems = Vec::new();
+        assert_eq!(y.number("agent.max_turns", &mut problems), None);
+        assert_eq!(problems[0].key, "agent.max_turns");
+    }
+
+    #[test]
+    fn a_non_mapping_file_is_refused() {
+        assert!(YamlReader::parse("- a\n- b\n").is_err());
+        assert!(YamlReader::parse("").is_ok());
+    }
+}

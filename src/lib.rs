@@ -1,0 +1,3 @@
+//! hermes-gateway: a messaging gateway daemon for an AI agent.
+pub mod config;
+pub mod store;

@@ -1,0 +1,248 @@
+//! The inbox: every inbound event, recorded before the platform is acknowledged, de-duplicated
+//! by the platform's event id, and moved to an end state once handled (invariant 1).
+
+use hermes_adapter::{
+    ButtonPress, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage, Platform, Sender,
+};
+use rusqlite::{Row, params};
+
+use super::{Store, StoreError, now_ms};
+
+/// Where an inbox row stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboxState {
+    /// Recorded, not yet handled (re-dispatched after a restart).
+    Received,
+    /// Answered.
+    Done,
+    /// Deliberately not answered (group message not addressed to the bot, unauthorised group
+    /// member): nothing was owed to anyone.
+    Ignored,
+    /// Refused with a reason the sender saw (pairing code, unsupported content).
+    Refused,
+    /// Failed with an error the sender saw.
+    Failed,
+}
+
+impl InboxState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InboxState::Received => "received",
+            InboxState::Done => "done",
+            InboxState::Ignored => "ignored",
+            InboxState::Refused => "refused",
+            InboxState::Failed => "failed",
+        }
+    }
+}
+
+/// A recorded event with its inbox id.
+#[derive(Debug, Clone)]
+pub struct InboxRow {
+    pub id: i64,
+    pub event: Inbound,
+}
+
+impl Store {
+    /// Record an event. Returns `Some(id)` when it is new, `None` when this event id was
+    /// recorded before (a redelivery).
+    pub async fn inbox_record(&self, event: Inbound) -> Result<Option<i64>, StoreError> {
+        self.call(move |conn| {
+            let now = now_ms();
+            let (kind, message_id, text, addressed, unsupported, press_id, data) = match &event.kind
+            {
+                InboundKind::Message(m) => (
+                    "message",
+                    Some(m.message_id.clone()),
+                    Some(m.text.clone()),
+                    m.addressed,
+                    m.unsupported.clone(),
+                    None,
+                    None,
+                ),
+                InboundKind::ButtonPress(b) => (
+                    "button",
+                    b.message_id.clone(),
+                    None,
+                    true,
+                    None,
+                    Some(b.press_id.clone()),
+                    Some(b.data.clone()),
+                ),
+            };
+            let inserted = conn.execute(
+                "INSERT INTO inbox (event_id, platform, chat_id, thread_id, chat_kind, user_id,
+                    user_name, username, is_bot, kind, message_id, text, addressed, unsupported,
+                    press_id, button_data, state, received_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                    'received', ?17, ?17)
+                 ON CONFLICT(event_id) DO NOTHING",
+                params![
+                    event.event_id,
+                    event.chat.platform.as_str(),
+                    event.chat.chat_id,
+                    event.chat.thread_id,
+                    event.chat.kind.as_str(),
+                    event.sender.user_id,
+                    event.sender.display_name,
+                    event.sender.username,
+                    event.sender.is_bot,
+                    kind,
+                    message_id,
+                    text,
+                    addressed,
+                    unsupported,
+                    press_id,
+                    data,
+                    now,
+                ],
+            )?;
+            Ok((inserted == 1).then(|| conn.last_insert_rowid()))
+        })
+        .await
+    }
+
+    /// Move rows to an end state, with a short note on the outcome.
+    pub async fn inbox_finish(
+        &self,
+        ids: Vec<i64>,
+        state: InboxState,
+        outcome: impl Into<String>,
+    ) -> Result<(), StoreError> {
+        let outcome = outcome.into();
+        self.call(move |conn| {
+            let tx = conn.transaction()?;
+            for id in ids {
+                tx.execute(
+                    "UPDATE inbox SET state = ?1, outcome = ?2, updated_at = ?3 WHERE id = ?4",
+                    params![state.as_str(), outcome, now_ms(), id],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Rows still waiting to be handled, oldest first (what a restart must pick up again).
+    pub async fn inbox_unfinished(&self) -> Result<Vec<InboxRow>, StoreError> {
+        self.call(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT * FROM inbox WHERE state = 'received' ORDER BY id",
+            )?;
+            let rows = stmt.query_map([], row_to_inbox)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(row?.map_err(StoreError::Invalid)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// The state of one event (tests and diagnostics).
+    pub async fn inbox_state(&self, event_id: &str) -> Result<Option<String>, StoreError> {
+        let event_id = event_id.to_owned();
+        self.call(move |conn| {
+            use rusqlite::OptionalExtension;
+            Ok(conn
+                .query_row("SELECT state FROM inbox WHERE event_id = ?1", [event_id], |r| r.get(0))
+                .optional()?)
+        })
+        .await
+    }
+}
+
+fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
+    let platform: String = row.get("platform")?;
+    let chat_kind: String = row.get("chat_kind")?;
+    let kind: String = row.get("kind")?;
+    let Some(platform) = Platform::parse(&platform) else {
+        return Ok(Err(format!("unknown platform {platform:?} in inbox")));
+    };
+    let Some(chat_kind) = ChatKind::parse(&chat_kind) else {
+        return Ok(Err(format!("unknown chat kind {chat_kind:?} in inbox")));
+    };
+    let kind = match kind.as_str() {
+        "message" => InboundKind::Message(InboundMessage {
+            message_id: row.get::<_, Option<String>>("message_id")?.unwrap_or_default(),
+            text: row.get::<_, Option<String>>("text")?.unwrap_or_default(),
+            addressed: row.get("addressed")?,
+            unsupported: row.get("unsupported")?,
+        }),
+        "button" => InboundKind::ButtonPress(ButtonPress {
+            press_id: row.get::<_, Option<String>>("press_id")?.unwrap_or_default(),
+            message_id: row.get("message_id")?,
+            data: row.get::<_, Option<String>>("button_data")?.unwrap_or_default(),
+        }),
+        other => return Ok(Err(format!("unknown inbox kind {other:?}"))),
+    };
+    Ok(Ok(InboxRow {
+        id: row.get("id")?,
+        event: Inbound {
+            event_id: row.get("event_id")?,
+            chat: ChatRef {
+                platform,
+                chat_id: row.get("chat_id")?,
+                thread_id: row.get("thread_id")?,
+                kind: chat_kind,
+            },
+            sender: Sender {
+                user_id: row.get("user_id")?,
+                display_name: row.get("user_name")?,
+                username: row.get("username")?,
+                is_bot: row.get("is_bot")?,
+            },
+            kind,
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str) -> Inbound {
+        Inbound {
+            event_id: id.into(),
+            chat: ChatRef {
+                platform: Platform::Telegram,
+                chat_id: "42".into(),
+                thread_id: None,
+                kind: ChatKind::Direct,
+            },
+            sender: Sender {
+                user_id: "7".into(),
+                display_name: "Ada".into(),
+                username: Some("ada".into()),
+                is_bot: false,
+            },
+            kind: InboundKind::Message(InboundMessage {
+                message_id: "100".into(),
+                text: "hello".into(),
+                addressed: true,
+                unsupported: None,
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_redelivered_event_is_recorded_once_and_survives_until_finished() {
+        let store = Store::open_in_memory().unwrap();
+        let first = store.inbox_record(event("tg:1")).await.unwrap();
+        assert!(first.is_some());
+        assert_eq!(store.inbox_record(event("tg:1")).await.unwrap(), None);
+
+        let open = store.inbox_unfinished().await.unwrap();
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].event.sender.display_name, "Ada");
+        assert_eq!(open[0].event.kind, event("x").kind);
+
+        store
+            .inbox_finish(vec![first.unwrap()], InboxState::Done, "answered")
+            .await
+            .unwrap();
+        assert!(store.inbox_unfinished().await.unwrap().is_empty());
+        assert_eq!(store.inbox_state("tg:1").await.unwrap().as_deref(), Some("done"));
+    }
+}

@@ -1,0 +1,177 @@
+//! Versioned schema migrations. Each entry runs once, in order, inside a transaction; the
+//! version reached is kept in `schema_version`.
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+/// The schema, one step per version. Never edit a released step; append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions, messages + FTS, inbox, outbox, cursors, pairing.
+    r#"
+    CREATE TABLE sessions (
+        id            TEXT PRIMARY KEY,
+        session_key   TEXT NOT NULL,
+        platform      TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        thread_id     TEXT,
+        chat_kind     TEXT NOT NULL,
+        user_id       TEXT,
+        started_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        ended_at      INTEGER,
+        end_reason    TEXT,
+        message_count INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX sessions_by_key ON sessions(session_key, ended_at);
+
+    CREATE TABLE messages (
+        id           INTEGER PRIMARY KEY,
+        session_id   TEXT NOT NULL REFERENCES sessions(id),
+        role         TEXT NOT NULL,
+        content      TEXT,
+        tool_calls   TEXT,
+        tool_call_id TEXT,
+        tool_name    TEXT,
+        created_at   INTEGER NOT NULL
+    );
+    CREATE INDEX messages_by_session ON messages(session_id, id);
+    CREATE VIRTUAL TABLE messages_fts USING fts5(content, content=messages, content_rowid=id);
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER messages_fts_update AFTER UPDATE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+
+    CREATE TABLE inbox (
+        id           INTEGER PRIMARY KEY,
+        event_id     TEXT NOT NULL UNIQUE,
+        platform     TEXT NOT NULL,
+        chat_id      TEXT NOT NULL,
+        thread_id    TEXT,
+        chat_kind    TEXT NOT NULL,
+        user_id      TEXT NOT NULL,
+        user_name    TEXT NOT NULL,
+        username     TEXT,
+        is_bot       INTEGER NOT NULL DEFAULT 0,
+        kind         TEXT NOT NULL,
+        message_id   TEXT,
+        text         TEXT,
+        addressed    INTEGER NOT NULL DEFAULT 0,
+        unsupported  TEXT,
+        press_id     TEXT,
+        button_data  TEXT,
+        state        TEXT NOT NULL,
+        outcome      TEXT,
+        received_at  INTEGER NOT NULL,
+        updated_at   INTEGER NOT NULL
+    );
+    CREATE INDEX inbox_open ON inbox(state) WHERE state = 'received';
+
+    CREATE TABLE outbox (
+        id                  INTEGER PRIMARY KEY,
+        platform            TEXT NOT NULL,
+        chat_id             TEXT NOT NULL,
+        thread_id           TEXT,
+        chat_kind           TEXT NOT NULL,
+        reply_to            TEXT,
+        markup              TEXT,
+        plain               TEXT NOT NULL,
+        buttons             TEXT,
+        state               TEXT NOT NULL DEFAULT 'pending',
+        attempts            INTEGER NOT NULL DEFAULT 0,
+        last_error          TEXT,
+        platform_message_id TEXT,
+        created_at          INTEGER NOT NULL,
+        sent_at             INTEGER
+    );
+    CREATE INDEX outbox_pending ON outbox(platform, chat_id, id) WHERE state = 'pending';
+
+    CREATE TABLE cursors (
+        platform TEXT PRIMARY KEY,
+        value    TEXT NOT NULL
+    );
+
+    CREATE TABLE pairing_requests (
+        platform   TEXT NOT NULL,
+        code       TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        user_name  TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        reminded_at INTEGER NOT NULL,
+        PRIMARY KEY (platform, code)
+    );
+    CREATE TABLE paired_users (
+        platform    TEXT NOT NULL,
+        user_id     TEXT NOT NULL,
+        user_name   TEXT NOT NULL,
+        approved_at INTEGER NOT NULL,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE TABLE pairing_failures (
+        platform TEXT NOT NULL,
+        at       INTEGER NOT NULL
+    );
+    "#,
+];
+
+/// Bring the database up to the newest schema.
+pub fn apply(conn: &mut Connection) -> Result<(), StoreError> {
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);")?;
+    let current: i64 = conn
+        .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_version", [], |r| r.get(0))?;
+    let known = MIGRATIONS.len() as i64;
+    if current > known {
+        return Err(StoreError::TooNew { found: current, known });
+    }
+    for (index, step) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(step)?;
+        tx.execute("DELETE FROM schema_version", [])?;
+        tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [index as i64 + 1])?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_idempotent_and_fts_works() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        apply(&mut conn).unwrap();
+        apply(&mut conn).unwrap();
+        conn.execute(
+            "INSERT INTO sessions (id, session_key, platform, chat_id, chat_kind, started_at, updated_at)
+             VALUES ('s1', 'k', 'telegram', '1', 'dm', 0, 0)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, created_at) VALUES ('s1', 'user', 'the quick brown fox', 0)",
+            [],
+        )
+        .unwrap();
+        let hits: i64 = conn
+            .query_row("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'brown'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(hits, 1);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        apply(&mut conn).unwrap();
+        conn.execute("UPDATE schema_version SET version = 99", []).unwrap();
+        assert!(matches!(apply(&mut conn), Err(StoreError::TooNew { found: 99, .. })));
+    }
+}

@@ -1,0 +1,287 @@
+//! DM pairing: an unknown person who writes to the bot gets a one-time code; the owner
+//! approves it from the command line (`hermes-gateway pairing approve telegram CODE`).
+//! Codes expire after an hour, at most three wait per platform, and five wrong codes lock
+//! approvals for the platform for an hour (the Hermes rules).
+
+use rand::Rng;
+use rusqlite::{OptionalExtension, params};
+
+use super::{Store, StoreError, now_ms};
+
+const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+const CODE_LEN: usize = 8;
+const CODE_TTL_MS: i64 = 60 * 60 * 1000;
+const REMIND_EVERY_MS: i64 = 10 * 60 * 1000;
+const MAX_PENDING_PER_PLATFORM: i64 = 3;
+const MAX_FAILURES: i64 = 5;
+const LOCKOUT_MS: i64 = 60 * 60 * 1000;
+
+/// What to tell an unknown person who wrote to the bot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairingRequestOutcome {
+    /// A fresh code was issued.
+    Issued(String),
+    /// They already have a code; remind them of it.
+    Remind(String),
+    /// They already have a code and were reminded recently: stay quiet.
+    AlreadyReminded,
+    /// Too many codes are waiting on this platform.
+    TooMany,
+}
+
+/// A pending request, for `pairing list`.
+#[derive(Debug, Clone)]
+pub struct PairingRequest {
+    pub platform: String,
+    pub code: String,
+    pub user_id: String,
+    pub user_name: String,
+    pub expires_at: i64,
+}
+
+/// The person a code belonged to, once approved.
+#[derive(Debug, Clone)]
+pub struct PairingApproval {
+    pub user_id: String,
+    pub user_name: String,
+    pub chat_id: String,
+}
+
+/// Why an approval failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PairingError {
+    #[error("no pending pairing request with code {0} (codes expire after one hour)")]
+    UnknownCode(String),
+    #[error("too many wrong codes for {0}; approvals are locked for an hour")]
+    LockedOut(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Store {
+    /// An unknown person wrote to the bot in a DM: issue or recall their code.
+    pub async fn pairing_request(
+        &self,
+        platform: &str,
+        user_id: &str,
+        user_name: &str,
+        chat_id: &str,
+    ) -> Result<PairingRequestOutcome, StoreError> {
+        let (platform, user_id, user_name, chat_id) =
+            (platform.to_owned(), user_id.to_owned(), user_name.to_owned(), chat_id.to_owned());
+        self.call(move |conn| {
+            let now = now_ms();
+            let tx = conn.transaction()?;
+            tx.execute("DELETE FROM pairing_requests WHERE expires_at <= ?1", [now])?;
+            let existing: Option<(String, i64)> = tx
+                .query_row(
+                    "SELECT code, reminded_at FROM pairing_requests WHERE platform = ?1 AND user_id = ?2",
+                    params![platform, user_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let outcome = if let Some((code, reminded_at)) = existing {
+                if now - reminded_at >= REMIND_EVERY_MS {
+                    tx.execute(
+                        "UPDATE pairing_requests SET reminded_at = ?1 WHERE platform = ?2 AND code = ?3",
+                        params![now, platform, code],
+                    )?;
+                    PairingRequestOutcome::Remind(code)
+                } else {
+                    PairingRequestOutcome::AlreadyReminded
+                }
+            } else {
+                let pending: i64 = tx.query_row(
+                    "SELECT count(*) FROM pairing_requests WHERE platform = ?1",
+                    [&platform],
+                    |r| r.get(0),
+                )?;
+                if pending >= MAX_PENDING_PER_PLATFORM {
+                    PairingRequestOutcome::TooMany
+                } else {
+                    let code = new_code();
+                    tx.execute(
+                        "INSERT INTO pairing_requests (platform, code, user_id, user_name, chat_id,
+                            created_at, expires_at, reminded_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6)",
+                        params![platform, code, user_id, user_name, chat_id, now, now + CODE_TTL_MS],
+                    )?;
+                    PairingRequestOutcome::Issued(code)
+                }
+            };
+            tx.commit()?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    /// Whether this person was paired by the owner.
+    pub async fn pairing_is_approved(&self, platform: &str, user_id: &str) -> Result<bool, StoreError> {
+        let (platform, user_id) = (platform.to_owned(), user_id.to_owned());
+        self.call(move |conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT 1 FROM paired_users WHERE platform = ?1 AND user_id = ?2",
+                    params![platform, user_id],
+                    |_| Ok(()),
+                )
+                .optional()?
+                .is_some())
+        })
+        .await
+    }
+
+    /// The owner approves a code.
+    pub async fn pairing_approve(&self, platform: &str, code: &str) -> Result<PairingApproval, PairingError> {
+        let (platform, code) = (platform.to_owned(), code.trim().to_ascii_uppercase());
+        let result = self
+            .call(move |conn| {
+                let now = now_ms();
+                let tx = conn.transaction()?;
+                let failures: i64 = tx.query_row(
+                    "SELECT count(*) FROM pairing_failures WHERE platform = ?1 AND at > ?2",
+                    params![platform, now - LOCKOUT_MS],
+                    |r| r.get(0),
+                )?;
+                if failures >= MAX_FAILURES {
+                    return Ok(Err(PairingError::LockedOut(platform)));
+                }
+                let found: Option<PairingApproval> = tx
+                    .query_row(
+                        "SELECT user_id, user_name, chat_id FROM pairing_requests
+                         WHERE platform = ?1 AND code = ?2 AND expires_at > ?3",
+                        params![platform, code, now],
+                        |r| Ok(PairingApproval { user_id: r.get(0)?, user_name: r.get(1)?, chat_id: r.get(2)? }),
+                    )
+                    .optional()?;
+                let outcome = match found {
+                    Some(approval) => {
+                        tx.execute(
+                            "INSERT OR REPLACE INTO paired_users (platform, user_id, user_name, approved_at)
+                             VALUES (?1, ?2, ?3, ?4)",
+                            params![platform, approval.user_id, approval.user_name, now],
+                        )?;
+                        tx.execute(
+                            "DELETE FROM pairing_requests WHERE platform = ?1 AND user_id = ?2",
+                            params![platform, approval.user_id],
+                        )?;
+                        Ok(approval)
+                    }
+                    None => {
+                        tx.execute(
+                            "INSERT INTO pairing_failures (platform, at) VALUES (?1, ?2)",
+                            params![platform, now],
+                        )?;
+                        Err(PairingError::UnknownCode(code))
+                    }
+                };
+                tx.commit()?;
+                Ok(outcome)
+            })
+            .await?;
+        result
+    }
+
+    /// Remove a paired person; returns whether they were paired.
+    pub async fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool, StoreError> {
+        let (platform, user_id) = (platform.to_owned(), user_id.to_owned());
+        self.call(move |conn| {
+            Ok(conn.execute(
+                "DELETE FROM paired_users WHERE platform = ?1 AND user_id = ?2",
+                params![platform, user_id],
+            )? > 0)
+        })
+        .await
+    }
+
+    /// Pending requests and paired people: `(pending, [(platform, user_id, user_name)])`.
+    pub async fn pairing_list(
+        &self,
+    ) -> Result<(Vec<PairingRequest>, Vec<(String, String, String)>), StoreError> {
+        self.call(|conn| {
+            let now = now_ms();
+            let mut stmt = conn.prepare(
+                "SELECT platform, code, user_id, user_name, expires_at FROM pairing_requests
+                 WHERE expires_at > ?1 ORDER BY created_at",
+            )?;
+            let pending = stmt
+                .query_map([now], |r| {
+                    Ok(PairingRequest {
+                        platform: r.get(0)?,
+                        code: r.get(1)?,
+                        user_id: r.get(2)?,
+                        user_name: r.get(3)?,
+                        expires_at: r.get(4)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut stmt =
+                conn.prepare("SELECT platform, user_id, user_name FROM paired_users ORDER BY approved_at")?;
+            let approved = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((pending, approved))
+        })
+        .await
+    }
+}
+
+fn new_code() -> String {
+    let mut rng = rand::rng();
+    (0..CODE_LEN)
+        .map(|_| CODE_ALPHABET[rng.random_range(0..CODE_ALPHABET.len())] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_code_pairs_its_person_once_and_wrong_codes_lock_out() {
+        let store = Store::open_in_memory().unwrap();
+        let PairingRequestOutcome::Issued(code) =
+            store.pairing_request("telegram", "9", "Eve", "9").await.unwrap()
+        else {
+            panic!("expected a code")
+        };
+        assert_eq!(code.len(), 8);
+        assert!(code.bytes().all(|b| CODE_ALPHABET.contains(&b)));
+        assert_eq!(
+            store.pairing_request("telegram", "9", "Eve", "9").await.unwrap(),
+            PairingRequestOutcome::AlreadyReminded
+        );
+        assert!(!store.pairing_is_approved("telegram", "9").await.unwrap());
+        let approval = store.pairing_approve("telegram", &code.to_lowercase()).await.unwrap();
+        assert_eq!(approval.user_id, "9");
+        assert!(store.pairing_is_approved("telegram", "9").await.unwrap());
+        assert!(matches!(
+            store.pairing_approve("telegram", &code).await,
+            Err(PairingError::UnknownCode(_))
+        ));
+        for _ in 0..4 {
+            let _ = store.pairing_approve("telegram", "WRONG").await;
+        }
+        assert!(matches!(
+            store.pairing_approve("telegram", "WRONG").await,
+            Err(PairingError::LockedOut(_))
+        ));
+        assert!(store.pairing_revoke("telegram", "9").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn at_most_three_codes_wait_per_platform() {
+        let store = Store::open_in_memory().unwrap();
+        for user in ["1", "2", "3"] {
+            assert!(matches!(
+                store.pairing_request("telegram", user, "x", user).await.unwrap(),
+                PairingRequestOutcome::Issued(_)
+            ));
+        }
+        assert_eq!(
+            store.pairing_request("telegram", "4", "x", "4").await.unwrap(),
+            PairingRequestOutcome::TooMany
+        );
+        assert_eq!(store.pairing_list().await.unwrap().0.len(), 3);
+    }
+}
