@@ -227,9 +227,11 @@ pub struct Capabilities {
     pub typing_refresh: Option<Duration>,
     /// Threads/topics inside a chat are addressable.
     pub threads: bool,
-    /// Default per-chat send budget: sustained messages per second and burst size
+    /// Default send budget of a direct chat: sustained messages per second and burst size
     /// (the platform's published limits; config may override).
     pub per_chat_rate: RateLimit,
+    /// The same for group chats (Telegram allows fewer messages per minute in groups).
+    pub group_chat_rate: RateLimit,
 }
 
 /// A sustained rate with a small burst, for a token bucket.

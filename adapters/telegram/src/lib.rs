@@ -1,1 +1,211 @@
+//! `hermes-telegram`: the Telegram adapter (teloxide-core, long polling).
+//!
+//! Receiving is a hand-written `getUpdates` loop rather than teloxide's dispatcher, because
+//! the offset must advance only after the gateway has recorded each update (invariant 1):
+//! the dispatcher confirms updates before its handlers have run. The offset is also saved
+//! through the sink, so a restart resumes where the last run stopped.
 
+mod normalize;
+mod send;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_adapter::{
+    Adapter, AdapterError, CancellationToken, InboundSink, Liveness, Platform, PlatformSender,
+    async_trait,
+};
+use teloxide_core::payloads::GetUpdatesSetters;
+use teloxide_core::prelude::*;
+use teloxide_core::types::AllowedUpdate;
+use teloxide_core::{ApiError, RequestError};
+
+pub use normalize::{BotIdentity, normalize};
+pub use send::TelegramSender;
+
+/// What the adapter needs to connect.
+#[derive(Clone)]
+pub struct TelegramSettings {
+    pub token: String,
+    /// Bot API root without `/bot` (`https://api.telegram.org`, or a fake in tests).
+    pub api_url: String,
+    /// How long one `getUpdates` call may wait for news.
+    pub poll_timeout: Duration,
+}
+
+/// The Telegram connection: polls updates into the sink; sends through [`TelegramSender`].
+pub struct TelegramAdapter {
+    bot: Bot,
+    sender: Arc<TelegramSender>,
+    liveness: Liveness,
+    poll_timeout: Duration,
+}
+
+impl TelegramAdapter {
+    pub fn new(settings: TelegramSettings) -> Result<Self, AdapterError> {
+        let url = reqwest::Url::parse(&settings.api_url)
+            .map_err(|e| AdapterError::Config(format!("bad Telegram API URL {:?}: {e}", settings.api_url)))?;
+        let bot = Bot::new(settings.token).set_api_url(url);
+        Ok(TelegramAdapter {
+            sender: Arc::new(TelegramSender::new(bot.clone())),
+            bot,
+            liveness: Liveness::default(),
+            poll_timeout: settings.poll_timeout,
+        })
+    }
+
+    /// `getMe`, retried with backoff on network trouble; a refused token is final.
+    async fn identify(&self, shutdown: &CancellationToken) -> Result<Option<BotIdentity>, AdapterError> {
+        let mut backoff = Backoff::new();
+        loop {
+            let result = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(None),
+                r = self.bot.get_me().send() => r,
+            };
+            match result {
+                Ok(me) => {
+                    self.liveness.beat();
+                    let identity = BotIdentity {
+                        id: me.user.id.0,
+                        username: me.user.username.clone().unwrap_or_default(),
+                    };
+                    tracing::info!(bot = %identity.username, "telegram: connected");
+                    return Ok(Some(identity));
+                }
+                Err(RequestError::Api(ApiError::InvalidToken)) => {
+                    return Err(AdapterError::Config(
+                        "Telegram refused the bot token (check TELEGRAM_BOT_TOKEN)".into(),
+                    ));
+                }
+                Err(e) => {
+                    let wait = backoff.next();
+                    tracing::warn!(error = %e, retry_in = ?wait, "telegram: getMe failed");
+                    if sleep_or_shutdown(wait, shutdown).await {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Adapter for TelegramAdapter {
+    fn platform(&self) -> Platform {
+        Platform::Telegram
+    }
+
+    fn sender(&self) -> Arc<dyn PlatformSender> {
+        self.sender.clone()
+    }
+
+    fn liveness(&self) -> Liveness {
+        self.liveness.clone()
+    }
+
+    async fn run(
+        self: Box<Self>,
+        sink: Arc<dyn InboundSink>,
+        shutdown: CancellationToken,
+    ) -> Result<(), AdapterError> {
+        let Some(me) = self.identify(&shutdown).await? else {
+            return Ok(());
+        };
+        let mut offset: i32 = match sink.load_cursor(Platform::Telegram).await {
+            Ok(cursor) => cursor.and_then(|c| c.parse().ok()).unwrap_or(0),
+            Err(e) => return Err(AdapterError::Other(e.to_string())),
+        };
+        let mut backoff = Backoff::new();
+        let poll_secs = self.poll_timeout.as_secs().max(1) as u32;
+        loop {
+            let request = self
+                .bot
+                .get_updates()
+                .offset(offset)
+                .timeout(poll_secs)
+                .allowed_updates(vec![AllowedUpdate::Message, AllowedUpdate::CallbackQuery]);
+            let result = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                r = request.send() => r,
+            };
+            let updates = match result {
+                Ok(updates) => {
+                    self.liveness.beat();
+                    backoff.reset();
+                    updates
+                }
+                Err(RequestError::Api(ApiError::InvalidToken)) => {
+                    return Err(AdapterError::Config("Telegram refused the bot token".into()));
+                }
+                Err(RequestError::RetryAfter(wait)) => {
+                    tracing::warn!(wait = ?wait.duration(), "telegram: getUpdates rate limited");
+                    if sleep_or_shutdown(wait.duration(), &shutdown).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    let wait = backoff.next();
+                    tracing::warn!(error = %e, retry_in = ?wait, "telegram: getUpdates failed");
+                    if sleep_or_shutdown(wait, &shutdown).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            let before = offset;
+            for update in updates {
+                let next = update.id.0 as i32 + 1;
+                if let Some(event) = normalize(&update, &me) {
+                    // The offset must not pass an update the sink has not recorded.
+                    let mut retry = Backoff::new();
+                    loop {
+                        match sink.accept(event.clone()).await {
+                            Ok(_) => break,
+                            Err(e) => {
+                                let wait = retry.next();
+                                tracing::error!(error = %e, event = %event.event_id, "telegram: cannot record update; retrying");
+                                if sleep_or_shutdown(wait, &shutdown).await {
+                                    return Ok(());
+                                }
+                            }
+                        }
+                    }
+                } else {
+                    tracing::debug!(update = update.id.0, "telegram: update carries nothing for the gateway");
+                }
+                offset = offset.max(next);
+            }
+            if offset != before
+                && let Err(e) = sink.save_cursor(Platform::Telegram, offset.to_string()).await
+            {
+                tracing::warn!(error = %e, "telegram: could not save the polling offset");
+            }
+        }
+    }
+}
+
+/// Exponential backoff from 1 s to 30 s.
+struct Backoff(u32);
+
+impl Backoff {
+    fn new() -> Self {
+        Backoff(0)
+    }
+    fn reset(&mut self) {
+        self.0 = 0;
+    }
+    fn next(&mut self) -> Duration {
+        let secs = (1u64 << self.0.min(5)).min(30);
+        self.0 += 1;
+        Duration::from_secs(secs)
+    }
+}
+
+/// Sleep; returns true if shutdown came first.
+async fn sleep_or_shutdown(wait: Duration, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => true,
+        _ = tokio::time::sleep(wait) => false,
+    }
+}

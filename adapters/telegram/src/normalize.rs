@@ -1,0 +1,338 @@
+//! Telegram updates into [`Inbound`] events: chat kind, sender, text or caption, whether the
+//! bot was addressed (DM, @mention, reply to the bot, command), with the bot's @mention
+//! stripped from the text.
+
+use hermes_adapter::{
+    ButtonPress, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage, Platform, Sender,
+};
+use teloxide_core::types::{
+    Chat, MaybeInaccessibleMessage, MediaKind, Message, MessageEntityKind, MessageKind, Update,
+    UpdateKind, User,
+};
+
+/// Who the bot is (from `getMe`).
+#[derive(Debug, Clone)]
+pub struct BotIdentity {
+    pub id: u64,
+    /// Without the leading `@`.
+    pub username: String,
+}
+
+/// The event in an update, or `None` for updates the gateway does not handle (edits, service
+/// messages, other bots, channel posts).
+pub fn normalize(update: &Update, me: &BotIdentity) -> Option<Inbound> {
+    let event_id = format!("telegram:{}", update.id.0);
+    match &update.kind {
+        UpdateKind::Message(message) => normalize_message(event_id, message, me),
+        UpdateKind::CallbackQuery(query) => {
+            let (chat, message_id) = match query.message.as_ref()? {
+                MaybeInaccessibleMessage::Regular(m) => (chat_ref(&m.chat, topic(m)), m.id),
+                MaybeInaccessibleMessage::Inaccessible(m) => (chat_ref(&m.chat, None), m.message_id),
+            };
+            Some(Inbound {
+                event_id,
+                chat,
+                sender: sender(&query.from),
+                kind: InboundKind::ButtonPress(ButtonPress {
+                    press_id: query.id.0.clone(),
+                    message_id: Some(message_id.0.to_string()),
+                    data: query.data.clone().unwrap_or_default(),
+                }),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn normalize_message(event_id: String, message: &Message, me: &BotIdentity) -> Option<Inbound> {
+    let MessageKind::Common(common) = &message.kind else {
+        return None; // service message: member joined, title changed, …
+    };
+    let from = message.from.as_ref()?;
+    if from.is_bot {
+        return None;
+    }
+    let chat = chat_ref(&message.chat, topic(message));
+    let raw_text = message.text().or(message.caption());
+    let unsupported = raw_text.is_none().then(|| describe_media(&common.media_kind));
+    let (text, addressed) = match raw_text {
+        Some(text) => addressing(message, text, me, chat.kind == ChatKind::Direct),
+        None => (String::new(), chat.kind == ChatKind::Direct || replies_to_bot(message, me)),
+    };
+    Some(Inbound {
+        event_id,
+        chat,
+        sender: sender(from),
+        kind: InboundKind::Message(InboundMessage {
+            message_id: message.id.0.to_string(),
+            text,
+            addressed,
+            unsupported,
+        }),
+    })
+}
+
+/// Strip the bot's @mention and decide whether the message is addressed to the bot.
+fn addressing(message: &Message, text: &str, me: &BotIdentity, direct: bool) -> (String, bool) {
+    let handle = format!("@{}", me.username);
+    let mut addressed = direct || replies_to_bot(message, me);
+    let entities = message.parse_entities().or_else(|| message.parse_caption_entities()).unwrap_or_default();
+    for entity in &entities {
+        match entity.kind() {
+            MessageEntityKind::Mention if entity.text().eq_ignore_ascii_case(&handle) => addressed = true,
+            MessageEntityKind::TextMention { user } if user.id.0 == me.id => addressed = true,
+            MessageEntityKind::BotCommand if entity.start() == 0 => {
+                // `/cmd` is for every bot in the group; `/cmd@other_bot` is not for us.
+                match entity.text().split_once('@') {
+                    None => addressed = true,
+                    Some((_, bot)) if bot.eq_ignore_ascii_case(&me.username) => addressed = true,
+                    Some(_) => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    let cleaned = if me.username.is_empty() { text.trim().to_owned() } else { remove_handle(text, &handle) };
+    (cleaned, addressed)
+}
+
+/// Remove every case-insensitive occurrence of `@handle` (as a whole word) from `text`,
+/// keeping line breaks (the rest may be code or a list).
+fn remove_handle(text: &str, handle: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = find_ignore_ascii_case(rest, handle) {
+        let end = start + handle.len();
+        let whole_word = rest[end..].chars().next().is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        out.push_str(&rest[..start]);
+        if whole_word {
+            rest = &rest[end..];
+            // Drop one space so "ask @bot now" becomes "ask now", not "ask  now".
+            if rest.starts_with(' ') && (out.is_empty() || out.ends_with(' ')) {
+                rest = &rest[1..];
+            }
+        } else {
+            out.push_str(&rest[start..end]);
+            rest = &rest[end..];
+        }
+    }
+    out.push_str(rest);
+    out.trim().to_owned()
+}
+
+fn find_ignore_ascii_case(haystack: &str, needle: &str) -> Option<usize> {
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    (0..=h.len().checked_sub(n.len())?).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
+}
+
+fn replies_to_bot(message: &Message, me: &BotIdentity) -> bool {
+    message
+        .reply_to_message()
+        .and_then(|r| r.from.as_ref())
+        .is_some_and(|u| u.id.0 == me.id)
+}
+
+fn topic(message: &Message) -> Option<String> {
+    message
+        .is_topic_message
+        .then(|| message.thread_id.map(|t| t.0.0.to_string()))
+        .flatten()
+}
+
+fn chat_ref(chat: &Chat, thread_id: Option<String>) -> ChatRef {
+    let kind = if chat.is_private() {
+        ChatKind::Direct
+    } else if chat.is_channel() {
+        ChatKind::Channel
+    } else {
+        ChatKind::Group
+    };
+    ChatRef { platform: Platform::Telegram, chat_id: chat.id.0.to_string(), thread_id, kind }
+}
+
+fn sender(user: &User) -> Sender {
+    let mut name = user.first_name.clone();
+    if let Some(last) = &user.last_name {
+        name.push(' ');
+        name.push_str(last);
+    }
+    Sender {
+        user_id: user.id.0.to_string(),
+        display_name: name,
+        username: user.username.clone(),
+        is_bot: user.is_bot,
+    }
+}
+
+fn describe_media(media: &MediaKind) -> String {
+    match media {
+        MediaKind::Photo(_) => "a photo without a caption",
+        MediaKind::Sticker(_) => "a sticker",
+        MediaKind::Voice(_) => "a voice message",
+        MediaKind::Audio(_) => "an audio file",
+        MediaKind::Video(_) | MediaKind::VideoNote(_) => "a video",
+        MediaKind::Document(_) => "a file",
+        MediaKind::Animation(_) => "an animation",
+        MediaKind::Location(_) | MediaKind::Venue(_) => "a location",
+        MediaKind::Contact(_) => "a contact",
+        MediaKind::Poll(_) => "a poll",
+        _ => "a kind of message",
+    }
+    .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> BotIdentity {
+        BotIdentity { id: 999, username: "hermes_bot".into() }
+    }
+
+    fn update(json: serde_json::Value) -> Update {
+        // Parse from text as the client does: teloxide borrows keys while parsing.
+        serde_json::from_str(&json.to_string()).expect("valid update")
+    }
+
+    fn message(chat: serde_json::Value, text: &str, entities: serde_json::Value) -> Update {
+        update(serde_json::json!({
+            "update_id": 5,
+            "message": {
+                "message_id": 10, "date": 0, "chat": chat, "text": text, "entities": entities,
+                "from": {"id": 7, "is_bot": false, "first_name": "Ada", "last_name": "L", "username": "ada"}
+            }
+        }))
+    }
+
+    fn group() -> serde_json::Value {
+        serde_json::json!({"id": -100, "type": "supergroup", "title": "G"})
+    }
+
+    fn as_message(event: Inbound) -> InboundMessage {
+        match event.kind {
+            InboundKind::Message(m) => m,
+            other => panic!("expected a message, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_private_message_is_addressed() {
+        let event = normalize(
+            &message(serde_json::json!({"id": 7, "type": "private", "first_name": "Ada"}), "hi", serde_json::json!([])),
+            &me(),
+        )
+        .unwrap();
+        assert_eq!(event.event_id, "telegram:5");
+        assert_eq!(event.chat.kind, ChatKind::Direct);
+        assert_eq!(event.sender.display_name, "Ada L");
+        let m = as_message(event);
+        assert!(m.addressed);
+        assert_eq!(m.text, "hi");
+    }
+
+    #[test]
+    fn a_group_mention_is_addressed_and_stripped() {
+        let text = "@Hermes_Bot what is 2+2?";
+        let event = normalize(
+            &message(group(), text, serde_json::json!([{"type": "mention", "offset": 0, "length": 11}])),
+            &me(),
+        )
+        .unwrap();
+        assert_eq!(event.chat.kind, ChatKind::Group);
+        let m = as_message(event);
+        assert!(m.addressed);
+        assert_eq!(m.text, "what is 2+2?");
+    }
+
+    #[test]
+    fn group_chatter_and_commands_for_other_bots_are_not_addressed() {
+        let plain = normalize(&message(group(), "hello all", serde_json::json!([])), &me()).unwrap();
+        assert!(!as_message(plain).addressed);
+        let other = normalize(
+            &message(group(), "/help@other_bot", serde_json::json!([{"type": "bot_command", "offset": 0, "length": 15}])),
+            &me(),
+        )
+        .unwrap();
+        assert!(!as_message(other).addressed);
+        let ours = normalize(
+            &message(group(), "/stop@hermes_bot", serde_json::json!([{"type": "bot_command", "offset": 0, "length": 16}])),
+            &me(),
+        )
+        .unwrap();
+        let m = as_message(ours);
+        assert!(m.addressed);
+        assert_eq!(m.text, "/stop");
+    }
+
+    #[test]
+    fn a_reply_to_the_bot_is_addressed() {
+        let event = normalize(
+            &update(serde_json::json!({
+                "update_id": 6,
+                "message": {
+                    "message_id": 11, "date": 0, "chat": group(), "text": "and then?",
+                    "from": {"id": 7, "is_bot": false, "first_name": "Ada"},
+                    "reply_to_message": {
+                        "message_id": 9, "date": 0, "chat": group(), "text": "earlier answer",
+                        "from": {"id": 999, "is_bot": true, "first_name": "Hermes", "username": "hermes_bot"}
+                    }
+                }
+            })),
+            &me(),
+        )
+        .unwrap();
+        assert!(as_message(event).addressed);
+    }
+
+    #[test]
+    fn a_sticker_is_named_as_unsupported_and_bots_are_skipped() {
+        let sticker = update(serde_json::json!({
+            "update_id": 7,
+            "message": {
+                "message_id": 12, "date": 0, "chat": {"id": 7, "type": "private", "first_name": "Ada"},
+                "from": {"id": 7, "is_bot": false, "first_name": "Ada"},
+                "sticker": {"file_id": "f", "file_unique_id": "u", "type": "regular", "width": 1, "height": 1,
+                            "is_animated": false, "is_video": false}
+            }
+        }));
+        let m = as_message(normalize(&sticker, &me()).unwrap());
+        assert_eq!(m.unsupported.as_deref(), Some("a sticker"));
+        assert!(m.text.is_empty());
+
+        let from_bot = update(serde_json::json!({
+            "update_id": 8,
+            "message": {"message_id": 1, "date": 0, "chat": group(), "text": "beep",
+                        "from": {"id": 5, "is_bot": true, "first_name": "Other"}}
+        }));
+        assert!(normalize(&from_bot, &me()).is_none());
+    }
+
+    #[test]
+    fn a_button_press_carries_its_data_and_message() {
+        let press = update(serde_json::json!({
+            "update_id": 9,
+            "callback_query": {
+                "id": "cbq1", "chat_instance": "ci", "data": "appr:1:once",
+                "from": {"id": 7, "is_bot": false, "first_name": "Ada"},
+                "message": {"message_id": 44, "date": 0, "chat": {"id": 7, "type": "private", "first_name": "Ada"},
+                            "text": "prompt", "from": {"id": 999, "is_bot": true, "first_name": "Hermes"}}
+            }
+        }));
+        let event = normalize(&press, &me()).unwrap();
+        assert_eq!(
+            event.kind,
+            InboundKind::ButtonPress(ButtonPress {
+                press_id: "cbq1".into(),
+                message_id: Some("44".into()),
+                data: "appr:1:once".into()
+            })
+        );
+    }
+
+    #[test]
+    fn handles_are_removed_only_as_whole_words_and_lines_survive() {
+        assert_eq!(remove_handle("@hermes_bot run\n  ls -la", "@hermes_bot"), "run\n  ls -la");
+        assert_eq!(remove_handle("ask @HERMES_BOT now", "@hermes_bot"), "ask now");
+        assert_eq!(remove_handle("ask @hermes_botany", "@hermes_bot"), "ask @hermes_botany");
+    }
+}
