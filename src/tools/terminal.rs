@@ -1,0 +1,235 @@
+//! The `terminal` tool: `bash -c` in its own process group, with a scrubbed environment
+//! (no provider keys or platform tokens, invariant 8), a timeout, bounded output, and the
+//! whole group killed on timeout or cancellation so nothing it started lingers.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use super::output::HeadTail;
+use crate::config::TerminalConfig;
+
+/// Name endings that mark a variable as a secret.
+const SECRET_SUFFIXES: &[&str] = &["_TOKEN", "_API_KEY", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_PRIVATE_KEY"];
+
+/// How a command ended.
+#[derive(Debug)]
+pub enum CommandOutcome {
+    Exited { code: Option<i32>, output: String, elapsed: Duration },
+    TimedOut { after: Duration, output: String },
+    Cancelled { output: String },
+    FailedToStart(String),
+}
+
+impl CommandOutcome {
+    /// The text the model reads.
+    pub fn describe(&self) -> String {
+        match self {
+            CommandOutcome::Exited { code, output, .. } => {
+                let code = code.map(|c| c.to_string()).unwrap_or_else(|| "killed by a signal".into());
+                format!("exit code: {code}\n{output}")
+            }
+            CommandOutcome::TimedOut { after, output } => format!(
+                "timed out after {}s; the command and everything it started were killed\n{output}",
+                after.as_secs()
+            ),
+            CommandOutcome::Cancelled { output } => {
+                format!("interrupted: the person stopped this command; it and everything it started were killed\n{output}")
+            }
+            CommandOutcome::FailedToStart(why) => format!("error: could not start the command: {why}"),
+        }
+    }
+}
+
+/// Runs foreground commands.
+pub struct Terminal {
+    config: TerminalConfig,
+    secret_env_names: Vec<String>,
+}
+
+impl Terminal {
+    pub fn new(config: TerminalConfig, secret_env_names: Vec<String>) -> Self {
+        Terminal { config, secret_env_names }
+    }
+
+    /// Whether a variable must not reach child processes.
+    fn is_secret(&self, name: &str) -> bool {
+        if self.config.pass_env.iter().any(|p| p == name) {
+            return false;
+        }
+        self.secret_env_names.iter().any(|s| s == name) || SECRET_SUFFIXES.iter().any(|s| name.ends_with(s))
+    }
+
+    pub async fn run(
+        &self,
+        command: &str,
+        workdir: Option<&str>,
+        timeout_secs: Option<u64>,
+        cancel: &CancellationToken,
+    ) -> CommandOutcome {
+        let timeout = timeout_secs.map(Duration::from_secs).unwrap_or(self.config.timeout).max(Duration::from_secs(1));
+        let cwd = workdir.map(PathBuf::from).unwrap_or_else(|| self.config.cwd.clone());
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(&cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        for (name, _) in std::env::vars_os() {
+            if let Some(name) = name.to_str()
+                && self.is_secret(name)
+            {
+                cmd.env_remove(name);
+            }
+        }
+        let started = Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) => return CommandOutcome::FailedToStart(format!("{e} (working directory {})", cwd.display())),
+        };
+        let group = child.id().map(|id| Pid::from_raw(id as i32));
+        let buffer = Arc::new(Mutex::new(HeadTail::new(self.config.max_output_chars)));
+        let readers = [
+            child.stdout.take().map(|s| spawn_reader(s, buffer.clone())),
+            child.stderr.take().map(|s| spawn_reader(s, buffer.clone())),
+        ];
+
+        enum End {
+            Exited(Option<i32>),
+            TimedOut,
+            Cancelled,
+        }
+        let end = tokio::select! {
+            status = child.wait() => End::Exited(status.ok().and_then(|s| s.code())),
+            _ = tokio::time::sleep(timeout) => End::TimedOut,
+            _ = cancel.cancelled() => End::Cancelled,
+        };
+        if !matches!(end, End::Exited(_)) {
+            kill_group(group);
+            let _ = child.wait().await;
+        }
+        // Readers end when every process holding the pipes is gone; something the command left
+        // running in the background may hold them open, so do not wait on it for long.
+        for reader in readers.into_iter().flatten() {
+            let abort = reader.abort_handle();
+            if tokio::time::timeout(Duration::from_millis(500), reader).await.is_err() {
+                abort.abort();
+            }
+        }
+        let output = buffer.lock().map(|b| b.text()).unwrap_or_default();
+        match end {
+            End::Exited(code) => CommandOutcome::Exited { code, output, elapsed: started.elapsed() },
+            End::TimedOut => CommandOutcome::TimedOut { after: timeout, output },
+            End::Cancelled => CommandOutcome::Cancelled { output },
+        }
+    }
+}
+
+/// SIGKILL to a whole process group.
+pub fn kill_group(group: Option<Pid>) {
+    if let Some(pid) = group
+        && let Err(e) = killpg(pid, Signal::SIGKILL)
+        && e != nix::errno::Errno::ESRCH
+    {
+        tracing::warn!(error = %e, pgid = pid.as_raw(), "could not kill a process group");
+    }
+}
+
+fn spawn_reader<R>(mut stream: R, buffer: Arc<Mutex<HeadTail>>) -> tokio::task::JoinHandle<()>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if let Ok(mut b) = buffer.lock() {
+                        b.push(&chunk[..n]);
+                    }
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terminal(timeout: u64) -> Terminal {
+        Terminal::new(
+            TerminalConfig {
+                cwd: std::env::temp_dir(),
+                timeout: Duration::from_secs(timeout),
+                max_output_chars: 10_000,
+                pass_env: vec!["PASSED_TOKEN".into()],
+            },
+            vec!["MY_DOTENV_THING".into()],
+        )
+    }
+
+    #[tokio::test]
+    async fn output_and_exit_code_come_back() {
+        let out = terminal(10).run("echo hello; echo oops >&2; exit 3", None, None, &CancellationToken::new()).await;
+        let text = out.describe();
+        assert!(text.starts_with("exit code: 3"), "{text}");
+        assert!(text.contains("hello") && text.contains("oops"));
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("child-pid");
+        let cmd = format!("sleep 30 & echo $! > {}; wait", marker.display());
+        let start = Instant::now();
+        let out = terminal(1).run(&cmd, None, None, &CancellationToken::new()).await;
+        assert!(matches!(out, CommandOutcome::TimedOut { .. }), "{out:?}");
+        assert!(start.elapsed() < Duration::from_secs(5));
+        let pid: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
+        // The background child was in the group and is gone too.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid));
+    }
+
+    #[tokio::test]
+    async fn cancelling_stops_at_once() {
+        let cancel = CancellationToken::new();
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            c.cancel();
+        });
+        let start = Instant::now();
+        let out = terminal(60).run("sleep 60", None, None, &cancel).await;
+        assert!(matches!(out, CommandOutcome::Cancelled { .. }));
+        assert!(start.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn secrets_are_recognised_by_name_and_list() {
+        let t = terminal(1);
+        assert!(t.is_secret("TELEGRAM_BOT_TOKEN"));
+        assert!(t.is_secret("OPENAI_API_KEY"));
+        assert!(t.is_secret("MY_DOTENV_THING"));
+        assert!(!t.is_secret("PASSED_TOKEN"));
+        assert!(!t.is_secret("PATH"));
+    }
+
+    fn is_zombie(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+            .unwrap_or(true)
+    }
+}
