@@ -1,6 +1,15 @@
-//! hermes-gateway: a messaging gateway daemon for an AI agent.
+//! hermes-gateway: a messaging gateway daemon that lets people chat with an AI agent.
+//!
+//! See `docs/architecture.md` for the codemap and the invariants each module defends.
+
+pub mod agent;
+pub mod cli;
 pub mod config;
+pub mod daemon;
+pub mod delivery;
 pub mod format;
 pub mod llm;
+pub mod router;
+pub mod session;
 pub mod store;
 pub mod tools;

@@ -112,12 +112,7 @@ impl Store {
         let outcome = outcome.into();
         self.call(move |conn| {
             let tx = conn.transaction()?;
-            for id in ids {
-                tx.execute(
-                    "UPDATE inbox SET state = ?1, outcome = ?2, updated_at = ?3 WHERE id = ?4",
-                    params![state.as_str(), outcome, now_ms(), id],
-                )?;
-            }
+            finish_in(&tx, &ids, state, &outcome)?;
             tx.commit()?;
             Ok(())
         })
@@ -151,6 +146,22 @@ impl Store {
         })
         .await
     }
+}
+
+/// Move rows to an end state inside a caller's transaction.
+pub(super) fn finish_in(
+    tx: &rusqlite::Transaction<'_>,
+    ids: &[i64],
+    state: InboxState,
+    outcome: &str,
+) -> Result<(), StoreError> {
+    for id in ids {
+        tx.execute(
+            "UPDATE inbox SET state = ?1, outcome = ?2, updated_at = ?3 WHERE id = ?4",
+            params![state.as_str(), outcome, now_ms(), id],
+        )?;
+    }
+    Ok(())
 }
 
 fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {

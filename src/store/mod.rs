@@ -11,11 +11,13 @@ mod migrations;
 mod outbox;
 mod pairing;
 mod sessions;
+mod turns;
 
 pub use inbox::{InboxRow, InboxState};
 pub use outbox::{NewOutboxRow, OutboxRow};
 pub use pairing::{PairingApproval, PairingError, PairingRequest, PairingRequestOutcome};
 pub use sessions::{SearchHit, SessionRow, StoredMessage};
+pub use turns::TurnRecord;
 
 use std::path::Path;
 use std::sync::mpsc;

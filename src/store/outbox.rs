@@ -31,31 +31,7 @@ impl Store {
     pub async fn outbox_enqueue(&self, rows: Vec<NewOutboxRow>) -> Result<Vec<i64>, StoreError> {
         self.call(move |conn| {
             let tx = conn.transaction()?;
-            let mut ids = Vec::with_capacity(rows.len());
-            for row in rows {
-                let buttons = if row.buttons.is_empty() {
-                    None
-                } else {
-                    Some(encode_buttons(&row.buttons))
-                };
-                tx.execute(
-                    "INSERT INTO outbox (platform, chat_id, thread_id, chat_kind, reply_to, markup,
-                        plain, buttons, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    params![
-                        row.chat.platform.as_str(),
-                        row.chat.chat_id,
-                        row.chat.thread_id,
-                        row.chat.kind.as_str(),
-                        row.reply_to,
-                        row.body.markup,
-                        row.body.plain,
-                        buttons,
-                        now_ms(),
-                    ],
-                )?;
-                ids.push(tx.last_insert_rowid());
-            }
+            let ids = enqueue_in(&tx, &rows)?;
             tx.commit()?;
             Ok(ids)
         })
@@ -153,6 +129,32 @@ impl Store {
         })
         .await
     }
+}
+
+/// Queue rows inside a caller's transaction.
+pub(super) fn enqueue_in(tx: &rusqlite::Transaction<'_>, rows: &[NewOutboxRow]) -> Result<Vec<i64>, StoreError> {
+    let mut ids = Vec::with_capacity(rows.len());
+    for row in rows {
+        let buttons = (!row.buttons.is_empty()).then(|| encode_buttons(&row.buttons));
+        tx.execute(
+            "INSERT INTO outbox (platform, chat_id, thread_id, chat_kind, reply_to, markup,
+                plain, buttons, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                row.chat.platform.as_str(),
+                row.chat.chat_id,
+                row.chat.thread_id,
+                row.chat.kind.as_str(),
+                row.reply_to,
+                row.body.markup,
+                row.body.plain,
+                buttons,
+                now_ms(),
+            ],
+        )?;
+        ids.push(tx.last_insert_rowid());
+    }
+    Ok(ids)
 }
 
 fn collect<T>(

@@ -156,19 +156,7 @@ impl Store {
         let session_id = session_id.to_owned();
         self.call(move |conn| {
             let tx = conn.transaction()?;
-            let now = now_ms();
-            for m in &messages {
-                tx.execute(
-                    "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id,
-                        tool_name, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![session_id, m.role, m.content, m.tool_calls, m.tool_call_id, m.tool_name, now],
-                )?;
-            }
-            tx.execute(
-                "UPDATE sessions SET updated_at = ?1, message_count = message_count + ?2 WHERE id = ?3",
-                params![now, messages.len() as i64, session_id],
-            )?;
+            append_in(&tx, &session_id, &messages)?;
             tx.commit()?;
             Ok(())
         })
@@ -191,6 +179,28 @@ impl Store {
         })
         .await
     }
+}
+
+/// Append messages inside a caller's transaction.
+pub(super) fn append_in(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+    messages: &[StoredMessage],
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    for m in messages {
+        tx.execute(
+            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id,
+                tool_name, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![session_id, m.role, m.content, m.tool_calls, m.tool_call_id, m.tool_name, now],
+        )?;
+    }
+    tx.execute(
+        "UPDATE sessions SET updated_at = ?1, message_count = message_count + ?2 WHERE id = ?3",
+        params![now, messages.len() as i64, session_id],
+    )?;
+    Ok(())
 }
 
 fn row_to_session(row: &Row<'_>) -> rusqlite::Result<SessionRow> {

@@ -1,0 +1,197 @@
+//! One agent turn: the tool-calling loop. Streams a completion, runs the tools the model
+//! asks for, feeds the results back, and repeats within the iteration budget. Cancellation
+//! (interrupt, `/stop`, shutdown) reaches the LLM stream and the running tool at once; the
+//! turn then returns the messages it completed so far, always well-formed (every tool call
+//! has its result).
+
+mod prompt;
+
+pub use prompt::SystemPrompt;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::llm::{LlmClient, LlmError};
+use crate::store::StoredMessage;
+use crate::tools::Toolbox;
+
+/// Shared by every turn: the model client, the tools, the prompt, the budget.
+pub struct AgentRuntime {
+    pub llm: LlmClient,
+    pub tools: Toolbox,
+    pub prompt: SystemPrompt,
+    pub max_iterations: u32,
+    /// Rough token budget for history (model context length).
+    pub context_tokens: usize,
+}
+
+/// What a turn works on.
+pub struct TurnInput {
+    /// The session's stored history (oldest first).
+    pub history: Vec<StoredMessage>,
+    /// Messages of an interrupted earlier attempt at this turn, carried over.
+    pub carried: Vec<StoredMessage>,
+    /// The new user text.
+    pub user_text: String,
+    /// Who and where, for the system prompt.
+    pub context: String,
+}
+
+/// How a turn ended. Each variant carries the turn's new messages (the user's included).
+#[derive(Debug)]
+pub enum TurnOutcome {
+    /// The model answered.
+    Answered { reply: String, messages: Vec<StoredMessage> },
+    /// The iteration budget ran out; `reply` says so.
+    BudgetExhausted { reply: String, messages: Vec<StoredMessage> },
+    /// The provider stayed unreachable or refused; `notice` is for the person.
+    Failed { notice: String, messages: Vec<StoredMessage> },
+    /// Cancelled from outside.
+    Cancelled { messages: Vec<StoredMessage> },
+}
+
+impl AgentRuntime {
+    /// Run one turn. `steer` delivers texts the person sent meanwhile (busy mode `steer`);
+    /// they join the conversation at the next tool boundary.
+    pub async fn run_turn(
+        &self,
+        input: TurnInput,
+        cancel: CancellationToken,
+        steer: &mut mpsc::UnboundedReceiver<String>,
+    ) -> TurnOutcome {
+        let mut new_messages = input.carried;
+        new_messages.push(StoredMessage::user(input.user_text));
+        let system = self.prompt.render(&input.context);
+        let history = trim_history(&input.history, self.context_tokens.saturating_sub(estimate_tokens(&system)) * 3 / 4);
+        let tools = self.tools.definitions();
+
+        for _iteration in 0..self.max_iterations {
+            let mut wire = vec![json!({"role": "system", "content": system})];
+            wire.extend(history.iter().chain(new_messages.iter()).map(to_wire));
+            let completion = match self.llm.complete(&wire, &tools, &cancel).await {
+                Ok(c) => c,
+                Err(LlmError::Cancelled) => return TurnOutcome::Cancelled { messages: new_messages },
+                Err(e) => {
+                    let notice = match &e {
+                        LlmError::Unreachable { .. } => format!(
+                            "⚠️ I can't reach the model provider right now ({e}). Nothing was lost: send your message again in a moment."
+                        ),
+                        _ => format!("⚠️ The model provider refused the request: {e}. Check the model settings (model.default, model.api_key) or /new to start over."),
+                    };
+                    return TurnOutcome::Failed { notice, messages: new_messages };
+                }
+            };
+            if completion.tool_calls.is_empty() {
+                new_messages.push(StoredMessage::assistant(completion.content.clone()));
+                return TurnOutcome::Answered { reply: completion.content, messages: new_messages };
+            }
+            let calls_json: Vec<Value> = completion
+                .tool_calls
+                .iter()
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .collect();
+            new_messages.push(StoredMessage {
+                role: "assistant".into(),
+                content: (!completion.content.is_empty()).then(|| completion.content.clone()),
+                tool_calls: Some(Value::Array(calls_json).to_string()),
+                tool_call_id: None,
+                tool_name: None,
+            });
+            let mut cancelled = false;
+            for call in &completion.tool_calls {
+                let text = if cancelled {
+                    "not run: the turn was interrupted".to_owned()
+                } else {
+                    tracing::info!(tool = %call.name, "agent: running a tool");
+                    let result = self.tools.run(call, &cancel).await;
+                    cancelled = result.cancelled || cancel.is_cancelled();
+                    result.text
+                };
+                new_messages.push(StoredMessage {
+                    role: "tool".into(),
+                    content: Some(text),
+                    tool_calls: None,
+                    tool_call_id: Some(call.id.clone()),
+                    tool_name: Some(call.name.clone()),
+                });
+            }
+            if cancelled {
+                return TurnOutcome::Cancelled { messages: new_messages };
+            }
+            // Tool boundary: texts the person sent meanwhile join here.
+            while let Ok(text) = steer.try_recv() {
+                new_messages.push(StoredMessage::user(text));
+            }
+        }
+        let reply = format!(
+            "I stopped after {} tool steps without finishing (the limit is agent.max_turns). Tell me to continue if you want me to go on.",
+            self.max_iterations
+        );
+        new_messages.push(StoredMessage::assistant(reply.clone()));
+        TurnOutcome::BudgetExhausted { reply, messages: new_messages }
+    }
+}
+
+/// A stored message as an OpenAI chat message.
+fn to_wire(m: &StoredMessage) -> Value {
+    let mut v = json!({"role": m.role, "content": m.content.clone().unwrap_or_default()});
+    if let Some(calls) = &m.tool_calls {
+        v["tool_calls"] = serde_json::from_str(calls).unwrap_or(Value::Array(vec![]));
+        if m.content.is_none() {
+            v["content"] = Value::Null;
+        }
+    }
+    if let Some(id) = &m.tool_call_id {
+        v["tool_call_id"] = json!(id);
+    }
+    v
+}
+
+fn estimate_tokens(text: &str) -> usize {
+    text.len() / 4 + 4
+}
+
+/// The newest history that fits in `budget` tokens, never starting inside a tool exchange.
+fn trim_history(history: &[StoredMessage], budget: usize) -> Vec<StoredMessage> {
+    let mut used = 0;
+    let mut start = history.len();
+    for (i, m) in history.iter().enumerate().rev() {
+        let cost = estimate_tokens(m.content.as_deref().unwrap_or("")) + m.tool_calls.as_deref().map_or(0, estimate_tokens);
+        if used + cost > budget {
+            break;
+        }
+        used += cost;
+        start = i;
+    }
+    // A tool result without its call (or the assistant message of a cut exchange) would be
+    // refused by the API: start at a user message.
+    while start < history.len() && history[start].role != "user" {
+        start += 1;
+    }
+    history[start..].to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trimming_keeps_the_newest_and_starts_at_a_user_message() {
+        let mut h = Vec::new();
+        for i in 0..50 {
+            h.push(StoredMessage::user(format!("question {i} {}", "x".repeat(400))));
+            h.push(StoredMessage { role: "tool".into(), content: Some("r".repeat(400)), tool_calls: None, tool_call_id: Some("c".into()), tool_name: None });
+        }
+        let kept = trim_history(&h, 1000);
+        assert!(!kept.is_empty() && kept.len() < h.len());
+        assert_eq!(kept[0].role, "user");
+        assert!(kept.last().unwrap().content.as_deref().unwrap().starts_with("rrr"));
+    }
+
+    #[test]
+    fn tool_messages_keep_their_call_ids_on_the_wire() {
+        let m = StoredMessage { role: "tool".into(), content: Some("ok".into()), tool_calls: None, tool_call_id: Some("c1".into()), tool_name: Some("terminal".into()) };
+        assert_eq!(to_wire(&m), json!({"role": "tool", "content": "ok", "tool_call_id": "c1"}));
+    }
+}

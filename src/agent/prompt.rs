@@ -1,0 +1,36 @@
+//! The system prompt: a short description of the setting, `SOUL.md` and `AGENTS.md` from
+//! `$HERMES_HOME` when present (as in Hermes), `agent.system_prompt`, and the session context.
+
+use std::path::Path;
+
+/// The parts of the system prompt that do not change between turns (read once at start).
+pub struct SystemPrompt {
+    base: String,
+}
+
+impl SystemPrompt {
+    pub fn load(home: &Path, extra: Option<&str>) -> Self {
+        let mut base = String::from(
+            "You are Hermes, an AI agent people talk to through a chat app. Answer in the language \
+             of the person. Keep answers readable on a phone; use Markdown sparingly. You can run \
+             shell commands on the host with the `terminal` tool.",
+        );
+        for name in ["SOUL.md", "AGENTS.md"] {
+            if let Ok(text) = std::fs::read_to_string(home.join(name))
+                && !text.trim().is_empty()
+            {
+                base.push_str("\n\n");
+                base.push_str(text.trim());
+            }
+        }
+        if let Some(extra) = extra.filter(|e| !e.trim().is_empty()) {
+            base.push_str("\n\n");
+            base.push_str(extra.trim());
+        }
+        SystemPrompt { base }
+    }
+
+    pub fn render(&self, context: &str) -> String {
+        format!("{}\n\n## Current session\n{context}", self.base)
+    }
+}

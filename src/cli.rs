@@ -1,0 +1,243 @@
+//! The command line: `run`, `check-config`, `pairing list|approve|revoke`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, Loaded, Severity};
+use crate::daemon::{self, Exit};
+use crate::store::{PairingError, Store};
+
+/// EX_CONFIG: configuration problem; systemd units list it in RestartPreventExitStatus.
+pub const EXIT_CONFIG: u8 = 78;
+
+#[derive(Parser)]
+#[command(name = "hermes-gateway", version, about = "Chat with an AI agent on Telegram (and soon Discord, Slack, WhatsApp)")]
+pub struct Cli {
+    /// Hermes home with config.yaml and .env (default: $HERMES_HOME or ~/.hermes)
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway in the foreground
+    Run,
+    /// Explain the effective configuration (secrets masked) and every problem in it
+    CheckConfig,
+    /// Manage DM pairing of people who are not on an allowlist
+    Pairing {
+        #[command(subcommand)]
+        action: PairingAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum PairingAction {
+    /// Pending codes and paired people
+    List,
+    /// Approve a pairing code: `pairing approve telegram ABCD2345`
+    Approve { platform: String, code: String },
+    /// Remove a paired person
+    Revoke { platform: String, user_id: String },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let home = cli.home.clone().unwrap_or_else(config::default_home);
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hermes-gateway: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Run => runtime.block_on(run(home)),
+        Command::CheckConfig => check_config(home),
+        Command::Pairing { action } => runtime.block_on(pairing(home, action)),
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("HERMES_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn report(loaded: &Loaded) {
+    for problem in &loaded.problems {
+        eprintln!("{problem}");
+    }
+}
+
+async fn run(home: PathBuf) -> ExitCode {
+    let loaded = config::load(&home);
+    report(&loaded);
+    let Some(config) = loaded.config else {
+        eprintln!("hermes-gateway: the configuration in {} has errors (see above); run `hermes-gateway check-config`", home.display());
+        return ExitCode::from(EXIT_CONFIG);
+    };
+    if !config.has_platform() {
+        eprintln!(
+            "hermes-gateway: no chat platform is configured.\n\
+             Set TELEGRAM_BOT_TOKEN (from @BotFather) in {}/.env, and TELEGRAM_ALLOWED_USERS (your numeric user id) \
+             or TELEGRAM_ALLOW_ALL_USERS=true.",
+            home.display()
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let shutdown = CancellationToken::new();
+    let signals = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        signals.cancel();
+    });
+    match daemon::run(config, shutdown).await {
+        Ok(Exit::Stopped) => ExitCode::SUCCESS,
+        Ok(Exit::ConfigRejected(why)) => {
+            eprintln!("hermes-gateway: {why}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Err(e) => {
+            eprintln!("hermes-gateway: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+fn check_config(home: PathBuf) -> ExitCode {
+    let loaded = config::load(&home);
+    println!("hermes-gateway configuration from {}", home.display());
+    if let Some(c) = &loaded.config {
+        println!("\nEffective settings:");
+        println!("  model.provider = {}", c.model.provider);
+        println!("  model.default = {}", c.model.model);
+        println!("  model.base_url = {}", c.model.base_url);
+        println!("  model.api_key = {}", c.model.api_key.as_ref().map_or("(none)".into(), |k| k.masked()));
+        println!("  model.context_length = {}", c.model.context_length);
+        println!("  agent.max_turns = {}", c.agent.max_turns);
+        println!("  display.busy_input_mode = {}", c.busy_mode.as_str());
+        println!("  terminal.cwd = {}", c.terminal.cwd.display());
+        println!("  terminal.timeout = {}s", c.terminal.timeout.as_secs());
+        println!("  database = {}", c.database_path().display());
+        match &c.telegram {
+            Some(t) => {
+                println!("  platforms.telegram: enabled");
+                println!("    token = {}", t.token.masked());
+                println!("    api_url = {}", t.api_url);
+                println!("    require_mention = {}", t.require_mention);
+                println!("    home_channel = {}", t.home_channel.as_deref().unwrap_or("(none)"));
+            }
+            None => println!("  platforms.telegram: off"),
+        }
+        let a = &c.access;
+        println!("  allowed users: gateway {:?}, per platform {:?}, allow all: gateway {}, per platform {:?}",
+            a.gateway_allowed, a.platform_allowed, a.gateway_allow_all, a.platform_allow_all);
+        if !c.has_platform() {
+            println!("\nNo chat platform is enabled: `run` would exit. Set TELEGRAM_BOT_TOKEN in .env.");
+        }
+    }
+    if !loaded.unused.is_empty() {
+        println!("\nNot used by hermes-gateway (accepted and ignored):");
+        for key in &loaded.unused {
+            println!("  {key}");
+        }
+    }
+    if !loaded.problems.is_empty() {
+        println!("\nProblems:");
+        for p in &loaded.problems {
+            println!("  {p}");
+        }
+    }
+    if loaded.problems.iter().any(|p| p.severity == Severity::Error) {
+        ExitCode::from(EXIT_CONFIG)
+    } else {
+        println!("\nOK");
+        ExitCode::SUCCESS
+    }
+}
+
+async fn pairing(home: PathBuf, action: PairingAction) -> ExitCode {
+    let path = home.join("gateway.db");
+    let store = match tokio::task::spawn_blocking(move || Store::open(&path)).await {
+        Ok(Ok(store)) => store,
+        Ok(Err(e)) => {
+            eprintln!("hermes-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("hermes-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match action {
+        PairingAction::List => match store.pairing_list().await {
+            Ok((pending, approved)) => {
+                println!("Pending codes:");
+                for p in &pending {
+                    println!("  {} {} — {} (user {})", p.platform, p.code, p.user_name, p.user_id);
+                }
+                println!("Paired people:");
+                for (platform, user_id, name) in &approved {
+                    println!("  {platform} {user_id} — {name}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("hermes-gateway: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        PairingAction::Approve { platform, code } => match store.pairing_approve(&platform.to_ascii_lowercase(), &code).await {
+            Ok(approval) => {
+                println!("Paired {} (user {}) on {platform}. They can write to the bot now.", approval.user_name, approval.user_id);
+                ExitCode::SUCCESS
+            }
+            Err(e @ (PairingError::UnknownCode(_) | PairingError::LockedOut(_))) => {
+                eprintln!("hermes-gateway: {e}");
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("hermes-gateway: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        PairingAction::Revoke { platform, user_id } => match store.pairing_revoke(&platform.to_ascii_lowercase(), &user_id).await {
+            Ok(true) => {
+                println!("Removed {user_id} from {platform}.");
+                ExitCode::SUCCESS
+            }
+            Ok(false) => {
+                eprintln!("hermes-gateway: {user_id} was not paired on {platform}");
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("hermes-gateway: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

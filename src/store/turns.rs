@@ -1,0 +1,39 @@
+//! The end of a turn, committed as one transaction: the turn's messages join the session,
+//! the reply joins the outbox, and the inbox rows it answered reach their end state. A crash
+//! before the commit leaves the inbox rows open, so the turn runs again after a restart; a
+//! crash after it leaves the reply in the outbox, so it is sent after a restart.
+
+use super::inbox::{InboxState, finish_in};
+use super::outbox::{NewOutboxRow, enqueue_in};
+use super::sessions::{StoredMessage, append_in};
+use super::{Store, StoreError};
+
+/// Everything a finished turn writes.
+#[derive(Debug, Clone)]
+pub struct TurnRecord {
+    /// Where the messages go (`None`: do not keep them, e.g. after `/new`).
+    pub session_id: Option<String>,
+    pub messages: Vec<StoredMessage>,
+    pub outbox: Vec<NewOutboxRow>,
+    pub inbox_ids: Vec<i64>,
+    pub state: InboxState,
+    pub outcome: String,
+}
+
+impl Store {
+    pub async fn finish_turn(&self, record: TurnRecord) -> Result<Vec<i64>, StoreError> {
+        self.call(move |conn| {
+            let tx = conn.transaction()?;
+            if let Some(session_id) = &record.session_id
+                && !record.messages.is_empty()
+            {
+                append_in(&tx, session_id, &record.messages)?;
+            }
+            let ids = enqueue_in(&tx, &record.outbox)?;
+            finish_in(&tx, &record.inbox_ids, record.state, &record.outcome)?;
+            tx.commit()?;
+            Ok(ids)
+        })
+        .await
+    }
+}
