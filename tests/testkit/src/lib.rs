@@ -1,1 +1,22 @@
+//! `hermes-testkit`: fakes that speak the real wire protocols on 127.0.0.1, so tests run the
+//! real client crates against them, plus a handle to run the real daemon binary.
 
+pub mod daemon;
+pub mod llm;
+pub mod telegram;
+
+use std::time::Duration;
+
+/// Poll `check` every 20 ms until it returns `Some`, or panic after `timeout` with `what`.
+pub async fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,87 @@
+//! Runs the real `hermes-gateway` binary in a temporary `$HERMES_HOME` wired to the fakes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A home directory with `config.yaml` and `.env`.
+pub struct Home {
+    pub dir: PathBuf,
+}
+
+impl Home {
+    /// A home for a daemon talking to `telegram_url` and `llm_url`; `env` lines go to `.env`,
+    /// `extra_yaml` is appended to `config.yaml`.
+    pub fn new(dir: &Path, telegram_url: &str, llm_url: &str, env: &[&str], extra_yaml: &str) -> Home {
+        std::fs::create_dir_all(dir).unwrap();
+        let workdir = dir.join("work");
+        std::fs::create_dir_all(&workdir).unwrap();
+        let yaml = format!(
+            "model:\n  provider: custom\n  default: fake-model\n  base_url: {llm_url}\n  api_key: sk-test-secret\n  context_length: 131072\n  max_attempts: 3\n\
+             security:\n  tirith_enabled: false\n\
+             terminal:\n  cwd: {}\n\
+             platforms:\n  telegram:\n    enabled: true\n    extra:\n      base_url: {telegram_url}\n      poll_timeout: 2\n{extra_yaml}",
+            workdir.display()
+        );
+        std::fs::write(dir.join("config.yaml"), yaml).unwrap();
+        let mut dotenv = String::from("TELEGRAM_BOT_TOKEN=123456:TEST-TOKEN\n");
+        for line in env {
+            dotenv.push_str(line);
+            dotenv.push('\n');
+        }
+        std::fs::write(dir.join(".env"), dotenv).unwrap();
+        Home { dir: dir.to_path_buf() }
+    }
+}
+
+/// A running daemon; killed when dropped.
+pub struct Daemon {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Start `binary run --home <home>` with `envs` added to its environment.
+    pub fn start(binary: &str, home: &Home, envs: &[(&str, &str)]) -> Daemon {
+        let log = home.dir.join(format!("daemon-{}.log", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()));
+        let file = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(binary);
+        cmd.arg("run").arg("--home").arg(&home.dir).env("HERMES_LOG", "info,hermes_gateway=debug").stdout(Stdio::null()).stderr(file);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        Daemon { child: cmd.spawn().expect("spawn daemon"), log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kill at once (a crash).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait for the exit status.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        for _ in 0..100 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        self.kill();
+        None
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,181 @@
+//! A fake OpenAI-compatible LLM: `POST /v1/chat/completions` streaming SSE deltas the way
+//! OpenAI does. Answers come from a script (text, tool calls, HTTP errors, delays); when the
+//! script is empty it answers "echo: <last user text>". Every request body is recorded, and
+//! streams dropped by the client before they finished are counted.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Text(String),
+    /// A call of `name` with JSON `arguments`.
+    ToolCall { name: String, arguments: Value },
+    /// An HTTP error status (with `Retry-After` seconds when given).
+    Error { status: u16, retry_after: Option<u64> },
+    /// Wait, then answer.
+    Delayed(Duration, Box<Reply>),
+}
+
+impl Reply {
+    pub fn text(t: impl Into<String>) -> Reply {
+        Reply::Text(t.into())
+    }
+    pub fn terminal(command: &str) -> Reply {
+        Reply::ToolCall { name: "terminal".into(), arguments: json!({"command": command}) }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    script: VecDeque<Reply>,
+    requests: Vec<Value>,
+}
+
+#[derive(Clone)]
+pub struct FakeLlm {
+    inner: Arc<Mutex<Inner>>,
+    dropped_streams: Arc<AtomicUsize>,
+    pub addr: SocketAddr,
+}
+
+impl FakeLlm {
+    pub async fn start() -> FakeLlm {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let fake = FakeLlm { inner: Default::default(), dropped_streams: Default::default(), addr };
+        let app = Router::new().route("/v1/chat/completions", post(complete)).with_state(fake.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        fake
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn push(&self, reply: Reply) {
+        self.inner.lock().unwrap().script.push_back(reply);
+    }
+
+    pub fn requests(&self) -> Vec<Value> {
+        self.inner.lock().unwrap().requests.clone()
+    }
+
+    /// Streams the client closed before they were complete.
+    pub fn dropped_streams(&self) -> usize {
+        self.dropped_streams.load(Ordering::SeqCst)
+    }
+}
+
+/// The text of the last user message in a request.
+pub fn last_user_text(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Response {
+    let reply = {
+        let mut inner = fake.inner.lock().unwrap();
+        inner.requests.push(body.clone());
+        inner.script.pop_front()
+    };
+    let mut reply = reply.unwrap_or_else(|| Reply::Text(format!("echo: {}", last_user_text(&body))));
+    let mut delay = Duration::ZERO;
+    while let Reply::Delayed(d, inner) = reply {
+        delay += d;
+        reply = *inner;
+    }
+    if let Reply::Error { status, retry_after } = reply {
+        tokio::time::sleep(delay).await;
+        let mut response = (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            Json(json!({"error": {"message": format!("scripted failure {status}"), "type": "server_error"}}))).into_response();
+        if let Some(secs) = retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, secs.to_string().parse().unwrap());
+        }
+        return response;
+    }
+    let events = events_for(&reply);
+    let guard = DropCounter { counter: fake.dropped_streams.clone(), finished: false };
+    let stream = futures_util::stream::unfold((events.into_iter(), delay, guard), |(mut events, delay, mut guard): (std::vec::IntoIter<String>, Duration, DropCounter)| async move {
+        if !delay.is_zero() {
+            // The delay happens inside the stream: the client is connected and waiting.
+            tokio::time::sleep(delay).await;
+        }
+        match events.next() {
+            Some(event) => Some((Ok::<Bytes, Infallible>(Bytes::from(format!("data: {event}\n\n"))), (events, Duration::ZERO, guard))),
+            None => {
+                guard.disarm();
+                None
+            }
+        }
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+/// Counts a stream dropped before its end (the client went away).
+struct DropCounter {
+    counter: Arc<AtomicUsize>,
+    finished: bool,
+}
+
+impl DropCounter {
+    fn disarm(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.counter.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn events_for(reply: &Reply) -> Vec<String> {
+    let chunk = |delta: Value, finish: Value| json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).to_string();
+    let mut events = vec![chunk(json!({"role": "assistant"}), Value::Null)];
+    match reply {
+        Reply::Text(text) => {
+            // Several deltas, split on char boundaries.
+            let chars: Vec<char> = text.chars().collect();
+            for piece in chars.chunks(400) {
+                events.push(chunk(json!({"content": piece.iter().collect::<String>()}), Value::Null));
+            }
+            events.push(chunk(json!({}), json!("stop")));
+        }
+        Reply::ToolCall { name, arguments } => {
+            let args = arguments.to_string();
+            let (a, b) = args.split_at(args.len() / 2);
+            events.push(chunk(json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": a}}]}), Value::Null));
+            events.push(chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}), Value::Null));
+            events.push(chunk(json!({}), json!("tool_calls")));
+        }
+        Reply::Error { .. } | Reply::Delayed(..) => unreachable!("handled before streaming"),
+    }
+    events.push("[DONE]".into());
+    events
+}

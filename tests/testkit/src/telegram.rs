@@ -1,0 +1,255 @@
+//! A fake Telegram Bot API: `/bot<token>/<method>` with case-insensitive method names, a full
+//! `getMe`, long-polling `getUpdates` that holds the request until an update arrives, and
+//! `sendMessage`/`editMessageText`/`sendChatAction`/`answerCallbackQuery`. Every call is
+//! recorded; faults (429, markup rejection) can be scripted.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+pub const BOT_ID: i64 = 999_000;
+pub const BOT_USERNAME: &str = "hermes_test_bot";
+
+/// One recorded API call.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// Lower-cased method name.
+    pub method: String,
+    pub params: Value,
+    pub at: Instant,
+}
+
+/// A scripted answer to the next call of a method.
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// HTTP 429 with `parameters.retry_after`.
+    RetryAfter(u64),
+    /// HTTP 400 "can't parse entities" when the call uses `parse_mode`.
+    RejectMarkup,
+}
+
+#[derive(Default)]
+struct Inner {
+    calls: Vec<Call>,
+    /// Updates not yet confirmed by an offset.
+    queue: Vec<Value>,
+    /// Updates served regardless of the offset (to simulate redelivery).
+    forced: VecDeque<Value>,
+    /// Update ids served, in order.
+    served: Vec<i64>,
+    next_update_id: i64,
+    next_message_id: i64,
+    faults: Vec<(String, Fault)>,
+}
+
+#[derive(Clone)]
+pub struct FakeTelegram {
+    inner: Arc<Mutex<Inner>>,
+    news: Arc<Notify>,
+    pub addr: SocketAddr,
+}
+
+impl FakeTelegram {
+    pub async fn start() -> FakeTelegram {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let fake = FakeTelegram {
+            inner: Arc::new(Mutex::new(Inner { next_update_id: 100, next_message_id: 5000, ..Default::default() })),
+            news: Arc::new(Notify::new()),
+            addr,
+        };
+        let app = Router::new().route("/{bot}/{method}", post(handle)).with_state(fake.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        fake
+    }
+
+    /// `base_url` in the python-telegram-bot form the config uses.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/bot", self.addr)
+    }
+
+    /// A private message from `user_id`; returns the update id.
+    pub fn dm(&self, user_id: i64, text: &str) -> i64 {
+        let chat = json!({"id": user_id, "type": "private", "first_name": format!("User{user_id}")});
+        self.message(chat, user_id, text, json!([]), None)
+    }
+
+    /// A group message; `mention` prefixes the bot's @handle with a mention entity.
+    pub fn group(&self, chat_id: i64, user_id: i64, text: &str, mention: bool) -> i64 {
+        let chat = json!({"id": chat_id, "type": "supergroup", "title": "Test group"});
+        if mention {
+            let handle = format!("@{BOT_USERNAME}");
+            let full = format!("{handle} {text}");
+            let len = handle.encode_utf16().count();
+            self.message(chat, user_id, &full, json!([{"type": "mention", "offset": 0, "length": len}]), None)
+        } else {
+            self.message(chat, user_id, text, json!([]), None)
+        }
+    }
+
+    /// A group message replying to one of the bot's messages.
+    pub fn group_reply_to_bot(&self, chat_id: i64, user_id: i64, text: &str, bot_message_id: i64) -> i64 {
+        let chat = json!({"id": chat_id, "type": "supergroup", "title": "Test group"});
+        let replied = json!({"message_id": bot_message_id, "date": 0, "chat": chat, "text": "earlier",
+                             "from": {"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}});
+        self.message(chat, user_id, text, json!([]), Some(replied))
+    }
+
+    fn message(&self, chat: Value, user_id: i64, text: &str, entities: Value, reply: Option<Value>) -> i64 {
+        let mut inner = self.inner.lock().unwrap();
+        inner.next_update_id += 1;
+        inner.next_message_id += 1;
+        let id = inner.next_update_id;
+        let mut message = json!({
+            "message_id": inner.next_message_id, "date": 1_700_000_000, "chat": chat, "text": text,
+            "entities": entities,
+            "from": {"id": user_id, "is_bot": false, "first_name": format!("User{user_id}"), "username": format!("user{user_id}")}
+        });
+        if let Some(reply) = reply {
+            message["reply_to_message"] = reply;
+        }
+        inner.queue.push(json!({"update_id": id, "message": message}));
+        drop(inner);
+        self.news.notify_waiters();
+        id
+    }
+
+    /// Serve an already delivered update again, ignoring the bot's offset.
+    pub fn redeliver(&self, update_id: i64) {
+        let mut inner = self.inner.lock().unwrap();
+        let update = inner.served_update(update_id).expect("update was served before");
+        inner.forced.push_back(update);
+        drop(inner);
+        self.news.notify_waiters();
+    }
+
+    /// Script a fault for the next call of `method` (lower-case).
+    pub fn fail_next(&self, method: &str, fault: Fault) {
+        self.inner.lock().unwrap().faults.push((method.to_ascii_lowercase(), fault));
+    }
+
+    pub fn calls(&self, method: &str) -> Vec<Call> {
+        let method = method.to_ascii_lowercase();
+        self.inner.lock().unwrap().calls.iter().filter(|c| c.method == method).cloned().collect()
+    }
+
+    /// Texts of every successful `sendMessage` to `chat_id`.
+    pub fn sent_texts(&self, chat_id: i64) -> Vec<String> {
+        self.inner
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .filter(|c| c.method == "sendmessage" && c.params["chat_id"].as_i64() == Some(chat_id) && c.params["_ok"] == json!(true))
+            .map(|c| c.params["text"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// How many times an update id was served.
+    pub fn times_served(&self, update_id: i64) -> usize {
+        self.inner.lock().unwrap().served.iter().filter(|&&id| id == update_id).count()
+    }
+}
+
+impl Inner {
+    fn served_update(&self, update_id: i64) -> Option<Value> {
+        self.calls
+            .iter()
+            .filter(|c| c.method == "getupdates")
+            .flat_map(|c| c.params["_served"].as_array().cloned().unwrap_or_default())
+            .find(|u| u["update_id"].as_i64() == Some(update_id))
+    }
+}
+
+fn ok(result: Value) -> Json<Value> {
+    Json(json!({"ok": true, "result": result}))
+}
+
+async fn handle(State(fake): State<FakeTelegram>, Path((bot, method)): Path<(String, String)>, body: axum::body::Bytes) -> (axum::http::StatusCode, Json<Value>) {
+    use axum::http::StatusCode;
+    if !bot.starts_with("bot") {
+        return (StatusCode::NOT_FOUND, Json(json!({"ok": false, "error_code": 404, "description": "Not Found"})));
+    }
+    let method = method.to_ascii_lowercase();
+    let mut params: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+    if method == "getupdates" {
+        return (StatusCode::OK, get_updates(&fake, params).await);
+    }
+    let fault = {
+        let mut inner = fake.inner.lock().unwrap();
+        let pos = inner.faults.iter().position(|(m, _)| *m == method);
+        pos.map(|p| inner.faults.remove(p).1)
+    };
+    let answer = match (fault, &params.get("parse_mode")) {
+        (Some(Fault::RetryAfter(secs)), _) => Some((
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({"ok": false, "error_code": 429, "description": format!("Too Many Requests: retry after {secs}"), "parameters": {"retry_after": secs}}),
+        )),
+        (Some(Fault::RejectMarkup), Some(_)) => Some((
+            StatusCode::BAD_REQUEST,
+            json!({"ok": false, "error_code": 400, "description": "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0"}),
+        )),
+        _ => None,
+    };
+    params["_ok"] = json!(answer.is_none());
+    let mut inner = fake.inner.lock().unwrap();
+    inner.calls.push(Call { method: method.clone(), params: params.clone(), at: Instant::now() });
+    if let Some((status, body)) = answer {
+        return (status, Json(body));
+    }
+    let result = match method.as_str() {
+        "getme" => json!({"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME,
+                          "can_join_groups": true, "can_read_all_group_messages": false,
+                          "supports_inline_queries": false, "can_connect_to_business": false, "has_main_web_app": false}),
+        "getwebhookinfo" => json!({"url": "", "has_custom_certificate": false, "pending_update_count": 0}),
+        "sendmessage" | "editmessagetext" => {
+            inner.next_message_id += 1;
+            let id = if method == "sendmessage" { inner.next_message_id } else { params["message_id"].as_i64().unwrap_or(0) };
+            let chat_id = params["chat_id"].as_i64().unwrap_or(0);
+            let chat = if chat_id > 0 {
+                json!({"id": chat_id, "type": "private", "first_name": "Someone"})
+            } else {
+                json!({"id": chat_id, "type": "supergroup", "title": "Test group"})
+            };
+            json!({"message_id": id, "date": 1_700_000_000, "chat": chat, "text": params["text"],
+                   "from": {"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}})
+        }
+        _ => json!(true),
+    };
+    (StatusCode::OK, ok(result))
+}
+
+async fn get_updates(fake: &FakeTelegram, params: Value) -> Json<Value> {
+    let offset = params["offset"].as_i64().unwrap_or(0);
+    let timeout = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0).min(30));
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let notified = fake.news.notified();
+        {
+            let mut inner = fake.inner.lock().unwrap();
+            inner.queue.retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+            let mut batch: Vec<Value> = inner.forced.drain(..).collect();
+            batch.extend(inner.queue.iter().cloned());
+            if !batch.is_empty() || tokio::time::Instant::now() >= deadline {
+                let ids: Vec<i64> = batch.iter().filter_map(|u| u["update_id"].as_i64()).collect();
+                inner.served.extend(ids);
+                let mut recorded = params.clone();
+                recorded["_served"] = Value::Array(batch.clone());
+                inner.calls.push(Call { method: "getupdates".into(), params: recorded, at: Instant::now() });
+                return ok(Value::Array(batch));
+            }
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            continue;
+        }
+    }
+}
