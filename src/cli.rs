@@ -14,7 +14,11 @@ use crate::store::{PairingError, Store};
 pub const EXIT_CONFIG: u8 = 78;
 
 #[derive(Parser)]
-#[command(name = "hermes-gateway", version, about = "Chat with an AI agent on Telegram (and soon Discord, Slack, WhatsApp)")]
+#[command(
+    name = "hermes-gateway",
+    version,
+    about = "Chat with an AI agent on Telegram (and soon Discord, Slack, WhatsApp)"
+)]
 pub struct Cli {
     /// Hermes home with config.yaml and .env (default: $HERMES_HOME or ~/.hermes)
     #[arg(long, global = true, value_name = "DIR")]
@@ -50,7 +54,10 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let home = cli.home.clone().unwrap_or_else(config::default_home);
     init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("hermes-gateway: cannot start the async runtime: {e}");
@@ -69,7 +76,10 @@ fn init_logging() {
     let filter = EnvFilter::try_from_env("HERMES_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn report(loaded: &Loaded) {
@@ -82,7 +92,10 @@ async fn run(home: PathBuf) -> ExitCode {
     let loaded = config::load(&home);
     report(&loaded);
     let Some(config) = loaded.config else {
-        eprintln!("hermes-gateway: the configuration in {} has errors (see above); run `hermes-gateway check-config`", home.display());
+        eprintln!(
+            "hermes-gateway: the configuration in {} has errors (see above); run `hermes-gateway check-config`",
+            home.display()
+        );
         return ExitCode::from(EXIT_CONFIG);
     };
     if !config.has_platform() {
@@ -115,7 +128,10 @@ async fn run(home: PathBuf) -> ExitCode {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(mut term), Ok(mut int)) => {
             tokio::select! {
                 _ = term.recv() => {}
@@ -136,7 +152,13 @@ fn check_config(home: PathBuf) -> ExitCode {
         println!("  model.provider = {}", c.model.provider);
         println!("  model.default = {}", c.model.model);
         println!("  model.base_url = {}", c.model.base_url);
-        println!("  model.api_key = {}", c.model.api_key.as_ref().map_or("(none)".into(), |k| k.masked()));
+        println!(
+            "  model.api_key = {}",
+            c.model
+                .api_key
+                .as_ref()
+                .map_or("(none)".into(), |k| k.masked())
+        );
         println!("  model.context_length = {}", c.model.context_length);
         println!("  agent.max_turns = {}", c.agent.max_turns);
         println!("  display.busy_input_mode = {}", c.busy_mode.as_str());
@@ -149,15 +171,22 @@ fn check_config(home: PathBuf) -> ExitCode {
                 println!("    token = {}", t.token.masked());
                 println!("    api_url = {}", t.api_url);
                 println!("    require_mention = {}", t.require_mention);
-                println!("    home_channel = {}", t.home_channel.as_deref().unwrap_or("(none)"));
+                println!(
+                    "    home_channel = {}",
+                    t.home_channel.as_deref().unwrap_or("(none)")
+                );
             }
             None => println!("  platforms.telegram: off"),
         }
         let a = &c.access;
-        println!("  allowed users: gateway {:?}, per platform {:?}, allow all: gateway {}, per platform {:?}",
-            a.gateway_allowed, a.platform_allowed, a.gateway_allow_all, a.platform_allow_all);
+        println!(
+            "  allowed users: gateway {:?}, per platform {:?}, allow all: gateway {}, per platform {:?}",
+            a.gateway_allowed, a.platform_allowed, a.gateway_allow_all, a.platform_allow_all
+        );
         if !c.has_platform() {
-            println!("\nNo chat platform is enabled: `run` would exit. Set TELEGRAM_BOT_TOKEN in .env.");
+            println!(
+                "\nNo chat platform is enabled: `run` would exit. Set TELEGRAM_BOT_TOKEN in .env."
+            );
         }
     }
     if !loaded.unused.is_empty() {
@@ -172,7 +201,11 @@ fn check_config(home: PathBuf) -> ExitCode {
             println!("  {p}");
         }
     }
-    if loaded.problems.iter().any(|p| p.severity == Severity::Error) {
+    if loaded
+        .problems
+        .iter()
+        .any(|p| p.severity == Severity::Error)
+    {
         ExitCode::from(EXIT_CONFIG)
     } else {
         println!("\nOK");
@@ -198,7 +231,10 @@ async fn pairing(home: PathBuf, action: PairingAction) -> ExitCode {
             Ok((pending, approved)) => {
                 println!("Pending codes:");
                 for p in &pending {
-                    println!("  {} {} — {} (user {})", p.platform, p.code, p.user_name, p.user_id);
+                    println!(
+                        "  {} {} — {} (user {})",
+                        p.platform, p.code, p.user_name, p.user_id
+                    );
                 }
                 println!("Paired people:");
                 for (platform, user_id, name) in &approved {
@@ -211,9 +247,15 @@ async fn pairing(home: PathBuf, action: PairingAction) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        PairingAction::Approve { platform, code } => match store.pairing_approve(&platform.to_ascii_lowercase(), &code).await {
+        PairingAction::Approve { platform, code } => match store
+            .pairing_approve(&platform.to_ascii_lowercase(), &code)
+            .await
+        {
             Ok(approval) => {
-                println!("Paired {} (user {}) on {platform}. They can write to the bot now.", approval.user_name, approval.user_id);
+                println!(
+                    "Paired {} (user {}) on {platform}. They can write to the bot now.",
+                    approval.user_name, approval.user_id
+                );
                 ExitCode::SUCCESS
             }
             Err(e @ (PairingError::UnknownCode(_) | PairingError::LockedOut(_))) => {
@@ -225,7 +267,10 @@ async fn pairing(home: PathBuf, action: PairingAction) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        PairingAction::Revoke { platform, user_id } => match store.pairing_revoke(&platform.to_ascii_lowercase(), &user_id).await {
+        PairingAction::Revoke { platform, user_id } => match store
+            .pairing_revoke(&platform.to_ascii_lowercase(), &user_id)
+            .await
+        {
             Ok(true) => {
                 println!("Removed {user_id} from {platform}.");
                 ExitCode::SUCCESS

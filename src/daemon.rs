@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hermes_adapter::{Accepted, Adapter, AdapterError, Inbound, InboundSink, Platform, SinkError, async_trait};
+use hermes_adapter::{
+    Accepted, Adapter, AdapterError, Inbound, InboundSink, Platform, SinkError, async_trait,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +42,11 @@ struct GatewaySink {
 #[async_trait]
 impl InboundSink for GatewaySink {
     async fn accept(&self, event: Inbound) -> Result<Accepted, SinkError> {
-        let id = self.store.inbox_record(event.clone()).await.map_err(|e| SinkError(e.to_string()))?;
+        let id = self
+            .store
+            .inbox_record(event.clone())
+            .await
+            .map_err(|e| SinkError(e.to_string()))?;
         match id {
             Some(id) => {
                 let _ = self.router.send(InboxRow { id, event });
@@ -54,11 +60,17 @@ impl InboundSink for GatewaySink {
     }
 
     async fn load_cursor(&self, platform: Platform) -> Result<Option<String>, SinkError> {
-        self.store.load_cursor(platform.as_str()).await.map_err(|e| SinkError(e.to_string()))
+        self.store
+            .load_cursor(platform.as_str())
+            .await
+            .map_err(|e| SinkError(e.to_string()))
     }
 
     async fn save_cursor(&self, platform: Platform, cursor: String) -> Result<(), SinkError> {
-        self.store.save_cursor(platform.as_str(), cursor).await.map_err(|e| SinkError(e.to_string()))
+        self.store
+            .save_cursor(platform.as_str(), cursor)
+            .await
+            .map_err(|e| SinkError(e.to_string()))
     }
 }
 
@@ -76,7 +88,9 @@ fn build_adapters(config: &Config) -> anyhow::Result<Vec<Box<dyn Adapter>>> {
     }
     #[cfg(not(feature = "telegram"))]
     if config.telegram.is_some() {
-        anyhow::bail!("Telegram is configured but this build has no Telegram support (feature `telegram`)");
+        anyhow::bail!(
+            "Telegram is configured but this build has no Telegram support (feature `telegram`)"
+        );
     }
     Ok(adapters)
 }
@@ -84,13 +98,22 @@ fn build_adapters(config: &Config) -> anyhow::Result<Vec<Box<dyn Adapter>>> {
 /// Run until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<Exit> {
     let config = Arc::new(config);
-    std::fs::create_dir_all(&config.home).with_context(|| format!("creating {}", config.home.display()))?;
+    std::fs::create_dir_all(&config.home)
+        .with_context(|| format!("creating {}", config.home.display()))?;
     let db_path = config.database_path();
     let store = tokio::task::spawn_blocking(move || Store::open(&db_path)).await??;
 
     let adapters = build_adapters(&config)?;
-    let senders: HashMap<_, _> = adapters.iter().map(|a| (a.platform(), a.sender())).collect();
-    let delivery = Delivery::new(store.clone(), senders, config.delivery.clone(), shutdown.clone());
+    let senders: HashMap<_, _> = adapters
+        .iter()
+        .map(|a| (a.platform(), a.sender()))
+        .collect();
+    let delivery = Delivery::new(
+        store.clone(),
+        senders,
+        config.delivery.clone(),
+        shutdown.clone(),
+    );
     delivery.start();
 
     let agent = Arc::new(AgentRuntime {
@@ -113,7 +136,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let (router_tx, mut router_rx) = mpsc::unbounded_channel::<InboxRow>();
     let unfinished = store.inbox_unfinished().await?;
     if !unfinished.is_empty() {
-        tracing::info!(count = unfinished.len(), "resuming messages left open by the last run");
+        tracing::info!(
+            count = unfinished.len(),
+            "resuming messages left open by the last run"
+        );
     }
     for row in unfinished {
         let _ = router_tx.send(row);
@@ -124,7 +150,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         }
     });
 
-    let sink: Arc<dyn InboundSink> = Arc::new(GatewaySink { store: store.clone(), router: router_tx });
+    let sink: Arc<dyn InboundSink> = Arc::new(GatewaySink {
+        store: store.clone(),
+        router: router_tx,
+    });
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel::<Exit>();
     let mut adapter_tasks = Vec::new();
     for adapter in adapters {

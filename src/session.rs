@@ -26,7 +26,11 @@ const IDLE_RETIRE: Duration = Duration::from_secs(600);
 #[derive(Debug)]
 pub enum SessionInput {
     Message(UserInput),
-    Command { inbox_id: i64, message_id: String, command: SessionCommand },
+    Command {
+        inbox_id: i64,
+        message_id: String,
+        command: SessionCommand,
+    },
 }
 
 /// A person's message for the agent.
@@ -182,13 +186,23 @@ impl SessionActor {
                     }
                 },
             },
-            SessionInput::Command { inbox_id, message_id, command } => {
+            SessionInput::Command {
+                inbox_id,
+                message_id,
+                command,
+            } => {
                 self.command(inbox_id, message_id, command, running).await;
             }
         }
     }
 
-    async fn command(&mut self, inbox_id: i64, message_id: String, command: SessionCommand, running: &mut Option<RunningTurn>) {
+    async fn command(
+        &mut self,
+        inbox_id: i64,
+        message_id: String,
+        command: SessionCommand,
+        running: &mut Option<RunningTurn>,
+    ) {
         match command {
             SessionCommand::Stop => {
                 let waiting = self.drop_waiting();
@@ -197,11 +211,14 @@ impl SessionActor {
                         // Answered when the turn has really ended (see `turn_ended`).
                         turn.stop = Some(StopReason::Stop { inbox_id });
                         turn.cancel.cancel();
-                        self.finish(waiting, InboxState::Done, "stopped", None).await;
+                        self.finish(waiting, InboxState::Done, "stopped", None)
+                            .await;
                     }
                     None => {
-                        self.finish(waiting, InboxState::Done, "stopped", None).await;
-                        self.say(inbox_id, &message_id, "Nothing is running right now.").await;
+                        self.finish(waiting, InboxState::Done, "stopped", None)
+                            .await;
+                        self.say(inbox_id, &message_id, "Nothing is running right now.")
+                            .await;
                     }
                 }
             }
@@ -217,7 +234,13 @@ impl SessionActor {
                 }
                 self.session_id = None;
                 let reply = "✨ New session started. Earlier messages are forgotten; what would you like to do?";
-                self.finish(cleared, InboxState::Done, "reset", Some((reply.to_owned(), message_id))).await;
+                self.finish(
+                    cleared,
+                    InboxState::Done,
+                    "reset",
+                    Some((reply.to_owned(), message_id)),
+                )
+                .await;
             }
             SessionCommand::Status => {
                 let text = self.status(running.as_ref()).await;
@@ -228,7 +251,9 @@ impl SessionActor {
 
     async fn status(&mut self, running: Option<&RunningTurn>) -> String {
         let store = &self.services.store;
-        let session = store.session_open(&self.key, &self.chat, Some(&self.sender.user_id)).await;
+        let session = store
+            .session_open(&self.key, &self.chat, Some(&self.sender.user_id))
+            .await;
         let mut lines = vec!["📊 Status".to_owned()];
         match session {
             Ok(s) => {
@@ -251,7 +276,12 @@ impl SessionActor {
 
     /// Inbox ids of everything waiting (queued or interrupting), now dropped.
     fn drop_waiting(&mut self) -> Vec<i64> {
-        let mut ids: Vec<i64> = self.queued.drain(..).flatten().map(|i| i.inbox_id).collect();
+        let mut ids: Vec<i64> = self
+            .queued
+            .drain(..)
+            .flatten()
+            .map(|i| i.inbox_id)
+            .collect();
         ids.extend(self.interrupting.drain(..).map(|i| i.inbox_id));
         ids
     }
@@ -266,31 +296,63 @@ impl SessionActor {
         running: &mut Option<RunningTurn>,
     ) {
         let store = &self.services.store;
-        let session = match store.session_open(&self.key, &self.chat, Some(&self.sender.user_id)).await {
+        let session = match store
+            .session_open(&self.key, &self.chat, Some(&self.sender.user_id))
+            .await
+        {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(error = %e, "session: cannot open the session");
                 let ids = inputs.iter().map(|i| i.inbox_id).collect();
-                let reply_to = inputs.last().map(|i| i.message_id.clone()).unwrap_or_default();
+                let reply_to = inputs
+                    .last()
+                    .map(|i| i.message_id.clone())
+                    .unwrap_or_default();
                 let notice = "⚠️ I could not open this conversation's history (database error); please try again.";
-                self.finish(ids, InboxState::Failed, "store error", Some((notice.to_owned(), reply_to))).await;
+                self.finish(
+                    ids,
+                    InboxState::Failed,
+                    "store error",
+                    Some((notice.to_owned(), reply_to)),
+                )
+                .await;
                 return;
             }
         };
         self.session_id = Some(session.id.clone());
-        let history = store.session_messages(&session.id).await.unwrap_or_default();
+        let history = store
+            .session_messages(&session.id)
+            .await
+            .unwrap_or_default();
         let cancel = self.services.shutdown.child_token();
         let (steer, mut steer_rx) = mpsc::unbounded_channel();
-        let input = TurnInput { history, carried, user_text, context: self.context() };
+        let input = TurnInput {
+            history,
+            carried,
+            user_text,
+            context: self.context(),
+        };
         let agent = self.services.agent.clone();
-        let typing = spawn_typing(self.services.delivery.clone(), self.chat.clone(), cancel.clone());
+        let typing = spawn_typing(
+            self.services.delivery.clone(),
+            self.chat.clone(),
+            cancel.clone(),
+        );
         let turn_cancel = cancel.clone();
         let task = tokio::spawn(async move {
             let outcome = agent.run_turn(input, turn_cancel, &mut steer_rx).await;
             typing.cancel();
             (outcome, steer_rx)
         });
-        *running = Some(RunningTurn { inputs, cancel, steer, steered: Vec::new(), stop: None, started: Instant::now(), task });
+        *running = Some(RunningTurn {
+            inputs,
+            cancel,
+            steer,
+            steered: Vec::new(),
+            stop: None,
+            started: Instant::now(),
+            task,
+        });
     }
 
     async fn start_next(&mut self, running: &mut Option<RunningTurn>) {
@@ -316,9 +378,20 @@ impl SessionActor {
     ) -> Option<Resume> {
         let Some((outcome, mut steer_rx)) = ended else {
             let ids = turn.inputs.iter().map(|i| i.inbox_id).collect();
-            let reply_to = turn.inputs.last().map(|i| i.message_id.clone()).unwrap_or_default();
-            let notice = "⚠️ Something went wrong inside the gateway while answering; please try again.";
-            self.finish(ids, InboxState::Failed, "turn panicked", Some((notice.to_owned(), reply_to))).await;
+            let reply_to = turn
+                .inputs
+                .last()
+                .map(|i| i.message_id.clone())
+                .unwrap_or_default();
+            let notice =
+                "⚠️ Something went wrong inside the gateway while answering; please try again.";
+            self.finish(
+                ids,
+                InboxState::Failed,
+                "turn panicked",
+                Some((notice.to_owned(), reply_to)),
+            )
+            .await;
             return None;
         };
         // Steering texts the turn never read run as the next turn.
@@ -343,7 +416,11 @@ impl SessionActor {
                 let user_text = joined_text(&self.interrupting);
                 let mut merged = inputs;
                 merged.append(&mut self.interrupting);
-                return Some(Resume { inputs: merged, user_text, carried: messages });
+                return Some(Resume {
+                    inputs: merged,
+                    user_text,
+                    carried: messages,
+                });
             }
             (TurnOutcome::Cancelled { messages }, Some(StopReason::Stop { inbox_id })) => {
                 let mut all = ids;
@@ -365,7 +442,11 @@ impl SessionActor {
                 // Shutdown: the inbox rows stay open and the turn runs again after a restart.
                 tracing::info!(session = %self.key, "session: turn cancelled by shutdown; it will resume after restart");
             }
-            (TurnOutcome::Answered { reply, messages } | TurnOutcome::BudgetExhausted { reply, messages }, stop) => {
+            (
+                TurnOutcome::Answered { reply, messages }
+                | TurnOutcome::BudgetExhausted { reply, messages },
+                stop,
+            ) => {
                 let mut all = ids;
                 if let Some(StopReason::Stop { inbox_id }) = stop {
                     all.push(inbox_id);
@@ -402,18 +483,28 @@ impl SessionActor {
     }
 
     fn reply_rows(&self, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {
-        self.services.delivery.reply_rows(&self.chat, markdown, reply_to)
+        self.services
+            .delivery
+            .reply_rows(&self.chat, markdown, reply_to)
     }
 
     async fn commit(&self, record: TurnRecord) {
         match self.services.store.finish_turn(record).await {
             Ok(_) => self.services.delivery.wake(&self.chat),
-            Err(e) => tracing::error!(error = %e, session = %self.key, "session: could not record the end of a turn"),
+            Err(e) => {
+                tracing::error!(error = %e, session = %self.key, "session: could not record the end of a turn")
+            }
         }
     }
 
     /// End inbox rows, optionally with a reply.
-    async fn finish(&self, ids: Vec<i64>, state: InboxState, outcome: &str, reply: Option<(String, String)>) {
+    async fn finish(
+        &self,
+        ids: Vec<i64>,
+        state: InboxState,
+        outcome: &str,
+        reply: Option<(String, String)>,
+    ) {
         if ids.is_empty() && reply.is_none() {
             return;
         }
@@ -421,16 +512,34 @@ impl SessionActor {
             Some((text, reply_to)) => self.reply_rows(&text, Some(reply_to)),
             None => Vec::new(),
         };
-        let record = TurnRecord { session_id: None, messages: Vec::new(), outbox, inbox_ids: ids, state, outcome: outcome.into() };
+        let record = TurnRecord {
+            session_id: None,
+            messages: Vec::new(),
+            outbox,
+            inbox_ids: ids,
+            state,
+            outcome: outcome.into(),
+        };
         self.commit(record).await;
     }
 
     async fn say(&self, inbox_id: i64, message_id: &str, text: &str) {
-        self.finish(vec![inbox_id], InboxState::Done, "command", Some((text.to_owned(), message_id.to_owned()))).await;
+        self.finish(
+            vec![inbox_id],
+            InboxState::Done,
+            "command",
+            Some((text.to_owned(), message_id.to_owned())),
+        )
+        .await;
     }
 
     fn context(&self) -> String {
-        let handle = self.sender.username.as_deref().map(|u| format!(" (@{u})")).unwrap_or_default();
+        let handle = self
+            .sender
+            .username
+            .as_deref()
+            .map(|u| format!(" (@{u})"))
+            .unwrap_or_default();
         format!(
             "Platform: {}. Chat: {} {}. Person: {}{handle}.",
             self.chat.platform,
@@ -453,11 +562,17 @@ struct Resume {
 }
 
 fn joined_text(inputs: &[UserInput]) -> String {
-    inputs.iter().map(|i| i.text.as_str()).collect::<Vec<_>>().join("\n\n")
+    inputs
+        .iter()
+        .map(|i| i.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 /// The running turn's result, or pending forever when none runs.
-async fn join(running: &mut Option<RunningTurn>) -> Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)> {
+async fn join(
+    running: &mut Option<RunningTurn>,
+) -> Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)> {
     match running {
         Some(turn) => (&mut turn.task).await.ok(),
         None => std::future::pending().await,

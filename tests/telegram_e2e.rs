@@ -6,7 +6,7 @@ use std::time::Duration;
 use hermes_testkit::daemon::{Daemon, Home};
 use hermes_testkit::eventually;
 use hermes_testkit::llm::{FakeLlm, Reply, last_user_text};
-use hermes_testkit::telegram::{Fault, FakeTelegram};
+use hermes_testkit::telegram::{FakeTelegram, Fault};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hermes-gateway");
 const WAIT: Duration = Duration::from_secs(15);
@@ -25,7 +25,12 @@ impl World {
         let llm = FakeLlm::start().await;
         let dir = tempfile::tempdir().unwrap();
         let home = Home::new(dir.path(), &telegram.base_url(), &llm.base_url(), env, yaml);
-        World { telegram, llm, home, _dir: dir }
+        World {
+            telegram,
+            llm,
+            home,
+            _dir: dir,
+        }
     }
 
     async fn allow_all() -> World {
@@ -62,7 +67,10 @@ async fn a_direct_message_gets_the_models_answer() {
     let send = &w.telegram.calls("sendMessage")[0];
     assert_eq!(send.params["parse_mode"], "HTML");
     assert_eq!(last_user_text(&w.llm.requests()[0]), "hi there");
-    assert!(!w.telegram.calls("sendChatAction").is_empty(), "typing was shown while the turn ran");
+    assert!(
+        !w.telegram.calls("sendChatAction").is_empty(),
+        "typing was shown while the turn ran"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,17 +78,24 @@ async fn group_messages_are_answered_only_when_addressed() {
     let w = World::allow_all().await;
     let _d = w.start();
     let group = -100_777;
-    w.telegram.group(group, ALICE, "chatting among ourselves", false);
+    w.telegram
+        .group(group, ALICE, "chatting among ourselves", false);
     w.telegram.group(group, ALICE, "what is up?", true);
     let replies = w.replies(group, 1).await;
     assert_eq!(replies[0], "echo: what is up?");
     let bot_message = w.telegram.calls("sendMessage")[0].params.clone();
-    assert_eq!(bot_message["reply_parameters"]["message_id"].as_i64().is_some(), true);
-    w.telegram.group_reply_to_bot(group, ALICE, "and a follow-up", 5001);
+    // The answer replies to the mentioned message (the second one the fake created).
+    assert_eq!(bot_message["reply_parameters"]["message_id"], 5002);
+    w.telegram
+        .group_reply_to_bot(group, ALICE, "and a follow-up", 5001);
     let replies = w.replies(group, 2).await;
     assert_eq!(replies[1], "echo: and a follow-up");
     settle().await;
-    assert_eq!(w.llm.requests().len(), 2, "the unaddressed message never reached the model");
+    assert_eq!(
+        w.llm.requests().len(),
+        2,
+        "the unaddressed message never reached the model"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,17 +106,29 @@ async fn an_unknown_person_gets_a_pairing_code_and_the_owner_can_approve_it() {
     w.telegram.dm(stranger, "let me in");
     let reply = w.replies(stranger, 1).await.remove(0);
     assert!(reply.contains("pairing code"), "{reply}");
-    let code = reply.split("<code>").nth(1).and_then(|r| r.split("</code>").next()).expect("code in <code>").to_owned();
+    let code = reply
+        .split("<code>")
+        .nth(1)
+        .and_then(|r| r.split("</code>").next())
+        .expect("code in <code>")
+        .to_owned();
     assert_eq!(code.len(), 8);
     settle().await;
-    assert!(w.llm.requests().is_empty(), "nothing from a stranger reaches the model");
+    assert!(
+        w.llm.requests().is_empty(),
+        "nothing from a stranger reaches the model"
+    );
 
     let out = std::process::Command::new(BIN)
         .args(["pairing", "approve", "telegram", &code, "--home"])
         .arg(&w.home.dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     w.telegram.dm(stranger, "now?");
     let replies = w.replies(stranger, 2).await;
     assert_eq!(replies[1], "echo: now?");
@@ -110,7 +137,9 @@ async fn an_unknown_person_gets_a_pairing_code_and_the_owner_can_approve_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_reply_is_split_under_telegrams_limit_with_code_blocks_intact() {
     let w = World::allow_all().await;
-    let code: String = (0..400).map(|i| format!("println!(\"line {i}\");\n")).collect();
+    let code: String = (0..400)
+        .map(|i| format!("println!(\"line {i}\");\n"))
+        .collect();
     let long = format!("Here is the program:\n\n```rust\n{code}```\n\nThat's all.");
     w.llm.push(Reply::text(long));
     let _d = w.start();
@@ -118,14 +147,24 @@ async fn a_long_reply_is_split_under_telegrams_limit_with_code_blocks_intact() {
     let t = w.telegram.clone();
     let sent = eventually(WAIT, "the last chunk", || {
         let s = t.sent_texts(ALICE);
-        s.last().is_some_and(|l| l.contains("That's all.")).then_some(s)
+        s.last()
+            .is_some_and(|l| l.contains("That's all."))
+            .then_some(s)
     })
     .await;
     assert!(sent.len() >= 3, "{} chunks", sent.len());
     for chunk in &sent {
         // Telegram counts the limit after entity parsing: the visible text.
-        assert!(visible(chunk).encode_utf16().count() <= 4096, "{} units", visible(chunk).encode_utf16().count());
-        assert_eq!(chunk.matches("<pre>").count(), chunk.matches("</pre>").count(), "{chunk}");
+        assert!(
+            visible(chunk).encode_utf16().count() <= 4096,
+            "{} units",
+            visible(chunk).encode_utf16().count()
+        );
+        assert_eq!(
+            chunk.matches("<pre>").count(),
+            chunk.matches("</pre>").count(),
+            "{chunk}"
+        );
     }
     assert!(sent.concat().contains("line 0") && sent.concat().contains("line 399"));
 }
@@ -150,37 +189,65 @@ async fn a_tool_call_runs_and_its_output_goes_back_to_the_model_without_secrets(
     let w = World::allow_all().await;
     w.llm.push(Reply::terminal("echo tool-says-hi; env"));
     w.llm.push(Reply::text("The command said hi."));
-    let _d = Daemon::start(BIN, &w.home, &[("OPENAI_API_KEY", "sk-process-secret"), ("HARMLESS_VAR", "visible")]);
+    let _d = Daemon::start(
+        BIN,
+        &w.home,
+        &[
+            ("OPENAI_API_KEY", "sk-process-secret"),
+            ("HARMLESS_VAR", "visible"),
+        ],
+    );
     w.telegram.dm(ALICE, "run something");
     let replies = w.replies(ALICE, 1).await;
     assert_eq!(replies[0], "The command said hi.");
     let requests = w.llm.requests();
     assert_eq!(requests.len(), 2);
-    let tool_message = requests[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap().clone();
+    let tool_message = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
     let output = tool_message["content"].as_str().unwrap();
     assert!(output.starts_with("exit code: 0"), "{output}");
     assert!(output.contains("tool-says-hi"));
     assert!(output.contains("HARMLESS_VAR=visible"));
-    assert!(!output.contains("sk-process-secret"), "provider keys never reach child processes");
-    assert!(!output.contains("TEST-TOKEN"), "platform tokens never reach child processes");
+    assert!(
+        !output.contains("sk-process-secret"),
+        "provider keys never reach child processes"
+    );
+    assert!(
+        !output.contains("TEST-TOKEN"),
+        "platform tokens never reach child processes"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_message_interrupts_the_first_turn_and_only_the_merged_answer_is_sent() {
     let w = World::allow_all().await;
-    w.llm.push(Reply::Delayed(Duration::from_secs(30), Box::new(Reply::text("too late"))));
+    w.llm.push(Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::text("too late")),
+    ));
     w.llm.push(Reply::text("answer to both"));
     let _d = w.start();
     w.telegram.dm(ALICE, "first question");
     let l = w.llm.clone();
-    eventually(WAIT, "the first LLM call", || (!l.requests().is_empty()).then_some(())).await;
+    eventually(WAIT, "the first LLM call", || {
+        (!l.requests().is_empty()).then_some(())
+    })
+    .await;
     w.telegram.dm(ALICE, "actually, this instead");
     let replies = w.replies(ALICE, 1).await;
     assert_eq!(replies, vec!["answer to both".to_string()]);
     let second = &w.llm.requests()[1];
     let text = second["messages"].to_string();
     assert!(text.contains("first question") && text.contains("actually, this instead"));
-    eventually(WAIT, "the first stream to be dropped", || (l.dropped_streams() >= 1).then_some(())).await;
+    eventually(WAIT, "the first stream to be dropped", || {
+        (l.dropped_streams() >= 1).then_some(())
+    })
+    .await;
     settle().await;
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 1);
 }
@@ -189,17 +256,30 @@ async fn a_second_message_interrupts_the_first_turn_and_only_the_merged_answer_i
 async fn stop_kills_a_running_command_at_once() {
     let w = World::allow_all().await;
     let pidfile = w.home.dir.join("pid");
-    w.llm.push(Reply::terminal(&format!("echo $$ > {}; sleep 60", pidfile.display())));
+    w.llm.push(Reply::terminal(&format!(
+        "echo $$ > {}; sleep 60",
+        pidfile.display()
+    )));
     let _d = w.start();
     w.telegram.dm(ALICE, "sleep for a minute");
-    let pid: i32 = eventually(WAIT, "the command to start", || std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()).await;
+    let pid: i32 = eventually(WAIT, "the command to start", || {
+        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
+    })
+    .await;
     let stopped_at = std::time::Instant::now();
     w.telegram.dm(ALICE, "/stop");
     let replies = w.replies(ALICE, 1).await;
     assert_eq!(replies[0], "⏹ Stopped.");
     assert!(stopped_at.elapsed() < Duration::from_secs(5));
-    eventually(WAIT, "the process group to be gone", || (!group_alive(pid)).then_some(())).await;
-    assert_eq!(w.llm.requests().len(), 1, "no further model call after /stop");
+    eventually(WAIT, "the process group to be gone", || {
+        (!group_alive(pid)).then_some(())
+    })
+    .await;
+    assert_eq!(
+        w.llm.requests().len(),
+        1,
+        "no further model call after /stop"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,13 +293,19 @@ async fn retry_after_from_telegram_is_honoured() {
     let calls = w.telegram.calls("sendMessage");
     assert_eq!(calls.len(), 2);
     let waited = calls[1].at.duration_since(calls[0].at);
-    assert!(waited >= Duration::from_millis(1900), "resent after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(1900),
+        "resent after {waited:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_error_is_retried_and_a_dead_model_is_explained() {
     let w = World::allow_all().await;
-    w.llm.push(Reply::Error { status: 500, retry_after: None });
+    w.llm.push(Reply::Error {
+        status: 500,
+        retry_after: None,
+    });
     w.llm.push(Reply::text("recovered"));
     let _d = w.start();
     w.telegram.dm(ALICE, "one");
@@ -227,11 +313,17 @@ async fn a_model_error_is_retried_and_a_dead_model_is_explained() {
     assert_eq!(w.llm.requests().len(), 2);
 
     for _ in 0..3 {
-        w.llm.push(Reply::Error { status: 503, retry_after: Some(0) });
+        w.llm.push(Reply::Error {
+            status: 503,
+            retry_after: Some(0),
+        });
     }
     w.telegram.dm(ALICE, "two");
     let notice = w.replies(ALICE, 2).await.remove(1);
-    assert!(notice.contains("can't reach the model provider"), "{notice}");
+    assert!(
+        notice.contains("can't reach the model provider"),
+        "{notice}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +334,10 @@ async fn the_same_update_delivered_twice_is_answered_once() {
     w.replies(ALICE, 1).await;
     w.telegram.redeliver(update);
     let t = w.telegram.clone();
-    eventually(WAIT, "the redelivery", || (t.times_served(update) >= 2).then_some(())).await;
+    eventually(WAIT, "the redelivery", || {
+        (t.times_served(update) >= 2).then_some(())
+    })
+    .await;
     settle().await;
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 1);
     assert_eq!(w.llm.requests().len(), 1);
@@ -251,12 +346,18 @@ async fn the_same_update_delivered_twice_is_answered_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_mid_turn_answers_after_restart() {
     let w = World::allow_all().await;
-    w.llm.push(Reply::Delayed(Duration::from_secs(30), Box::new(Reply::text("never seen"))));
+    w.llm.push(Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::text("never seen")),
+    ));
     w.llm.push(Reply::text("answered after restart"));
     let mut first = w.start();
     w.telegram.dm(ALICE, "are you there?");
     let l = w.llm.clone();
-    eventually(WAIT, "the first LLM call", || (!l.requests().is_empty()).then_some(())).await;
+    eventually(WAIT, "the first LLM call", || {
+        (!l.requests().is_empty()).then_some(())
+    })
+    .await;
     first.kill();
 
     let _second = w.start();
@@ -265,6 +366,45 @@ async fn a_daemon_killed_mid_turn_answers_after_restart() {
     assert_eq!(last_user_text(&w.llm.requests()[1]), "are you there?");
     settle().await;
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_telegram_would_not_take_is_sent_once_after_a_restart() {
+    let w = World::allow_all().await;
+    for _ in 0..50 {
+        w.telegram.fail_next("sendMessage", Fault::ServerError);
+    }
+    let mut first = w.start();
+    w.telegram.dm(ALICE, "hello?");
+    let t = w.telegram.clone();
+    eventually(WAIT, "two failed send attempts", || (t.calls("sendMessage").len() >= 2).then_some(())).await;
+    first.kill();
+    w.telegram.clear_faults();
+
+    let _second = w.start();
+    let replies = w.replies(ALICE, 1).await;
+    assert_eq!(replies, vec!["echo: hello?".to_string()]);
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 1, "sent once");
+    assert_eq!(w.llm.requests().len(), 1, "the answer came from the outbox, not a second turn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steer_mode_hands_a_message_to_the_running_turn_at_its_next_tool_step() {
+    let w = World::new(&["TELEGRAM_ALLOW_ALL_USERS=true"], "display:\n  busy_input_mode: steer\n").await;
+    let pidfile = w.home.dir.join("steer-started");
+    w.llm.push(Reply::terminal(&format!("touch {}; sleep 2; echo slept", pidfile.display())));
+    w.llm.push(Reply::text("done, and I noted your remark"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "do the slow thing");
+    eventually(WAIT, "the command to start", || pidfile.exists().then_some(())).await;
+    w.telegram.dm(ALICE, "also mention bananas");
+    let replies = w.replies(ALICE, 1).await;
+    assert_eq!(replies, vec!["done, and I noted your remark".to_string()]);
+    let second = &w.llm.requests()[1];
+    assert_eq!(last_user_text(second), "also mention bananas", "the steer joined after the tool result");
+    settle().await;
+    assert_eq!(w.llm.requests().len(), 2, "the steered message did not start a turn of its own");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,54 +417,104 @@ async fn commands_work_and_new_forgets_the_conversation() {
     w.replies(ALICE, 2).await;
     w.telegram.dm(ALICE, "/status");
     let status = w.replies(ALICE, 3).await.remove(2);
-    assert!(status.contains("2 messages") && status.contains("fake-model"), "{status}");
+    assert!(
+        status.contains("2 messages") && status.contains("fake-model"),
+        "{status}"
+    );
     w.telegram.dm(ALICE, "/new");
     assert!(w.replies(ALICE, 4).await[3].contains("New session"));
     w.telegram.dm(ALICE, "what word?");
     w.replies(ALICE, 5).await;
     let last = w.llm.requests().last().unwrap().clone();
-    assert!(!last["messages"].to_string().contains("kiwi"), "the new session has no old history");
+    assert!(
+        !last["messages"].to_string().contains("kiwi"),
+        "the new session has no old history"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_mode_answers_each_message_in_turn() {
-    let w = World::new(&["TELEGRAM_ALLOW_ALL_USERS=true"], "display:\n  busy_input_mode: queue\n").await;
-    w.llm.push(Reply::Delayed(Duration::from_millis(1500), Box::new(Reply::text("first answer"))));
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "display:\n  busy_input_mode: queue\n",
+    )
+    .await;
+    w.llm.push(Reply::Delayed(
+        Duration::from_millis(1500),
+        Box::new(Reply::text("first answer")),
+    ));
     w.llm.push(Reply::text("second answer"));
     let _d = w.start();
     w.telegram.dm(ALICE, "one");
     let l = w.llm.clone();
-    eventually(WAIT, "the first LLM call", || (!l.requests().is_empty()).then_some(())).await;
+    eventually(WAIT, "the first LLM call", || {
+        (!l.requests().is_empty()).then_some(())
+    })
+    .await;
     w.telegram.dm(ALICE, "two");
     let replies = w.replies(ALICE, 2).await;
-    assert_eq!(replies, vec!["first answer".to_string(), "second answer".to_string()]);
+    assert_eq!(
+        replies,
+        vec!["first answer".to_string(), "second answer".to_string()]
+    );
 }
 
 #[test]
 fn run_without_a_platform_exits_78_and_names_the_variables() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("config.yaml"), "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n").unwrap();
-    let out = std::process::Command::new(BIN).args(["run", "--home"]).arg(dir.path()).env_remove("TELEGRAM_BOT_TOKEN").output().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["run", "--home"])
+        .arg(dir.path())
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("TELEGRAM_BOT_TOKEN") && err.contains("TELEGRAM_ALLOWED_USERS"), "{err}");
+    assert!(
+        err.contains("TELEGRAM_BOT_TOKEN") && err.contains("TELEGRAM_ALLOWED_USERS"),
+        "{err}"
+    );
 }
 
 #[test]
 fn an_invalid_config_exits_78_and_check_config_masks_secrets() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("config.yaml"), "model:\n  default: m\n  base_url: not-a-url\n").unwrap();
-    std::fs::write(dir.path().join(".env"), "TELEGRAM_BOT_TOKEN=123:SECRETSECRET\n").unwrap();
-    let run = std::process::Command::new(BIN).args(["run", "--home"]).arg(dir.path()).output().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "model:\n  default: m\n  base_url: not-a-url\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join(".env"),
+        "TELEGRAM_BOT_TOKEN=123:SECRETSECRET\n",
+    )
+    .unwrap();
+    let run = std::process::Command::new(BIN)
+        .args(["run", "--home"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert_eq!(run.status.code(), Some(78));
     assert!(String::from_utf8_lossy(&run.stderr).contains("model.base_url"));
 
     std::fs::write(dir.path().join("config.yaml"), "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\nsecurity:\n  tirith_enabled: false\n").unwrap();
-    let check = std::process::Command::new(BIN).args(["check-config", "--home"]).arg(dir.path()).output().unwrap();
+    let check = std::process::Command::new(BIN)
+        .args(["check-config", "--home"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     let out = String::from_utf8_lossy(&check.stdout);
     assert!(check.status.success(), "{out}");
     assert!(out.contains("security.tirith_enabled") && out.contains("Not used"));
-    assert!(out.contains("123… (16 chars)") && !out.contains("SECRETSECRET"), "{out}");
+    assert!(
+        out.contains("123… (16 chars)") && !out.contains("SECRETSECRET"),
+        "{out}"
+    );
 }
 
 /// The text Telegram shows for an HTML message: tags removed, entities decoded.
@@ -339,14 +529,19 @@ fn visible(html: &str) -> String {
             _ => {}
         }
     }
-    out.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&amp;", "&")
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
 }
 
 /// Whether any process is left in process group `pgid`.
 fn group_alive(pgid: i32) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else { return false };
+        let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
+            return false;
+        };
         let fields: Vec<&str> = rest.split_whitespace().collect();
         fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
     })

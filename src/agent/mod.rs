@@ -42,11 +42,20 @@ pub struct TurnInput {
 #[derive(Debug)]
 pub enum TurnOutcome {
     /// The model answered.
-    Answered { reply: String, messages: Vec<StoredMessage> },
+    Answered {
+        reply: String,
+        messages: Vec<StoredMessage>,
+    },
     /// The iteration budget ran out; `reply` says so.
-    BudgetExhausted { reply: String, messages: Vec<StoredMessage> },
+    BudgetExhausted {
+        reply: String,
+        messages: Vec<StoredMessage>,
+    },
     /// The provider stayed unreachable or refused; `notice` is for the person.
-    Failed { notice: String, messages: Vec<StoredMessage> },
+    Failed {
+        notice: String,
+        messages: Vec<StoredMessage>,
+    },
     /// Cancelled from outside.
     Cancelled { messages: Vec<StoredMessage> },
 }
@@ -63,7 +72,10 @@ impl AgentRuntime {
         let mut new_messages = input.carried;
         new_messages.push(StoredMessage::user(input.user_text));
         let system = self.prompt.render(&input.context);
-        let history = trim_history(&input.history, self.context_tokens.saturating_sub(estimate_tokens(&system)) * 3 / 4);
+        let history = trim_history(
+            &input.history,
+            self.context_tokens.saturating_sub(estimate_tokens(&system)) * 3 / 4,
+        );
         let tools = self.tools.definitions();
 
         for _iteration in 0..self.max_iterations {
@@ -71,20 +83,32 @@ impl AgentRuntime {
             wire.extend(history.iter().chain(new_messages.iter()).map(to_wire));
             let completion = match self.llm.complete(&wire, &tools, &cancel).await {
                 Ok(c) => c,
-                Err(LlmError::Cancelled) => return TurnOutcome::Cancelled { messages: new_messages },
+                Err(LlmError::Cancelled) => {
+                    return TurnOutcome::Cancelled {
+                        messages: new_messages,
+                    };
+                }
                 Err(e) => {
                     let notice = match &e {
                         LlmError::Unreachable { .. } => format!(
                             "⚠️ I can't reach the model provider right now ({e}). Nothing was lost: send your message again in a moment."
                         ),
-                        _ => format!("⚠️ The model provider refused the request: {e}. Check the model settings (model.default, model.api_key) or /new to start over."),
+                        _ => format!(
+                            "⚠️ The model provider refused the request: {e}. Check the model settings (model.default, model.api_key) or /new to start over."
+                        ),
                     };
-                    return TurnOutcome::Failed { notice, messages: new_messages };
+                    return TurnOutcome::Failed {
+                        notice,
+                        messages: new_messages,
+                    };
                 }
             };
             if completion.tool_calls.is_empty() {
                 new_messages.push(StoredMessage::assistant(completion.content.clone()));
-                return TurnOutcome::Answered { reply: completion.content, messages: new_messages };
+                return TurnOutcome::Answered {
+                    reply: completion.content,
+                    messages: new_messages,
+                };
             }
             let calls_json: Vec<Value> = completion
                 .tool_calls
@@ -117,7 +141,9 @@ impl AgentRuntime {
                 });
             }
             if cancelled {
-                return TurnOutcome::Cancelled { messages: new_messages };
+                return TurnOutcome::Cancelled {
+                    messages: new_messages,
+                };
             }
             // Tool boundary: texts the person sent meanwhile join here.
             while let Ok(text) = steer.try_recv() {
@@ -129,7 +155,10 @@ impl AgentRuntime {
             self.max_iterations
         );
         new_messages.push(StoredMessage::assistant(reply.clone()));
-        TurnOutcome::BudgetExhausted { reply, messages: new_messages }
+        TurnOutcome::BudgetExhausted {
+            reply,
+            messages: new_messages,
+        }
     }
 }
 
@@ -157,7 +186,8 @@ fn trim_history(history: &[StoredMessage], budget: usize) -> Vec<StoredMessage> 
     let mut used = 0;
     let mut start = history.len();
     for (i, m) in history.iter().enumerate().rev() {
-        let cost = estimate_tokens(m.content.as_deref().unwrap_or("")) + m.tool_calls.as_deref().map_or(0, estimate_tokens);
+        let cost = estimate_tokens(m.content.as_deref().unwrap_or(""))
+            + m.tool_calls.as_deref().map_or(0, estimate_tokens);
         if used + cost > budget {
             break;
         }
@@ -180,18 +210,43 @@ mod tests {
     fn trimming_keeps_the_newest_and_starts_at_a_user_message() {
         let mut h = Vec::new();
         for i in 0..50 {
-            h.push(StoredMessage::user(format!("question {i} {}", "x".repeat(400))));
-            h.push(StoredMessage { role: "tool".into(), content: Some("r".repeat(400)), tool_calls: None, tool_call_id: Some("c".into()), tool_name: None });
+            h.push(StoredMessage::user(format!(
+                "question {i} {}",
+                "x".repeat(400)
+            )));
+            h.push(StoredMessage {
+                role: "tool".into(),
+                content: Some("r".repeat(400)),
+                tool_calls: None,
+                tool_call_id: Some("c".into()),
+                tool_name: None,
+            });
         }
         let kept = trim_history(&h, 1000);
         assert!(!kept.is_empty() && kept.len() < h.len());
         assert_eq!(kept[0].role, "user");
-        assert!(kept.last().unwrap().content.as_deref().unwrap().starts_with("rrr"));
+        assert!(
+            kept.last()
+                .unwrap()
+                .content
+                .as_deref()
+                .unwrap()
+                .starts_with("rrr")
+        );
     }
 
     #[test]
     fn tool_messages_keep_their_call_ids_on_the_wire() {
-        let m = StoredMessage { role: "tool".into(), content: Some("ok".into()), tool_calls: None, tool_call_id: Some("c1".into()), tool_name: Some("terminal".into()) };
-        assert_eq!(to_wire(&m), json!({"role": "tool", "content": "ok", "tool_call_id": "c1"}));
+        let m = StoredMessage {
+            role: "tool".into(),
+            content: Some("ok".into()),
+            tool_calls: None,
+            tool_call_id: Some("c1".into()),
+            tool_name: Some("terminal".into()),
+        };
+        assert_eq!(
+            to_wire(&m),
+            json!({"role": "tool", "content": "ok", "tool_call_id": "c1"})
+        );
     }
 }

@@ -31,7 +31,10 @@ impl EnvVars {
     pub fn get(&self, name: &str) -> Option<(&str, EnvSource)> {
         let found = match self.process.get(name) {
             Some(v) => Some((v.as_str(), EnvSource::Process)),
-            None => self.dotenv.get(name).map(|v| (v.as_str(), EnvSource::DotEnv)),
+            None => self
+                .dotenv
+                .get(name)
+                .map(|v| (v.as_str(), EnvSource::DotEnv)),
         };
         found.filter(|(v, _)| !v.trim().is_empty())
     }
@@ -69,7 +72,10 @@ pub fn parse_dotenv(text: &str) -> BTreeMap<String, String> {
 
 fn unquote(value: &str) -> String {
     for quote in ['"', '\''] {
-        if let Some(inner) = value.strip_prefix(quote).and_then(|v| v.strip_suffix(quote)) {
+        if let Some(inner) = value
+            .strip_prefix(quote)
+            .and_then(|v| v.strip_suffix(quote))
+        {
             return if quote == '"' {
                 inner.replace("\\n", "\n").replace("\\\"", "\"")
             } else {
@@ -86,7 +92,10 @@ fn unquote(value: &str) -> String {
 
 /// Truthy the Hermes way: `true`, `1`, `yes` (any case).
 pub fn is_truthy(value: &str) -> bool {
-    matches!(value.trim().to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on")
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "true" | "1" | "yes" | "on"
+    )
 }
 
 #[cfg(test)]
@@ -108,7 +117,10 @@ mod tests {
     #[test]
     fn the_process_environment_wins_and_empty_means_unset() {
         let env = EnvVars::new(
-            [("A".to_string(), "process".to_string()), ("E".to_string(), " ".to_string())],
+            [
+                ("A".to_string(), "process".to_string()),
+                ("E".to_string(), " ".to_string()),
+            ],
             "A=file\nB=file\nE=file",
         );
         assert_eq!(env.get("A"), Some(("process", EnvSource::Process)));

@@ -62,11 +62,19 @@ pub enum Severity {
 
 impl Problem {
     pub fn error(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { key: key.into(), message: message.into(), severity: Severity::Error }
+        Problem {
+            key: key.into(),
+            message: message.into(),
+            severity: Severity::Error,
+        }
     }
 
     pub fn warning(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { key: key.into(), message: message.into(), severity: Severity::Warning }
+        Problem {
+            key: key.into(),
+            message: message.into(),
+            severity: Severity::Warning,
+        }
     }
 }
 
@@ -219,7 +227,9 @@ pub struct Loaded {
 
 impl Loaded {
     pub fn errors(&self) -> impl Iterator<Item = &Problem> {
-        self.problems.iter().filter(|p| p.severity == Severity::Error)
+        self.problems
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
     }
 }
 
@@ -228,7 +238,9 @@ pub fn default_home() -> PathBuf {
     if let Some(home) = std::env::var_os("HERMES_HOME").filter(|h| !h.is_empty()) {
         return PathBuf::from(home);
     }
-    let user_home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let user_home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     user_home.join(".hermes")
 }
 
@@ -238,7 +250,10 @@ pub fn load(home: &Path) -> Loaded {
         match std::fs::read_to_string(home.join(name)) {
             Ok(text) => Ok(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-            Err(e) => Err(Problem::error(home.join(name).display().to_string(), format!("cannot read: {e}"))),
+            Err(e) => Err(Problem::error(
+                home.join(name).display().to_string(),
+                format!("cannot read: {e}"),
+            )),
         }
     };
     let mut problems = Vec::new();
@@ -281,7 +296,11 @@ const KNOWN_VARIABLES: &[&str] = &[
 const PROVIDERS: &[(&str, &str, &str)] = &[
     ("custom", "", "OPENAI_API_KEY"),
     ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
-    ("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+    (
+        "openrouter",
+        "https://openrouter.ai/api/v1",
+        "OPENROUTER_API_KEY",
+    ),
 ];
 
 /// Read the configuration from text (testable without files).
@@ -290,7 +309,10 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let mut y = match YamlReader::parse(yaml_text) {
         Ok(y) => y,
         Err(e) => {
-            problems.push(Problem::error("config.yaml", format!("not valid YAML: {e}")));
+            problems.push(Problem::error(
+                "config.yaml",
+                format!("not valid YAML: {e}"),
+            ));
             YamlReader::parse("").expect("empty YAML parses")
         }
     };
@@ -302,7 +324,10 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .and_then(|v| match v.parse() {
                 Ok(n) => Some(n),
                 Err(_) => {
-                    problems.push(Problem::error("HERMES_MAX_ITERATIONS", format!("expected a whole number, found {v:?}")));
+                    problems.push(Problem::error(
+                        "HERMES_MAX_ITERATIONS",
+                        format!("expected a whole number, found {v:?}"),
+                    ));
                     None
                 }
             })
@@ -311,7 +336,10 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
     };
-    let busy_mode = match y.string("display.busy_input_mode", &mut problems).as_deref() {
+    let busy_mode = match y
+        .string("display.busy_input_mode", &mut problems)
+        .as_deref()
+    {
         None | Some("interrupt") => BusyMode::Interrupt,
         Some("queue") => BusyMode::Queue,
         Some("steer") => BusyMode::Steer,
@@ -326,8 +354,12 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let terminal = read_terminal(&mut y, env, &mut problems);
     let access = read_access(env, &mut problems);
     let sessions = SessionConfig {
-        group_sessions_per_user: y.boolean("group_sessions_per_user", &mut problems).unwrap_or(true),
-        thread_sessions_per_user: y.boolean("thread_sessions_per_user", &mut problems).unwrap_or(false),
+        group_sessions_per_user: y
+            .boolean("group_sessions_per_user", &mut problems)
+            .unwrap_or(true),
+        thread_sessions_per_user: y
+            .boolean("thread_sessions_per_user", &mut problems)
+            .unwrap_or(false),
     };
     let delivery = DeliveryConfig {
         rate_per_second: y
@@ -335,12 +367,20 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .and_then(|v| match v.parse::<f64>() {
                 Ok(r) if r > 0.0 => Some(r),
                 _ => {
-                    problems.push(Problem::error("delivery.rate_per_second", format!("expected a positive number, found {v:?}")));
+                    problems.push(Problem::error(
+                        "delivery.rate_per_second",
+                        format!("expected a positive number, found {v:?}"),
+                    ));
                     None
                 }
             }),
-        burst: y.number("delivery.burst", &mut problems).map(|b| b.max(1) as u32),
-        max_attempts: y.number("delivery.max_attempts", &mut problems).map(|n| n.max(1) as u32).unwrap_or(12),
+        burst: y
+            .number("delivery.burst", &mut problems)
+            .map(|b| b.max(1) as u32),
+        max_attempts: y
+            .number("delivery.max_attempts", &mut problems)
+            .map(|n| n.max(1) as u32)
+            .unwrap_or(12),
     };
     let telegram = read_telegram(&mut y, env, &mut problems);
 
@@ -386,10 +426,18 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         }),
         _ => None,
     };
-    Loaded { config, problems, unused }
+    Loaded {
+        config,
+        problems,
+        unused,
+    }
 }
 
-fn read_model(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> Option<ModelConfig> {
+fn read_model(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    problems: &mut Vec<Problem>,
+) -> Option<ModelConfig> {
     // Older Hermes configs say `model: name`.
     let flat_name = match y.get("model") {
         Some(serde_json::Value::String(s)) => Some(s.clone()),
@@ -399,7 +447,8 @@ fn read_model(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) ->
         .string("model.provider", problems)
         .unwrap_or_else(|| "custom".into())
         .to_ascii_lowercase();
-    let Some(&(_, default_url, key_var)) = PROVIDERS.iter().find(|(name, _, _)| *name == provider) else {
+    let Some(&(_, default_url, key_var)) = PROVIDERS.iter().find(|(name, _, _)| *name == provider)
+    else {
         let names: Vec<&str> = PROVIDERS.iter().map(|p| p.0).collect();
         problems.push(Problem::error(
             "model.provider",
@@ -419,17 +468,31 @@ fn read_model(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) ->
         .string("model.api_key", problems)
         .or_else(|| env.value(key_var))
         .map(Secret::new);
-    let context_length = y.number("model.context_length", problems).unwrap_or(131_072) as usize;
-    let max_attempts = y.number("model.max_attempts", problems).unwrap_or(4).clamp(1, 20) as u32;
-    let stream_idle_timeout =
-        Duration::from_secs(y.number("model.stream_idle_timeout", problems).unwrap_or(120).max(1));
+    let context_length = y
+        .number("model.context_length", problems)
+        .unwrap_or(131_072) as usize;
+    let max_attempts = y
+        .number("model.max_attempts", problems)
+        .unwrap_or(4)
+        .clamp(1, 20) as u32;
+    let stream_idle_timeout = Duration::from_secs(
+        y.number("model.stream_idle_timeout", problems)
+            .unwrap_or(120)
+            .max(1),
+    );
 
     let Some(model) = model else {
-        problems.push(Problem::error("model.default", "no model name is set (or set HERMES_MODEL)"));
+        problems.push(Problem::error(
+            "model.default",
+            "no model name is set (or set HERMES_MODEL)",
+        ));
         return None;
     };
     let Some(base_url) = base_url else {
-        problems.push(Problem::error("model.base_url", format!("provider {provider:?} needs a base URL")));
+        problems.push(Problem::error(
+            "model.base_url",
+            format!("provider {provider:?} needs a base URL"),
+        ));
         return None;
     };
     if let Err(e) = validate_http_url(&base_url) {
@@ -458,15 +521,23 @@ fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>)
     TerminalConfig {
         cwd,
         timeout: Duration::from_secs(y.number("terminal.timeout", problems).unwrap_or(180).max(1)),
-        max_output_chars: y.number("terminal.max_output_chars", problems).unwrap_or(50_000).max(1_000) as usize,
+        max_output_chars: y
+            .number("terminal.max_output_chars", problems)
+            .unwrap_or(50_000)
+            .max(1_000) as usize,
         pass_env: y.list("terminal.pass_env", problems).unwrap_or_default(),
     }
 }
 
 fn read_access(env: &EnvVars, problems: &mut Vec<Problem>) -> AccessConfig {
     let mut access = AccessConfig {
-        gateway_allowed: env.value("GATEWAY_ALLOWED_USERS").map(|v| split_list(&v)).unwrap_or_default(),
-        gateway_allow_all: env.value("GATEWAY_ALLOW_ALL_USERS").is_some_and(|v| is_truthy(&v)),
+        gateway_allowed: env
+            .value("GATEWAY_ALLOWED_USERS")
+            .map(|v| split_list(&v))
+            .unwrap_or_default(),
+        gateway_allow_all: env
+            .value("GATEWAY_ALLOW_ALL_USERS")
+            .is_some_and(|v| is_truthy(&v)),
         ..Default::default()
     };
     for platform in Platform::ALL {
@@ -493,7 +564,11 @@ fn read_access(env: &EnvVars, problems: &mut Vec<Problem>) -> AccessConfig {
     access
 }
 
-fn read_telegram(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> Option<TelegramConfig> {
+fn read_telegram(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    problems: &mut Vec<Problem>,
+) -> Option<TelegramConfig> {
     let enabled = y.boolean("platforms.telegram.enabled", problems);
     let token = y
         .string("platforms.telegram.token", problems)
@@ -504,7 +579,10 @@ fn read_telegram(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>)
         .or_else(|| y.boolean("telegram.require_mention", problems))
         .or_else(|| env.value("TELEGRAM_REQUIRE_MENTION").map(|v| is_truthy(&v)))
         .unwrap_or(true);
-    let poll_timeout = y.number("platforms.telegram.extra.poll_timeout", problems).unwrap_or(10).clamp(1, 15);
+    let poll_timeout = y
+        .number("platforms.telegram.extra.poll_timeout", problems)
+        .unwrap_or(10)
+        .clamp(1, 15);
     let home_channel = env
         .value("TELEGRAM_HOME_CHANNEL")
         .or_else(|| y.string("platforms.telegram.home_channel.chat_id", problems));
@@ -553,9 +631,12 @@ fn telegram_api_root(url: &str) -> Result<String, String> {
 }
 
 fn validate_http_url(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(format!("{url:?} must be an http:// or https:// URL with a host"));
+        return Err(format!(
+            "{url:?} must be an http:// or https:// URL with a host"
+        ));
     }
     Ok(())
 }

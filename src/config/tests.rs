@@ -31,22 +31,34 @@ fn the_hermes_example_config_runs_as_is() {
     let loaded = load_from(
         Path::new("/h"),
         ISSUE_EXAMPLE,
-        &env(&[("TELEGRAM_BOT_TOKEN", "123:abc"), ("TELEGRAM_ALLOW_ALL_USERS", "true")]),
+        &env(&[
+            ("TELEGRAM_BOT_TOKEN", "123:abc"),
+            ("TELEGRAM_ALLOW_ALL_USERS", "true"),
+        ]),
     );
     assert!(errors(&loaded).is_empty(), "{:?}", loaded.problems);
     let config = loaded.config.unwrap();
     assert_eq!(config.model.model, "some-model-name");
     assert_eq!(config.model.base_url, "http://127.0.0.1:9/v1");
-    assert_eq!(config.model.api_key.as_ref().unwrap().expose(), "sk-anything");
+    assert_eq!(
+        config.model.api_key.as_ref().unwrap().expose(),
+        "sk-anything"
+    );
     let telegram = config.telegram.unwrap();
     assert_eq!(telegram.api_url, "http://127.0.0.1:9");
     assert!(telegram.require_mention);
-    assert_eq!(config.access.platform_allow_all.get(&Platform::Telegram), Some(&true));
+    assert_eq!(
+        config.access.platform_allow_all.get(&Platform::Telegram),
+        Some(&true)
+    );
     assert_eq!(config.agent.max_turns, 90);
     assert_eq!(config.busy_mode, BusyMode::Interrupt);
     assert_eq!(
         loaded.unused,
-        vec!["platforms.telegram.extra.base_file_url".to_string(), "security.tirith_enabled".to_string()]
+        vec![
+            "platforms.telegram.extra.base_file_url".to_string(),
+            "security.tirith_enabled".to_string()
+        ]
     );
 }
 
@@ -61,11 +73,21 @@ fn a_bare_telegram_root_is_accepted_too() {
 #[test]
 fn wrong_values_name_their_key_path() {
     let yaml = "model:\n  default: m\n  base_url: nope\ndisplay:\n  busy_input_mode: sometimes\nplatforms:\n  telegram:\n    enabled: true\n";
-    let loaded = load_from(Path::new("/h"), yaml, &env(&[("TELEGRAM_ALLOWED_USERS", "12,abc")]));
+    let loaded = load_from(
+        Path::new("/h"),
+        yaml,
+        &env(&[("TELEGRAM_ALLOWED_USERS", "12,abc")]),
+    );
     let keys = errors(&loaded);
     assert!(keys.contains(&"model.base_url".to_string()), "{keys:?}");
-    assert!(keys.contains(&"display.busy_input_mode".to_string()), "{keys:?}");
-    assert!(keys.contains(&"TELEGRAM_ALLOWED_USERS".to_string()), "{keys:?}");
+    assert!(
+        keys.contains(&"display.busy_input_mode".to_string()),
+        "{keys:?}"
+    );
+    assert!(
+        keys.contains(&"TELEGRAM_ALLOWED_USERS".to_string()),
+        "{keys:?}"
+    );
     assert!(keys.contains(&"TELEGRAM_BOT_TOKEN".to_string()), "{keys:?}");
     assert!(loaded.config.is_none());
 }
@@ -81,7 +103,11 @@ fn providers_bring_their_url_and_key_variable() {
     assert_eq!(model.base_url, "https://openrouter.ai/api/v1");
     assert_eq!(model.api_key.unwrap().expose(), "or-key");
 
-    let loaded = load_from(Path::new("/h"), "model:\n  provider: martian\n  default: x\n", &env(&[]));
+    let loaded = load_from(
+        Path::new("/h"),
+        "model:\n  provider: martian\n  default: x\n",
+        &env(&[]),
+    );
     assert_eq!(errors(&loaded), vec!["model.provider".to_string()]);
 }
 
@@ -91,14 +117,22 @@ fn the_process_environment_overrides_the_file() {
         vec![("HERMES_MODEL".to_string(), "from-env".to_string())],
         "HERMES_MODEL=from-file\nSOMETHING_ELSE=1\n",
     );
-    let loaded = load_from(Path::new("/h"), "model:\n  default: from-yaml\n  base_url: http://x/v1\n", &vars);
+    let loaded = load_from(
+        Path::new("/h"),
+        "model:\n  default: from-yaml\n  base_url: http://x/v1\n",
+        &vars,
+    );
     assert_eq!(loaded.config.unwrap().model.model, "from-env");
     assert!(loaded.unused.contains(&".env SOMETHING_ELSE".to_string()));
 }
 
 #[test]
 fn a_missing_platform_is_not_an_error_here_but_has_platform_says_so() {
-    let loaded = load_from(Path::new("/h"), "model:\n  default: m\n  base_url: http://x/v1\n", &env(&[]));
+    let loaded = load_from(
+        Path::new("/h"),
+        "model:\n  default: m\n  base_url: http://x/v1\n",
+        &env(&[]),
+    );
     assert!(!loaded.config.unwrap().has_platform());
 }
 

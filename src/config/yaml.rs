@@ -26,7 +26,10 @@ impl YamlReader {
             Value::Object(_) => root,
             _ => return Err("the top level must be a mapping of keys".into()),
         };
-        Ok(YamlReader { root, used: BTreeSet::new() })
+        Ok(YamlReader {
+            root,
+            used: BTreeSet::new(),
+        })
     }
 
     /// The value at a dotted path, marking it used.
@@ -63,12 +66,18 @@ impl YamlReader {
                 "true" | "yes" | "on" | "1" => Some(true),
                 "false" | "no" | "off" | "0" => Some(false),
                 _ => {
-                    problems.push(Problem::error(path, format!("expected true or false, found {s:?}")));
+                    problems.push(Problem::error(
+                        path,
+                        format!("expected true or false, found {s:?}"),
+                    ));
                     None
                 }
             },
             other => {
-                problems.push(Problem::error(path, format!("expected true or false, found {other}")));
+                problems.push(Problem::error(
+                    path,
+                    format!("expected true or false, found {other}"),
+                ));
                 None
             }
         }
@@ -83,7 +92,10 @@ impl YamlReader {
             _ => None,
         };
         if parsed.is_none() {
-            problems.push(Problem::error(path, format!("expected a whole number, found {value}")));
+            problems.push(Problem::error(
+                path,
+                format!("expected a whole number, found {value}"),
+            ));
         }
         parsed
     }
@@ -97,7 +109,10 @@ impl YamlReader {
                     match item {
                         Value::String(s) => out.push(s.trim().to_owned()),
                         Value::Number(n) => out.push(n.to_string()),
-                        other => problems.push(Problem::error(path, format!("unexpected list item {other}"))),
+                        other => problems.push(Problem::error(
+                            path,
+                            format!("unexpected list item {other}"),
+                        )),
                     }
                 }
                 Some(out)
@@ -105,7 +120,10 @@ impl YamlReader {
             Value::String(s) => Some(split_list(s)),
             Value::Number(n) => Some(vec![n.to_string()]),
             other => {
-                problems.push(Problem::error(path, format!("expected a list, found {other}")));
+                problems.push(Problem::error(
+                    path,
+                    format!("expected a list, found {other}"),
+                ));
                 None
             }
         }
@@ -129,7 +147,11 @@ fn collect_leaves(value: &Value, prefix: String, out: &mut Vec<String>) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (key, child) in map {
-                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
                 collect_leaves(child, path, out);
             }
         }
@@ -152,10 +174,22 @@ mod tests {
 
     #[test]
     fn unread_keys_are_reported_and_read_ones_are_not() {
-        let mut y = YamlReader::parse("model:\n  default: m\n  extra: 1\nsecurity:\n  tirith_enabled: false\n").unwrap();
+        let mut y = YamlReader::parse(
+            "model:\n  default: m\n  extra: 1\nsecurity:\n  tirith_enabled: false\n",
+        )
+        .unwrap();
         let mut problems = Vec::new();
-        assert_eq!(y.string("model.default", &mut problems).as_deref(), Some("m"));
-        assert_eq!(y.unused(), vec!["model.extra".to_string(), "security.tirith_enabled".to_string()]);
+        assert_eq!(
+            y.string("model.default", &mut problems).as_deref(),
+            Some("m")
+        );
+        assert_eq!(
+            y.unused(),
+            vec![
+                "model.extra".to_string(),
+                "security.tirith_enabled".to_string()
+            ]
+        );
         assert!(problems.is_empty());
     }
 

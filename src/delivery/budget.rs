@@ -18,11 +18,19 @@ pub struct TokenBucket {
 impl TokenBucket {
     pub fn new(limit: RateLimit) -> Self {
         let burst = f64::from(limit.burst.max(1));
-        TokenBucket { rate: limit.per_second.max(0.001), burst, tokens: burst, refilled_at: Instant::now(), blocked_until: None }
+        TokenBucket {
+            rate: limit.per_second.max(0.001),
+            burst,
+            tokens: burst,
+            refilled_at: Instant::now(),
+            blocked_until: None,
+        }
     }
 
     fn refill(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.refilled_at).as_secs_f64();
+        let elapsed = now
+            .saturating_duration_since(self.refilled_at)
+            .as_secs_f64();
         self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
         self.refilled_at = now;
     }
@@ -75,30 +83,49 @@ mod tests {
     #[test]
     fn a_burst_passes_then_the_rate_applies() {
         let t0 = Instant::now();
-        let mut b = TokenBucket::new(RateLimit { per_second: 1.0, burst: 3 });
+        let mut b = TokenBucket::new(RateLimit {
+            per_second: 1.0,
+            burst: 3,
+        });
         for _ in 0..3 {
             assert_eq!(b.reserve(t0), Duration::ZERO);
         }
         let wait = b.reserve(t0);
-        assert!(wait > Duration::from_millis(900) && wait <= Duration::from_secs(1), "{wait:?}");
+        assert!(
+            wait > Duration::from_millis(900) && wait <= Duration::from_secs(1),
+            "{wait:?}"
+        );
         assert_eq!(b.reserve(t0 + Duration::from_secs(1)), Duration::ZERO);
     }
 
     #[test]
     fn typing_never_takes_the_last_token() {
         let t0 = Instant::now();
-        let mut b = TokenBucket::new(RateLimit { per_second: 1.0, burst: 2 });
+        let mut b = TokenBucket::new(RateLimit {
+            per_second: 1.0,
+            burst: 2,
+        });
         assert!(b.try_spare(t0));
         assert!(!b.try_spare(t0));
-        assert_eq!(b.reserve(t0), Duration::ZERO, "a reply still goes out at once");
+        assert_eq!(
+            b.reserve(t0),
+            Duration::ZERO,
+            "a reply still goes out at once"
+        );
     }
 
     #[test]
     fn retry_after_blocks_everything_until_it_passes() {
         let t0 = Instant::now();
-        let mut b = TokenBucket::new(RateLimit { per_second: 10.0, burst: 5 });
+        let mut b = TokenBucket::new(RateLimit {
+            per_second: 10.0,
+            burst: 5,
+        });
         b.block_for(Duration::from_secs(3), t0);
-        assert!(b.reserve(t0 + Duration::from_secs(1)) >= Duration::from_secs(2) - Duration::from_millis(1));
+        assert!(
+            b.reserve(t0 + Duration::from_secs(1))
+                >= Duration::from_secs(2) - Duration::from_millis(1)
+        );
         assert!(!b.try_spare(t0 + Duration::from_secs(2)));
         assert_eq!(b.reserve(t0 + Duration::from_secs(4)), Duration::ZERO);
     }

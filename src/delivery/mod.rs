@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use hermes_adapter::{ChatKind, ChatRef, Delivered, Outbound, Platform, PlatformSender, RateLimit, SendError};
+use hermes_adapter::{
+    ChatKind, ChatRef, Delivered, Outbound, Platform, PlatformSender, RateLimit, SendError,
+};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -100,10 +102,24 @@ impl Delivery {
 
     /// Outbox rows for a Markdown reply: chunked and rendered for the chat's platform. The
     /// first chunk replies to `reply_to`.
-    pub fn reply_rows(&self, chat: &ChatRef, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {
-        let text = if markdown.trim().is_empty() { "(no answer)" } else { markdown };
+    pub fn reply_rows(
+        &self,
+        chat: &ChatRef,
+        markdown: &str,
+        reply_to: Option<String>,
+    ) -> Vec<NewOutboxRow> {
+        let text = if markdown.trim().is_empty() {
+            "(no answer)"
+        } else {
+            markdown
+        };
         let Some(sender) = self.sender(chat.platform) else {
-            return vec![NewOutboxRow { chat: chat.clone(), body: hermes_adapter::MessageBody::plain(text), reply_to, buttons: vec![] }];
+            return vec![NewOutboxRow {
+                chat: chat.clone(),
+                body: hermes_adapter::MessageBody::plain(text),
+                reply_to,
+                buttons: vec![],
+            }];
         };
         let caps = sender.capabilities();
         format::chunk(text, caps.max_message_len, caps.length_unit)
@@ -119,7 +135,12 @@ impl Delivery {
     }
 
     /// Queue a Markdown reply and start sending it.
-    pub async fn reply(&self, chat: &ChatRef, markdown: &str, reply_to: Option<String>) -> Result<Vec<i64>, crate::store::StoreError> {
+    pub async fn reply(
+        &self,
+        chat: &ChatRef,
+        markdown: &str,
+        reply_to: Option<String>,
+    ) -> Result<Vec<i64>, crate::store::StoreError> {
         let rows = self.reply_rows(chat, markdown, reply_to);
         let ids = self.inner.store.outbox_enqueue(rows).await?;
         self.wake(chat);
@@ -132,7 +153,12 @@ impl Delivery {
         let mut lanes = self.inner.lanes.lock().expect("lanes lock");
         let notify = lanes.entry(key.clone()).or_insert_with(|| {
             let notify = Arc::new(Notify::new());
-            let lane = Lane { delivery: self.clone(), key, chat: chat.clone(), notify: notify.clone() };
+            let lane = Lane {
+                delivery: self.clone(),
+                key,
+                chat: chat.clone(),
+                notify: notify.clone(),
+            };
             self.inner.tasks.spawn(lane.run());
             notify
         });
@@ -142,13 +168,16 @@ impl Delivery {
 
     /// Show "typing…" if the chat's budget has room to spare; never waits, never fails.
     pub fn typing(&self, chat: &ChatRef) {
-        let Some(sender) = self.sender(chat.platform).cloned() else { return };
+        let Some(sender) = self.sender(chat.platform).cloned() else {
+            return;
+        };
         if sender.capabilities().typing_refresh.is_none() || !self.try_spare(chat) {
             return;
         }
         let chat = chat.clone();
         self.inner.tasks.spawn(async move {
-            if let Err(SendError::RateLimited { .. }) = sender.send(Outbound::Typing { chat }).await {
+            if let Err(SendError::RateLimited { .. }) = sender.send(Outbound::Typing { chat }).await
+            {
                 tracing::debug!("delivery: typing indicator rate limited");
             }
         });
@@ -179,7 +208,9 @@ impl Delivery {
                         tokio::time::sleep(retry_after).await;
                     }
                 }
-                Err(SendError::Transient(_)) if attempt < 3 => tokio::time::sleep(backoff(attempt)).await,
+                Err(SendError::Transient(_)) if attempt < 3 => {
+                    tokio::time::sleep(backoff(attempt)).await
+                }
                 other => return other,
             }
             attempt += 1;
@@ -191,7 +222,10 @@ impl Delivery {
         let mut limit = match (caps, chat.kind) {
             (Some(c), ChatKind::Direct) => c.per_chat_rate,
             (Some(c), _) => c.group_chat_rate,
-            (None, _) => RateLimit { per_second: 1.0, burst: 1 },
+            (None, _) => RateLimit {
+                per_second: 1.0,
+                burst: 1,
+            },
         };
         if let Some(rate) = self.inner.config.rate_per_second {
             limit.per_second = rate;
@@ -205,7 +239,9 @@ impl Delivery {
     fn with_bucket<T>(&self, chat: &ChatRef, f: impl FnOnce(&mut TokenBucket) -> T) -> T {
         let limit = self.limit_for(chat);
         let mut budgets = self.inner.budgets.lock().expect("budget lock");
-        let bucket = budgets.entry((chat.platform, chat.chat_id.clone())).or_insert_with(|| TokenBucket::new(limit));
+        let bucket = budgets
+            .entry((chat.platform, chat.chat_id.clone()))
+            .or_insert_with(|| TokenBucket::new(limit));
         f(bucket)
     }
 
@@ -247,7 +283,11 @@ impl Lane {
         loop {
             // Take the wake-up we were started or woken with before reading the outbox.
             let _ = self.notify.notified().now_or_never();
-            let rows = match inner.store.outbox_pending_for(self.chat.platform, &self.chat.chat_id).await {
+            let rows = match inner
+                .store
+                .outbox_pending_for(self.chat.platform, &self.chat.chat_id)
+                .await
+            {
                 Ok(rows) => rows,
                 Err(e) => {
                     tracing::error!(error = %e, "delivery: cannot read the outbox");
@@ -295,7 +335,11 @@ impl Lane {
             let result = sender.send(action).await;
             let error = match result {
                 Ok(delivered) => {
-                    if let Err(e) = inner.store.outbox_mark_sent(row.id, delivered.message_id).await {
+                    if let Err(e) = inner
+                        .store
+                        .outbox_mark_sent(row.id, delivered.message_id)
+                        .await
+                    {
                         tracing::error!(error = %e, row = row.id, "delivery: sent, but could not mark the row sent");
                     }
                     return;
@@ -317,7 +361,10 @@ impl Lane {
                 SendError::Transient(_) => attempts >= inner.config.max_attempts,
                 SendError::MarkupRejected(_) | SendError::Rejected(_) => true,
             };
-            let _ = inner.store.outbox_mark_attempt(row.id, error.to_string(), give_up).await;
+            let _ = inner
+                .store
+                .outbox_mark_attempt(row.id, error.to_string(), give_up)
+                .await;
             if give_up {
                 tracing::error!(error = %error, row = row.id, chat = %row.chat.chat_id, "delivery: giving up on a message");
                 return;

@@ -20,7 +20,11 @@ pub fn chunk(text: &str, max: usize, unit: LengthUnit) -> Vec<String> {
 
     for line in text.split('\n') {
         let is_fence = line.trim_start().starts_with("```");
-        for piece in split_long_line(line, budget.saturating_sub(fence_len(&open_fence, unit) + 1), unit) {
+        for piece in split_long_line(
+            line,
+            budget.saturating_sub(fence_len(&open_fence, unit) + 1),
+            unit,
+        ) {
             let needed = unit.measure(&piece) + usize::from(!current.is_empty());
             if !current.is_empty() && unit.measure(&current) + needed > budget {
                 flush(&mut chunks, &mut current, &open_fence);
@@ -98,7 +102,12 @@ mod tests {
     use super::*;
 
     fn balanced(chunk: &str) -> bool {
-        chunk.lines().filter(|l| l.trim_start().starts_with("```")).count() % 2 == 0
+        chunk
+            .lines()
+            .filter(|l| l.trim_start().starts_with("```"))
+            .count()
+            % 2
+            == 0
     }
 
     #[test]
@@ -108,7 +117,9 @@ mod tests {
 
     #[test]
     fn long_replies_split_under_the_limit_at_line_breaks() {
-        let text: String = (0..400).map(|i| format!("line number {i} of the answer\n")).collect();
+        let text: String = (0..400)
+            .map(|i| format!("line number {i} of the answer\n"))
+            .collect();
         let chunks = chunk(&text, 1000, LengthUnit::Chars);
         assert!(chunks.len() > 5);
         for c in &chunks {

@@ -19,8 +19,13 @@ pub fn render(markdown: &str, dialect: MarkupDialect) -> MessageBody {
         },
         // Discord renders CommonMark itself; the others get their renderers with their
         // adapters. Until then they receive the source as plain text.
-        MarkupDialect::DiscordMarkdown => MessageBody { markup: Some(markdown.to_owned()), plain: markdown.to_owned() },
-        MarkupDialect::SlackMrkdwn | MarkupDialect::WhatsApp | MarkupDialect::Plain => MessageBody::plain(markdown),
+        MarkupDialect::DiscordMarkdown => MessageBody {
+            markup: Some(markdown.to_owned()),
+            plain: markdown.to_owned(),
+        },
+        MarkupDialect::SlackMrkdwn | MarkupDialect::WhatsApp | MarkupDialect::Plain => {
+            MessageBody::plain(markdown)
+        }
     }
 }
 

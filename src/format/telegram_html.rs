@@ -16,15 +16,16 @@ pub fn render(markdown: &str) -> String {
                 Tag::Paragraph => {}
                 Tag::Heading { .. } => out.push_str("<b>"),
                 Tag::BlockQuote(_) => out.push_str("<blockquote>"),
-                Tag::CodeBlock(kind) => {
-                    match kind {
-                        CodeBlockKind::Fenced(lang) if !lang.trim().is_empty() => {
-                            let lang = lang.split_whitespace().next().unwrap_or_default();
-                            out.push_str(&format!("<pre><code class=\"language-{}\">", escape_html(lang)));
-                        }
-                        _ => out.push_str("<pre><code>"),
+                Tag::CodeBlock(kind) => match kind {
+                    CodeBlockKind::Fenced(lang) if !lang.trim().is_empty() => {
+                        let lang = lang.split_whitespace().next().unwrap_or_default();
+                        out.push_str(&format!(
+                            "<pre><code class=\"language-{}\">",
+                            escape_html(lang)
+                        ));
                     }
-                }
+                    _ => out.push_str("<pre><code>"),
+                },
                 Tag::List(start) => {
                     if !lists.is_empty() && !out.ends_with('\n') {
                         out.push('\n');
@@ -67,11 +68,7 @@ pub fn render(markdown: &str) -> String {
                         out.push('\n');
                     }
                 }
-                TagEnd::Item => {
-                    if !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                }
+                TagEnd::Item if !out.ends_with('\n') => out.push('\n'),
                 TagEnd::Emphasis => out.push_str("</i>"),
                 TagEnd::Strong => out.push_str("</b>"),
                 TagEnd::Strikethrough => out.push_str("</s>"),
@@ -126,6 +123,9 @@ mod tests {
 
     #[test]
     fn raw_html_from_the_model_is_escaped_not_interpreted() {
-        assert_eq!(render("<script>x</script>"), "&lt;script&gt;x&lt;/script&gt;");
+        assert_eq!(
+            render("<script>x</script>"),
+            "&lt;script&gt;x&lt;/script&gt;"
+        );
     }
 }

@@ -53,7 +53,10 @@ pub struct LlmClient {
 }
 
 enum Attempt {
-    Retry { error: String, after: Option<Duration> },
+    Retry {
+        error: String,
+        after: Option<Duration>,
+    },
     Fatal(LlmError),
 }
 
@@ -64,7 +67,11 @@ impl LlmClient {
             .tcp_nodelay(true)
             .build()
             .unwrap_or_default();
-        LlmClient { http, config, retry_base: Duration::from_millis(500) }
+        LlmClient {
+            http,
+            config,
+            retry_base: Duration::from_millis(500),
+        }
     }
 
     pub fn model(&self) -> &str {
@@ -109,7 +116,10 @@ impl LlmClient {
                 }
             }
         }
-        Err(LlmError::Unreachable { attempts: self.config.max_attempts, last })
+        Err(LlmError::Unreachable {
+            attempts: self.config.max_attempts,
+            last,
+        })
     }
 
     async fn attempt(&self, body: &Value) -> Result<Completion, Attempt> {
@@ -133,9 +143,15 @@ impl LlmClient {
             let text = response.text().await.unwrap_or_default();
             let message = error_message(&text);
             return Err(if status.as_u16() == 429 || status.is_server_error() {
-                Attempt::Retry { error: format!("HTTP {}: {message}", status.as_u16()), after }
+                Attempt::Retry {
+                    error: format!("HTTP {}: {message}", status.as_u16()),
+                    after,
+                }
             } else {
-                Attempt::Fatal(LlmError::Refused { status: status.as_u16(), message })
+                Attempt::Fatal(LlmError::Refused {
+                    status: status.as_u16(),
+                    message,
+                })
             });
         }
         let is_stream = response
@@ -149,7 +165,10 @@ impl LlmClient {
                 error: format!("unreadable response: {e}"),
                 after: None,
             })?;
-            return parse_full(&value).map_err(|e| Attempt::Retry { error: e, after: None });
+            return parse_full(&value).map_err(|e| Attempt::Retry {
+                error: e,
+                after: None,
+            });
         }
         self.read_stream(response).await
     }
@@ -163,7 +182,10 @@ impl LlmClient {
             let chunk = match next {
                 Err(_) => {
                     return Err(Attempt::Retry {
-                        error: format!("the stream went silent for {:?}", self.config.stream_idle_timeout),
+                        error: format!(
+                            "the stream went silent for {:?}",
+                            self.config.stream_idle_timeout
+                        ),
                         after: None,
                     });
                 }
@@ -171,11 +193,17 @@ impl LlmClient {
                     return if acc.saw_finish {
                         Ok(acc.finish())
                     } else {
-                        Err(Attempt::Retry { error: "the stream ended early".into(), after: None })
+                        Err(Attempt::Retry {
+                            error: "the stream ended early".into(),
+                            after: None,
+                        })
                     };
                 }
                 Ok(Some(Err(e))) => {
-                    return Err(Attempt::Retry { error: format!("the stream broke: {e}"), after: None });
+                    return Err(Attempt::Retry {
+                        error: format!("the stream broke: {e}"),
+                        after: None,
+                    });
                 }
                 Ok(Some(Ok(bytes))) => bytes,
             };
@@ -188,7 +216,10 @@ impl LlmClient {
                     after: None,
                 })?;
                 if let Some(error) = value.get("error") {
-                    return Err(Attempt::Retry { error: format!("provider error: {error}"), after: None });
+                    return Err(Attempt::Retry {
+                        error: format!("provider error: {error}"),
+                        after: None,
+                    });
                 }
                 acc.absorb(&value);
             }
@@ -221,7 +252,14 @@ impl StreamAccumulator {
                 let slot = match self.calls.iter().position(|(i, _)| *i == index) {
                     Some(p) => &mut self.calls[p].1,
                     None => {
-                        self.calls.push((index, ToolCall { id: String::new(), name: String::new(), arguments: String::new() }));
+                        self.calls.push((
+                            index,
+                            ToolCall {
+                                id: String::new(),
+                                name: String::new(),
+                                arguments: String::new(),
+                            },
+                        ));
                         &mut self.calls.last_mut().expect("just pushed").1
                     }
                 };
@@ -255,12 +293,18 @@ impl StreamAccumulator {
                 call
             })
             .collect();
-        Completion { content: self.content, tool_calls, finish_reason: self.finish_reason }
+        Completion {
+            content: self.content,
+            tool_calls,
+            finish_reason: self.finish_reason,
+        }
     }
 }
 
 fn parse_full(value: &Value) -> Result<Completion, String> {
-    let message = value.pointer("/choices/0/message").ok_or("no choices in the response")?;
+    let message = value
+        .pointer("/choices/0/message")
+        .ok_or("no choices in the response")?;
     let mut acc = StreamAccumulator::default();
     let mut delta = message.clone();
     if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
@@ -277,10 +321,22 @@ fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let message = parsed
         .as_ref()
-        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("error")).or_else(|| v.get("message")))
-        .map(|m| m.as_str().map(str::to_owned).unwrap_or_else(|| m.to_string()))
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("error"))
+                .or_else(|| v.get("message"))
+        })
+        .map(|m| {
+            m.as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| m.to_string())
+        })
         .unwrap_or_else(|| body.chars().take(300).collect());
-    if message.trim().is_empty() { "(no details)".into() } else { message }
+    if message.trim().is_empty() {
+        "(no details)".into()
+    } else {
+        message
+    }
 }
 
 /// reqwest errors print the URL; keep the reason only (URLs can carry keys in query strings).
@@ -318,7 +374,14 @@ mod tests {
         }
         let c = acc.finish();
         assert_eq!(c.content, "Let me check.");
-        assert_eq!(c.tool_calls, vec![ToolCall { id: "c1".into(), name: "terminal".into(), arguments: "{\"command\":\"ls\"}".into() }]);
+        assert_eq!(
+            c.tool_calls,
+            vec![ToolCall {
+                id: "c1".into(),
+                name: "terminal".into(),
+                arguments: "{\"command\":\"ls\"}".into()
+            }]
+        );
         assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
     }
 
@@ -331,7 +394,10 @@ mod tests {
 
     #[test]
     fn provider_errors_are_summarised() {
-        assert_eq!(error_message(r#"{"error":{"message":"bad key"}}"#), "bad key");
+        assert_eq!(
+            error_message(r#"{"error":{"message":"bad key"}}"#),
+            "bad key"
+        );
         assert_eq!(error_message("oops"), "oops");
         assert_eq!(error_message(""), "(no details)");
     }

@@ -25,11 +25,9 @@ impl SseLines {
             } else if let Some(value) = line.strip_prefix("data:") {
                 let value = value.strip_prefix(' ').unwrap_or(value);
                 // Servers that omit the blank line between events still send one JSON per line.
-                if value == "[DONE]" || (!self.data.is_empty() && value.starts_with('{')) {
-                    if !self.data.is_empty() {
-                        events.push(self.data.join("\n"));
-                        self.data.clear();
-                    }
+                if !self.data.is_empty() && (value == "[DONE]" || value.starts_with('{')) {
+                    events.push(self.data.join("\n"));
+                    self.data.clear();
                 }
                 self.data.push(value.to_owned());
             }
@@ -47,7 +45,10 @@ mod tests {
     fn events_split_across_chunks_are_reassembled() {
         let mut sse = SseLines::default();
         assert!(sse.push(b"data: {\"a\"").is_empty());
-        assert_eq!(sse.push(b":1}\n\n: keepalive\n\ndata: [DONE]\n\n"), vec!["{\"a\":1}", "[DONE]"]);
+        assert_eq!(
+            sse.push(b":1}\n\n: keepalive\n\ndata: [DONE]\n\n"),
+            vec!["{\"a\":1}", "[DONE]"]
+        );
     }
 
     #[test]

@@ -9,7 +9,11 @@ impl Store {
         let platform = platform.to_owned();
         self.call(move |conn| {
             Ok(conn
-                .query_row("SELECT value FROM cursors WHERE platform = ?1", [platform], |r| r.get(0))
+                .query_row(
+                    "SELECT value FROM cursors WHERE platform = ?1",
+                    [platform],
+                    |r| r.get(0),
+                )
                 .optional()?)
         })
         .await

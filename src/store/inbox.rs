@@ -122,9 +122,8 @@ impl Store {
     /// Rows still waiting to be handled, oldest first (what a restart must pick up again).
     pub async fn inbox_unfinished(&self) -> Result<Vec<InboxRow>, StoreError> {
         self.call(|conn| {
-            let mut stmt = conn.prepare(
-                "SELECT * FROM inbox WHERE state = 'received' ORDER BY id",
-            )?;
+            let mut stmt =
+                conn.prepare("SELECT * FROM inbox WHERE state = 'received' ORDER BY id")?;
             let rows = stmt.query_map([], row_to_inbox)?;
             let mut out = Vec::new();
             for row in rows {
@@ -141,7 +140,11 @@ impl Store {
         self.call(move |conn| {
             use rusqlite::OptionalExtension;
             Ok(conn
-                .query_row("SELECT state FROM inbox WHERE event_id = ?1", [event_id], |r| r.get(0))
+                .query_row(
+                    "SELECT state FROM inbox WHERE event_id = ?1",
+                    [event_id],
+                    |r| r.get(0),
+                )
                 .optional()?)
         })
         .await
@@ -176,15 +179,21 @@ fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
     };
     let kind = match kind.as_str() {
         "message" => InboundKind::Message(InboundMessage {
-            message_id: row.get::<_, Option<String>>("message_id")?.unwrap_or_default(),
+            message_id: row
+                .get::<_, Option<String>>("message_id")?
+                .unwrap_or_default(),
             text: row.get::<_, Option<String>>("text")?.unwrap_or_default(),
             addressed: row.get("addressed")?,
             unsupported: row.get("unsupported")?,
         }),
         "button" => InboundKind::ButtonPress(ButtonPress {
-            press_id: row.get::<_, Option<String>>("press_id")?.unwrap_or_default(),
+            press_id: row
+                .get::<_, Option<String>>("press_id")?
+                .unwrap_or_default(),
             message_id: row.get("message_id")?,
-            data: row.get::<_, Option<String>>("button_data")?.unwrap_or_default(),
+            data: row
+                .get::<_, Option<String>>("button_data")?
+                .unwrap_or_default(),
         }),
         other => return Ok(Err(format!("unknown inbox kind {other:?}"))),
     };
@@ -254,6 +263,9 @@ mod tests {
             .await
             .unwrap();
         assert!(store.inbox_unfinished().await.unwrap().is_empty());
-        assert_eq!(store.inbox_state("tg:1").await.unwrap().as_deref(), Some("done"));
+        assert_eq!(
+            store.inbox_state("tg:1").await.unwrap().as_deref(),
+            Some("done")
+        );
     }
 }

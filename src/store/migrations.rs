@@ -125,17 +125,26 @@ const MIGRATIONS: &[&str] = &[
 /// Bring the database up to the newest schema.
 pub fn apply(conn: &mut Connection) -> Result<(), StoreError> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);")?;
-    let current: i64 = conn
-        .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_version", [], |r| r.get(0))?;
+    let current: i64 = conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+        [],
+        |r| r.get(0),
+    )?;
     let known = MIGRATIONS.len() as i64;
     if current > known {
-        return Err(StoreError::TooNew { found: current, known });
+        return Err(StoreError::TooNew {
+            found: current,
+            known,
+        });
     }
     for (index, step) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         let tx = conn.transaction()?;
         tx.execute_batch(step)?;
         tx.execute("DELETE FROM schema_version", [])?;
-        tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [index as i64 + 1])?;
+        tx.execute(
+            "INSERT INTO schema_version (version) VALUES (?1)",
+            [index as i64 + 1],
+        )?;
         tx.commit()?;
     }
     Ok(())
@@ -162,7 +171,11 @@ mod tests {
         )
         .unwrap();
         let hits: i64 = conn
-            .query_row("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'brown'", [], |r| r.get(0))
+            .query_row(
+                "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'brown'",
+                [],
+                |r| r.get(0),
+            )
             .unwrap();
         assert_eq!(hits, 1);
     }
@@ -171,7 +184,11 @@ mod tests {
     fn a_newer_schema_is_refused() {
         let mut conn = Connection::open_in_memory().unwrap();
         apply(&mut conn).unwrap();
-        conn.execute("UPDATE schema_version SET version = 99", []).unwrap();
-        assert!(matches!(apply(&mut conn), Err(StoreError::TooNew { found: 99, .. })));
+        conn.execute("UPDATE schema_version SET version = 99", [])
+            .unwrap();
+        assert!(matches!(
+            apply(&mut conn),
+            Err(StoreError::TooNew { found: 99, .. })
+        ));
     }
 }

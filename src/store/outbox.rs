@@ -132,7 +132,10 @@ impl Store {
 }
 
 /// Queue rows inside a caller's transaction.
-pub(super) fn enqueue_in(tx: &rusqlite::Transaction<'_>, rows: &[NewOutboxRow]) -> Result<Vec<i64>, StoreError> {
+pub(super) fn enqueue_in(
+    tx: &rusqlite::Transaction<'_>,
+    rows: &[NewOutboxRow],
+) -> Result<Vec<i64>, StoreError> {
     let mut ids = Vec::with_capacity(rows.len());
     for row in rows {
         let buttons = (!row.buttons.is_empty()).then(|| encode_buttons(&row.buttons));
@@ -193,7 +196,10 @@ fn row_to_outbox(row: &Row<'_>) -> rusqlite::Result<Result<OutboxRow, String>> {
 }
 
 fn encode_buttons(buttons: &[Button]) -> String {
-    let list: Vec<[&str; 2]> = buttons.iter().map(|b| [b.label.as_str(), b.data.as_str()]).collect();
+    let list: Vec<[&str; 2]> = buttons
+        .iter()
+        .map(|b| [b.label.as_str(), b.data.as_str()])
+        .collect();
     serde_json::to_string(&list).unwrap_or_default()
 }
 
@@ -225,17 +231,32 @@ mod tests {
             chat: chat(),
             body: MessageBody::plain(t),
             reply_to: None,
-            buttons: vec![Button { label: "Deny".into(), data: "d:1".into() }],
+            buttons: vec![Button {
+                label: "Deny".into(),
+                data: "d:1".into(),
+            }],
         });
         let ids = store.outbox_enqueue(rows.to_vec()).await.unwrap();
         assert_eq!(store.outbox_pending_chats().await.unwrap(), vec![chat()]);
-        store.outbox_mark_sent(ids[0], Some("m1".into())).await.unwrap();
-        let pending = store.outbox_pending_for(Platform::Telegram, "42").await.unwrap();
+        store
+            .outbox_mark_sent(ids[0], Some("m1".into()))
+            .await
+            .unwrap();
+        let pending = store
+            .outbox_pending_for(Platform::Telegram, "42")
+            .await
+            .unwrap();
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].body.plain, "two");
         assert_eq!(pending[0].buttons[0].data, "d:1");
-        store.outbox_mark_attempt(ids[1], "boom".into(), true).await.unwrap();
+        store
+            .outbox_mark_attempt(ids[1], "boom".into(), true)
+            .await
+            .unwrap();
         assert!(store.outbox_pending_chats().await.unwrap().is_empty());
-        assert_eq!(store.outbox_platform_id(ids[0]).await.unwrap().as_deref(), Some("m1"));
+        assert_eq!(
+            store.outbox_platform_id(ids[0]).await.unwrap().as_deref(),
+            Some("m1")
+        );
     }
 }

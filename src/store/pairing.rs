@@ -67,8 +67,12 @@ impl Store {
         user_name: &str,
         chat_id: &str,
     ) -> Result<PairingRequestOutcome, StoreError> {
-        let (platform, user_id, user_name, chat_id) =
-            (platform.to_owned(), user_id.to_owned(), user_name.to_owned(), chat_id.to_owned());
+        let (platform, user_id, user_name, chat_id) = (
+            platform.to_owned(),
+            user_id.to_owned(),
+            user_name.to_owned(),
+            chat_id.to_owned(),
+        );
         self.call(move |conn| {
             let now = now_ms();
             let tx = conn.transaction()?;
@@ -116,7 +120,11 @@ impl Store {
     }
 
     /// Whether this person was paired by the owner.
-    pub async fn pairing_is_approved(&self, platform: &str, user_id: &str) -> Result<bool, StoreError> {
+    pub async fn pairing_is_approved(
+        &self,
+        platform: &str,
+        user_id: &str,
+    ) -> Result<bool, StoreError> {
         let (platform, user_id) = (platform.to_owned(), user_id.to_owned());
         self.call(move |conn| {
             Ok(conn
@@ -132,10 +140,13 @@ impl Store {
     }
 
     /// The owner approves a code.
-    pub async fn pairing_approve(&self, platform: &str, code: &str) -> Result<PairingApproval, PairingError> {
+    pub async fn pairing_approve(
+        &self,
+        platform: &str,
+        code: &str,
+    ) -> Result<PairingApproval, PairingError> {
         let (platform, code) = (platform.to_owned(), code.trim().to_ascii_uppercase());
-        let result = self
-            .call(move |conn| {
+        self.call(move |conn| {
                 let now = now_ms();
                 let tx = conn.transaction()?;
                 let failures: i64 = tx.query_row(
@@ -178,8 +189,7 @@ impl Store {
                 tx.commit()?;
                 Ok(outcome)
             })
-            .await?;
-        result
+            .await?
     }
 
     /// Remove a paired person; returns whether they were paired.
@@ -215,8 +225,9 @@ impl Store {
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut stmt =
-                conn.prepare("SELECT platform, user_id, user_name FROM paired_users ORDER BY approved_at")?;
+            let mut stmt = conn.prepare(
+                "SELECT platform, user_id, user_name FROM paired_users ORDER BY approved_at",
+            )?;
             let approved = stmt
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -240,19 +251,27 @@ mod tests {
     #[tokio::test]
     async fn a_code_pairs_its_person_once_and_wrong_codes_lock_out() {
         let store = Store::open_in_memory().unwrap();
-        let PairingRequestOutcome::Issued(code) =
-            store.pairing_request("telegram", "9", "Eve", "9").await.unwrap()
+        let PairingRequestOutcome::Issued(code) = store
+            .pairing_request("telegram", "9", "Eve", "9")
+            .await
+            .unwrap()
         else {
             panic!("expected a code")
         };
         assert_eq!(code.len(), 8);
         assert!(code.bytes().all(|b| CODE_ALPHABET.contains(&b)));
         assert_eq!(
-            store.pairing_request("telegram", "9", "Eve", "9").await.unwrap(),
+            store
+                .pairing_request("telegram", "9", "Eve", "9")
+                .await
+                .unwrap(),
             PairingRequestOutcome::AlreadyReminded
         );
         assert!(!store.pairing_is_approved("telegram", "9").await.unwrap());
-        let approval = store.pairing_approve("telegram", &code.to_lowercase()).await.unwrap();
+        let approval = store
+            .pairing_approve("telegram", &code.to_lowercase())
+            .await
+            .unwrap();
         assert_eq!(approval.user_id, "9");
         assert!(store.pairing_is_approved("telegram", "9").await.unwrap());
         assert!(matches!(
@@ -274,12 +293,18 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         for user in ["1", "2", "3"] {
             assert!(matches!(
-                store.pairing_request("telegram", user, "x", user).await.unwrap(),
+                store
+                    .pairing_request("telegram", user, "x", user)
+                    .await
+                    .unwrap(),
                 PairingRequestOutcome::Issued(_)
             ));
         }
         assert_eq!(
-            store.pairing_request("telegram", "4", "x", "4").await.unwrap(),
+            store
+                .pairing_request("telegram", "4", "x", "4")
+                .await
+                .unwrap(),
             PairingRequestOutcome::TooMany
         );
         assert_eq!(store.pairing_list().await.unwrap().0.len(), 3);

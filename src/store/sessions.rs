@@ -126,7 +126,10 @@ impl Store {
     }
 
     /// The messages of a session, oldest first.
-    pub async fn session_messages(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+    pub async fn session_messages(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
         let session_id = session_id.to_owned();
         self.call(move |conn| {
             let mut stmt = conn.prepare(
@@ -164,7 +167,11 @@ impl Store {
     }
 
     /// Full-text search over every stored message, best match first.
-    pub async fn search_messages(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+    pub async fn search_messages(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
         let query = query.to_owned();
         self.call(move |conn| {
             let mut stmt = conn.prepare(
@@ -173,7 +180,11 @@ impl Store {
                  WHERE messages_fts MATCH ?1 ORDER BY rank LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![query, limit as i64], |r| {
-                Ok(SearchHit { session_id: r.get(0)?, role: r.get(1)?, snippet: r.get(2)? })
+                Ok(SearchHit {
+                    session_id: r.get(0)?,
+                    role: r.get(1)?,
+                    snippet: r.get(2)?,
+                })
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
@@ -193,7 +204,15 @@ pub(super) fn append_in(
             "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id,
                 tool_name, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![session_id, m.role, m.content, m.tool_calls, m.tool_call_id, m.tool_name, now],
+            params![
+                session_id,
+                m.role,
+                m.content,
+                m.tool_calls,
+                m.tool_call_id,
+                m.tool_name,
+                now
+            ],
         )?;
     }
     tx.execute(
@@ -266,13 +285,22 @@ mod tests {
         };
         let s = store.session_open("k", &chat, Some("7")).await.unwrap();
         store
-            .session_append(&s.id, vec![StoredMessage::user("zebra crossing"), StoredMessage::assistant("ok")])
+            .session_append(
+                &s.id,
+                vec![
+                    StoredMessage::user("zebra crossing"),
+                    StoredMessage::assistant("ok"),
+                ],
+            )
             .await
             .unwrap();
         let again = store.session_open("k", &chat, Some("7")).await.unwrap();
         assert_eq!(again.id, s.id);
         assert_eq!(again.message_count, 2);
-        assert_eq!(store.session_messages(&s.id).await.unwrap()[1].role, "assistant");
+        assert_eq!(
+            store.session_messages(&s.id).await.unwrap()[1].role,
+            "assistant"
+        );
         let hits = store.search_messages("zebra", 5).await.unwrap();
         assert_eq!(hits.len(), 1);
         assert!(hits[0].snippet.contains("[zebra]"));

@@ -18,7 +18,9 @@ pub struct Toolbox {
 
 impl Toolbox {
     pub fn new(config: TerminalConfig, secret_env_names: Vec<String>) -> Self {
-        Toolbox { terminal: Terminal::new(config, secret_env_names) }
+        Toolbox {
+            terminal: Terminal::new(config, secret_env_names),
+        }
     }
 
     /// OpenAI `tools` definitions.
@@ -44,21 +46,40 @@ impl Toolbox {
 
     /// Run one tool call; the result text goes back to the model.
     pub async fn run(&self, call: &ToolCall, cancel: &CancellationToken) -> ToolResult {
-        let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments }) {
+        let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
+            "{}"
+        } else {
+            &call.arguments
+        }) {
             Ok(v) => v,
-            Err(e) => return ToolResult::error(format!("error: the arguments are not valid JSON ({e}); send an object like {{\"command\": \"ls\"}}")),
+            Err(e) => {
+                return ToolResult::error(format!(
+                    "error: the arguments are not valid JSON ({e}); send an object like {{\"command\": \"ls\"}}"
+                ));
+            }
         };
         match call.name.as_str() {
             "terminal" => {
-                let Some(command) = args.get("command").and_then(Value::as_str).filter(|c| !c.trim().is_empty()) else {
-                    return ToolResult::error("error: `command` is required and must be a non-empty string");
+                let Some(command) = args
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .filter(|c| !c.trim().is_empty())
+                else {
+                    return ToolResult::error(
+                        "error: `command` is required and must be a non-empty string",
+                    );
                 };
                 let timeout = args.get("timeout").and_then(Value::as_u64);
                 let workdir = args.get("workdir").and_then(Value::as_str);
                 let outcome = self.terminal.run(command, workdir, timeout, cancel).await;
-                ToolResult { cancelled: matches!(outcome, CommandOutcome::Cancelled { .. }), text: outcome.describe() }
+                ToolResult {
+                    cancelled: matches!(outcome, CommandOutcome::Cancelled { .. }),
+                    text: outcome.describe(),
+                }
             }
-            other => ToolResult::error(format!("error: there is no tool named {other:?}; available: terminal")),
+            other => ToolResult::error(format!(
+                "error: there is no tool named {other:?}; available: terminal"
+            )),
         }
     }
 }
@@ -73,6 +94,9 @@ pub struct ToolResult {
 
 impl ToolResult {
     fn error(text: impl Into<String>) -> Self {
-        ToolResult { text: text.into(), cancelled: false }
+        ToolResult {
+            text: text.into(),
+            cancelled: false,
+        }
     }
 }

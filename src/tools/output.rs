@@ -12,7 +12,12 @@ pub struct HeadTail {
 impl HeadTail {
     pub fn new(limit: usize) -> Self {
         let half = (limit / 2).max(64);
-        HeadTail { half, head: Vec::new(), tail: Default::default(), dropped: 0 }
+        HeadTail {
+            half,
+            head: Vec::new(),
+            tail: Default::default(),
+            dropped: 0,
+        }
     }
 
     pub fn push(&mut self, mut bytes: &[u8]) {
@@ -33,7 +38,10 @@ impl HeadTail {
     pub fn text(&self) -> String {
         let mut out = String::from_utf8_lossy(&self.head).into_owned();
         if self.dropped > 0 {
-            out.push_str(&format!("\n[… {} bytes of output left out …]\n", self.dropped));
+            out.push_str(&format!(
+                "\n[… {} bytes of output left out …]\n",
+                self.dropped
+            ));
         }
         let tail: Vec<u8> = self.tail.iter().copied().collect();
         out.push_str(&String::from_utf8_lossy(&tail));

@@ -17,14 +17,30 @@ use super::output::HeadTail;
 use crate::config::TerminalConfig;
 
 /// Name endings that mark a variable as a secret.
-const SECRET_SUFFIXES: &[&str] = &["_TOKEN", "_API_KEY", "_SECRET", "_PASSWORD", "_ACCESS_KEY", "_PRIVATE_KEY"];
+const SECRET_SUFFIXES: &[&str] = &[
+    "_TOKEN",
+    "_API_KEY",
+    "_SECRET",
+    "_PASSWORD",
+    "_ACCESS_KEY",
+    "_PRIVATE_KEY",
+];
 
 /// How a command ended.
 #[derive(Debug)]
 pub enum CommandOutcome {
-    Exited { code: Option<i32>, output: String, elapsed: Duration },
-    TimedOut { after: Duration, output: String },
-    Cancelled { output: String },
+    Exited {
+        code: Option<i32>,
+        output: String,
+        elapsed: Duration,
+    },
+    TimedOut {
+        after: Duration,
+        output: String,
+    },
+    Cancelled {
+        output: String,
+    },
     FailedToStart(String),
 }
 
@@ -33,7 +49,9 @@ impl CommandOutcome {
     pub fn describe(&self) -> String {
         match self {
             CommandOutcome::Exited { code, output, .. } => {
-                let code = code.map(|c| c.to_string()).unwrap_or_else(|| "killed by a signal".into());
+                let code = code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "killed by a signal".into());
                 format!("exit code: {code}\n{output}")
             }
             CommandOutcome::TimedOut { after, output } => format!(
@@ -41,9 +59,13 @@ impl CommandOutcome {
                 after.as_secs()
             ),
             CommandOutcome::Cancelled { output } => {
-                format!("interrupted: the person stopped this command; it and everything it started were killed\n{output}")
+                format!(
+                    "interrupted: the person stopped this command; it and everything it started were killed\n{output}"
+                )
             }
-            CommandOutcome::FailedToStart(why) => format!("error: could not start the command: {why}"),
+            CommandOutcome::FailedToStart(why) => {
+                format!("error: could not start the command: {why}")
+            }
         }
     }
 }
@@ -56,7 +78,10 @@ pub struct Terminal {
 
 impl Terminal {
     pub fn new(config: TerminalConfig, secret_env_names: Vec<String>) -> Self {
-        Terminal { config, secret_env_names }
+        Terminal {
+            config,
+            secret_env_names,
+        }
     }
 
     /// Whether a variable must not reach child processes.
@@ -64,7 +89,8 @@ impl Terminal {
         if self.config.pass_env.iter().any(|p| p == name) {
             return false;
         }
-        self.secret_env_names.iter().any(|s| s == name) || SECRET_SUFFIXES.iter().any(|s| name.ends_with(s))
+        self.secret_env_names.iter().any(|s| s == name)
+            || SECRET_SUFFIXES.iter().any(|s| name.ends_with(s))
     }
 
     pub async fn run(
@@ -74,8 +100,13 @@ impl Terminal {
         timeout_secs: Option<u64>,
         cancel: &CancellationToken,
     ) -> CommandOutcome {
-        let timeout = timeout_secs.map(Duration::from_secs).unwrap_or(self.config.timeout).max(Duration::from_secs(1));
-        let cwd = workdir.map(PathBuf::from).unwrap_or_else(|| self.config.cwd.clone());
+        let timeout = timeout_secs
+            .map(Duration::from_secs)
+            .unwrap_or(self.config.timeout)
+            .max(Duration::from_secs(1));
+        let cwd = workdir
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.config.cwd.clone());
         let mut cmd = Command::new("bash");
         cmd.arg("-c")
             .arg(command)
@@ -95,7 +126,12 @@ impl Terminal {
         let started = Instant::now();
         let mut child = match cmd.spawn() {
             Ok(child) => child,
-            Err(e) => return CommandOutcome::FailedToStart(format!("{e} (working directory {})", cwd.display())),
+            Err(e) => {
+                return CommandOutcome::FailedToStart(format!(
+                    "{e} (working directory {})",
+                    cwd.display()
+                ));
+            }
         };
         let group = child.id().map(|id| Pid::from_raw(id as i32));
         let buffer = Arc::new(Mutex::new(HeadTail::new(self.config.max_output_chars)));
@@ -122,14 +158,24 @@ impl Terminal {
         // running in the background may hold them open, so do not wait on it for long.
         for reader in readers.into_iter().flatten() {
             let abort = reader.abort_handle();
-            if tokio::time::timeout(Duration::from_millis(500), reader).await.is_err() {
+            if tokio::time::timeout(Duration::from_millis(500), reader)
+                .await
+                .is_err()
+            {
                 abort.abort();
             }
         }
         let output = buffer.lock().map(|b| b.text()).unwrap_or_default();
         match end {
-            End::Exited(code) => CommandOutcome::Exited { code, output, elapsed: started.elapsed() },
-            End::TimedOut => CommandOutcome::TimedOut { after: timeout, output },
+            End::Exited(code) => CommandOutcome::Exited {
+                code,
+                output,
+                elapsed: started.elapsed(),
+            },
+            End::TimedOut => CommandOutcome::TimedOut {
+                after: timeout,
+                output,
+            },
             End::Cancelled => CommandOutcome::Cancelled { output },
         }
     }
@@ -182,7 +228,14 @@ mod tests {
 
     #[tokio::test]
     async fn output_and_exit_code_come_back() {
-        let out = terminal(10).run("echo hello; echo oops >&2; exit 3", None, None, &CancellationToken::new()).await;
+        let out = terminal(10)
+            .run(
+                "echo hello; echo oops >&2; exit 3",
+                None,
+                None,
+                &CancellationToken::new(),
+            )
+            .await;
         let text = out.describe();
         assert!(text.starts_with("exit code: 3"), "{text}");
         assert!(text.contains("hello") && text.contains("oops"));
@@ -194,10 +247,16 @@ mod tests {
         let marker = dir.path().join("child-pid");
         let cmd = format!("sleep 30 & echo $! > {}; wait", marker.display());
         let start = Instant::now();
-        let out = terminal(1).run(&cmd, None, None, &CancellationToken::new()).await;
+        let out = terminal(1)
+            .run(&cmd, None, None, &CancellationToken::new())
+            .await;
         assert!(matches!(out, CommandOutcome::TimedOut { .. }), "{out:?}");
         assert!(start.elapsed() < Duration::from_secs(5));
-        let pid: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
+        let pid: i32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         // The background child was in the group and is gone too.
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid));
@@ -229,7 +288,11 @@ mod tests {
 
     fn is_zombie(pid: i32) -> bool {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+            .map(|s| {
+                s.split(") ")
+                    .nth(1)
+                    .is_some_and(|rest| rest.starts_with('Z'))
+            })
             .unwrap_or(true)
     }
 }

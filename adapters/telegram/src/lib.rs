@@ -43,8 +43,9 @@ pub struct TelegramAdapter {
 
 impl TelegramAdapter {
     pub fn new(settings: TelegramSettings) -> Result<Self, AdapterError> {
-        let url = reqwest::Url::parse(&settings.api_url)
-            .map_err(|e| AdapterError::Config(format!("bad Telegram API URL {:?}: {e}", settings.api_url)))?;
+        let url = reqwest::Url::parse(&settings.api_url).map_err(|e| {
+            AdapterError::Config(format!("bad Telegram API URL {:?}: {e}", settings.api_url))
+        })?;
         let bot = Bot::new(settings.token).set_api_url(url);
         Ok(TelegramAdapter {
             sender: Arc::new(TelegramSender::new(bot.clone())),
@@ -55,7 +56,10 @@ impl TelegramAdapter {
     }
 
     /// `getMe`, retried with backoff on network trouble; a refused token is final.
-    async fn identify(&self, shutdown: &CancellationToken) -> Result<Option<BotIdentity>, AdapterError> {
+    async fn identify(
+        &self,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<BotIdentity>, AdapterError> {
         let mut backoff = Backoff::new();
         loop {
             let result = tokio::select! {
@@ -135,7 +139,9 @@ impl Adapter for TelegramAdapter {
                     updates
                 }
                 Err(RequestError::Api(ApiError::InvalidToken)) => {
-                    return Err(AdapterError::Config("Telegram refused the bot token".into()));
+                    return Err(AdapterError::Config(
+                        "Telegram refused the bot token".into(),
+                    ));
                 }
                 Err(RequestError::RetryAfter(wait)) => {
                     tracing::warn!(wait = ?wait.duration(), "telegram: getUpdates rate limited");
@@ -172,12 +178,17 @@ impl Adapter for TelegramAdapter {
                         }
                     }
                 } else {
-                    tracing::debug!(update = update.id.0, "telegram: update carries nothing for the gateway");
+                    tracing::debug!(
+                        update = update.id.0,
+                        "telegram: update carries nothing for the gateway"
+                    );
                 }
                 offset = offset.max(next);
             }
             if offset != before
-                && let Err(e) = sink.save_cursor(Platform::Telegram, offset.to_string()).await
+                && let Err(e) = sink
+                    .save_cursor(Platform::Telegram, offset.to_string())
+                    .await
             {
                 tracing::warn!(error = %e, "telegram: could not save the polling offset");
             }

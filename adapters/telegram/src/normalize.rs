@@ -27,7 +27,9 @@ pub fn normalize(update: &Update, me: &BotIdentity) -> Option<Inbound> {
         UpdateKind::CallbackQuery(query) => {
             let (chat, message_id) = match query.message.as_ref()? {
                 MaybeInaccessibleMessage::Regular(m) => (chat_ref(&m.chat, topic(m)), m.id),
-                MaybeInaccessibleMessage::Inaccessible(m) => (chat_ref(&m.chat, None), m.message_id),
+                MaybeInaccessibleMessage::Inaccessible(m) => {
+                    (chat_ref(&m.chat, None), m.message_id)
+                }
             };
             Some(Inbound {
                 event_id,
@@ -54,10 +56,15 @@ fn normalize_message(event_id: String, message: &Message, me: &BotIdentity) -> O
     }
     let chat = chat_ref(&message.chat, topic(message));
     let raw_text = message.text().or(message.caption());
-    let unsupported = raw_text.is_none().then(|| describe_media(&common.media_kind));
+    let unsupported = raw_text
+        .is_none()
+        .then(|| describe_media(&common.media_kind));
     let (text, addressed) = match raw_text {
         Some(text) => addressing(message, text, me, chat.kind == ChatKind::Direct),
-        None => (String::new(), chat.kind == ChatKind::Direct || replies_to_bot(message, me)),
+        None => (
+            String::new(),
+            chat.kind == ChatKind::Direct || replies_to_bot(message, me),
+        ),
     };
     Some(Inbound {
         event_id,
@@ -76,10 +83,15 @@ fn normalize_message(event_id: String, message: &Message, me: &BotIdentity) -> O
 fn addressing(message: &Message, text: &str, me: &BotIdentity, direct: bool) -> (String, bool) {
     let handle = format!("@{}", me.username);
     let mut addressed = direct || replies_to_bot(message, me);
-    let entities = message.parse_entities().or_else(|| message.parse_caption_entities()).unwrap_or_default();
+    let entities = message
+        .parse_entities()
+        .or_else(|| message.parse_caption_entities())
+        .unwrap_or_default();
     for entity in &entities {
         match entity.kind() {
-            MessageEntityKind::Mention if entity.text().eq_ignore_ascii_case(&handle) => addressed = true,
+            MessageEntityKind::Mention if entity.text().eq_ignore_ascii_case(&handle) => {
+                addressed = true
+            }
             MessageEntityKind::TextMention { user } if user.id.0 == me.id => addressed = true,
             MessageEntityKind::BotCommand if entity.start() == 0 => {
                 // `/cmd` is for every bot in the group; `/cmd@other_bot` is not for us.
@@ -92,7 +104,11 @@ fn addressing(message: &Message, text: &str, me: &BotIdentity, direct: bool) -> 
             _ => {}
         }
     }
-    let cleaned = if me.username.is_empty() { text.trim().to_owned() } else { remove_handle(text, &handle) };
+    let cleaned = if me.username.is_empty() {
+        text.trim().to_owned()
+    } else {
+        remove_handle(text, &handle)
+    };
     (cleaned, addressed)
 }
 
@@ -103,7 +119,10 @@ fn remove_handle(text: &str, handle: &str) -> String {
     let mut rest = text;
     while let Some(start) = find_ignore_ascii_case(rest, handle) {
         let end = start + handle.len();
-        let whole_word = rest[end..].chars().next().is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        let whole_word = rest[end..]
+            .chars()
+            .next()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
         out.push_str(&rest[..start]);
         if whole_word {
             rest = &rest[end..];
@@ -147,7 +166,12 @@ fn chat_ref(chat: &Chat, thread_id: Option<String>) -> ChatRef {
     } else {
         ChatKind::Group
     };
-    ChatRef { platform: Platform::Telegram, chat_id: chat.id.0.to_string(), thread_id, kind }
+    ChatRef {
+        platform: Platform::Telegram,
+        chat_id: chat.id.0.to_string(),
+        thread_id,
+        kind,
+    }
 }
 
 fn sender(user: &User) -> Sender {
@@ -186,7 +210,10 @@ mod tests {
     use super::*;
 
     fn me() -> BotIdentity {
-        BotIdentity { id: 999, username: "hermes_bot".into() }
+        BotIdentity {
+            id: 999,
+            username: "hermes_bot".into(),
+        }
     }
 
     fn update(json: serde_json::Value) -> Update {
@@ -218,7 +245,11 @@ mod tests {
     #[test]
     fn a_private_message_is_addressed() {
         let event = normalize(
-            &message(serde_json::json!({"id": 7, "type": "private", "first_name": "Ada"}), "hi", serde_json::json!([])),
+            &message(
+                serde_json::json!({"id": 7, "type": "private", "first_name": "Ada"}),
+                "hi",
+                serde_json::json!([]),
+            ),
             &me(),
         )
         .unwrap();
@@ -234,7 +265,11 @@ mod tests {
     fn a_group_mention_is_addressed_and_stripped() {
         let text = "@Hermes_Bot what is 2+2?";
         let event = normalize(
-            &message(group(), text, serde_json::json!([{"type": "mention", "offset": 0, "length": 11}])),
+            &message(
+                group(),
+                text,
+                serde_json::json!([{"type": "mention", "offset": 0, "length": 11}]),
+            ),
             &me(),
         )
         .unwrap();
@@ -246,16 +281,25 @@ mod tests {
 
     #[test]
     fn group_chatter_and_commands_for_other_bots_are_not_addressed() {
-        let plain = normalize(&message(group(), "hello all", serde_json::json!([])), &me()).unwrap();
+        let plain =
+            normalize(&message(group(), "hello all", serde_json::json!([])), &me()).unwrap();
         assert!(!as_message(plain).addressed);
         let other = normalize(
-            &message(group(), "/help@other_bot", serde_json::json!([{"type": "bot_command", "offset": 0, "length": 15}])),
+            &message(
+                group(),
+                "/help@other_bot",
+                serde_json::json!([{"type": "bot_command", "offset": 0, "length": 15}]),
+            ),
             &me(),
         )
         .unwrap();
         assert!(!as_message(other).addressed);
         let ours = normalize(
-            &message(group(), "/stop@hermes_bot", serde_json::json!([{"type": "bot_command", "offset": 0, "length": 16}])),
+            &message(
+                group(),
+                "/stop@hermes_bot",
+                serde_json::json!([{"type": "bot_command", "offset": 0, "length": 16}]),
+            ),
             &me(),
         )
         .unwrap();
@@ -331,8 +375,17 @@ mod tests {
 
     #[test]
     fn handles_are_removed_only_as_whole_words_and_lines_survive() {
-        assert_eq!(remove_handle("@hermes_bot run\n  ls -la", "@hermes_bot"), "run\n  ls -la");
-        assert_eq!(remove_handle("ask @HERMES_BOT now", "@hermes_bot"), "ask now");
-        assert_eq!(remove_handle("ask @hermes_botany", "@hermes_bot"), "ask @hermes_botany");
+        assert_eq!(
+            remove_handle("@hermes_bot run\n  ls -la", "@hermes_bot"),
+            "run\n  ls -la"
+        );
+        assert_eq!(
+            remove_handle("ask @HERMES_BOT now", "@hermes_bot"),
+            "ask now"
+        );
+        assert_eq!(
+            remove_handle("ask @hermes_botany", "@hermes_bot"),
+            "ask @hermes_botany"
+        );
     }
 }

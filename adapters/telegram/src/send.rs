@@ -37,8 +37,14 @@ impl TelegramSender {
                 threads: true,
                 // Telegram: about one message a second per chat with short bursts; twenty a
                 // minute in groups.
-                per_chat_rate: RateLimit { per_second: 1.0, burst: 3 },
-                group_chat_rate: RateLimit { per_second: 20.0 / 60.0, burst: 3 },
+                per_chat_rate: RateLimit {
+                    per_second: 1.0,
+                    burst: 3,
+                },
+                group_chat_rate: RateLimit {
+                    per_second: 20.0 / 60.0,
+                    burst: 3,
+                },
             },
         }
     }
@@ -56,15 +62,21 @@ impl PlatformSender for TelegramSender {
 
     async fn send(&self, action: Outbound) -> Result<Delivered, SendError> {
         match action {
-            Outbound::Text { chat, body, reply_to, buttons } => {
+            Outbound::Text {
+                chat,
+                body,
+                reply_to,
+                buttons,
+            } => {
                 let (text, html) = pick(&body);
                 let mut request = self.bot.send_message(chat_id(&chat)?, text);
                 if html {
                     request = request.parse_mode(ParseMode::Html);
                 }
                 if let Some(id) = reply_to.as_deref().and_then(|r| r.parse().ok()) {
-                    request = request
-                        .reply_parameters(ReplyParameters::new(MessageId(id)).allow_sending_without_reply());
+                    request = request.reply_parameters(
+                        ReplyParameters::new(MessageId(id)).allow_sending_without_reply(),
+                    );
                 }
                 if let Some(thread) = thread_id(&chat) {
                     request = request.message_thread_id(thread);
@@ -73,26 +85,36 @@ impl PlatformSender for TelegramSender {
                     request = request.reply_markup(keyboard(&buttons));
                 }
                 let sent = request.send().await.map_err(map_error)?;
-                Ok(Delivered { message_id: Some(sent.id.0.to_string()) })
+                Ok(Delivered {
+                    message_id: Some(sent.id.0.to_string()),
+                })
             }
-            Outbound::Edit { chat, message_id, body } => {
-                let id: i32 = message_id
-                    .parse()
-                    .map_err(|_| SendError::Rejected(format!("bad Telegram message id {message_id:?}")))?;
+            Outbound::Edit {
+                chat,
+                message_id,
+                body,
+            } => {
+                let id: i32 = message_id.parse().map_err(|_| {
+                    SendError::Rejected(format!("bad Telegram message id {message_id:?}"))
+                })?;
                 let (text, html) = pick(&body);
-                let mut request = self.bot.edit_message_text(chat_id(&chat)?, MessageId(id), text);
+                let mut request = self
+                    .bot
+                    .edit_message_text(chat_id(&chat)?, MessageId(id), text);
                 if html {
                     request = request.parse_mode(ParseMode::Html);
                 }
                 match request.send().await {
-                    Ok(_) | Err(RequestError::Api(ApiError::MessageNotModified)) => {
-                        Ok(Delivered { message_id: Some(message_id) })
-                    }
+                    Ok(_) | Err(RequestError::Api(ApiError::MessageNotModified)) => Ok(Delivered {
+                        message_id: Some(message_id),
+                    }),
                     Err(e) => Err(map_error(e)),
                 }
             }
             Outbound::Typing { chat } => {
-                let mut request = self.bot.send_chat_action(chat_id(&chat)?, ChatAction::Typing);
+                let mut request = self
+                    .bot
+                    .send_chat_action(chat_id(&chat)?, ChatAction::Typing);
                 if let Some(thread) = thread_id(&chat) {
                     request = request.message_thread_id(thread);
                 }
@@ -127,7 +149,11 @@ fn chat_id(chat: &ChatRef) -> Result<ChatId, SendError> {
 }
 
 fn thread_id(chat: &ChatRef) -> Option<ThreadId> {
-    chat.thread_id.as_deref()?.parse().ok().map(|t| ThreadId(MessageId(t)))
+    chat.thread_id
+        .as_deref()?
+        .parse()
+        .ok()
+        .map(|t| ThreadId(MessageId(t)))
 }
 
 /// Two buttons a row.
@@ -141,20 +167,34 @@ fn keyboard(buttons: &[Button]) -> InlineKeyboardMarkup {
 
 fn map_error(error: RequestError) -> SendError {
     match error {
-        RequestError::RetryAfter(wait) => SendError::RateLimited { retry_after: wait.duration() },
+        RequestError::RetryAfter(wait) => SendError::RateLimited {
+            retry_after: wait.duration(),
+        },
         RequestError::Api(ApiError::CantParseEntities(why)) => SendError::MarkupRejected(why),
-        RequestError::Api(ApiError::Unknown(text)) if looks_transient(&text) => SendError::Transient(text),
+        RequestError::Api(ApiError::Unknown(text)) if looks_transient(&text) => {
+            SendError::Transient(text)
+        }
         RequestError::Api(api) => SendError::Rejected(api.to_string()),
-        RequestError::MigrateToChatId(to) => SendError::Rejected(format!("the group moved to chat {to}")),
+        RequestError::MigrateToChatId(to) => {
+            SendError::Rejected(format!("the group moved to chat {to}"))
+        }
         RequestError::Network(e) => SendError::Transient(e.to_string()),
-        RequestError::InvalidJson { source, .. } => SendError::Transient(format!("unreadable answer: {source}")),
+        RequestError::InvalidJson { source, .. } => {
+            SendError::Transient(format!("unreadable answer: {source}"))
+        }
         RequestError::Io(e) => SendError::Transient(e.to_string()),
     }
 }
 
 fn looks_transient(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    ["internal server error", "bad gateway", "gateway timeout", "service unavailable", "too many requests"]
-        .iter()
-        .any(|needle| lower.contains(needle))
+    [
+        "internal server error",
+        "bad gateway",
+        "gateway timeout",
+        "service unavailable",
+        "too many requests",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
 }

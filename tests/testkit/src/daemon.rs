@@ -11,7 +11,13 @@ pub struct Home {
 impl Home {
     /// A home for a daemon talking to `telegram_url` and `llm_url`; `env` lines go to `.env`,
     /// `extra_yaml` is appended to `config.yaml`.
-    pub fn new(dir: &Path, telegram_url: &str, llm_url: &str, env: &[&str], extra_yaml: &str) -> Home {
+    pub fn new(
+        dir: &Path,
+        telegram_url: &str,
+        llm_url: &str,
+        env: &[&str],
+        extra_yaml: &str,
+    ) -> Home {
         std::fs::create_dir_all(dir).unwrap();
         let workdir = dir.join("work");
         std::fs::create_dir_all(&workdir).unwrap();
@@ -29,7 +35,9 @@ impl Home {
             dotenv.push('\n');
         }
         std::fs::write(dir.join(".env"), dotenv).unwrap();
-        Home { dir: dir.to_path_buf() }
+        Home {
+            dir: dir.to_path_buf(),
+        }
     }
 }
 
@@ -42,14 +50,28 @@ pub struct Daemon {
 impl Daemon {
     /// Start `binary run --home <home>` with `envs` added to its environment.
     pub fn start(binary: &str, home: &Home, envs: &[(&str, &str)]) -> Daemon {
-        let log = home.dir.join(format!("daemon-{}.log", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()));
+        let log = home.dir.join(format!(
+            "daemon-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
         let file = std::fs::File::create(&log).unwrap();
         let mut cmd = Command::new(binary);
-        cmd.arg("run").arg("--home").arg(&home.dir).env("HERMES_LOG", "info,hermes_gateway=debug").stdout(Stdio::null()).stderr(file);
+        cmd.arg("run")
+            .arg("--home")
+            .arg(&home.dir)
+            .env("HERMES_LOG", "info,hermes_gateway=debug")
+            .stdout(Stdio::null())
+            .stderr(file);
         for (k, v) in envs {
             cmd.env(k, v);
         }
-        Daemon { child: cmd.spawn().expect("spawn daemon"), log }
+        Daemon {
+            child: cmd.spawn().expect("spawn daemon"),
+            log,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -64,7 +86,10 @@ impl Daemon {
 
     /// SIGTERM and wait for the exit status.
     pub fn terminate(&mut self) -> Option<i32> {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         for _ in 0..100 {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return status.code();

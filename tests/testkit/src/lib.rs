@@ -8,7 +8,11 @@ pub mod telegram;
 use std::time::Duration;
 
 /// Poll `check` every 20 ms until it returns `Some`, or panic after `timeout` with `what`.
-pub async fn eventually<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+pub async fn eventually<T>(
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(v) = check() {

@@ -23,9 +23,15 @@ use serde_json::{Value, json};
 pub enum Reply {
     Text(String),
     /// A call of `name` with JSON `arguments`.
-    ToolCall { name: String, arguments: Value },
+    ToolCall {
+        name: String,
+        arguments: Value,
+    },
     /// An HTTP error status (with `Retry-After` seconds when given).
-    Error { status: u16, retry_after: Option<u64> },
+    Error {
+        status: u16,
+        retry_after: Option<u64>,
+    },
     /// Wait, then answer.
     Delayed(Duration, Box<Reply>),
 }
@@ -35,7 +41,10 @@ impl Reply {
         Reply::Text(t.into())
     }
     pub fn terminal(command: &str) -> Reply {
-        Reply::ToolCall { name: "terminal".into(), arguments: json!({"command": command}) }
+        Reply::ToolCall {
+            name: "terminal".into(),
+            arguments: json!({"command": command}),
+        }
     }
 }
 
@@ -54,10 +63,18 @@ pub struct FakeLlm {
 
 impl FakeLlm {
     pub async fn start() -> FakeLlm {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let fake = FakeLlm { inner: Default::default(), dropped_streams: Default::default(), addr };
-        let app = Router::new().route("/v1/chat/completions", post(complete)).with_state(fake.clone());
+        let fake = FakeLlm {
+            inner: Default::default(),
+            dropped_streams: Default::default(),
+            addr,
+        };
+        let app = Router::new()
+            .route("/v1/chat/completions", post(complete))
+            .with_state(fake.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -98,36 +115,52 @@ async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Respo
         inner.requests.push(body.clone());
         inner.script.pop_front()
     };
-    let mut reply = reply.unwrap_or_else(|| Reply::Text(format!("echo: {}", last_user_text(&body))));
+    let mut reply =
+        reply.unwrap_or_else(|| Reply::Text(format!("echo: {}", last_user_text(&body))));
     let mut delay = Duration::ZERO;
     while let Reply::Delayed(d, inner) = reply {
         delay += d;
         reply = *inner;
     }
-    if let Reply::Error { status, retry_after } = reply {
+    if let Reply::Error {
+        status,
+        retry_after,
+    } = reply
+    {
         tokio::time::sleep(delay).await;
         let mut response = (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             Json(json!({"error": {"message": format!("scripted failure {status}"), "type": "server_error"}}))).into_response();
         if let Some(secs) = retry_after {
-            response.headers_mut().insert(header::RETRY_AFTER, secs.to_string().parse().unwrap());
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, secs.to_string().parse().unwrap());
         }
         return response;
     }
     let events = events_for(&reply);
-    let guard = DropCounter { counter: fake.dropped_streams.clone(), finished: false };
-    let stream = futures_util::stream::unfold((events.into_iter(), delay, guard), |(mut events, delay, mut guard): (std::vec::IntoIter<String>, Duration, DropCounter)| async move {
-        if !delay.is_zero() {
-            // The delay happens inside the stream: the client is connected and waiting.
-            tokio::time::sleep(delay).await;
-        }
-        match events.next() {
-            Some(event) => Some((Ok::<Bytes, Infallible>(Bytes::from(format!("data: {event}\n\n"))), (events, Duration::ZERO, guard))),
-            None => {
-                guard.disarm();
-                None
+    let guard = DropCounter {
+        counter: fake.dropped_streams.clone(),
+        finished: false,
+    };
+    let stream = futures_util::stream::unfold(
+        (events.into_iter(), delay, guard),
+        |(mut events, delay, mut guard): (std::vec::IntoIter<String>, Duration, DropCounter)| async move {
+            if !delay.is_zero() {
+                // The delay happens inside the stream: the client is connected and waiting.
+                tokio::time::sleep(delay).await;
             }
-        }
-    });
+            match events.next() {
+                Some(event) => Some((
+                    Ok::<Bytes, Infallible>(Bytes::from(format!("data: {event}\n\n"))),
+                    (events, Duration::ZERO, guard),
+                )),
+                None => {
+                    guard.disarm();
+                    None
+                }
+            }
+        },
+    );
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .body(Body::from_stream(stream))
@@ -155,15 +188,21 @@ impl Drop for DropCounter {
 }
 
 fn events_for(reply: &Reply) -> Vec<String> {
-    let chunk = |delta: Value, finish: Value| json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).to_string();
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        .to_string()
+    };
     let mut events = vec![chunk(json!({"role": "assistant"}), Value::Null)];
     match reply {
         Reply::Text(text) => {
             // Several deltas, split on char boundaries.
             let chars: Vec<char> = text.chars().collect();
             for piece in chars.chunks(400) {
-                events.push(chunk(json!({"content": piece.iter().collect::<String>()}), Value::Null));
+                events.push(chunk(
+                    json!({"content": piece.iter().collect::<String>()}),
+                    Value::Null,
+                ));
             }
             events.push(chunk(json!({}), json!("stop")));
         }
@@ -171,7 +210,10 @@ fn events_for(reply: &Reply) -> Vec<String> {
             let args = arguments.to_string();
             let (a, b) = args.split_at(args.len() / 2);
             events.push(chunk(json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": a}}]}), Value::Null));
-            events.push(chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}), Value::Null));
+            events.push(chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}),
+                Value::Null,
+            ));
             events.push(chunk(json!({}), json!("tool_calls")));
         }
         Reply::Error { .. } | Reply::Delayed(..) => unreachable!("handled before streaming"),

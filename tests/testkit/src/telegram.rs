@@ -33,6 +33,8 @@ pub enum Fault {
     RetryAfter(u64),
     /// HTTP 400 "can't parse entities" when the call uses `parse_mode`.
     RejectMarkup,
+    /// HTTP 500 Internal Server Error.
+    ServerError,
 }
 
 #[derive(Default)]
@@ -58,14 +60,22 @@ pub struct FakeTelegram {
 
 impl FakeTelegram {
     pub async fn start() -> FakeTelegram {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let fake = FakeTelegram {
-            inner: Arc::new(Mutex::new(Inner { next_update_id: 100, next_message_id: 5000, ..Default::default() })),
+            inner: Arc::new(Mutex::new(Inner {
+                next_update_id: 100,
+                next_message_id: 5000,
+                ..Default::default()
+            })),
             news: Arc::new(Notify::new()),
             addr,
         };
-        let app = Router::new().route("/{bot}/{method}", post(handle)).with_state(fake.clone());
+        let app = Router::new()
+            .route("/{bot}/{method}", post(handle))
+            .with_state(fake.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -79,7 +89,8 @@ impl FakeTelegram {
 
     /// A private message from `user_id`; returns the update id.
     pub fn dm(&self, user_id: i64, text: &str) -> i64 {
-        let chat = json!({"id": user_id, "type": "private", "first_name": format!("User{user_id}")});
+        let chat =
+            json!({"id": user_id, "type": "private", "first_name": format!("User{user_id}")});
         self.message(chat, user_id, text, json!([]), None)
     }
 
@@ -90,21 +101,40 @@ impl FakeTelegram {
             let handle = format!("@{BOT_USERNAME}");
             let full = format!("{handle} {text}");
             let len = handle.encode_utf16().count();
-            self.message(chat, user_id, &full, json!([{"type": "mention", "offset": 0, "length": len}]), None)
+            self.message(
+                chat,
+                user_id,
+                &full,
+                json!([{"type": "mention", "offset": 0, "length": len}]),
+                None,
+            )
         } else {
             self.message(chat, user_id, text, json!([]), None)
         }
     }
 
     /// A group message replying to one of the bot's messages.
-    pub fn group_reply_to_bot(&self, chat_id: i64, user_id: i64, text: &str, bot_message_id: i64) -> i64 {
+    pub fn group_reply_to_bot(
+        &self,
+        chat_id: i64,
+        user_id: i64,
+        text: &str,
+        bot_message_id: i64,
+    ) -> i64 {
         let chat = json!({"id": chat_id, "type": "supergroup", "title": "Test group"});
         let replied = json!({"message_id": bot_message_id, "date": 0, "chat": chat, "text": "earlier",
                              "from": {"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}});
         self.message(chat, user_id, text, json!([]), Some(replied))
     }
 
-    fn message(&self, chat: Value, user_id: i64, text: &str, entities: Value, reply: Option<Value>) -> i64 {
+    fn message(
+        &self,
+        chat: Value,
+        user_id: i64,
+        text: &str,
+        entities: Value,
+        reply: Option<Value>,
+    ) -> i64 {
         let mut inner = self.inner.lock().unwrap();
         inner.next_update_id += 1;
         inner.next_message_id += 1;
@@ -117,7 +147,9 @@ impl FakeTelegram {
         if let Some(reply) = reply {
             message["reply_to_message"] = reply;
         }
-        inner.queue.push(json!({"update_id": id, "message": message}));
+        inner
+            .queue
+            .push(json!({"update_id": id, "message": message}));
         drop(inner);
         self.news.notify_waiters();
         id
@@ -126,7 +158,9 @@ impl FakeTelegram {
     /// Serve an already delivered update again, ignoring the bot's offset.
     pub fn redeliver(&self, update_id: i64) {
         let mut inner = self.inner.lock().unwrap();
-        let update = inner.served_update(update_id).expect("update was served before");
+        let update = inner
+            .served_update(update_id)
+            .expect("update was served before");
         inner.forced.push_back(update);
         drop(inner);
         self.news.notify_waiters();
@@ -134,12 +168,28 @@ impl FakeTelegram {
 
     /// Script a fault for the next call of `method` (lower-case).
     pub fn fail_next(&self, method: &str, fault: Fault) {
-        self.inner.lock().unwrap().faults.push((method.to_ascii_lowercase(), fault));
+        self.inner
+            .lock()
+            .unwrap()
+            .faults
+            .push((method.to_ascii_lowercase(), fault));
+    }
+
+    /// Forget every scripted fault not yet used.
+    pub fn clear_faults(&self) {
+        self.inner.lock().unwrap().faults.clear();
     }
 
     pub fn calls(&self, method: &str) -> Vec<Call> {
         let method = method.to_ascii_lowercase();
-        self.inner.lock().unwrap().calls.iter().filter(|c| c.method == method).cloned().collect()
+        self.inner
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
     }
 
     /// Texts of every successful `sendMessage` to `chat_id`.
@@ -149,14 +199,24 @@ impl FakeTelegram {
             .unwrap()
             .calls
             .iter()
-            .filter(|c| c.method == "sendmessage" && c.params["chat_id"].as_i64() == Some(chat_id) && c.params["_ok"] == json!(true))
+            .filter(|c| {
+                c.method == "sendmessage"
+                    && c.params["chat_id"].as_i64() == Some(chat_id)
+                    && c.params["_ok"] == json!(true)
+            })
             .map(|c| c.params["text"].as_str().unwrap_or_default().to_owned())
             .collect()
     }
 
     /// How many times an update id was served.
     pub fn times_served(&self, update_id: i64) -> usize {
-        self.inner.lock().unwrap().served.iter().filter(|&&id| id == update_id).count()
+        self.inner
+            .lock()
+            .unwrap()
+            .served
+            .iter()
+            .filter(|&&id| id == update_id)
+            .count()
     }
 }
 
@@ -174,10 +234,17 @@ fn ok(result: Value) -> Json<Value> {
     Json(json!({"ok": true, "result": result}))
 }
 
-async fn handle(State(fake): State<FakeTelegram>, Path((bot, method)): Path<(String, String)>, body: axum::body::Bytes) -> (axum::http::StatusCode, Json<Value>) {
+async fn handle(
+    State(fake): State<FakeTelegram>,
+    Path((bot, method)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> (axum::http::StatusCode, Json<Value>) {
     use axum::http::StatusCode;
     if !bot.starts_with("bot") {
-        return (StatusCode::NOT_FOUND, Json(json!({"ok": false, "error_code": 404, "description": "Not Found"})));
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"ok": false, "error_code": 404, "description": "Not Found"})),
+        );
     }
     let method = method.to_ascii_lowercase();
     let mut params: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
@@ -194,6 +261,10 @@ async fn handle(State(fake): State<FakeTelegram>, Path((bot, method)): Path<(Str
             StatusCode::TOO_MANY_REQUESTS,
             json!({"ok": false, "error_code": 429, "description": format!("Too Many Requests: retry after {secs}"), "parameters": {"retry_after": secs}}),
         )),
+        (Some(Fault::ServerError), _) => Some((
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({"ok": false, "error_code": 500, "description": "Internal Server Error"}),
+        )),
         (Some(Fault::RejectMarkup), Some(_)) => Some((
             StatusCode::BAD_REQUEST,
             json!({"ok": false, "error_code": 400, "description": "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0"}),
@@ -202,18 +273,30 @@ async fn handle(State(fake): State<FakeTelegram>, Path((bot, method)): Path<(Str
     };
     params["_ok"] = json!(answer.is_none());
     let mut inner = fake.inner.lock().unwrap();
-    inner.calls.push(Call { method: method.clone(), params: params.clone(), at: Instant::now() });
+    inner.calls.push(Call {
+        method: method.clone(),
+        params: params.clone(),
+        at: Instant::now(),
+    });
     if let Some((status, body)) = answer {
         return (status, Json(body));
     }
     let result = match method.as_str() {
-        "getme" => json!({"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME,
+        "getme" => {
+            json!({"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME,
                           "can_join_groups": true, "can_read_all_group_messages": false,
-                          "supports_inline_queries": false, "can_connect_to_business": false, "has_main_web_app": false}),
-        "getwebhookinfo" => json!({"url": "", "has_custom_certificate": false, "pending_update_count": 0}),
+                          "supports_inline_queries": false, "can_connect_to_business": false, "has_main_web_app": false})
+        }
+        "getwebhookinfo" => {
+            json!({"url": "", "has_custom_certificate": false, "pending_update_count": 0})
+        }
         "sendmessage" | "editmessagetext" => {
             inner.next_message_id += 1;
-            let id = if method == "sendmessage" { inner.next_message_id } else { params["message_id"].as_i64().unwrap_or(0) };
+            let id = if method == "sendmessage" {
+                inner.next_message_id
+            } else {
+                params["message_id"].as_i64().unwrap_or(0)
+            };
             let chat_id = params["chat_id"].as_i64().unwrap_or(0);
             let chat = if chat_id > 0 {
                 json!({"id": chat_id, "type": "private", "first_name": "Someone"})
@@ -236,15 +319,24 @@ async fn get_updates(fake: &FakeTelegram, params: Value) -> Json<Value> {
         let notified = fake.news.notified();
         {
             let mut inner = fake.inner.lock().unwrap();
-            inner.queue.retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+            inner
+                .queue
+                .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
             let mut batch: Vec<Value> = inner.forced.drain(..).collect();
             batch.extend(inner.queue.iter().cloned());
             if !batch.is_empty() || tokio::time::Instant::now() >= deadline {
-                let ids: Vec<i64> = batch.iter().filter_map(|u| u["update_id"].as_i64()).collect();
+                let ids: Vec<i64> = batch
+                    .iter()
+                    .filter_map(|u| u["update_id"].as_i64())
+                    .collect();
                 inner.served.extend(ids);
                 let mut recorded = params.clone();
                 recorded["_served"] = Value::Array(batch.clone());
-                inner.calls.push(Call { method: "getupdates".into(), params: recorded, at: Instant::now() });
+                inner.calls.push(Call {
+                    method: "getupdates".into(),
+                    params: recorded,
+                    at: Instant::now(),
+                });
                 return ok(Value::Array(batch));
             }
         }
