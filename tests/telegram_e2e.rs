@@ -377,7 +377,10 @@ async fn a_reply_telegram_would_not_take_is_sent_once_after_a_restart() {
     let mut first = w.start();
     w.telegram.dm(ALICE, "hello?");
     let t = w.telegram.clone();
-    eventually(WAIT, "two failed send attempts", || (t.calls("sendMessage").len() >= 2).then_some(())).await;
+    eventually(WAIT, "two failed send attempts", || {
+        (t.calls("sendMessage").len() >= 2).then_some(())
+    })
+    .await;
     first.kill();
     w.telegram.clear_faults();
 
@@ -386,25 +389,47 @@ async fn a_reply_telegram_would_not_take_is_sent_once_after_a_restart() {
     assert_eq!(replies, vec!["echo: hello?".to_string()]);
     settle().await;
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 1, "sent once");
-    assert_eq!(w.llm.requests().len(), 1, "the answer came from the outbox, not a second turn");
+    assert_eq!(
+        w.llm.requests().len(),
+        1,
+        "the answer came from the outbox, not a second turn"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steer_mode_hands_a_message_to_the_running_turn_at_its_next_tool_step() {
-    let w = World::new(&["TELEGRAM_ALLOW_ALL_USERS=true"], "display:\n  busy_input_mode: steer\n").await;
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "display:\n  busy_input_mode: steer\n",
+    )
+    .await;
     let pidfile = w.home.dir.join("steer-started");
-    w.llm.push(Reply::terminal(&format!("touch {}; sleep 2; echo slept", pidfile.display())));
+    w.llm.push(Reply::terminal(&format!(
+        "touch {}; sleep 2; echo slept",
+        pidfile.display()
+    )));
     w.llm.push(Reply::text("done, and I noted your remark"));
     let _d = w.start();
     w.telegram.dm(ALICE, "do the slow thing");
-    eventually(WAIT, "the command to start", || pidfile.exists().then_some(())).await;
+    eventually(WAIT, "the command to start", || {
+        pidfile.exists().then_some(())
+    })
+    .await;
     w.telegram.dm(ALICE, "also mention bananas");
     let replies = w.replies(ALICE, 1).await;
     assert_eq!(replies, vec!["done, and I noted your remark".to_string()]);
     let second = &w.llm.requests()[1];
-    assert_eq!(last_user_text(second), "also mention bananas", "the steer joined after the tool result");
+    assert_eq!(
+        last_user_text(second),
+        "also mention bananas",
+        "the steer joined after the tool result"
+    );
     settle().await;
-    assert_eq!(w.llm.requests().len(), 2, "the steered message did not start a turn of its own");
+    assert_eq!(
+        w.llm.requests().len(),
+        2,
+        "the steered message did not start a turn of its own"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
