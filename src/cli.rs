@@ -38,6 +38,19 @@ enum Command {
         #[command(subcommand)]
         action: PairingAction,
     },
+    /// Manage the standing ("always allow") approvals of dangerous-command classes
+    Approvals {
+        #[command(subcommand)]
+        action: ApprovalsAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ApprovalsAction {
+    /// Pattern classes that run without asking
+    List,
+    /// Ask again for a pattern class: `approvals revoke rm-recursive`
+    Revoke { pattern_key: String },
 }
 
 #[derive(Subcommand)]
@@ -68,6 +81,7 @@ pub fn main() -> ExitCode {
         Command::Run => runtime.block_on(run(home)),
         Command::CheckConfig => check_config(home),
         Command::Pairing { action } => runtime.block_on(pairing(home, action)),
+        Command::Approvals { action } => runtime.block_on(approvals(home, action)),
     }
 }
 
@@ -213,18 +227,72 @@ fn check_config(home: PathBuf) -> ExitCode {
     }
 }
 
-async fn pairing(home: PathBuf, action: PairingAction) -> ExitCode {
+/// Open the store in `home` for a management command.
+async fn open_store(home: &std::path::Path) -> Result<Store, ExitCode> {
     let path = home.join("gateway.db");
-    let store = match tokio::task::spawn_blocking(move || Store::open(&path)).await {
-        Ok(Ok(store)) => store,
+    match tokio::task::spawn_blocking(move || Store::open(&path)).await {
+        Ok(Ok(store)) => Ok(store),
         Ok(Err(e)) => {
             eprintln!("hermes-gateway: {e}");
-            return ExitCode::FAILURE;
+            Err(ExitCode::FAILURE)
         }
         Err(e) => {
             eprintln!("hermes-gateway: {e}");
-            return ExitCode::FAILURE;
+            Err(ExitCode::FAILURE)
         }
+    }
+}
+
+async fn approvals(home: PathBuf, action: ApprovalsAction) -> ExitCode {
+    let store = match open_store(&home).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    match action {
+        ApprovalsAction::List => match store.allowlist_list().await {
+            Ok(entries) if entries.is_empty() => {
+                println!("No standing approvals: every dangerous command asks.");
+                ExitCode::SUCCESS
+            }
+            Ok(entries) => {
+                println!("Always allowed (pattern class — description — first approved for — by):");
+                for e in entries {
+                    println!(
+                        "  {} — {} — {} — {}",
+                        e.pattern_key, e.description, e.example, e.added_by
+                    );
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("hermes-gateway: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        ApprovalsAction::Revoke { pattern_key } => match store.allowlist_remove(&pattern_key).await
+        {
+            Ok(true) => {
+                println!("{pattern_key} asks for approval again.");
+                ExitCode::SUCCESS
+            }
+            Ok(false) => {
+                eprintln!(
+                    "hermes-gateway: {pattern_key} is not on the standing allowlist (see `approvals list`)"
+                );
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("hermes-gateway: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+async fn pairing(home: PathBuf, action: PairingAction) -> ExitCode {
+    let store = match open_store(&home).await {
+        Ok(store) => store,
+        Err(code) => return code,
     };
     match action {
         PairingAction::List => match store.pairing_list().await {

@@ -15,9 +15,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentRuntime, SystemPrompt};
-use crate::config::Config;
+use crate::approval::ApprovalBroker;
+use crate::config::{ApprovalMode, Config};
 use crate::delivery::Delivery;
 use crate::llm::LlmClient;
+use crate::process::{ProcessRegistry, Wakeup};
 use crate::router::Router;
 use crate::session::SessionServices;
 use crate::store::{InboxRow, Store};
@@ -116,9 +118,25 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     );
     delivery.start();
 
+    let approvals = Arc::new(ApprovalBroker::new(
+        store.clone(),
+        delivery.clone(),
+        config.approvals.clone(),
+    ));
+    if config.approvals.mode == ApprovalMode::Off {
+        tracing::warn!("approvals.mode is off: dangerous commands run without asking anyone");
+    }
+    approvals.expire_leftovers().await;
+    let (wakeup_tx, mut wakeup_rx) = mpsc::unbounded_channel::<Wakeup>();
+    let processes = ProcessRegistry::new(delivery.clone(), wakeup_tx, shutdown.clone());
     let agent = Arc::new(AgentRuntime {
         llm: LlmClient::new(config.model.clone()),
-        tools: Toolbox::new(config.terminal.clone(), config.secret_env_names.clone()),
+        tools: Toolbox::new(
+            config.terminal.clone(),
+            config.secret_env_names.clone(),
+            approvals.clone(),
+            processes.clone(),
+        ),
         prompt: SystemPrompt::load(&config.home, config.agent.system_prompt.as_deref()),
         max_iterations: config.agent.max_turns,
         context_tokens: config.model.context_length,
@@ -128,9 +146,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         delivery: delivery.clone(),
         agent,
         busy_mode: config.busy_mode,
+        approvals: approvals.clone(),
+        processes,
+        stop_kills_background: config.processes.stop_kills_background,
         shutdown: shutdown.clone(),
     });
-    let router = Router::new(config.clone(), services);
+    let router = Arc::new(Router::new(config.clone(), services, approvals));
 
     // Events an earlier run recorded but did not finish come first.
     let (router_tx, mut router_rx) = mpsc::unbounded_channel::<InboxRow>();
@@ -144,9 +165,17 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     for row in unfinished {
         let _ = router_tx.send(row);
     }
+    let dispatcher = router.clone();
     let router_task = tokio::spawn(async move {
         while let Some(row) = router_rx.recv().await {
-            router.dispatch(row).await;
+            dispatcher.dispatch(row).await;
+        }
+    });
+    // Background processes that finished with `notify_on_complete` start a turn.
+    let waker = router.clone();
+    let wakeup_task = tokio::spawn(async move {
+        while let Some(wakeup) = wakeup_rx.recv().await {
+            waker.wake(wakeup);
         }
     });
 
@@ -186,5 +215,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     drop(sink);
     let _ = tokio::time::timeout(Duration::from_secs(5), delivery.drained()).await;
     router_task.abort();
+    wakeup_task.abort();
     Ok(exit)
 }

@@ -3,12 +3,14 @@
 //! See `docs/architecture.md` for the codemap and the invariants each module defends.
 
 pub mod agent;
+pub mod approval;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod delivery;
 pub mod format;
 pub mod llm;
+pub mod process;
 pub mod router;
 pub mod session;
 pub mod store;

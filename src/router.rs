@@ -1,33 +1,54 @@
 //! The router: every recorded inbound event passes here. It authorises the sender
-//! (invariant 5: people not allowed never reach the agent), answers unknown people in a DM
-//! with a pairing code, applies the group mention rule, answers `/help`, derives the session
-//! key, and hands messages and session commands to the session's actor.
+//! (invariant 5: people not allowed never reach the agent, its tools or its approvals),
+//! answers unknown people in a DM with a pairing code, applies the group mention rule,
+//! resolves approval buttons and `/approve` `/deny` at once (a turn may be parked waiting for
+//! them), answers `/help`, derives the session key, and hands messages and session commands
+//! to the session's actor.
 
 use std::sync::Arc;
 
-use hermes_adapter::{ChatKind, ChatRef, Inbound, InboundKind, Outbound, Platform};
+use hermes_adapter::{
+    ButtonPress, ChatKind, ChatRef, Inbound, InboundKind, Outbound, Platform, Sender,
+};
 
+use crate::approval::{ApprovalBroker, Choice, Resolution, Target, parse_button_data};
 use crate::config::Config;
+use crate::process::Wakeup;
 use crate::session::{self, Directory, SessionCommand, SessionInput, SessionServices, UserInput};
-use crate::store::{InboxRow, InboxState, PairingRequestOutcome};
+use crate::store::{InboxRow, InboxState, PairingRequestOutcome, TurnRecord};
 
 const HELP: &str = "I'm Hermes, an AI agent. Write to me and I'll answer; I can run commands on my host.\n\n\
 /new — start a fresh conversation (also /reset)\n\
-/stop — stop what I'm doing\n\
+/stop — stop what I'm doing (/stop all also kills background processes)\n\
 /status — what I'm doing and which model I use\n\
+/approve [session|always] — allow the oldest command waiting for approval\n\
+/deny [reason] — refuse it\n\
 /help — this message";
 
 pub struct Router {
     config: Arc<Config>,
     services: Arc<SessionServices>,
+    approvals: Arc<ApprovalBroker>,
     directory: Directory,
 }
 
+/// A reply to send while ending an inbox row.
+struct Reply {
+    chat: ChatRef,
+    text: String,
+    reply_to: Option<String>,
+}
+
 impl Router {
-    pub fn new(config: Arc<Config>, services: Arc<SessionServices>) -> Self {
+    pub fn new(
+        config: Arc<Config>,
+        services: Arc<SessionServices>,
+        approvals: Arc<ApprovalBroker>,
+    ) -> Self {
         Router {
             config,
             services,
+            approvals,
             directory: Directory::default(),
         }
     }
@@ -38,167 +59,262 @@ impl Router {
         let Inbound {
             chat, sender, kind, ..
         } = &event;
-        let store = &self.services.store;
-
         let allowed = self.is_allowed(chat.platform, &sender.user_id).await;
         let message = match kind {
             InboundKind::ButtonPress(press) => {
-                // No buttons are live yet (approval prompts come with their broker): say so.
-                let notice = if allowed {
-                    "This button is no longer active."
-                } else {
-                    "You are not allowed to use this bot."
-                };
-                let _ = self
-                    .services
-                    .delivery
-                    .direct(Outbound::AnswerButton {
-                        press_id: press.press_id.clone(),
-                        notice: Some(notice.into()),
-                    })
-                    .await;
-                self.end(id, InboxState::Refused, "button not active", None)
-                    .await;
-                return;
+                return self.button(id, chat, sender, press, allowed).await;
             }
             InboundKind::Message(m) => m,
         };
-        let reply_to = Some(message.message_id.clone());
+        let reply = |text: &str| {
+            Some(Reply {
+                chat: chat.clone(),
+                text: text.to_owned(),
+                reply_to: Some(message.message_id.clone()),
+            })
+        };
 
         if !allowed {
-            if chat.kind != ChatKind::Direct {
-                self.end(id, InboxState::Ignored, "sender not allowed (group)", None)
-                    .await;
-                return;
-            }
-            let outcome = store
-                .pairing_request(
-                    chat.platform.as_str(),
-                    &sender.user_id,
-                    &sender.display_name,
-                    &chat.chat_id,
-                )
-                .await;
-            let (state, note, text) = match outcome {
-                Ok(PairingRequestOutcome::Issued(code)) => (
-                    InboxState::Refused,
-                    "pairing code issued",
-                    Some(pairing_text(chat.platform, &code, false)),
-                ),
-                Ok(PairingRequestOutcome::Remind(code)) => (
-                    InboxState::Refused,
-                    "pairing code reminded",
-                    Some(pairing_text(chat.platform, &code, true)),
-                ),
-                Ok(PairingRequestOutcome::AlreadyReminded) => {
-                    (InboxState::Refused, "pairing code sent recently", None)
-                }
-                Ok(PairingRequestOutcome::TooMany) => (
-                    InboxState::Refused,
-                    "too many pairing requests",
-                    Some(
-                        "Too many pairing requests are waiting right now; please try again later."
-                            .to_owned(),
-                    ),
-                ),
-                Err(e) => {
-                    tracing::error!(error = %e, "router: pairing store failed");
-                    (
-                        InboxState::Failed,
-                        "pairing store failed",
-                        Some("Sorry, I can't process pairing requests right now.".to_owned()),
-                    )
-                }
-            };
-            tracing::info!(user = %sender.user_id, platform = %chat.platform, note, "router: message from a person who is not allowed");
-            self.end(id, state, note, text.map(|t| (chat.clone(), t, reply_to)))
-                .await;
-            return;
+            return self.stranger(id, chat, sender, &message.message_id).await;
         }
-
         if chat.kind != ChatKind::Direct
             && !message.addressed
             && self.require_mention(chat.platform)
         {
-            self.end(
-                id,
-                InboxState::Ignored,
-                "group message not addressed to the bot",
-                None,
-            )
-            .await;
-            return;
+            return self
+                .end(
+                    id,
+                    InboxState::Ignored,
+                    "group message not addressed to the bot",
+                    None,
+                )
+                .await;
         }
         if let Some(what) = &message.unsupported {
             let text = format!(
                 "I can only read text (and captions) for now, so I can't open {what}. Please describe it in words."
             );
-            self.end(
-                id,
-                InboxState::Refused,
-                "unsupported content",
-                Some((chat.clone(), text, reply_to)),
-            )
-            .await;
-            return;
+            return self
+                .end(id, InboxState::Refused, "unsupported content", reply(&text))
+                .await;
         }
         let text = message.text.trim();
         if text.is_empty() {
-            self.end(
-                id,
-                InboxState::Refused,
-                "empty message",
-                Some((
-                    chat.clone(),
-                    "Yes? Write your question after the mention.".into(),
-                    reply_to,
-                )),
-            )
-            .await;
-            return;
-        }
-
-        let command = text.strip_prefix('/').map(|rest| {
-            let word = rest.split_whitespace().next().unwrap_or_default();
-            word.split('@')
-                .next()
-                .unwrap_or_default()
-                .to_ascii_lowercase()
-        });
-        let input = match command.as_deref() {
-            Some("help") | Some("start") => {
-                self.end(
+            return self
+                .end(
                     id,
-                    InboxState::Done,
-                    "help",
-                    Some((chat.clone(), HELP.into(), reply_to)),
+                    InboxState::Refused,
+                    "empty message",
+                    reply("Yes? Write your question after the mention."),
                 )
                 .await;
-                return;
+        }
+
+        let (command, args) = split_command(text);
+        let session_command = |command| SessionInput::Command {
+            inbox_id: id,
+            message_id: message.message_id.clone(),
+            command,
+        };
+        let input = match command.as_deref() {
+            Some("help") | Some("start") => {
+                return self.end(id, InboxState::Done, "help", reply(HELP)).await;
             }
-            Some("stop") => SessionInput::Command {
-                inbox_id: id,
-                message_id: message.message_id.clone(),
-                command: SessionCommand::Stop,
-            },
-            Some("new") | Some("reset") => SessionInput::Command {
-                inbox_id: id,
-                message_id: message.message_id.clone(),
-                command: SessionCommand::New,
-            },
-            Some("status") => SessionInput::Command {
-                inbox_id: id,
-                message_id: message.message_id.clone(),
-                command: SessionCommand::Status,
-            },
+            Some("approve") => {
+                let Some(choice) = Choice::from_approve_args(args) else {
+                    return self
+                        .end(
+                            id,
+                            InboxState::Refused,
+                            "bad /approve",
+                            reply("Use /approve, /approve session or /approve always."),
+                        )
+                        .await;
+                };
+                return self
+                    .decide_by_text(id, chat, sender, choice, &message.message_id)
+                    .await;
+            }
+            Some("deny") => {
+                let reason = (!args.is_empty()).then(|| args.to_owned());
+                return self
+                    .decide_by_text(id, chat, sender, Choice::Deny(reason), &message.message_id)
+                    .await;
+            }
+            Some("stop") if args.eq_ignore_ascii_case("all") => {
+                session_command(SessionCommand::StopAll)
+            }
+            Some("stop") => session_command(SessionCommand::Stop),
+            Some("new") | Some("reset") => session_command(SessionCommand::New),
+            Some("status") => session_command(SessionCommand::Status),
             _ => SessionInput::Message(UserInput {
-                inbox_id: id,
+                inbox_id: Some(id),
                 message_id: message.message_id.clone(),
                 text: text.to_owned(),
             }),
         };
         let key = self.session_key(chat, &sender.user_id);
         session::route(&self.directory, &self.services, &key, chat, sender, input);
+    }
+
+    /// A background process finished with `notify_on_complete`: a turn in its session.
+    pub fn wake(&self, wakeup: Wakeup) {
+        let origin = wakeup.origin;
+        let input = SessionInput::Message(UserInput {
+            inbox_id: None,
+            message_id: String::new(),
+            text: wakeup.text,
+        });
+        session::route(
+            &self.directory,
+            &self.services,
+            &origin.session_key,
+            &origin.chat,
+            &origin.sender,
+            input,
+        );
+    }
+
+    /// An approval button (or a stale button) was pressed.
+    async fn button(
+        &self,
+        id: i64,
+        chat: &ChatRef,
+        sender: &Sender,
+        press: &ButtonPress,
+        allowed: bool,
+    ) {
+        let (state, note, notice) = match parse_button_data(&press.data) {
+            _ if !allowed => (
+                InboxState::Refused,
+                "button press from someone not allowed",
+                "You are not allowed to approve commands here.".to_owned(),
+            ),
+            None => (
+                InboxState::Refused,
+                "unknown button",
+                "This button is no longer active.".to_owned(),
+            ),
+            Some((approval, choice)) => {
+                let ack = choice.acknowledgement().to_owned();
+                match self.approvals.resolve(
+                    chat,
+                    Target::Id(approval),
+                    choice,
+                    &sender.display_name,
+                ) {
+                    Resolution::Resolved { .. } => {
+                        (InboxState::Done, "approval decided by button", ack)
+                    }
+                    Resolution::NothingPending => (
+                        InboxState::Refused,
+                        "approval no longer pending",
+                        "This request is no longer waiting (it was decided or expired).".to_owned(),
+                    ),
+                    Resolution::OtherChat => (
+                        InboxState::Refused,
+                        "approval from another chat",
+                        "This button belongs to another chat.".to_owned(),
+                    ),
+                }
+            }
+        };
+        if !allowed {
+            tracing::warn!(user = %sender.user_id, "router: approval button pressed by someone not allowed");
+        }
+        let ack = Outbound::AnswerButton {
+            press_id: press.press_id.clone(),
+            notice: Some(notice),
+        };
+        if let Err(e) = self.services.delivery.direct(ack).await {
+            tracing::warn!(error = %e, "router: could not acknowledge a button press");
+        }
+        self.end(id, state, note, None).await;
+    }
+
+    async fn decide_by_text(
+        &self,
+        id: i64,
+        chat: &ChatRef,
+        sender: &Sender,
+        choice: Choice,
+        message_id: &str,
+    ) {
+        let ack = choice.acknowledgement();
+        let (state, text) =
+            match self
+                .approvals
+                .resolve(chat, Target::Oldest, choice, &sender.display_name)
+            {
+                Resolution::Resolved { .. } => (InboxState::Done, format!("{ack}.")),
+                Resolution::NothingPending | Resolution::OtherChat => (
+                    InboxState::Refused,
+                    "No command is waiting for approval in this chat.".to_owned(),
+                ),
+            };
+        let reply = Reply {
+            chat: chat.clone(),
+            text,
+            reply_to: Some(message_id.to_owned()),
+        };
+        self.end(id, state, "approval command", Some(reply)).await;
+    }
+
+    /// Someone not allowed wrote: a pairing code in a DM, silence in a group.
+    async fn stranger(&self, id: i64, chat: &ChatRef, sender: &Sender, message_id: &str) {
+        if chat.kind != ChatKind::Direct {
+            return self
+                .end(id, InboxState::Ignored, "sender not allowed (group)", None)
+                .await;
+        }
+        let outcome = self
+            .services
+            .store
+            .pairing_request(
+                chat.platform.as_str(),
+                &sender.user_id,
+                &sender.display_name,
+                &chat.chat_id,
+            )
+            .await;
+        let (state, note, text) = match outcome {
+            Ok(PairingRequestOutcome::Issued(code)) => (
+                InboxState::Refused,
+                "pairing code issued",
+                Some(pairing_text(chat.platform, &code, false)),
+            ),
+            Ok(PairingRequestOutcome::Remind(code)) => (
+                InboxState::Refused,
+                "pairing code reminded",
+                Some(pairing_text(chat.platform, &code, true)),
+            ),
+            Ok(PairingRequestOutcome::AlreadyReminded) => {
+                (InboxState::Refused, "pairing code sent recently", None)
+            }
+            Ok(PairingRequestOutcome::TooMany) => (
+                InboxState::Refused,
+                "too many pairing requests",
+                Some(
+                    "Too many pairing requests are waiting right now; please try again later."
+                        .to_owned(),
+                ),
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "router: pairing store failed");
+                (
+                    InboxState::Failed,
+                    "pairing store failed",
+                    Some("Sorry, I can't process pairing requests right now.".to_owned()),
+                )
+            }
+        };
+        tracing::info!(user = %sender.user_id, platform = %chat.platform, note, "router: message from a person who is not allowed");
+        let reply = text.map(|text| Reply {
+            chat: chat.clone(),
+            text,
+            reply_to: Some(message_id.to_owned()),
+        });
+        self.end(id, state, note, reply).await;
     }
 
     async fn is_allowed(&self, platform: Platform, user_id: &str) -> bool {
@@ -248,55 +364,67 @@ impl Router {
     /// The Hermes session key: DMs per chat; groups per chat and member (unless shared);
     /// threads per thread (per member only with `thread_sessions_per_user`).
     pub fn session_key(&self, chat: &ChatRef, user_id: &str) -> String {
-        let base = format!(
-            "agent:main:{}:{}:{}",
-            chat.platform,
-            chat.kind.as_str(),
-            chat.chat_id
-        );
-        let sessions = &self.config.sessions;
-        match (chat.kind, &chat.thread_id) {
-            (ChatKind::Direct, None) => base,
-            (ChatKind::Direct, Some(thread)) => format!("{base}:{thread}"),
-            (_, Some(thread)) if sessions.thread_sessions_per_user => {
-                format!("{base}:{thread}:{user_id}")
-            }
-            (_, Some(thread)) => format!("{base}:{thread}"),
-            (_, None) if sessions.group_sessions_per_user => format!("{base}:{user_id}"),
-            (_, None) => base,
-        }
+        session_key(chat, user_id, &self.config.sessions)
     }
 
-    async fn end(
-        &self,
-        id: i64,
-        state: InboxState,
-        note: &str,
-        reply: Option<(ChatRef, String, Option<String>)>,
-    ) {
-        let record = crate::store::TurnRecord {
+    async fn end(&self, id: i64, state: InboxState, note: &str, reply: Option<Reply>) {
+        let outbox = reply
+            .as_ref()
+            .map(|r| {
+                self.services
+                    .delivery
+                    .reply_rows(&r.chat, &r.text, r.reply_to.clone())
+            })
+            .unwrap_or_default();
+        let record = TurnRecord {
             session_id: None,
             messages: Vec::new(),
-            outbox: reply
-                .as_ref()
-                .map(|(chat, text, reply_to)| {
-                    self.services
-                        .delivery
-                        .reply_rows(chat, text, reply_to.clone())
-                })
-                .unwrap_or_default(),
+            outbox,
             inbox_ids: vec![id],
             state,
             outcome: note.to_owned(),
         };
         match self.services.store.finish_turn(record).await {
             Ok(_) => {
-                if let Some((chat, _, _)) = reply {
-                    self.services.delivery.wake(&chat);
+                if let Some(r) = reply {
+                    self.services.delivery.wake(&r.chat);
                 }
             }
             Err(e) => tracing::error!(error = %e, "router: could not record an outcome"),
         }
+    }
+}
+
+/// `/cmd@bot args` → (`cmd`, `args`); `(None, text)` for ordinary text.
+fn split_command(text: &str) -> (Option<String>, &str) {
+    let Some(rest) = text.strip_prefix('/') else {
+        return (None, text);
+    };
+    let (word, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let name = word
+        .split('@')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    (Some(name), args.trim())
+}
+
+fn session_key(chat: &ChatRef, user_id: &str, sessions: &crate::config::SessionConfig) -> String {
+    let base = format!(
+        "agent:main:{}:{}:{}",
+        chat.platform,
+        chat.kind.as_str(),
+        chat.chat_id
+    );
+    match (chat.kind, &chat.thread_id) {
+        (ChatKind::Direct, None) => base,
+        (ChatKind::Direct, Some(thread)) => format!("{base}:{thread}"),
+        (_, Some(thread)) if sessions.thread_sessions_per_user => {
+            format!("{base}:{thread}:{user_id}")
+        }
+        (_, Some(thread)) => format!("{base}:{thread}"),
+        (_, None) if sessions.group_sessions_per_user => format!("{base}:{user_id}"),
+        (_, None) => base,
     }
 }
 
@@ -309,4 +437,65 @@ fn pairing_text(platform: Platform, code: &str, reminder: bool) -> String {
     format!(
         "{opening}\n\nYour pairing code: `{code}`\n\nAsk the owner of this bot to run:\n`hermes-gateway pairing approve {platform} {code}`\n\nThe code is valid for one hour."
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SessionConfig;
+
+    fn chat(kind: ChatKind, thread: Option<&str>) -> ChatRef {
+        ChatRef {
+            platform: Platform::Telegram,
+            chat_id: "-5".into(),
+            thread_id: thread.map(str::to_owned),
+            kind,
+        }
+    }
+
+    #[test]
+    fn session_keys_follow_the_hermes_table() {
+        let per_user = SessionConfig {
+            group_sessions_per_user: true,
+            thread_sessions_per_user: false,
+        };
+        assert_eq!(
+            session_key(&chat(ChatKind::Direct, None), "7", &per_user),
+            "agent:main:telegram:dm:-5"
+        );
+        assert_eq!(
+            session_key(&chat(ChatKind::Group, None), "7", &per_user),
+            "agent:main:telegram:group:-5:7"
+        );
+        assert_eq!(
+            session_key(&chat(ChatKind::Group, Some("9")), "7", &per_user),
+            "agent:main:telegram:group:-5:9"
+        );
+        let shared = SessionConfig {
+            group_sessions_per_user: false,
+            thread_sessions_per_user: true,
+        };
+        assert_eq!(
+            session_key(&chat(ChatKind::Group, None), "7", &shared),
+            "agent:main:telegram:group:-5"
+        );
+        assert_eq!(
+            session_key(&chat(ChatKind::Group, Some("9")), "7", &shared),
+            "agent:main:telegram:group:-5:9:7"
+        );
+    }
+
+    #[test]
+    fn commands_split_from_their_arguments() {
+        assert_eq!(
+            split_command("/deny too risky"),
+            (Some("deny".into()), "too risky")
+        );
+        assert_eq!(
+            split_command("/Approve@hermes_bot session"),
+            (Some("approve".into()), "session")
+        );
+        assert_eq!(split_command("/stop"), (Some("stop".into()), ""));
+        assert_eq!(split_command("hello /stop"), (None, "hello /stop"));
+    }
 }

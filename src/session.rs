@@ -15,9 +15,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentRuntime, TurnInput, TurnOutcome};
+use crate::approval::ApprovalBroker;
 use crate::config::BusyMode;
 use crate::delivery::Delivery;
+use crate::process::ProcessRegistry;
 use crate::store::{InboxState, NewOutboxRow, Store, StoredMessage, TurnRecord};
+use crate::tools::ToolContext;
 
 /// How long an actor without work lives on.
 const IDLE_RETIRE: Duration = Duration::from_secs(600);
@@ -33,10 +36,11 @@ pub enum SessionInput {
     },
 }
 
-/// A person's message for the agent.
+/// A message for the agent: from a person, or from the gateway itself (a background process
+/// finished with `notify_on_complete`), which has no inbox row.
 #[derive(Debug, Clone)]
 pub struct UserInput {
-    pub inbox_id: i64,
+    pub inbox_id: Option<i64>,
     pub message_id: String,
     pub text: String,
 }
@@ -44,7 +48,10 @@ pub struct UserInput {
 /// Commands that act on the session itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionCommand {
+    /// Stop the running turn (and background processes when configured).
     Stop,
+    /// Stop the running turn and every background process of the session.
+    StopAll,
     New,
     Status,
 }
@@ -55,6 +62,10 @@ pub struct SessionServices {
     pub delivery: Delivery,
     pub agent: Arc<AgentRuntime>,
     pub busy_mode: BusyMode,
+    pub approvals: Arc<ApprovalBroker>,
+    pub processes: Arc<ProcessRegistry>,
+    /// `/stop` also kills background processes.
+    pub stop_kills_background: bool,
     /// Cancelled on daemon shutdown; every turn's token is a child of it.
     pub shutdown: CancellationToken,
 }
@@ -110,6 +121,8 @@ enum StopReason {
 struct RunningTurn {
     inputs: Vec<UserInput>,
     cancel: CancellationToken,
+    /// Cancelled when the person writes while the turn runs.
+    attention: CancellationToken,
     steer: mpsc::UnboundedSender<String>,
     /// Inputs handed to the turn as steering, in order.
     steered: Vec<UserInput>,
@@ -167,24 +180,11 @@ impl SessionActor {
                     let text = message.text.clone();
                     self.start(vec![message], text, Vec::new(), running).await
                 }
-                Some(turn) => match self.services.busy_mode {
-                    BusyMode::Interrupt => {
-                        tracing::info!(session = %self.key, "session: new message interrupts the running turn");
-                        if turn.stop.is_none() {
-                            turn.stop = Some(StopReason::Interrupt);
-                        }
-                        turn.cancel.cancel();
-                        self.interrupting.push(message);
-                    }
-                    BusyMode::Queue => self.queued.push_back(vec![message]),
-                    BusyMode::Steer => {
-                        if turn.steer.send(message.text.clone()).is_ok() {
-                            turn.steered.push(message);
-                        } else {
-                            self.queued.push_back(vec![message]);
-                        }
-                    }
-                },
+                Some(turn) => {
+                    // Whatever the busy mode, a tool waiting on a process stops waiting.
+                    turn.attention.cancel();
+                    self.busy(turn, message);
+                }
             },
             SessionInput::Command {
                 inbox_id,
@@ -192,6 +192,28 @@ impl SessionActor {
                 command,
             } => {
                 self.command(inbox_id, message_id, command, running).await;
+            }
+        }
+    }
+
+    /// A message arrived while `turn` runs: apply the busy mode.
+    fn busy(&mut self, turn: &mut RunningTurn, message: UserInput) {
+        match self.services.busy_mode {
+            BusyMode::Interrupt => {
+                tracing::info!(session = %self.key, "session: new message interrupts the running turn");
+                if turn.stop.is_none() {
+                    turn.stop = Some(StopReason::Interrupt);
+                }
+                turn.cancel.cancel();
+                self.interrupting.push(message);
+            }
+            BusyMode::Queue => self.queued.push_back(vec![message]),
+            BusyMode::Steer => {
+                if turn.steer.send(message.text.clone()).is_ok() {
+                    turn.steered.push(message);
+                } else {
+                    self.queued.push_back(vec![message]);
+                }
             }
         }
     }
@@ -204,7 +226,13 @@ impl SessionActor {
         running: &mut Option<RunningTurn>,
     ) {
         match command {
-            SessionCommand::Stop => {
+            SessionCommand::Stop | SessionCommand::StopAll => {
+                if command == SessionCommand::StopAll || self.services.stop_kills_background {
+                    let killed = self.services.processes.kill_session(&self.key).await;
+                    if killed > 0 {
+                        tracing::info!(session = %self.key, killed, "session: background processes killed by /stop");
+                    }
+                }
                 let waiting = self.drop_waiting();
                 match running {
                     Some(turn) => {
@@ -229,6 +257,7 @@ impl SessionActor {
                     turn.cancel.cancel();
                 }
                 cleared.push(inbox_id);
+                self.services.approvals.forget_session(&self.key);
                 if let Err(e) = self.services.store.session_end(&self.key, "reset").await {
                     tracing::error!(error = %e, "session: could not end the session");
                 }
@@ -280,9 +309,9 @@ impl SessionActor {
             .queued
             .drain(..)
             .flatten()
-            .map(|i| i.inbox_id)
+            .filter_map(|i| i.inbox_id)
             .collect();
-        ids.extend(self.interrupting.drain(..).map(|i| i.inbox_id));
+        ids.extend(self.interrupting.drain(..).filter_map(|i| i.inbox_id));
         ids
     }
 
@@ -303,7 +332,7 @@ impl SessionActor {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(error = %e, "session: cannot open the session");
-                let ids = inputs.iter().map(|i| i.inbox_id).collect();
+                let ids = inputs.iter().filter_map(|i| i.inbox_id).collect();
                 let reply_to = inputs
                     .last()
                     .map(|i| i.message_id.clone())
@@ -338,15 +367,23 @@ impl SessionActor {
             self.chat.clone(),
             cancel.clone(),
         );
-        let turn_cancel = cancel.clone();
+        let attention = CancellationToken::new();
+        let tools_ctx = ToolContext {
+            session_key: self.key.clone(),
+            chat: self.chat.clone(),
+            sender: self.sender.clone(),
+            cancel: cancel.clone(),
+            attention: attention.clone(),
+        };
         let task = tokio::spawn(async move {
-            let outcome = agent.run_turn(input, turn_cancel, &mut steer_rx).await;
+            let outcome = agent.run_turn(input, tools_ctx, &mut steer_rx).await;
             typing.cancel();
             (outcome, steer_rx)
         });
         *running = Some(RunningTurn {
             inputs,
             cancel,
+            attention,
             steer,
             steered: Vec::new(),
             stop: None,
@@ -377,7 +414,7 @@ impl SessionActor {
         ended: Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     ) -> Option<Resume> {
         let Some((outcome, mut steer_rx)) = ended else {
-            let ids = turn.inputs.iter().map(|i| i.inbox_id).collect();
+            let ids = turn.inputs.iter().filter_map(|i| i.inbox_id).collect();
             let reply_to = turn
                 .inputs
                 .last()
@@ -406,8 +443,11 @@ impl SessionActor {
         }
         let mut inputs = turn.inputs.clone();
         inputs.extend(steered);
-        let ids: Vec<i64> = inputs.iter().map(|i| i.inbox_id).collect();
-        let reply_to = inputs.last().map(|i| i.message_id.clone());
+        let ids: Vec<i64> = inputs.iter().filter_map(|i| i.inbox_id).collect();
+        let reply_to = inputs
+            .last()
+            .map(|i| i.message_id.clone())
+            .filter(|m| !m.is_empty());
 
         match (outcome, turn.stop) {
             (TurnOutcome::Cancelled { messages }, Some(StopReason::Interrupt)) => {

@@ -10,11 +10,10 @@ pub use prompt::SystemPrompt;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use crate::llm::{LlmClient, LlmError};
 use crate::store::StoredMessage;
-use crate::tools::Toolbox;
+use crate::tools::{ToolContext, Toolbox};
 
 /// Shared by every turn: the model client, the tools, the prompt, the budget.
 pub struct AgentRuntime {
@@ -66,9 +65,10 @@ impl AgentRuntime {
     pub async fn run_turn(
         &self,
         input: TurnInput,
-        cancel: CancellationToken,
+        tools_ctx: ToolContext,
         steer: &mut mpsc::UnboundedReceiver<String>,
     ) -> TurnOutcome {
+        let cancel = tools_ctx.cancel.clone();
         let mut new_messages = input.carried;
         new_messages.push(StoredMessage::user(input.user_text));
         let system = self.prompt.render(&input.context);
@@ -128,7 +128,7 @@ impl AgentRuntime {
                     "not run: the turn was interrupted".to_owned()
                 } else {
                     tracing::info!(tool = %call.name, "agent: running a tool");
-                    let result = self.tools.run(call, &cancel).await;
+                    let result = self.tools.run(call, &tools_ctx).await;
                     cancelled = result.cancelled || cancel.is_cancelled();
                     result.text
                 };

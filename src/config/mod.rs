@@ -180,6 +180,30 @@ pub struct TelegramConfig {
     pub poll_timeout: Duration,
 }
 
+/// Whether dangerous commands need a person's OK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMode {
+    /// Ask in the chat (default).
+    Manual,
+    /// Never ask (logged as a warning at startup).
+    Off,
+}
+
+/// Dangerous-command approvals (`approvals.*`).
+#[derive(Debug, Clone)]
+pub struct ApprovalConfig {
+    pub mode: ApprovalMode,
+    /// How long a prompt waits before the command is denied.
+    pub timeout: Duration,
+}
+
+/// Background processes (`processes.*`).
+#[derive(Debug, Clone)]
+pub struct ProcessConfig {
+    /// `/stop` also kills the session's background processes (otherwise only `/stop all`).
+    pub stop_kills_background: bool,
+}
+
 /// Per-chat send budget override (`delivery.rate_per_second`, `delivery.burst`).
 #[derive(Debug, Clone, Default)]
 pub struct DeliveryConfig {
@@ -201,6 +225,8 @@ pub struct Config {
     pub sessions: SessionConfig,
     pub delivery: DeliveryConfig,
     pub telegram: Option<TelegramConfig>,
+    pub approvals: ApprovalConfig,
+    pub processes: ProcessConfig,
     /// Names of every secret value, so tools can scrub them from child environments.
     pub secret_env_names: Vec<String>,
 }
@@ -383,6 +409,43 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .unwrap_or(12),
     };
     let telegram = read_telegram(&mut y, env, &mut problems);
+    let approvals = ApprovalConfig {
+        mode: match y.string("approvals.mode", &mut problems).as_deref() {
+            None | Some("manual") => ApprovalMode::Manual,
+            // YAML 1.1 reads a bare `off` as the boolean false.
+            Some("off") | Some("false") => ApprovalMode::Off,
+            Some("smart") => {
+                problems.push(Problem::warning(
+                    "approvals.mode",
+                    "`smart` (a second model decides) is not supported; asking in the chat (`manual`) instead",
+                ));
+                ApprovalMode::Manual
+            }
+            Some(other) => {
+                problems.push(Problem::error(
+                    "approvals.mode",
+                    format!("{other:?} is not an approval mode; use manual or off"),
+                ));
+                ApprovalMode::Manual
+            }
+        },
+        timeout: Duration::from_secs(
+            y.number("approvals.timeout", &mut problems)
+                .unwrap_or(300)
+                .max(1),
+        ),
+    };
+    if approvals.mode == ApprovalMode::Off {
+        problems.push(Problem::warning(
+            "approvals.mode",
+            "off: dangerous commands run without asking anyone",
+        ));
+    }
+    let processes = ProcessConfig {
+        stop_kills_background: y
+            .boolean("processes.stop_kills_background", &mut problems)
+            .unwrap_or(false),
+    };
 
     if !access.gateway_allow_all
         && access.gateway_allowed.is_empty()
@@ -422,6 +485,8 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             sessions,
             delivery,
             telegram,
+            approvals,
+            processes,
             secret_env_names,
         }),
         _ => None,

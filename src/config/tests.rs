@@ -148,3 +148,33 @@ fn broken_yaml_is_an_error_on_the_file() {
     let loaded = load_from(Path::new("/h"), "model: [unclosed\n", &env(&[]));
     assert!(errors(&loaded).contains(&"config.yaml".to_string()));
 }
+
+#[test]
+fn approvals_default_to_manual_with_five_minutes_and_off_warns() {
+    let base = "model:\n  default: m\n  base_url: http://x/v1\n";
+    let config = load_from(Path::new("/h"), base, &env(&[])).config.unwrap();
+    assert_eq!(config.approvals.mode, ApprovalMode::Manual);
+    assert_eq!(config.approvals.timeout, Duration::from_secs(300));
+
+    let loaded = load_from(
+        Path::new("/h"),
+        &format!("{base}approvals:\n  mode: off\n  timeout: 20\n"),
+        &env(&[]),
+    );
+    assert!(
+        loaded
+            .problems
+            .iter()
+            .any(|p| p.key == "approvals.mode" && p.severity == Severity::Warning)
+    );
+    let config = loaded.config.unwrap();
+    assert_eq!(config.approvals.mode, ApprovalMode::Off);
+    assert_eq!(config.approvals.timeout, Duration::from_secs(20));
+
+    let loaded = load_from(
+        Path::new("/h"),
+        &format!("{base}approvals:\n  mode: sometimes\n"),
+        &env(&[]),
+    );
+    assert_eq!(errors(&loaded), vec!["approvals.mode".to_string()]);
+}

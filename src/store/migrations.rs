@@ -120,6 +120,32 @@ const MIGRATIONS: &[&str] = &[
         at       INTEGER NOT NULL
     );
     "#,
+    // 2: dangerous-command approvals and the standing allowlist.
+    r#"
+    CREATE TABLE approvals (
+        id               INTEGER PRIMARY KEY,
+        session_key      TEXT NOT NULL,
+        platform         TEXT NOT NULL,
+        chat_id          TEXT NOT NULL,
+        thread_id        TEXT,
+        chat_kind        TEXT NOT NULL,
+        command          TEXT NOT NULL,
+        pattern_keys     TEXT NOT NULL,
+        state            TEXT NOT NULL DEFAULT 'pending',
+        decided_by       TEXT,
+        prompt_outbox_id INTEGER,
+        created_at       INTEGER NOT NULL,
+        decided_at       INTEGER
+    );
+    CREATE INDEX approvals_pending ON approvals(state) WHERE state = 'pending';
+    CREATE TABLE approval_allowlist (
+        pattern_key TEXT PRIMARY KEY,
+        description TEXT NOT NULL,
+        example     TEXT NOT NULL,
+        added_by    TEXT NOT NULL,
+        added_at    INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// Bring the database up to the newest schema.

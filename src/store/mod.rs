@@ -5,6 +5,7 @@
 //! Each table family has its own file (`inbox`, `outbox`, `sessions`, `pairing`, `cursors`)
 //! with the queries as `impl Store` methods; `migrations` owns the schema.
 
+mod approvals;
 mod cursors;
 mod inbox;
 mod migrations;
@@ -13,6 +14,7 @@ mod pairing;
 mod sessions;
 mod turns;
 
+pub use approvals::{AllowlistEntry, PendingApproval};
 pub use inbox::{InboxRow, InboxState};
 pub use outbox::{NewOutboxRow, OutboxRow};
 pub use pairing::{PairingApproval, PairingError, PairingRequest, PairingRequestOutcome};

@@ -1,85 +1,176 @@
 //! The agent's tools: their JSON schemas for the model and their execution. Every tool run
-//! takes the turn's cancellation token, so an interrupt or `/stop` reaches running work.
+//! gets the turn's [`ToolContext`], so an interrupt or `/stop` reaches running work, and a
+//! dangerous command passes the approval broker before it runs.
 
 mod output;
+mod process_tool;
 pub mod terminal;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_adapter::{ChatRef, Sender};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{ApprovalBroker, CheckContext, Gate};
 use crate::config::TerminalConfig;
 use crate::llm::ToolCall;
+use crate::process::{MIN_CHECK_INTERVAL, Origin, ProcessRegistry, SpawnRequest};
 use terminal::{CommandOutcome, Terminal};
+
+/// What a tool knows about the turn that called it.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub session_key: String,
+    pub chat: ChatRef,
+    pub sender: Sender,
+    /// Cancelled by `/stop`, an interrupting message, `/new` or shutdown.
+    pub cancel: CancellationToken,
+    /// Cancelled when the person sends anything while the turn runs (`process wait` returns).
+    pub attention: CancellationToken,
+}
 
 /// The tools offered to the model.
 pub struct Toolbox {
     terminal: Terminal,
+    approvals: Arc<ApprovalBroker>,
+    processes: Arc<ProcessRegistry>,
 }
 
 impl Toolbox {
-    pub fn new(config: TerminalConfig, secret_env_names: Vec<String>) -> Self {
+    pub fn new(
+        config: TerminalConfig,
+        secret_env_names: Vec<String>,
+        approvals: Arc<ApprovalBroker>,
+        processes: Arc<ProcessRegistry>,
+    ) -> Self {
         Toolbox {
             terminal: Terminal::new(config, secret_env_names),
+            approvals,
+            processes,
         }
     }
 
     /// OpenAI `tools` definitions.
     pub fn definitions(&self) -> Vec<Value> {
-        vec![json!({
-            "type": "function",
-            "function": {
-                "name": "terminal",
-                "description": "Run a shell command (bash -c) on the host and return its exit code and output \
-                                (stdout and stderr interleaved, long output shortened in the middle).",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "command": {"type": "string", "description": "The command line to run."},
-                        "timeout": {"type": "integer", "description": "Seconds before the command is killed (default from config)."},
-                        "workdir": {"type": "string", "description": "Working directory (default from config)."}
-                    },
-                    "required": ["command"]
+        vec![
+            json!({
+                "type": "function",
+                "function": {
+                    "name": "terminal",
+                    "description": "Run a shell command (bash -c) on the host. In the foreground it returns the exit code and output \
+                                    (stdout and stderr interleaved, long output shortened in the middle). With background=true it \
+                                    returns a process id at once; the chat is told when it finishes, and the `process` tool checks on it. \
+                                    Dangerous commands wait for the person's approval.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            "command": {"type": "string", "description": "The command line to run."},
+                            "timeout": {"type": "integer", "description": "Foreground only: seconds before the command is killed (default from config)."},
+                            "workdir": {"type": "string", "description": "Working directory (default from config)."},
+                            "background": {"type": "boolean", "description": "Run in the background and return at once."},
+                            "check_interval": {"type": "integer", "description": "Background only: post new output to the chat at most this often (seconds, minimum 5)."},
+                            "notify_on_complete": {"type": "boolean", "description": "Background only: when it finishes, start a new turn so you can continue the work."}
+                        },
+                        "required": ["command"]
+                    }
                 }
-            }
-        })]
+            }),
+            process_tool::definition(),
+        ]
     }
 
     /// Run one tool call; the result text goes back to the model.
-    pub async fn run(&self, call: &ToolCall, cancel: &CancellationToken) -> ToolResult {
-        let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
+    pub async fn run(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {
+        let raw = if call.arguments.trim().is_empty() {
             "{}"
         } else {
             &call.arguments
-        }) {
+        };
+        let args: Value = match serde_json::from_str(raw) {
             Ok(v) => v,
             Err(e) => {
-                return ToolResult::error(format!(
+                return ToolResult::text(format!(
                     "error: the arguments are not valid JSON ({e}); send an object like {{\"command\": \"ls\"}}"
                 ));
             }
         };
         match call.name.as_str() {
-            "terminal" => {
-                let Some(command) = args
-                    .get("command")
-                    .and_then(Value::as_str)
-                    .filter(|c| !c.trim().is_empty())
-                else {
-                    return ToolResult::error(
-                        "error: `command` is required and must be a non-empty string",
-                    );
-                };
-                let timeout = args.get("timeout").and_then(Value::as_u64);
-                let workdir = args.get("workdir").and_then(Value::as_str);
-                let outcome = self.terminal.run(command, workdir, timeout, cancel).await;
-                ToolResult {
-                    cancelled: matches!(outcome, CommandOutcome::Cancelled { .. }),
-                    text: outcome.describe(),
-                }
-            }
-            other => ToolResult::error(format!(
-                "error: there is no tool named {other:?}; available: terminal"
+            "terminal" => self.terminal(&args, ctx).await,
+            "process" => ToolResult::text(process_tool::run(&self.processes, &args, ctx).await),
+            other => ToolResult::text(format!(
+                "error: there is no tool named {other:?}; available: terminal, process"
             )),
+        }
+    }
+
+    async fn terminal(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
+        let Some(command) = args
+            .get("command")
+            .and_then(Value::as_str)
+            .filter(|c| !c.trim().is_empty())
+        else {
+            return ToolResult::text("error: `command` is required and must be a non-empty string");
+        };
+        let check = CheckContext {
+            session_key: &ctx.session_key,
+            chat: &ctx.chat,
+            cancel: &ctx.cancel,
+        };
+        if let Gate::Refused(why) = self.approvals.check(check, command).await {
+            return ToolResult {
+                text: why,
+                cancelled: ctx.cancel.is_cancelled(),
+            };
+        }
+        let workdir = args.get("workdir").and_then(Value::as_str);
+        if args
+            .get("background")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            let requested = args
+                .get("check_interval")
+                .and_then(Value::as_u64)
+                .map(Duration::from_secs);
+            let check_interval = requested.map(|i| i.max(MIN_CHECK_INTERVAL));
+            let request = SpawnRequest {
+                command: command.to_owned(),
+                cwd: self.terminal.workdir(workdir),
+                scrub_env: self.terminal.secret_names_present(),
+                origin: Origin {
+                    session_key: ctx.session_key.clone(),
+                    chat: ctx.chat.clone(),
+                    sender: ctx.sender.clone(),
+                },
+                check_interval,
+                notify_on_complete: args
+                    .get("notify_on_complete")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            };
+            return ToolResult::text(match self.processes.spawn(request) {
+                Ok((id, pid)) => {
+                    let mut text = format!(
+                        "started in the background as {id} (pid {pid}). The chat will be told when it finishes; use the `process` tool (poll, log, wait, kill, write) to check on it."
+                    );
+                    if requested.is_some_and(|r| r < MIN_CHECK_INTERVAL) {
+                        text.push_str(" check_interval was raised to the minimum of 5 seconds.");
+                    }
+                    text
+                }
+                Err(e) => format!("error: {e}"),
+            });
+        }
+        let timeout = args.get("timeout").and_then(Value::as_u64);
+        let outcome = self
+            .terminal
+            .run(command, workdir, timeout, &ctx.cancel)
+            .await;
+        ToolResult {
+            cancelled: matches!(outcome, CommandOutcome::Cancelled { .. }),
+            text: outcome.describe(),
         }
     }
 }
@@ -93,7 +184,7 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    fn error(text: impl Into<String>) -> Self {
+    fn text(text: impl Into<String>) -> Self {
         ToolResult {
             text: text.into(),
             cancelled: false,

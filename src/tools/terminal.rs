@@ -84,6 +84,21 @@ impl Terminal {
         }
     }
 
+    /// The working directory for a command.
+    pub fn workdir(&self, requested: Option<&str>) -> PathBuf {
+        requested
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.config.cwd.clone())
+    }
+
+    /// Names of secret variables present in this process's environment.
+    pub fn secret_names_present(&self) -> Vec<String> {
+        std::env::vars_os()
+            .filter_map(|(name, _)| name.into_string().ok())
+            .filter(|name| self.is_secret(name))
+            .collect()
+    }
+
     /// Whether a variable must not reach child processes.
     fn is_secret(&self, name: &str) -> bool {
         if self.config.pass_env.iter().any(|p| p == name) {
@@ -116,12 +131,8 @@ impl Terminal {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        for (name, _) in std::env::vars_os() {
-            if let Some(name) = name.to_str()
-                && self.is_secret(name)
-            {
-                cmd.env_remove(name);
-            }
+        for name in self.secret_names_present() {
+            cmd.env_remove(name);
         }
         let started = Instant::now();
         let mut child = match cmd.spawn() {

@@ -155,6 +155,52 @@ impl FakeTelegram {
         id
     }
 
+    /// `user_id` presses a button with `data` under the bot's message `message_id` in `chat_id`.
+    pub fn press(&self, chat_id: i64, user_id: i64, message_id: i64, data: &str) -> i64 {
+        let mut inner = self.inner.lock().unwrap();
+        inner.next_update_id += 1;
+        let id = inner.next_update_id;
+        let chat = if chat_id > 0 {
+            json!({"id": chat_id, "type": "private", "first_name": format!("User{chat_id}")})
+        } else {
+            json!({"id": chat_id, "type": "supergroup", "title": "Test group"})
+        };
+        inner.queue.push(json!({"update_id": id, "callback_query": {
+            "id": format!("cbq{id}"), "chat_instance": "ci", "data": data,
+            "from": {"id": user_id, "is_bot": false, "first_name": format!("User{user_id}")},
+            "message": {"message_id": message_id, "date": 0, "chat": chat, "text": "prompt",
+                        "from": {"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}}
+        }}));
+        drop(inner);
+        self.news.notify_waiters();
+        id
+    }
+
+    /// Successful `sendMessage` calls to `chat_id` that carried buttons: (message id, params).
+    pub fn prompts(&self, chat_id: i64) -> Vec<(i64, Value)> {
+        self.calls("sendMessage")
+            .into_iter()
+            .filter(|c| {
+                c.params["chat_id"].as_i64() == Some(chat_id)
+                    && c.params["_ok"] == json!(true)
+                    && c.params.get("reply_markup").is_some()
+            })
+            .map(|c| (c.params["_message_id"].as_i64().unwrap_or(0), c.params))
+            .collect()
+    }
+
+    /// The `callback_data` of the button labelled `label` in a prompt.
+    pub fn button_data(prompt: &Value, label: &str) -> String {
+        prompt["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|row| row.as_array().cloned().unwrap_or_default())
+            .find(|b| b["text"] == label)
+            .and_then(|b| b["callback_data"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("no button {label:?} in {prompt}"))
+    }
+
     /// Serve an already delivered update again, ignoring the bot's offset.
     pub fn redeliver(&self, update_id: i64) {
         let mut inner = self.inner.lock().unwrap();
@@ -273,6 +319,9 @@ async fn handle(
     };
     params["_ok"] = json!(answer.is_none());
     let mut inner = fake.inner.lock().unwrap();
+    if answer.is_none() && method == "sendmessage" {
+        params["_message_id"] = json!(inner.next_message_id + 1);
+    }
     inner.calls.push(Call {
         method: method.clone(),
         params: params.clone(),

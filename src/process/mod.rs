@@ -1,0 +1,525 @@
+//! The process registry: background commands started by the `terminal` tool. Each runs in
+//! its own process group with a bounded rolling output buffer (200 KB). At most 64 are
+//! tracked; finished ones are kept 30 minutes. A watcher per process posts into the
+//! originating chat when it finishes (and, with `check_interval`, when it prints), through
+//! the normal delivery path; with `notify_on_complete` the completion also starts an agent
+//! turn in that session. Shutdown kills every process the daemon started.
+
+mod output;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hermes_adapter::{ChatRef, Sender};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::delivery::Delivery;
+use output::RollingOutput;
+
+pub const MAX_TRACKED: usize = 64;
+pub const OUTPUT_CAPACITY: usize = 200 * 1024;
+pub const FINISHED_TTL: Duration = Duration::from_secs(30 * 60);
+pub const MIN_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// Where a process was started from; its reports go back there.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub session_key: String,
+    pub chat: ChatRef,
+    pub sender: Sender,
+}
+
+/// A request to start a background process.
+pub struct SpawnRequest {
+    pub command: String,
+    pub cwd: PathBuf,
+    /// Variables to remove from the child's environment (secrets).
+    pub scrub_env: Vec<String>,
+    pub origin: Origin,
+    pub check_interval: Option<Duration>,
+    pub notify_on_complete: bool,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// Exit code, or `None` when a signal ended it.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub elapsed: Duration,
+}
+
+impl ExitInfo {
+    pub fn describe(&self) -> String {
+        match (self.code, self.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => "ended".into(),
+        }
+    }
+}
+
+/// A completion that should start an agent turn (`notify_on_complete`).
+#[derive(Debug, Clone)]
+pub struct Wakeup {
+    pub origin: Origin,
+    pub text: String,
+}
+
+struct Tracked {
+    id: String,
+    command: String,
+    origin: Origin,
+    pgid: Pid,
+    started: Instant,
+    output: Mutex<RollingOutput>,
+    /// `None` while running.
+    exit: watch::Receiver<Option<ExitInfo>>,
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    /// Where the last `poll` stopped.
+    poll_offset: Mutex<u64>,
+    finished_at: Mutex<Option<Instant>>,
+}
+
+/// Tracks background processes. Cheap to share (`Arc`).
+pub struct ProcessRegistry {
+    processes: Mutex<HashMap<String, Arc<Tracked>>>,
+    delivery: Delivery,
+    wakeups: mpsc::UnboundedSender<Wakeup>,
+    shutdown: CancellationToken,
+}
+
+impl ProcessRegistry {
+    pub fn new(
+        delivery: Delivery,
+        wakeups: mpsc::UnboundedSender<Wakeup>,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(ProcessRegistry {
+            processes: Mutex::new(HashMap::new()),
+            delivery,
+            wakeups,
+            shutdown,
+        })
+    }
+
+    /// Start a background process; returns its id (`proc_<12 hex>`).
+    pub fn spawn(self: &Arc<Self>, request: SpawnRequest) -> Result<(String, u32), String> {
+        self.prune();
+        {
+            let processes = self.processes.lock().expect("registry lock");
+            if processes.len() >= MAX_TRACKED {
+                return Err(format!(
+                    "{MAX_TRACKED} background processes are running already; kill some first"
+                ));
+            }
+        }
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(&request.command)
+            .current_dir(&request.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        for name in &request.scrub_env {
+            cmd.env_remove(name);
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            format!(
+                "could not start the command: {e} (in {})",
+                request.cwd.display()
+            )
+        })?;
+        let pid = child.id().unwrap_or(0);
+        let id = format!("proc_{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let tracked = Arc::new(Tracked {
+            id: id.clone(),
+            command: request.command.clone(),
+            origin: request.origin,
+            pgid: Pid::from_raw(pid as i32),
+            started: Instant::now(),
+            output: Mutex::new(RollingOutput::new(OUTPUT_CAPACITY)),
+            exit: exit_rx,
+            stdin: tokio::sync::Mutex::new(child.stdin.take()),
+            poll_offset: Mutex::new(0),
+            finished_at: Mutex::new(None),
+        });
+        for stream in [
+            child.stdout.take().map(boxed),
+            child.stderr.take().map(boxed),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let t = tracked.clone();
+            tokio::spawn(async move { read_into(stream, &t).await });
+        }
+        // The waiter owns the child: it reaps it and publishes the exit.
+        let t = tracked.clone();
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let status = tokio::select! {
+                status = child.wait() => status.ok(),
+                _ = shutdown.cancelled() => {
+                    kill_group(t.pgid, Signal::SIGKILL);
+                    child.wait().await.ok()
+                }
+            };
+            use std::os::unix::process::ExitStatusExt;
+            let info = ExitInfo {
+                code: status.and_then(|s| s.code()),
+                signal: status.and_then(|s| s.signal()),
+                elapsed: t.started.elapsed(),
+            };
+            *t.finished_at.lock().expect("finished lock") = Some(Instant::now());
+            let _ = exit_tx.send(Some(info));
+        });
+        self.processes
+            .lock()
+            .expect("registry lock")
+            .insert(id.clone(), tracked.clone());
+        let watcher = Watcher {
+            registry: self.clone(),
+            tracked,
+            check_interval: request.check_interval,
+            notify_on_complete: request.notify_on_complete,
+        };
+        tokio::spawn(watcher.run());
+        tracing::info!(id, pid, command = %request.command, "process: started in the background");
+        Ok((id, pid))
+    }
+
+    fn get(&self, session_key: &str, id: &str) -> Result<Arc<Tracked>, String> {
+        let processes = self.processes.lock().expect("registry lock");
+        match processes.get(id) {
+            Some(t) if t.origin.session_key == session_key => Ok(t.clone()),
+            _ => Err(format!(
+                "no background process {id:?} in this conversation (see action `list`)"
+            )),
+        }
+    }
+
+    /// Drop finished processes older than the TTL.
+    fn prune(&self) {
+        let mut processes = self.processes.lock().expect("registry lock");
+        processes.retain(|_, t| {
+            t.finished_at
+                .lock()
+                .expect("finished lock")
+                .is_none_or(|at| at.elapsed() < FINISHED_TTL)
+        });
+    }
+
+    /// One line per process of this session.
+    pub fn list(&self, session_key: &str) -> String {
+        self.prune();
+        let processes = self.processes.lock().expect("registry lock");
+        let mut mine: Vec<&Arc<Tracked>> = processes
+            .values()
+            .filter(|t| t.origin.session_key == session_key)
+            .collect();
+        mine.sort_by_key(|t| t.started);
+        if mine.is_empty() {
+            return "No background processes in this conversation.".into();
+        }
+        mine.iter()
+            .map(|t| {
+                let status = match *t.exit.borrow() {
+                    Some(exit) => format!(
+                        "finished ({}) after {}s",
+                        exit.describe(),
+                        exit.elapsed.as_secs()
+                    ),
+                    None => format!("running for {}s", t.started.elapsed().as_secs()),
+                };
+                let cmd: String = t.command.chars().take(200).collect();
+                format!("{} [pid {}] {status}: {cmd}", t.id, t.pgid)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Status and the output that arrived since the last poll.
+    pub fn poll(&self, session_key: &str, id: &str) -> Result<String, String> {
+        let t = self.get(session_key, id)?;
+        let exit = *t.exit.borrow();
+        let output = t.output.lock().expect("output lock");
+        let mut offset = t.poll_offset.lock().expect("poll lock");
+        let (new, lost) = output.since(*offset);
+        *offset = output.end();
+        let status = match exit {
+            Some(e) => format!("finished: {} after {}s", e.describe(), e.elapsed.as_secs()),
+            None => format!("running for {}s", t.started.elapsed().as_secs()),
+        };
+        let lost_note = if lost {
+            "\n[some output rolled out of the 200 KB buffer]"
+        } else {
+            ""
+        };
+        let new = if new.is_empty() {
+            "(no new output)".to_owned()
+        } else {
+            new
+        };
+        Ok(format!("{id}: {status}{lost_note}\nnew output:\n{new}"))
+    }
+
+    /// The last `lines` lines of output.
+    pub fn log(&self, session_key: &str, id: &str, lines: usize) -> Result<String, String> {
+        let t = self.get(session_key, id)?;
+        let text = t
+            .output
+            .lock()
+            .expect("output lock")
+            .last_lines(lines.clamp(1, 2000));
+        Ok(if text.is_empty() {
+            "(no output yet)".into()
+        } else {
+            text
+        })
+    }
+
+    /// Wait until the process ends, `timeout` passes, or `attention` fires (the person wrote).
+    pub async fn wait(
+        &self,
+        session_key: &str,
+        id: &str,
+        timeout: Duration,
+        attention: &CancellationToken,
+    ) -> Result<String, String> {
+        let t = self.get(session_key, id)?;
+        let mut exit = t.exit.clone();
+        let waited = tokio::select! {
+            r = exit.wait_for(Option::is_some) => r.ok().and_then(|v| *v),
+            _ = tokio::time::sleep(timeout) => None,
+            _ = attention.cancelled() => {
+                return Ok(format!("{id}: stopped waiting because the person sent a message; the process is still running"));
+            }
+        };
+        Ok(match waited {
+            Some(e) => format!(
+                "{id} finished: {} after {}s\nlast output:\n{}",
+                e.describe(),
+                e.elapsed.as_secs(),
+                t.output.lock().expect("output lock").last_lines(20)
+            ),
+            None => format!("{id} is still running after waiting {}s", timeout.as_secs()),
+        })
+    }
+
+    /// SIGTERM to the group, SIGKILL after a grace period.
+    pub async fn kill(&self, session_key: &str, id: &str) -> Result<String, String> {
+        let t = self.get(session_key, id)?;
+        Ok(terminate(&t).await)
+    }
+
+    /// Write to the process's standard input.
+    pub async fn write(&self, session_key: &str, id: &str, data: &str) -> Result<String, String> {
+        let t = self.get(session_key, id)?;
+        let mut stdin = t.stdin.lock().await;
+        let pipe = stdin
+            .as_mut()
+            .ok_or_else(|| format!("{id}: standard input is closed"))?;
+        pipe.write_all(data.as_bytes())
+            .await
+            .map_err(|e| format!("{id}: could not write: {e}"))?;
+        pipe.flush()
+            .await
+            .map_err(|e| format!("{id}: could not write: {e}"))?;
+        Ok(format!("wrote {} bytes to {id}", data.len()))
+    }
+
+    /// Kill every running process of a session (`/stop all`); returns how many.
+    pub async fn kill_session(&self, session_key: &str) -> usize {
+        let running: Vec<Arc<Tracked>> = {
+            let processes = self.processes.lock().expect("registry lock");
+            processes
+                .values()
+                .filter(|t| t.origin.session_key == session_key && t.exit.borrow().is_none())
+                .cloned()
+                .collect()
+        };
+        for t in &running {
+            terminate(t).await;
+        }
+        running.len()
+    }
+
+    /// Whether the session has running processes.
+    pub fn running_in(&self, session_key: &str) -> usize {
+        let processes = self.processes.lock().expect("registry lock");
+        processes
+            .values()
+            .filter(|t| t.origin.session_key == session_key && t.exit.borrow().is_none())
+            .count()
+    }
+}
+
+async fn terminate(t: &Tracked) -> String {
+    if t.exit.borrow().is_some() {
+        return format!("{} had already finished", t.id);
+    }
+    kill_group(t.pgid, Signal::SIGTERM);
+    let mut exit = t.exit.clone();
+    if tokio::time::timeout(KILL_GRACE, exit.wait_for(Option::is_some))
+        .await
+        .is_err()
+    {
+        kill_group(t.pgid, Signal::SIGKILL);
+        let _ = tokio::time::timeout(Duration::from_secs(2), exit.wait_for(Option::is_some)).await;
+        return format!("{} did not stop on SIGTERM and was killed (SIGKILL)", t.id);
+    }
+    format!("{} stopped (SIGTERM)", t.id)
+}
+
+fn kill_group(pgid: Pid, signal: Signal) {
+    if let Err(e) = killpg(pgid, signal)
+        && e != nix::errno::Errno::ESRCH
+    {
+        tracing::warn!(error = %e, pgid = pgid.as_raw(), "process: could not signal the group");
+    }
+}
+
+type Stream = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+
+fn boxed<R: tokio::io::AsyncRead + Unpin + Send + 'static>(r: R) -> Stream {
+    Box::new(r)
+}
+
+async fn read_into(mut stream: Stream, t: &Tracked) {
+    let mut chunk = [0u8; 8192];
+    loop {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => t.output.lock().expect("output lock").push(&chunk[..n]),
+        }
+    }
+}
+
+/// Reports one process into its chat.
+struct Watcher {
+    registry: Arc<ProcessRegistry>,
+    tracked: Arc<Tracked>,
+    check_interval: Option<Duration>,
+    notify_on_complete: bool,
+}
+
+impl Watcher {
+    async fn run(self) {
+        let t = &self.tracked;
+        let mut exit = t.exit.clone();
+        let mut reported = 0u64;
+        let mut last_report = tokio::time::Instant::now();
+        let info = loop {
+            let tick = async {
+                match self.check_interval {
+                    Some(every) => tokio::time::sleep_until(last_report + every).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let ended = tokio::select! {
+                r = exit.wait_for(Option::is_some) => Some(r.ok().and_then(|v| *v)),
+                _ = tick => None,
+            };
+            if let Some(info) = ended {
+                break info;
+            }
+            last_report = tokio::time::Instant::now();
+            let new = {
+                let output = t.output.lock().expect("output lock");
+                let (new, _) = output.since(reported);
+                reported = output.end();
+                new
+            };
+            if !new.trim().is_empty() {
+                let text = format!(
+                    "⏳ `{}` is still running ({}s). New output:\n```\n{}\n```",
+                    short(&t.command),
+                    t.started.elapsed().as_secs(),
+                    tail_chars(&new, 1500)
+                );
+                self.post(&text).await;
+            }
+        };
+        if self.registry.shutdown.is_cancelled() {
+            return; // the daemon is stopping; nobody asked for this to end
+        }
+        let Some(info) = info else { return };
+        // Let the readers drain what the process printed last.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let last = t.output.lock().expect("output lock").last_lines(15);
+        let last = tail_chars(&last, 1500);
+        let icon = if info.code == Some(0) {
+            "✅"
+        } else {
+            "⚠️"
+        };
+        let output = if last.trim().is_empty() {
+            "(no output)".to_owned()
+        } else {
+            format!("```\n{last}\n```")
+        };
+        let text = format!(
+            "{icon} Background process `{}` finished: {} after {}s ({}).\n{output}",
+            short(&t.command),
+            info.describe(),
+            info.elapsed.as_secs(),
+            t.id
+        );
+        self.post(&text).await;
+        if self.notify_on_complete {
+            let wake = Wakeup {
+                origin: t.origin.clone(),
+                text: format!(
+                    "[Background process {} (`{}`) finished: {} after {}s. Last output:\n{last}\n]\nContinue the task if anything is left to do; otherwise tell the person the result.",
+                    t.id,
+                    short(&t.command),
+                    info.describe(),
+                    info.elapsed.as_secs()
+                ),
+            };
+            let _ = self.registry.wakeups.send(wake);
+        }
+    }
+
+    async fn post(&self, text: &str) {
+        if let Err(e) = self
+            .registry
+            .delivery
+            .reply(&self.tracked.origin.chat, text, None)
+            .await
+        {
+            tracing::error!(error = %e, "process: could not queue a report");
+        }
+    }
+}
+
+fn short(command: &str) -> String {
+    let one_line = command.lines().next().unwrap_or_default();
+    let mut s: String = one_line.chars().take(80).collect();
+    if s.len() < command.len() {
+        s.push('…');
+    }
+    s.replace('`', "'")
+}
+
+fn tail_chars(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.trim_end().to_owned();
+    }
+    let tail: String = text.chars().skip(count - max).collect();
+    format!("…{}", tail.trim_end())
+}
