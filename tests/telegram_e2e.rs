@@ -1,60 +1,15 @@
 //! End to end on Telegram: the real daemon binary, teloxide against the fake Bot API, the
 //! real LLM client against the fake LLM. Every wait is bounded.
 
+mod common;
+
 use std::time::Duration;
 
-use hermes_testkit::daemon::{Daemon, Home};
+use common::*;
+use hermes_testkit::daemon::Daemon;
 use hermes_testkit::eventually;
-use hermes_testkit::llm::{FakeLlm, Reply, last_user_text};
-use hermes_testkit::telegram::{FakeTelegram, Fault};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hermes-gateway");
-const WAIT: Duration = Duration::from_secs(15);
-const ALICE: i64 = 4242;
-
-struct World {
-    telegram: FakeTelegram,
-    llm: FakeLlm,
-    home: Home,
-    _dir: tempfile::TempDir,
-}
-
-impl World {
-    async fn new(env: &[&str], yaml: &str) -> World {
-        let telegram = FakeTelegram::start().await;
-        let llm = FakeLlm::start().await;
-        let dir = tempfile::tempdir().unwrap();
-        let home = Home::new(dir.path(), &telegram.base_url(), &llm.base_url(), env, yaml);
-        World {
-            telegram,
-            llm,
-            home,
-            _dir: dir,
-        }
-    }
-
-    async fn allow_all() -> World {
-        World::new(&["TELEGRAM_ALLOW_ALL_USERS=true"], "").await
-    }
-
-    fn start(&self) -> Daemon {
-        Daemon::start(BIN, &self.home, &[])
-    }
-
-    async fn replies(&self, chat: i64, count: usize) -> Vec<String> {
-        let t = self.telegram.clone();
-        eventually(WAIT, &format!("{count} replies in chat {chat}"), || {
-            let sent = t.sent_texts(chat);
-            (sent.len() >= count).then_some(sent)
-        })
-        .await
-    }
-}
-
-/// Nothing more arrives in `chat` for a while (used after the expected replies).
-async fn settle() {
-    tokio::time::sleep(Duration::from_millis(800)).await;
-}
+use hermes_testkit::llm::{Reply, last_user_text};
+use hermes_testkit::telegram::Fault;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_message_gets_the_models_answer() {
@@ -540,34 +495,4 @@ fn an_invalid_config_exits_78_and_check_config_masks_secrets() {
         out.contains("123… (16 chars)") && !out.contains("SECRETSECRET"),
         "{out}"
     );
-}
-
-/// The text Telegram shows for an HTML message: tags removed, entities decoded.
-fn visible(html: &str) -> String {
-    let mut out = String::new();
-    let mut in_tag = false;
-    for c in html.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => in_tag = false,
-            _ if !in_tag => out.push(c),
-            _ => {}
-        }
-    }
-    out.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&amp;", "&")
-}
-
-/// Whether any process is left in process group `pgid`.
-fn group_alive(pgid: i32) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
-            return false;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
-    })
 }

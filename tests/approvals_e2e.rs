@@ -1,0 +1,344 @@
+//! Dangerous-command approvals end to end: prompts with buttons on the fake Telegram, decisions
+//! by button and by command, timeouts, restarts, and who may decide.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+use hermes_testkit::eventually;
+use hermes_testkit::llm::Reply;
+use hermes_testkit::telegram::FakeTelegram;
+use serde_json::Value;
+
+/// A directory with a file in it, for commands to delete.
+fn victim(w: &World, name: &str) -> PathBuf {
+    let dir = w.home.dir.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("precious.txt"), "data").unwrap();
+    dir
+}
+
+/// The `n`-th approval prompt (1-based) in `chat`.
+async fn prompt(w: &World, chat: i64, n: usize) -> (i64, Value) {
+    let t = w.telegram.clone();
+    eventually(WAIT, &format!("approval prompt {n}"), || {
+        t.prompts(chat).get(n - 1).cloned()
+    })
+    .await
+}
+
+fn press(w: &World, chat: i64, user: i64, prompt: &(i64, Value), label: &str) {
+    let data = FakeTelegram::button_data(&prompt.1, label);
+    w.telegram.press(chat, user, prompt.0, &data);
+}
+
+/// The texts of every edit of a message.
+fn edits(w: &World, message_id: i64) -> Vec<String> {
+    w.telegram
+        .calls("editMessageText")
+        .into_iter()
+        .filter(|c| c.params["message_id"].as_i64() == Some(message_id))
+        .map(|c| c.params["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+async fn edit_containing(w: &World, message_id: i64, needle: &str) -> String {
+    let w2 = (w.telegram.clone(), needle.to_owned());
+    eventually(WAIT, &format!("an edit with {needle:?}"), || {
+        w2.0.calls("editMessageText")
+            .into_iter()
+            .filter(|c| c.params["message_id"].as_i64() == Some(message_id))
+            .filter_map(|c| c.params["text"].as_str().map(str::to_owned))
+            .find(|t| t.contains(&w2.1))
+    })
+    .await
+}
+
+/// Tool results the model was given, in order.
+fn tool_results(w: &World) -> Vec<String> {
+    let requests = w.llm.requests();
+    let Some(last) = requests.last() else {
+        return Vec::new();
+    };
+    last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_by_button_runs_exactly_the_shown_command() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "victim");
+    let command = format!("rm -rf {}", target.display());
+    w.llm.push(Reply::terminal(&command));
+    w.llm.push(Reply::text("deleted"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    let p = prompt(&w, ALICE, 1).await;
+    let text = p.1["text"].as_str().unwrap();
+    assert!(
+        text.contains(&command) && text.contains("recursive delete"),
+        "{text}"
+    );
+    assert!(target.exists(), "nothing runs before the decision");
+
+    press(&w, ALICE, ALICE, &p, "Allow once");
+    assert_eq!(w.replies(ALICE, 2).await[1], "deleted");
+    assert!(!target.exists());
+    assert!(tool_results(&w)[0].starts_with("exit code: 0"));
+    let acks = w.telegram.calls("answerCallbackQuery");
+    assert_eq!(acks[0].params["text"], "✅ Allowed once");
+    edit_containing(&w, p.0, "Allowed once by User4242").await;
+    assert!(edits(&w, p.0).iter().all(|e| !e.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_by_text_command_runs_the_command() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "victim");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    prompt(&w, ALICE, 1).await;
+    w.telegram.dm(ALICE, "/approve");
+    let replies = w.replies(ALICE, 3).await;
+    assert!(
+        replies.contains(&"✅ Allowed once.".to_string()),
+        "{replies:?}"
+    );
+    assert!(replies.contains(&"done".to_string()), "{replies:?}");
+    assert!(!target.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allow_persists_across_a_restart_and_can_be_revoked() {
+    let w = World::allow_all().await;
+    let first = victim(&w, "first");
+    let second = victim(&w, "second");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", first.display())));
+    w.llm.push(Reply::text("one"));
+    let mut d = w.start();
+    w.telegram.dm(ALICE, "delete the first");
+    let p = prompt(&w, ALICE, 1).await;
+    press(&w, ALICE, ALICE, &p, "Always allow");
+    assert_eq!(w.replies(ALICE, 2).await[1], "one");
+    d.terminate();
+
+    let list = std::process::Command::new(BIN)
+        .args(["approvals", "list", "--home"])
+        .arg(&w.home.dir)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&list.stdout).contains("rm-recursive"));
+
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", second.display())));
+    w.llm.push(Reply::text("two"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "delete the second");
+    let replies = w.replies(ALICE, 3).await;
+    assert_eq!(replies[2], "two");
+    assert!(!second.exists());
+    assert_eq!(w.telegram.prompts(ALICE).len(), 1, "no second prompt");
+
+    let revoke = std::process::Command::new(BIN)
+        .args(["approvals", "revoke", "rm-recursive", "--home"])
+        .arg(&w.home.dir)
+        .output()
+        .unwrap();
+    assert!(revoke.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_by_button_tells_the_model_and_runs_nothing() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "victim");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("ok, I left it alone"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    let p = prompt(&w, ALICE, 1).await;
+    press(&w, ALICE, ALICE, &p, "Deny");
+    assert_eq!(w.replies(ALICE, 2).await[1], "ok, I left it alone");
+    assert!(target.exists());
+    assert!(
+        tool_results(&w)[0].contains("denied"),
+        "{:?}",
+        tool_results(&w)
+    );
+    edit_containing(&w, p.0, "Denied by User4242").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silence_denies_after_the_timeout() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "approvals:\n  timeout: 2\n",
+    )
+    .await;
+    let target = victim(&w, "victim");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("nobody answered, so I did nothing"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    let p = prompt(&w, ALICE, 1).await;
+    assert!(p.1["text"].as_str().unwrap().contains("2 seconds"));
+    assert_eq!(
+        w.replies(ALICE, 2).await[1],
+        "nobody answered, so I did nothing"
+    );
+    assert!(target.exists());
+    assert!(tool_results(&w)[0].contains("NOT run"));
+    edit_containing(&w, p.0, "Expired").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_from_someone_not_allowed_is_refused() {
+    let w = World::new(&["TELEGRAM_ALLOWED_USERS=4242"], "").await;
+    let group = -100_555;
+    let mallory = 666;
+    let target = victim(&w, "victim");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.group(group, ALICE, "clean up", true);
+    let p = prompt(&w, group, 1).await;
+    press(&w, group, mallory, &p, "Allow once");
+    let t = w.telegram.clone();
+    let ack = eventually(WAIT, "the refusal", || {
+        t.calls("answerCallbackQuery").first().cloned()
+    })
+    .await;
+    assert!(ack.params["text"].as_str().unwrap().contains("not allowed"));
+    settle().await;
+    assert!(target.exists(), "Mallory's press did nothing");
+
+    press(&w, group, ALICE, &p, "Allow once");
+    assert_eq!(w.replies(group, 2).await[1], "done");
+    assert!(!target.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowing_once_never_covers_another_command() {
+    let w = World::allow_all().await;
+    let first = victim(&w, "first");
+    let second = victim(&w, "second");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", first.display())));
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", second.display())));
+    w.llm.push(Reply::text("both handled"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "delete both");
+    let p1 = prompt(&w, ALICE, 1).await;
+    press(&w, ALICE, ALICE, &p1, "Allow once");
+    let p2 = prompt(&w, ALICE, 2).await;
+    assert!(!first.exists());
+    assert!(
+        second.exists(),
+        "the second command waits for its own decision"
+    );
+    assert!(p2.1["text"].as_str().unwrap().contains("second"));
+    press(&w, ALICE, ALICE, &p2, "Deny");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"both handled".to_string())
+            .then_some(())
+    })
+    .await;
+    assert!(second.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowing_for_the_session_covers_that_pattern_only() {
+    let w = World::allow_all().await;
+    let first = victim(&w, "first");
+    let second = victim(&w, "second");
+    let file = w.home.dir.join("open.txt");
+    std::fs::write(&file, "x").unwrap();
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", first.display())));
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", second.display())));
+    w.llm
+        .push(Reply::terminal(&format!("chmod 777 {}", file.display())));
+    w.llm.push(Reply::text("finished"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "tidy up");
+    let p1 = prompt(&w, ALICE, 1).await;
+    press(&w, ALICE, ALICE, &p1, "Allow for this session");
+    let p2 = prompt(&w, ALICE, 2).await;
+    assert!(
+        !first.exists() && !second.exists(),
+        "the session approval covered the second rm -rf"
+    );
+    assert!(
+        p2.1["text"].as_str().unwrap().contains("chmod 777"),
+        "a different pattern asks again"
+    );
+    press(&w, ALICE, ALICE, &p2, "Deny");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"finished".to_string())
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_while_waiting_for_approval_denies_it() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "victim");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    let p = prompt(&w, ALICE, 1).await;
+    w.telegram.dm(ALICE, "/stop");
+    let replies = w.replies(ALICE, 2).await;
+    assert_eq!(replies[1], "⏹ Stopped.");
+    edit_containing(&w, p.0, "Cancelled").await;
+    press(&w, ALICE, ALICE, &p, "Allow once");
+    settle().await;
+    assert!(target.exists(), "a late press runs nothing");
+    assert_eq!(w.llm.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_expires_pending_approvals_and_runs_nothing() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "victim");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    let mut first = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    let p = prompt(&w, ALICE, 1).await;
+    first.kill();
+
+    w.llm.push(Reply::text("I did not delete anything"));
+    let _second = w.start();
+    edit_containing(&w, p.0, "restarted").await;
+    let t = w.telegram.clone();
+    eventually(WAIT, "the re-run answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"I did not delete anything".to_string())
+            .then_some(())
+    })
+    .await;
+    press(&w, ALICE, ALICE, &p, "Allow once");
+    settle().await;
+    assert!(target.exists());
+}

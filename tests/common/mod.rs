@@ -1,0 +1,87 @@
+//! Shared by the end-to-end tests: a world of fakes plus a home for the real daemon.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use hermes_testkit::daemon::{Daemon, Home};
+use hermes_testkit::eventually;
+use hermes_testkit::llm::FakeLlm;
+use hermes_testkit::telegram::FakeTelegram;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_hermes-gateway");
+pub const WAIT: Duration = Duration::from_secs(15);
+pub const ALICE: i64 = 4242;
+
+pub struct World {
+    pub telegram: FakeTelegram,
+    pub llm: FakeLlm,
+    pub home: Home,
+    _dir: tempfile::TempDir,
+}
+
+impl World {
+    pub async fn new(env: &[&str], yaml: &str) -> World {
+        let telegram = FakeTelegram::start().await;
+        let llm = FakeLlm::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path(), &telegram.base_url(), &llm.base_url(), env, yaml);
+        World {
+            telegram,
+            llm,
+            home,
+            _dir: dir,
+        }
+    }
+
+    pub async fn allow_all() -> World {
+        World::new(&["TELEGRAM_ALLOW_ALL_USERS=true"], "").await
+    }
+
+    pub fn start(&self) -> Daemon {
+        Daemon::start(BIN, &self.home, &[])
+    }
+
+    pub async fn replies(&self, chat: i64, count: usize) -> Vec<String> {
+        let t = self.telegram.clone();
+        eventually(WAIT, &format!("{count} replies in chat {chat}"), || {
+            let sent = t.sent_texts(chat);
+            (sent.len() >= count).then_some(sent)
+        })
+        .await
+    }
+}
+
+/// Nothing more arrives in `chat` for a while (used after the expected replies).
+pub async fn settle() {
+    tokio::time::sleep(Duration::from_millis(800)).await;
+}
+
+/// The text Telegram shows for an HTML message: tags removed, entities decoded.
+pub fn visible(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
+}
+
+/// Whether any process is left in process group `pgid`.
+pub fn group_alive(pgid: i32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
+            return false;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
+    })
+}
