@@ -342,3 +342,38 @@ async fn a_restart_expires_pending_approvals_and_runs_nothing() {
     settle().await;
     assert!(target.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writing_a_dangerous_command_into_a_background_shell_asks_too() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "victim");
+    w.llm.push(Reply::ToolCall {
+        name: "terminal".into(),
+        arguments: serde_json::json!({"command": "bash", "background": true}),
+    });
+    w.llm.push(Reply::text("shell started"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "open a shell");
+    w.replies(ALICE, 1).await;
+    let text = w.llm.requests()[1]["messages"].to_string();
+    let start = text.find("proc_").unwrap();
+    let id = text[start..start + 17].to_owned();
+
+    w.llm.push(Reply::ToolCall {
+        name: "process".into(),
+        arguments: serde_json::json!({"action": "write", "id": id, "data": format!("rm -rf {}\n", target.display())}),
+    });
+    w.llm.push(Reply::text("it was refused"));
+    w.telegram.dm(ALICE, "now delete it through the shell");
+    let p = prompt(&w, ALICE, 1).await;
+    press(&w, ALICE, ALICE, &p, "Deny");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"it was refused".to_string())
+            .then_some(())
+    })
+    .await;
+    assert!(target.exists());
+    w.telegram.dm(ALICE, "/stop all");
+}

@@ -523,3 +523,112 @@ fn tail_chars(text: &str, max: usize) -> String {
     let tail: String = text.chars().skip(count - max).collect();
     format!("…{}", tail.trim_end())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DeliveryConfig;
+    use crate::store::Store;
+    use hermes_adapter::{ChatKind, Platform};
+
+    fn registry() -> (Arc<ProcessRegistry>, mpsc::UnboundedReceiver<Wakeup>) {
+        let store = Store::open_in_memory().unwrap();
+        let shutdown = CancellationToken::new();
+        let delivery = Delivery::new(
+            store,
+            HashMap::new(),
+            DeliveryConfig::default(),
+            shutdown.clone(),
+        );
+        let (tx, rx) = mpsc::unbounded_channel();
+        (ProcessRegistry::new(delivery, tx, shutdown), rx)
+    }
+
+    fn request(command: &str, session: &str) -> SpawnRequest {
+        SpawnRequest {
+            command: command.into(),
+            cwd: std::env::temp_dir(),
+            scrub_env: vec![],
+            origin: Origin {
+                session_key: session.into(),
+                chat: ChatRef {
+                    platform: Platform::Telegram,
+                    chat_id: "1".into(),
+                    thread_id: None,
+                    kind: ChatKind::Direct,
+                },
+                sender: Sender {
+                    user_id: "1".into(),
+                    display_name: "A".into(),
+                    username: None,
+                    is_bot: false,
+                },
+            },
+            check_interval: None,
+            notify_on_complete: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn write_poll_log_and_wait_work_on_a_running_process() {
+        let (registry, mut wakeups) = registry();
+        let (id, _) = registry
+            .spawn(request(
+                "echo ready; read line; echo got:$line; echo tail",
+                "s1",
+            ))
+            .unwrap();
+        let attention = CancellationToken::new();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let first = registry.poll("s1", &id).unwrap();
+        assert!(
+            first.contains("running") && first.contains("ready"),
+            "{first}"
+        );
+        assert!(
+            registry
+                .poll("s1", &id)
+                .unwrap()
+                .contains("(no new output)")
+        );
+
+        registry.write("s1", &id, "hello\n").await.unwrap();
+        let waited = registry
+            .wait("s1", &id, Duration::from_secs(5), &attention)
+            .await
+            .unwrap();
+        assert!(
+            waited.contains("finished: exit code 0") && waited.contains("got:hello"),
+            "{waited}"
+        );
+        assert_eq!(registry.log("s1", &id, 1).unwrap(), "tail");
+        assert!(registry.list("s1").contains(&id));
+        assert!(
+            registry.poll("s2", &id).is_err(),
+            "other sessions cannot see it"
+        );
+        let wake = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(wake.text.contains("got:hello"));
+    }
+
+    #[tokio::test]
+    async fn wait_returns_when_the_person_writes() {
+        let (registry, _wakeups) = registry();
+        let (id, _) = registry.spawn(request("sleep 30", "s1")).unwrap();
+        let attention = CancellationToken::new();
+        let a = attention.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            a.cancel();
+        });
+        let waited = registry
+            .wait("s1", &id, Duration::from_secs(20), &attention)
+            .await
+            .unwrap();
+        assert!(waited.contains("the person sent a message"), "{waited}");
+        assert!(registry.kill("s1", &id).await.unwrap().contains("stopped"));
+    }
+}

@@ -98,7 +98,26 @@ impl Toolbox {
         };
         match call.name.as_str() {
             "terminal" => self.terminal(&args, ctx).await,
-            "process" => ToolResult::text(process_tool::run(&self.processes, &args, ctx).await),
+            "process" => {
+                // Text written to a process's stdin may be a command for a shell it runs:
+                // it passes the same approval check as `terminal`.
+                if args.get("action").and_then(Value::as_str) == Some("write")
+                    && let Some(data) = args.get("data").and_then(Value::as_str)
+                {
+                    let check = CheckContext {
+                        session_key: &ctx.session_key,
+                        chat: &ctx.chat,
+                        cancel: &ctx.cancel,
+                    };
+                    if let Gate::Refused(why) = self.approvals.check(check, data).await {
+                        return ToolResult {
+                            text: why,
+                            cancelled: ctx.cancel.is_cancelled(),
+                        };
+                    }
+                }
+                ToolResult::text(process_tool::run(&self.processes, &args, ctx).await)
+            }
             other => ToolResult::text(format!(
                 "error: there is no tool named {other:?}; available: terminal, process"
             )),
