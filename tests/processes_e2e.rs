@@ -30,6 +30,25 @@ async fn message_containing(w: &World, chat: i64, needle: &str) -> String {
     .await
 }
 
+/// Start the daemon with a turn that launches `sleep 60` in the background; returns the
+/// daemon and the process group id, once the process runs and the turn has answered.
+async fn start_long_background_job(w: &World) -> (hermes_testkit::daemon::Daemon, i32) {
+    let pidfile = w.home.dir.join("bg-pid");
+    w.llm.push(background(
+        &format!("echo $$ > {}; sleep 60", pidfile.display()),
+        json!({}),
+    ));
+    w.llm.push(Reply::text("running"));
+    let daemon = w.start();
+    w.telegram.dm(ALICE, "start the long job");
+    w.replies(ALICE, 1).await;
+    let pid = eventually(WAIT, "the pid", || {
+        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
+    })
+    .await;
+    (daemon, pid)
+}
+
 /// The process id the model was told about.
 fn process_id(w: &World) -> String {
     let request = w.llm.requests().last().cloned().unwrap();
@@ -80,19 +99,7 @@ async fn check_interval_posts_progress_while_it_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_process_tool_kills_a_background_process() {
     let w = World::allow_all().await;
-    let pidfile = w.home.dir.join("bg-pid");
-    w.llm.push(background(
-        &format!("echo $$ > {}; sleep 60", pidfile.display()),
-        json!({}),
-    ));
-    w.llm.push(Reply::text("it runs"));
-    let _d = w.start();
-    w.telegram.dm(ALICE, "start the long job");
-    w.replies(ALICE, 1).await;
-    let pid: i32 = eventually(WAIT, "the pid", || {
-        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
-    })
-    .await;
+    let (_d, pid) = start_long_background_job(&w).await;
     let id = process_id(&w);
 
     w.llm.push(Reply::ToolCall {
@@ -135,19 +142,7 @@ async fn notify_on_complete_starts_a_new_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_leaves_background_work_and_stop_all_kills_it() {
     let w = World::allow_all().await;
-    let pidfile = w.home.dir.join("bg-pid");
-    w.llm.push(background(
-        &format!("echo $$ > {}; sleep 60", pidfile.display()),
-        json!({}),
-    ));
-    w.llm.push(Reply::text("running"));
-    let _d = w.start();
-    w.telegram.dm(ALICE, "start");
-    w.replies(ALICE, 1).await;
-    let pid: i32 = eventually(WAIT, "the pid", || {
-        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
-    })
-    .await;
+    let (_d, pid) = start_long_background_job(&w).await;
 
     w.telegram.dm(ALICE, "/stop");
     assert_eq!(
@@ -167,19 +162,7 @@ async fn stop_leaves_background_work_and_stop_all_kills_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutting_down_kills_what_the_daemon_started() {
     let w = World::allow_all().await;
-    let pidfile = w.home.dir.join("bg-pid");
-    w.llm.push(background(
-        &format!("echo $$ > {}; sleep 60", pidfile.display()),
-        json!({}),
-    ));
-    w.llm.push(Reply::text("running"));
-    let mut d = w.start();
-    w.telegram.dm(ALICE, "start");
-    w.replies(ALICE, 1).await;
-    let pid: i32 = eventually(WAIT, "the pid", || {
-        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
-    })
-    .await;
+    let (mut d, pid) = start_long_background_job(&w).await;
     assert_eq!(d.terminate(), Some(0), "SIGTERM is a clean exit");
     eventually(WAIT, "the group to be gone", || {
         (!group_alive(pid)).then_some(())

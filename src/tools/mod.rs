@@ -103,18 +103,9 @@ impl Toolbox {
                 // it passes the same approval check as `terminal`.
                 if args.get("action").and_then(Value::as_str) == Some("write")
                     && let Some(data) = args.get("data").and_then(Value::as_str)
+                    && let Some(refused) = self.refused(data, ctx).await
                 {
-                    let check = CheckContext {
-                        session_key: &ctx.session_key,
-                        chat: &ctx.chat,
-                        cancel: &ctx.cancel,
-                    };
-                    if let Gate::Refused(why) = self.approvals.check(check, data).await {
-                        return ToolResult {
-                            text: why,
-                            cancelled: ctx.cancel.is_cancelled(),
-                        };
-                    }
+                    return refused;
                 }
                 ToolResult::text(process_tool::run(&self.processes, &args, ctx).await)
             }
@@ -132,16 +123,8 @@ impl Toolbox {
         else {
             return ToolResult::text("error: `command` is required and must be a non-empty string");
         };
-        let check = CheckContext {
-            session_key: &ctx.session_key,
-            chat: &ctx.chat,
-            cancel: &ctx.cancel,
-        };
-        if let Gate::Refused(why) = self.approvals.check(check, command).await {
-            return ToolResult {
-                text: why,
-                cancelled: ctx.cancel.is_cancelled(),
-            };
+        if let Some(refused) = self.refused(command, ctx).await {
+            return refused;
         }
         let workdir = args.get("workdir").and_then(Value::as_str);
         if args
@@ -190,6 +173,24 @@ impl Toolbox {
         ToolResult {
             cancelled: matches!(outcome, CommandOutcome::Cancelled { .. }),
             text: outcome.describe(),
+        }
+    }
+}
+
+impl Toolbox {
+    /// The approval gate: `Some(result)` when `command` must not run.
+    async fn refused(&self, command: &str, ctx: &ToolContext) -> Option<ToolResult> {
+        let check = CheckContext {
+            session_key: &ctx.session_key,
+            chat: &ctx.chat,
+            cancel: &ctx.cancel,
+        };
+        match self.approvals.check(check, command).await {
+            Gate::Run => None,
+            Gate::Refused(why) => Some(ToolResult {
+                text: why,
+                cancelled: ctx.cancel.is_cancelled(),
+            }),
         }
     }
 }
