@@ -223,6 +223,7 @@ impl Router {
             tracing::warn!(user = %sender.user_id, "router: approval button pressed by someone not allowed");
         }
         let ack = Outbound::AnswerButton {
+            chat: chat.clone(),
             press_id: press.press_id.clone(),
             notice: Some(notice),
         };

@@ -186,27 +186,17 @@ impl Delivery {
     /// Send an action that is not a queued message (button acknowledgement, prompt edit)
     /// through the chat's budget, retrying rate limits and transient failures a few times.
     pub async fn direct(&self, action: Outbound) -> Result<Delivered, SendError> {
-        let platform = match &action {
-            Outbound::AnswerButton { .. } => None,
-            other => other.chat().map(|c| c.platform),
-        };
-        let sender = match platform.or_else(|| self.inner.senders.keys().next().copied()) {
-            Some(p) => self.sender(p).cloned(),
-            None => None,
-        }
-        .ok_or_else(|| SendError::Rejected("the platform is not enabled".into()))?;
+        let chat = action.chat().clone();
+        let sender = self
+            .sender(chat.platform)
+            .cloned()
+            .ok_or_else(|| SendError::Rejected(format!("{} is not enabled", chat.platform)))?;
         let mut attempt = 0;
         loop {
-            if let Some(chat) = action.chat() {
-                self.wait_budget(chat).await;
-            }
+            self.wait_budget(&chat).await;
             match sender.send(action.clone()).await {
                 Err(SendError::RateLimited { retry_after }) if attempt < 3 => {
-                    if let Some(chat) = action.chat() {
-                        self.block(chat, retry_after);
-                    } else {
-                        tokio::time::sleep(retry_after).await;
-                    }
+                    self.block(&chat, retry_after)
                 }
                 Err(SendError::Transient(_)) if attempt < 3 => {
                     tokio::time::sleep(backoff(attempt)).await

@@ -292,19 +292,21 @@ pub enum Outbound {
     /// Acknowledge a button press (stops the client's spinner), optionally with a short notice
     /// shown to the presser only.
     AnswerButton {
+        /// The chat the button is in (the press is answered on that chat's platform and budget).
+        chat: ChatRef,
         press_id: String,
         notice: Option<String>,
     },
 }
 
 impl Outbound {
-    /// The chat this action touches, if any (button acknowledgements have none).
-    pub fn chat(&self) -> Option<&ChatRef> {
+    /// The chat this action touches.
+    pub fn chat(&self) -> &ChatRef {
         match self {
             Outbound::Text { chat, .. }
             | Outbound::Edit { chat, .. }
-            | Outbound::Typing { chat } => Some(chat),
-            Outbound::AnswerButton { .. } => None,
+            | Outbound::Typing { chat }
+            | Outbound::AnswerButton { chat, .. } => chat,
         }
     }
 }

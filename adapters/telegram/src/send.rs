@@ -121,7 +121,9 @@ impl PlatformSender for TelegramSender {
                 request.send().await.map_err(map_error)?;
                 Ok(Delivered::default())
             }
-            Outbound::AnswerButton { press_id, notice } => {
+            Outbound::AnswerButton {
+                press_id, notice, ..
+            } => {
                 let mut request = self.bot.answer_callback_query(CallbackQueryId(press_id));
                 if let Some(notice) = notice {
                     request = request.text(notice);
