@@ -116,7 +116,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         config.delivery.clone(),
         shutdown.clone(),
     );
-    delivery.start();
 
     let approvals = Arc::new(ApprovalBroker::new(
         store.clone(),
@@ -127,6 +126,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         tracing::warn!("approvals.mode is off: dangerous commands run without asking anyone");
     }
     approvals.expire_leftovers().await;
+    delivery.start();
     let (wakeup_tx, mut wakeup_rx) = mpsc::unbounded_channel::<Wakeup>();
     let processes = ProcessRegistry::new(delivery.clone(), wakeup_tx, shutdown.clone());
     let agent = Arc::new(AgentRuntime {

@@ -330,7 +330,20 @@ async fn a_restart_expires_pending_approvals_and_runs_nothing() {
 
     w.llm.push(Reply::text("I did not delete anything"));
     let _second = w.start();
-    edit_containing(&w, p.0, "restarted").await;
+    // Said by editing the prompt, or in a new message when the crash came before the
+    // prompt's message id was recorded.
+    let (t, prompt_id) = (w.telegram.clone(), p.0);
+    eventually(WAIT, "the restart notice", || {
+        let edited = t.calls("editMessageText").into_iter().any(|c| {
+            c.params["message_id"].as_i64() == Some(prompt_id)
+                && c.params["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("restarted")
+        });
+        (edited || t.sent_texts(ALICE).iter().any(|m| m.contains("restarted"))).then_some(())
+    })
+    .await;
     let t = w.telegram.clone();
     eventually(WAIT, "the re-run answer", || {
         t.sent_texts(ALICE)
@@ -341,6 +354,11 @@ async fn a_restart_expires_pending_approvals_and_runs_nothing() {
     press(&w, ALICE, ALICE, &p, "Allow once");
     settle().await;
     assert!(target.exists());
+    assert_eq!(
+        w.telegram.prompts(ALICE).len(),
+        1,
+        "the stale prompt is never sent again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,4 +394,88 @@ async fn writing_a_dangerous_command_into_a_background_shell_asks_too() {
     .await;
     assert!(target.exists());
     w.telegram.dm(ALICE, "/stop all");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_commands_resolve_the_oldest_pending_request_first() {
+    let bob = 5151;
+    let w = World::new(&["TELEGRAM_ALLOWED_USERS=4242,5151"], "").await;
+    let group = -100_888;
+    let first = victim(&w, "first");
+    let second = victim(&w, "second");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", first.display())));
+    let _d = w.start();
+    w.telegram.group(group, ALICE, "delete the first", true);
+    prompt(&w, group, 1).await;
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", second.display())));
+    w.llm.push(Reply::text("first done"));
+    w.llm.push(Reply::text("second refused"));
+    w.telegram.group(group, bob, "delete the second", true);
+    prompt(&w, group, 2).await;
+
+    w.telegram.group(group, bob, "/approve", true);
+    eventually(WAIT, "the first deletion", || {
+        (!first.exists()).then_some(())
+    })
+    .await;
+    assert!(second.exists(), "the newer request still waits");
+    w.telegram.group(group, ALICE, "/deny not that one", true);
+    let t = w.telegram.clone();
+    eventually(WAIT, "both answers", || {
+        let sent = t.sent_texts(group);
+        (sent.contains(&"first done".to_string()) && sent.contains(&"second refused".to_string()))
+            .then_some(())
+    })
+    .await;
+    assert!(second.exists());
+    let last = w.llm.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        last.contains("not that one"),
+        "the reason reaches the model"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_off_runs_dangerous_commands_without_asking() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "approvals:\n  mode: off\n",
+    )
+    .await;
+    let target = victim(&w, "victim");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("gone"));
+    let d = w.start();
+    w.telegram.dm(ALICE, "delete it");
+    assert_eq!(w.replies(ALICE, 1).await[0], "gone");
+    assert!(!target.exists());
+    assert!(w.telegram.prompts(ALICE).is_empty());
+    assert!(
+        d.log_text().contains("approvals.mode is off"),
+        "the operator is warned"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupting_message_denies_a_pending_approval() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "victim");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("ok, something else then"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    let p = prompt(&w, ALICE, 1).await;
+    w.telegram.dm(ALICE, "wait, don't delete anything");
+    assert_eq!(w.replies(ALICE, 2).await[1], "ok, something else then");
+    edit_containing(&w, p.0, "Cancelled").await;
+    assert!(target.exists());
+    let last = w.llm.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        last.contains("NOT run") && last.contains("don't delete anything"),
+        "{last}"
+    );
 }

@@ -34,3 +34,24 @@ impl SystemPrompt {
         format!("{}\n\n## Current session\n{context}", self.base)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soul_agents_and_config_text_join_the_prompt() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("SOUL.md"), "You are cheerful.\n").unwrap();
+        std::fs::write(home.path().join("AGENTS.md"), "Use metric units.").unwrap();
+        let prompt = SystemPrompt::load(home.path(), Some("Answer briefly."));
+        let text = prompt.render("Platform: telegram.");
+        let soul = text.find("You are cheerful.").unwrap();
+        let agents = text.find("Use metric units.").unwrap();
+        let extra = text.find("Answer briefly.").unwrap();
+        assert!(soul < agents && agents < extra);
+        assert!(text.ends_with("## Current session\nPlatform: telegram."));
+        let bare = SystemPrompt::load(&home.path().join("missing"), None).render("x");
+        assert!(bare.starts_with("You are Hermes"));
+    }
+}

@@ -479,7 +479,8 @@ impl ApprovalBroker {
             .remove(session_key);
     }
 
-    /// Startup: approvals an earlier run left pending expire; nothing runs on its own.
+    /// Startup: approvals an earlier run left pending expire; nothing runs on its own. Call
+    /// it before delivery starts, so stale prompts are withdrawn before they could be sent.
     pub async fn expire_leftovers(&self) {
         let leftovers = match self.store.approvals_pending().await {
             Ok(l) => l,
@@ -498,6 +499,15 @@ impl ApprovalBroker {
                 "⌛ The gateway restarted while `{preview}` was waiting for approval, so it was NOT run."
             );
             tracing::info!(id = p.id, "approval: expired by restart");
+            // A prompt still in the outbox must not go out with live buttons.
+            if let Some(row) = p.prompt_outbox_id
+                && let Err(e) = self
+                    .store
+                    .outbox_withdraw(row, "approval expired by restart")
+                    .await
+            {
+                tracing::error!(error = %e, "approval: could not withdraw a stale prompt");
+            }
             self.show_outcome(&p.chat, "⚠️ Approval request", p.prompt_outbox_id, &line)
                 .await;
         }

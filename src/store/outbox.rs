@@ -118,6 +118,19 @@ impl Store {
         .await
     }
 
+    /// Withdraw a row that was not sent yet (a prompt that no longer applies); returns
+    /// whether it was still pending.
+    pub async fn outbox_withdraw(&self, id: i64, reason: &str) -> Result<bool, StoreError> {
+        let reason = reason.to_owned();
+        self.call(move |conn| {
+            Ok(conn.execute(
+                "UPDATE outbox SET state = 'withdrawn', last_error = ?1 WHERE id = ?2 AND state = 'pending'",
+                params![reason, id],
+            )? > 0)
+        })
+        .await
+    }
+
     /// The platform message id of a sent row (approval prompts are edited through it).
     pub async fn outbox_platform_id(&self, id: i64) -> Result<Option<String>, StoreError> {
         self.call(move |conn| {
@@ -253,6 +266,14 @@ mod tests {
             .outbox_mark_attempt(ids[1], "boom".into(), true)
             .await
             .unwrap();
+        assert!(
+            !store.outbox_withdraw(ids[0], "late").await.unwrap(),
+            "a sent row stays sent"
+        );
+        assert!(
+            !store.outbox_withdraw(ids[1], "late").await.unwrap(),
+            "a failed row stays failed"
+        );
         assert!(store.outbox_pending_chats().await.unwrap().is_empty());
         assert_eq!(
             store.outbox_platform_id(ids[0]).await.unwrap().as_deref(),

@@ -352,6 +352,22 @@ mod tests {
     }
 
     #[test]
+    fn a_photo_caption_is_read_as_the_text() {
+        let photo = update(serde_json::json!({
+            "update_id": 11,
+            "message": {
+                "message_id": 13, "date": 0, "chat": {"id": 7, "type": "private", "first_name": "Ada"},
+                "from": {"id": 7, "is_bot": false, "first_name": "Ada"},
+                "photo": [{"file_id": "p", "file_unique_id": "u", "width": 1, "height": 1}],
+                "caption": "what is in this picture?"
+            }
+        }));
+        let m = as_message(normalize(&photo, &me()).unwrap());
+        assert_eq!(m.text, "what is in this picture?");
+        assert_eq!(m.unsupported, None);
+    }
+
+    #[test]
     fn a_button_press_carries_its_data_and_message() {
         let press = update(serde_json::json!({
             "update_id": 9,
