@@ -19,7 +19,7 @@ use crate::approval::ApprovalBroker;
 use crate::config::{ApprovalMode, Config};
 use crate::delivery::Delivery;
 use crate::llm::LlmClient;
-use crate::process::{ProcessRegistry, Wakeup};
+use crate::process::{Limits, ProcessRegistry, Wakeup};
 use crate::router::Router;
 use crate::session::SessionServices;
 use crate::store::{InboxRow, Store};
@@ -128,7 +128,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     approvals.expire_leftovers().await;
     delivery.start();
     let (wakeup_tx, mut wakeup_rx) = mpsc::unbounded_channel::<Wakeup>();
-    let processes = ProcessRegistry::new(delivery.clone(), wakeup_tx, shutdown.clone());
+    let processes = ProcessRegistry::new(
+        delivery.clone(),
+        wakeup_tx,
+        shutdown.clone(),
+        Limits::default(),
+        config.processes.notifications,
+    );
     let agent = Arc::new(AgentRuntime {
         llm: LlmClient::new(config.model.clone()),
         tools: Toolbox::new(

@@ -197,11 +197,13 @@ pub struct ApprovalConfig {
     pub timeout: Duration,
 }
 
-/// Background processes (`processes.*`).
+/// Background processes (`processes.*`, `display.background_process_notifications`).
 #[derive(Debug, Clone)]
 pub struct ProcessConfig {
     /// `/stop` also kills the session's background processes (otherwise only `/stop all`).
     pub stop_kills_background: bool,
+    /// What watchers post in the chat.
+    pub notifications: crate::process::Notifications,
 }
 
 /// Per-chat send budget override (`delivery.rate_per_second`, `delivery.burst`).
@@ -315,6 +317,7 @@ const KNOWN_VARIABLES: &[&str] = &[
     "HERMES_MODEL",
     "HERMES_MAX_ITERATIONS",
     "MESSAGING_CWD",
+    "HERMES_BACKGROUND_NOTIFICATIONS",
     "TERMINAL_CWD",
 ];
 
@@ -445,6 +448,19 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         stop_kills_background: y
             .boolean("processes.stop_kills_background", &mut problems)
             .unwrap_or(false),
+        notifications: {
+            let value = env
+                .value("HERMES_BACKGROUND_NOTIFICATIONS")
+                .or_else(|| y.string("display.background_process_notifications", &mut problems))
+                .unwrap_or_else(|| "concise".into());
+            crate::process::Notifications::parse(&value.to_ascii_lowercase()).unwrap_or_else(|| {
+                problems.push(Problem::error(
+                    "display.background_process_notifications",
+                    format!("{value:?} is not a level; use concise, all, result, error or off"),
+                ));
+                crate::process::Notifications::Concise
+            })
+        },
     };
 
     if !access.gateway_allow_all

@@ -178,3 +178,31 @@ fn approvals_default_to_manual_with_five_minutes_and_off_warns() {
     );
     assert_eq!(errors(&loaded), vec!["approvals.mode".to_string()]);
 }
+
+#[test]
+fn background_notification_levels_come_from_yaml_or_the_environment() {
+    use crate::process::Notifications;
+    let base = "model:\n  default: m\n  base_url: http://x/v1\n";
+    let config = load_from(Path::new("/h"), base, &env(&[])).config.unwrap();
+    assert_eq!(config.processes.notifications, Notifications::Concise);
+    let yaml = format!("{base}display:\n  background_process_notifications: result\n");
+    let config = load_from(Path::new("/h"), &yaml, &env(&[])).config.unwrap();
+    assert_eq!(config.processes.notifications, Notifications::Result);
+    let config = load_from(
+        Path::new("/h"),
+        &yaml,
+        &env(&[("HERMES_BACKGROUND_NOTIFICATIONS", "off")]),
+    )
+    .config
+    .unwrap();
+    assert_eq!(config.processes.notifications, Notifications::Off);
+    let loaded = load_from(
+        Path::new("/h"),
+        &format!("{base}display:\n  background_process_notifications: loud\n"),
+        &env(&[]),
+    );
+    assert_eq!(
+        errors(&loaded),
+        vec!["display.background_process_notifications".to_string()]
+    );
+}

@@ -24,10 +24,72 @@ use tokio_util::sync::CancellationToken;
 use crate::delivery::Delivery;
 use output::RollingOutput;
 
-pub const MAX_TRACKED: usize = 64;
-pub const OUTPUT_CAPACITY: usize = 200 * 1024;
-pub const FINISHED_TTL: Duration = Duration::from_secs(30 * 60);
 pub const MIN_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How much the registry keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Processes tracked at once (running or recently finished).
+    pub max_tracked: usize,
+    /// Output kept per process, in bytes.
+    pub output_capacity: usize,
+    /// How long a finished process stays listed.
+    pub finished_ttl: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_tracked: 64,
+            output_capacity: 200 * 1024,
+            finished_ttl: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// What watchers post in the chat (`display.background_process_notifications`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notifications {
+    /// Progress (with `check_interval`) and completion with the last few lines (default).
+    Concise,
+    /// Progress and completion with more output.
+    All,
+    /// Completion only.
+    Result,
+    /// Completion only, and only when the command failed.
+    Error,
+    /// Nothing (wake-up turns still happen).
+    Off,
+}
+
+impl Notifications {
+    pub fn parse(value: &str) -> Option<Notifications> {
+        Some(match value {
+            "concise" => Notifications::Concise,
+            "all" => Notifications::All,
+            "result" => Notifications::Result,
+            "error" => Notifications::Error,
+            "off" | "false" => Notifications::Off,
+            _ => return None,
+        })
+    }
+
+    fn progress(self) -> bool {
+        matches!(self, Notifications::Concise | Notifications::All)
+    }
+
+    fn completion(self, exit: &ExitInfo) -> bool {
+        match self {
+            Notifications::Off => false,
+            Notifications::Error => exit.code != Some(0),
+            _ => true,
+        }
+    }
+
+    fn tail_lines(self) -> usize {
+        if self == Notifications::All { 40 } else { 15 }
+    }
+}
 const KILL_GRACE: Duration = Duration::from_secs(3);
 
 /// Where a process was started from; its reports go back there.
@@ -75,6 +137,12 @@ pub struct Wakeup {
     pub text: String,
 }
 
+impl Tracked {
+    fn finished_at(&self) -> Option<Instant> {
+        *self.finished_at.lock().expect("finished lock")
+    }
+}
+
 struct Tracked {
     id: String,
     command: String,
@@ -93,6 +161,8 @@ struct Tracked {
 /// Tracks background processes. Cheap to share (`Arc`).
 pub struct ProcessRegistry {
     processes: Mutex<HashMap<String, Arc<Tracked>>>,
+    limits: Limits,
+    notifications: Notifications,
     delivery: Delivery,
     wakeups: mpsc::UnboundedSender<Wakeup>,
     shutdown: CancellationToken,
@@ -103,9 +173,13 @@ impl ProcessRegistry {
         delivery: Delivery,
         wakeups: mpsc::UnboundedSender<Wakeup>,
         shutdown: CancellationToken,
+        limits: Limits,
+        notifications: Notifications,
     ) -> Arc<Self> {
         Arc::new(ProcessRegistry {
             processes: Mutex::new(HashMap::new()),
+            limits,
+            notifications,
             delivery,
             wakeups,
             shutdown,
@@ -114,15 +188,7 @@ impl ProcessRegistry {
 
     /// Start a background process; returns its id (`proc_<12 hex>`).
     pub fn spawn(self: &Arc<Self>, request: SpawnRequest) -> Result<(String, u32), String> {
-        self.prune();
-        {
-            let processes = self.processes.lock().expect("registry lock");
-            if processes.len() >= MAX_TRACKED {
-                return Err(format!(
-                    "{MAX_TRACKED} background processes are running already; kill some first"
-                ));
-            }
-        }
+        self.make_room()?;
         let mut cmd = Command::new("bash");
         cmd.arg("-c")
             .arg(&request.command)
@@ -150,7 +216,7 @@ impl ProcessRegistry {
             origin: request.origin,
             pgid: Pid::from_raw(pid as i32),
             started: Instant::now(),
-            output: Mutex::new(RollingOutput::new(OUTPUT_CAPACITY)),
+            output: Mutex::new(RollingOutput::new(self.limits.output_capacity)),
             exit: exit_rx,
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             poll_offset: Mutex::new(0),
@@ -202,6 +268,7 @@ impl ProcessRegistry {
     }
 
     fn get(&self, session_key: &str, id: &str) -> Result<Arc<Tracked>, String> {
+        self.prune();
         let processes = self.processes.lock().expect("registry lock");
         match processes.get(id) {
             Some(t) if t.origin.session_key == session_key => Ok(t.clone()),
@@ -213,13 +280,33 @@ impl ProcessRegistry {
 
     /// Drop finished processes older than the TTL.
     fn prune(&self) {
+        let ttl = self.limits.finished_ttl;
         let mut processes = self.processes.lock().expect("registry lock");
-        processes.retain(|_, t| {
-            t.finished_at
-                .lock()
-                .expect("finished lock")
-                .is_none_or(|at| at.elapsed() < FINISHED_TTL)
-        });
+        processes.retain(|_, t| t.finished_at().is_none_or(|at| at.elapsed() < ttl));
+    }
+
+    /// Free a slot for a new process: drop expired ones, then the longest-finished one.
+    fn make_room(&self) -> Result<(), String> {
+        self.prune();
+        let mut processes = self.processes.lock().expect("registry lock");
+        if processes.len() < self.limits.max_tracked {
+            return Ok(());
+        }
+        let oldest_finished = processes
+            .iter()
+            .filter_map(|(id, t)| t.finished_at().map(|at| (at, id.clone())))
+            .min()
+            .map(|(_, id)| id);
+        match oldest_finished {
+            Some(id) => {
+                processes.remove(&id);
+                Ok(())
+            }
+            None => Err(format!(
+                "{} background processes are running already; kill some first",
+                self.limits.max_tracked
+            )),
+        }
     }
 
     /// One line per process of this session.
@@ -443,7 +530,7 @@ impl Watcher {
                 reported = output.end();
                 new
             };
-            if !new.trim().is_empty() {
+            if !new.trim().is_empty() && self.registry.notifications.progress() {
                 let text = format!(
                     "⏳ `{}` is still running ({}s). New output:\n```\n{}\n```",
                     short(&t.command),
@@ -459,7 +546,12 @@ impl Watcher {
         let Some(info) = info else { return };
         // Let the readers drain what the process printed last.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let last = t.output.lock().expect("output lock").last_lines(15);
+        let notifications = self.registry.notifications;
+        let last = t
+            .output
+            .lock()
+            .expect("output lock")
+            .last_lines(notifications.tail_lines());
         let last = tail_chars(&last, 1500);
         let icon = if info.code == Some(0) {
             "✅"
@@ -478,7 +570,9 @@ impl Watcher {
             info.elapsed.as_secs(),
             t.id
         );
-        self.post(&text).await;
+        if notifications.completion(&info) {
+            self.post(&text).await;
+        }
         if self.notify_on_complete {
             let wake = Wakeup {
                 origin: t.origin.clone(),
@@ -525,13 +619,16 @@ fn tail_chars(text: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests_support {
     use super::*;
     use crate::config::DeliveryConfig;
     use crate::store::Store;
     use hermes_adapter::{ChatKind, Platform};
 
-    fn registry() -> (Arc<ProcessRegistry>, mpsc::UnboundedReceiver<Wakeup>) {
+    /// A registry whose reports go nowhere (no platform is enabled).
+    pub fn registry_with(
+        limits: Limits,
+    ) -> (Arc<ProcessRegistry>, mpsc::UnboundedReceiver<Wakeup>) {
         let store = Store::open_in_memory().unwrap();
         let shutdown = CancellationToken::new();
         let delivery = Delivery::new(
@@ -541,10 +638,13 @@ mod tests {
             shutdown.clone(),
         );
         let (tx, rx) = mpsc::unbounded_channel();
-        (ProcessRegistry::new(delivery, tx, shutdown), rx)
+        (
+            ProcessRegistry::new(delivery, tx, shutdown, limits, Notifications::Concise),
+            rx,
+        )
     }
 
-    fn request(command: &str, session: &str) -> SpawnRequest {
+    pub fn request(command: &str, session: &str) -> SpawnRequest {
         SpawnRequest {
             command: command.into(),
             cwd: std::env::temp_dir(),
@@ -567,6 +667,16 @@ mod tests {
             check_interval: None,
             notify_on_complete: true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::*;
+    use super::*;
+
+    fn registry() -> (Arc<ProcessRegistry>, mpsc::UnboundedReceiver<Wakeup>) {
+        registry_with(Limits::default())
     }
 
     #[tokio::test]
@@ -630,5 +740,76 @@ mod tests {
             .unwrap();
         assert!(waited.contains("the person sent a message"), "{waited}");
         assert!(registry.kill("s1", &id).await.unwrap().contains("stopped"));
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::tests_support::*;
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_registry_drops_the_longest_finished_process_and_refuses_when_all_run() {
+        let (registry, _w) = registry_with(Limits {
+            max_tracked: 2,
+            output_capacity: 64,
+            finished_ttl: Duration::from_secs(60),
+        });
+        let (done, _) = registry.spawn(request("true", "s")).unwrap();
+        let attention = CancellationToken::new();
+        registry
+            .wait("s", &done, Duration::from_secs(5), &attention)
+            .await
+            .unwrap();
+        let (running, _) = registry.spawn(request("sleep 30", "s")).unwrap();
+        let (newest, _) = registry.spawn(request("sleep 30", "s")).unwrap();
+        let list = registry.list("s");
+        assert!(!list.contains(&done), "the finished one made room: {list}");
+        assert!(list.contains(&running) && list.contains(&newest));
+        let refused = registry.spawn(request("sleep 30", "s")).unwrap_err();
+        assert!(
+            refused.contains("2 background processes are running"),
+            "{refused}"
+        );
+        registry.kill_session("s").await;
+    }
+
+    #[tokio::test]
+    async fn finished_processes_are_forgotten_after_the_ttl_and_output_is_bounded() {
+        let (registry, _w) = registry_with(Limits {
+            max_tracked: 8,
+            output_capacity: 64,
+            finished_ttl: Duration::from_millis(300),
+        });
+        let (id, _) = registry.spawn(request("seq 1 1000", "s")).unwrap();
+        let attention = CancellationToken::new();
+        registry
+            .wait("s", &id, Duration::from_secs(5), &attention)
+            .await
+            .unwrap();
+        let log = registry.log("s", &id, 1000).unwrap();
+        assert!(log.len() <= 64 && log.ends_with("1000"), "{log}");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(registry.poll("s", &id).is_err(), "forgotten after the TTL");
+    }
+
+    #[test]
+    fn notification_levels_decide_what_is_posted() {
+        let ok = ExitInfo {
+            code: Some(0),
+            signal: None,
+            elapsed: Duration::ZERO,
+        };
+        let failed = ExitInfo {
+            code: Some(1),
+            signal: None,
+            elapsed: Duration::ZERO,
+        };
+        assert!(Notifications::Concise.progress() && Notifications::Concise.completion(&ok));
+        assert!(!Notifications::Result.progress() && Notifications::Result.completion(&ok));
+        assert!(!Notifications::Error.completion(&ok) && Notifications::Error.completion(&failed));
+        assert!(!Notifications::Off.completion(&failed) && !Notifications::Off.progress());
+        assert_eq!(Notifications::parse("off"), Some(Notifications::Off));
+        assert_eq!(Notifications::parse("loud"), None);
     }
 }
