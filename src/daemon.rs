@@ -126,7 +126,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         tracing::warn!("approvals.mode is off: dangerous commands run without asking anyone");
     }
     approvals.expire_leftovers().await;
-    delivery.start();
     let (wakeup_tx, mut wakeup_rx) = mpsc::unbounded_channel::<Wakeup>();
     let processes = ProcessRegistry::new(
         delivery.clone(),
@@ -135,6 +134,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         Limits::default(),
         config.processes.notifications,
     );
+    processes.reap_orphans().await;
+    delivery.start();
     let agent = Arc::new(AgentRuntime {
         llm: LlmClient::new(config.model.clone()),
         tools: Toolbox::new(
@@ -153,7 +154,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         agent,
         busy_mode: config.busy_mode,
         approvals: approvals.clone(),
-        processes,
+        processes: processes.clone(),
         stop_kills_background: config.processes.stop_kills_background,
         shutdown: shutdown.clone(),
     });
@@ -215,6 +216,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     };
     tracing::info!("shutting down");
     shutdown.cancel();
+    processes.stop_all().await;
     for task in adapter_tasks {
         let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }

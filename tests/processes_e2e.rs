@@ -168,4 +168,29 @@ async fn shutting_down_kills_what_the_daemon_started() {
         (!group_alive(pid)).then_some(())
     })
     .await;
+    drop(d);
+
+    // After the restart the chat learns its job was stopped.
+    let _again = w.start();
+    let notice = message_containing(&w, ALICE, "shutting down").await;
+    assert!(notice.contains("was stopped"), "{notice}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_does_not_leave_background_processes_running() {
+    let w = World::allow_all().await;
+    let (mut d, pid) = start_long_background_job(&w).await;
+    d.kill();
+    assert!(
+        group_alive(pid),
+        "SIGKILL gives the daemon no chance to clean up"
+    );
+
+    let _again = w.start();
+    eventually(WAIT, "the orphan to be stopped", || {
+        (!group_alive(pid)).then_some(())
+    })
+    .await;
+    let notice = message_containing(&w, ALICE, "restarted unexpectedly").await;
+    assert!(notice.contains("has been stopped"), "{notice}");
 }

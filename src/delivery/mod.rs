@@ -95,6 +95,11 @@ impl Delivery {
         self.inner.tasks.wait().await;
     }
 
+    /// The store the outbox lives in.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
     /// The sender of a platform, if it is enabled.
     pub fn sender(&self, platform: Platform) -> Option<&Arc<dyn PlatformSender>> {
         self.inner.senders.get(&platform)

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::delivery::Delivery;
+use crate::store::{RecordedProcess, Store};
 use output::RollingOutput;
 
 pub const MIN_CHECK_INTERVAL: Duration = Duration::from_secs(5);
@@ -161,6 +162,7 @@ struct Tracked {
 /// Tracks background processes. Cheap to share (`Arc`).
 pub struct ProcessRegistry {
     processes: Mutex<HashMap<String, Arc<Tracked>>>,
+    store: Store,
     limits: Limits,
     notifications: Notifications,
     delivery: Delivery,
@@ -177,6 +179,7 @@ impl ProcessRegistry {
         notifications: Notifications,
     ) -> Arc<Self> {
         Arc::new(ProcessRegistry {
+            store: delivery.store().clone(),
             processes: Mutex::new(HashMap::new()),
             limits,
             notifications,
@@ -187,7 +190,7 @@ impl ProcessRegistry {
     }
 
     /// Start a background process; returns its id (`proc_<12 hex>`).
-    pub fn spawn(self: &Arc<Self>, request: SpawnRequest) -> Result<(String, u32), String> {
+    pub async fn spawn(self: &Arc<Self>, request: SpawnRequest) -> Result<(String, u32), String> {
         self.make_room()?;
         let mut cmd = Command::new("bash");
         cmd.arg("-c")
@@ -235,6 +238,7 @@ impl ProcessRegistry {
         // The waiter owns the child: it reaps it and publishes the exit.
         let t = tracked.clone();
         let shutdown = self.shutdown.clone();
+        let store = self.store.clone();
         tokio::spawn(async move {
             let status = tokio::select! {
                 status = child.wait() => status.ok(),
@@ -250,8 +254,25 @@ impl ProcessRegistry {
                 elapsed: t.started.elapsed(),
             };
             *t.finished_at.lock().expect("finished lock") = Some(Instant::now());
+            if !shutdown.is_cancelled() {
+                let _ = store.process_ended(&t.id, "finished").await;
+            }
             let _ = exit_tx.send(Some(info));
         });
+        let record = RecordedProcess {
+            id: id.clone(),
+            chat: tracked.origin.chat.clone(),
+            command: tracked.command.clone(),
+            pgid: pid as i32,
+            start_ticks: start_ticks(pid as i32),
+        };
+        if let Err(e) = self
+            .store
+            .process_started(record, &tracked.origin.session_key)
+            .await
+        {
+            tracing::error!(error = %e, "process: could not record a background process");
+        }
         self.processes
             .lock()
             .expect("registry lock")
@@ -444,6 +465,66 @@ impl ProcessRegistry {
         running.len()
     }
 
+    /// Shutdown: stop every running process, record it, and tell its chat (the message goes
+    /// out from the outbox, after the restart if need be).
+    pub async fn stop_all(&self) {
+        let running: Vec<Arc<Tracked>> = {
+            let processes = self.processes.lock().expect("registry lock");
+            processes
+                .values()
+                .filter(|t| t.exit.borrow().is_none())
+                .cloned()
+                .collect()
+        };
+        for t in running {
+            kill_group(t.pgid, Signal::SIGKILL);
+            let _ = self.store.process_ended(&t.id, "stopped").await;
+            let text = format!(
+                "⚠️ The gateway is shutting down, so the background process `{}` ({}) was stopped.",
+                short(&t.command),
+                t.id
+            );
+            self.queue_notice(&t.origin.chat, &text).await;
+        }
+    }
+
+    /// Startup: processes an earlier run recorded as running were cut off by a crash; stop any
+    /// still alive and tell their chats.
+    pub async fn reap_orphans(&self) {
+        let orphans = match self.store.processes_running().await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(error = %e, "process: cannot read recorded processes");
+                return;
+            }
+        };
+        for p in orphans {
+            let alive = p.start_ticks.is_some() && start_ticks(p.pgid) == p.start_ticks;
+            if alive {
+                kill_group(Pid::from_raw(p.pgid), Signal::SIGKILL);
+            }
+            let _ = self.store.process_ended(&p.id, "stopped").await;
+            let what = if alive {
+                "was still running and has been stopped"
+            } else {
+                "ended while the gateway was down; its result was not captured"
+            };
+            tracing::warn!(id = %p.id, alive, "process: orphan from an earlier run");
+            let text = format!(
+                "⚠️ The gateway restarted unexpectedly. The background process `{}` ({}) {what}.",
+                short(&p.command),
+                p.id
+            );
+            self.queue_notice(&p.chat, &text).await;
+        }
+    }
+
+    async fn queue_notice(&self, chat: &ChatRef, text: &str) {
+        if let Err(e) = self.delivery.reply(chat, text, None).await {
+            tracing::error!(error = %e, "process: could not queue a notice");
+        }
+    }
+
     /// Whether the session has running processes.
     pub fn running_in(&self, session_key: &str) -> usize {
         let processes = self.processes.lock().expect("registry lock");
@@ -469,6 +550,14 @@ async fn terminate(t: &Tracked) -> String {
         return format!("{} did not stop on SIGTERM and was killed (SIGKILL)", t.id);
     }
     format!("{} stopped (SIGTERM)", t.id)
+}
+
+/// The start time of process `pid` in clock ticks since boot (`/proc/<pid>/stat` field 22).
+fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = stat.rsplit_once(") ")?.1;
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 fn kill_group(pgid: Pid, signal: Signal) {
@@ -687,6 +776,7 @@ mod tests {
                 "echo ready; read line; echo got:$line; echo tail",
                 "s1",
             ))
+            .await
             .unwrap();
         let attention = CancellationToken::new();
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -727,7 +817,7 @@ mod tests {
     #[tokio::test]
     async fn wait_returns_when_the_person_writes() {
         let (registry, _wakeups) = registry();
-        let (id, _) = registry.spawn(request("sleep 30", "s1")).unwrap();
+        let (id, _) = registry.spawn(request("sleep 30", "s1")).await.unwrap();
         let attention = CancellationToken::new();
         let a = attention.clone();
         tokio::spawn(async move {
@@ -755,18 +845,18 @@ mod limit_tests {
             output_capacity: 64,
             finished_ttl: Duration::from_secs(60),
         });
-        let (done, _) = registry.spawn(request("true", "s")).unwrap();
+        let (done, _) = registry.spawn(request("true", "s")).await.unwrap();
         let attention = CancellationToken::new();
         registry
             .wait("s", &done, Duration::from_secs(5), &attention)
             .await
             .unwrap();
-        let (running, _) = registry.spawn(request("sleep 30", "s")).unwrap();
-        let (newest, _) = registry.spawn(request("sleep 30", "s")).unwrap();
+        let (running, _) = registry.spawn(request("sleep 30", "s")).await.unwrap();
+        let (newest, _) = registry.spawn(request("sleep 30", "s")).await.unwrap();
         let list = registry.list("s");
         assert!(!list.contains(&done), "the finished one made room: {list}");
         assert!(list.contains(&running) && list.contains(&newest));
-        let refused = registry.spawn(request("sleep 30", "s")).unwrap_err();
+        let refused = registry.spawn(request("sleep 30", "s")).await.unwrap_err();
         assert!(
             refused.contains("2 background processes are running"),
             "{refused}"
@@ -781,7 +871,7 @@ mod limit_tests {
             output_capacity: 64,
             finished_ttl: Duration::from_millis(300),
         });
-        let (id, _) = registry.spawn(request("seq 1 1000", "s")).unwrap();
+        let (id, _) = registry.spawn(request("seq 1 1000", "s")).await.unwrap();
         let attention = CancellationToken::new();
         registry
             .wait("s", &id, Duration::from_secs(5), &attention)

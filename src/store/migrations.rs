@@ -146,6 +146,24 @@ const MIGRATIONS: &[&str] = &[
         added_at    INTEGER NOT NULL
     );
     "#,
+    // 3: background processes, so a crash cannot leave them running untracked.
+    r#"
+    CREATE TABLE background_processes (
+        id          TEXT PRIMARY KEY,
+        session_key TEXT NOT NULL,
+        platform    TEXT NOT NULL,
+        chat_id     TEXT NOT NULL,
+        thread_id   TEXT,
+        chat_kind   TEXT NOT NULL,
+        command     TEXT NOT NULL,
+        pgid        INTEGER NOT NULL,
+        start_ticks INTEGER,
+        state       TEXT NOT NULL DEFAULT 'running',
+        started_at  INTEGER NOT NULL,
+        ended_at    INTEGER
+    );
+    CREATE INDEX background_running ON background_processes(state) WHERE state = 'running';
+    "#,
 ];
 
 /// Bring the database up to the newest schema.

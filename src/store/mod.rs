@@ -11,6 +11,7 @@ mod inbox;
 mod migrations;
 mod outbox;
 mod pairing;
+mod processes;
 mod sessions;
 mod turns;
 
@@ -18,6 +19,7 @@ pub use approvals::{AllowlistEntry, PendingApproval};
 pub use inbox::{InboxRow, InboxState};
 pub use outbox::{NewOutboxRow, OutboxRow};
 pub use pairing::{PairingApproval, PairingError, PairingRequest, PairingRequestOutcome};
+pub use processes::RecordedProcess;
 pub use sessions::{SearchHit, SessionRow, StoredMessage};
 pub use turns::TurnRecord;
 

@@ -152,7 +152,7 @@ impl Toolbox {
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
             };
-            return ToolResult::text(match self.processes.spawn(request) {
+            return ToolResult::text(match self.processes.spawn(request).await {
                 Ok((id, pid)) => {
                     let mut text = format!(
                         "started in the background as {id} (pid {pid}). The chat will be told when it finishes; use the `process` tool (poll, log, wait, kill, write) to check on it."

@@ -1,0 +1,139 @@
+//! Background processes the daemon started, so that after a crash the next start can stop
+//! the ones still running and tell their chats.
+
+use hermes_adapter::{ChatKind, ChatRef, Platform};
+use rusqlite::params;
+
+use super::{Store, StoreError, now_ms};
+
+/// A process recorded as running.
+#[derive(Debug, Clone)]
+pub struct RecordedProcess {
+    pub id: String,
+    pub chat: ChatRef,
+    pub command: String,
+    pub pgid: i32,
+    /// Kernel start time of the group leader (`/proc/<pid>/stat` field 22), to tell a reused
+    /// pid from ours.
+    pub start_ticks: Option<u64>,
+}
+
+impl Store {
+    pub async fn process_started(
+        &self,
+        p: RecordedProcess,
+        session_key: &str,
+    ) -> Result<(), StoreError> {
+        let session_key = session_key.to_owned();
+        self.call(move |conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO background_processes (id, session_key, platform, chat_id,
+                    thread_id, chat_kind, command, pgid, start_ticks, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    p.id,
+                    session_key,
+                    p.chat.platform.as_str(),
+                    p.chat.chat_id,
+                    p.chat.thread_id,
+                    p.chat.kind.as_str(),
+                    p.command,
+                    p.pgid,
+                    p.start_ticks.map(|t| t as i64),
+                    now_ms()
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// `finished` (it ended by itself or was killed by a person) or `stopped` (by the gateway).
+    pub async fn process_ended(&self, id: &str, state: &str) -> Result<(), StoreError> {
+        let (id, state) = (id.to_owned(), state.to_owned());
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE background_processes SET state = ?1, ended_at = ?2 WHERE id = ?3 AND state = 'running'",
+                params![state, now_ms(), id],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn processes_running(&self) -> Result<Vec<RecordedProcess>, StoreError> {
+        self.call(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT id, platform, chat_id, thread_id, chat_kind, command, pgid, start_ticks
+                 FROM background_processes WHERE state = 'running' ORDER BY started_at",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                let platform: String = r.get(1)?;
+                let kind: String = r.get(4)?;
+                let ticks: Option<i64> = r.get(7)?;
+                Ok((
+                    platform,
+                    kind,
+                    RecordedProcess {
+                        id: r.get(0)?,
+                        chat: ChatRef {
+                            platform: Platform::Telegram,
+                            chat_id: r.get(2)?,
+                            thread_id: r.get(3)?,
+                            kind: ChatKind::Direct,
+                        },
+                        command: r.get(5)?,
+                        pgid: r.get(6)?,
+                        start_ticks: ticks.map(|t| t as u64),
+                    },
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (platform, kind, mut p) = row?;
+                let (Some(platform), Some(kind)) =
+                    (Platform::parse(&platform), ChatKind::parse(&kind))
+                else {
+                    return Err(StoreError::Invalid(format!(
+                        "bad process chat {platform:?}/{kind:?}"
+                    )));
+                };
+                p.chat.platform = platform;
+                p.chat.kind = kind;
+                out.push(p);
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn running_processes_are_listed_until_they_end() {
+        let store = Store::open_in_memory().unwrap();
+        let chat = ChatRef {
+            platform: Platform::Telegram,
+            chat_id: "3".into(),
+            thread_id: None,
+            kind: ChatKind::Group,
+        };
+        let p = RecordedProcess {
+            id: "proc_1".into(),
+            chat: chat.clone(),
+            command: "sleep 9".into(),
+            pgid: 42,
+            start_ticks: Some(7),
+        };
+        store.process_started(p, "k").await.unwrap();
+        let running = store.processes_running().await.unwrap();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[0].chat, chat);
+        assert_eq!(running[0].start_ticks, Some(7));
+        store.process_ended("proc_1", "finished").await.unwrap();
+        assert!(store.processes_running().await.unwrap().is_empty());
+    }
+}
