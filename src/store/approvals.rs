@@ -1,10 +1,10 @@
 //! Approval requests for dangerous commands (one row per prompt, with its decision) and the
 //! standing allowlist of pattern classes approved "always".
 
-use hermes_adapter::{ChatKind, ChatRef, Platform};
+use hermes_adapter::ChatRef;
 use rusqlite::{OptionalExtension, params};
 
-use super::{Store, StoreError, now_ms};
+use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
 
 /// An approval still pending in the store (found at startup: a restart expires them).
 #[derive(Debug, Clone)]
@@ -89,46 +89,20 @@ impl Store {
 
     pub async fn approvals_pending(&self) -> Result<Vec<PendingApproval>, StoreError> {
         self.call(|conn| {
-            let mut stmt = conn.prepare(
-                "SELECT id, platform, chat_id, thread_id, chat_kind, command, prompt_outbox_id
-                 FROM approvals WHERE state = 'pending' ORDER BY id",
-            )?;
+            let mut stmt =
+                conn.prepare("SELECT * FROM approvals WHERE state = 'pending' ORDER BY id")?;
             let rows = stmt.query_map([], |r| {
-                let platform: String = r.get(1)?;
-                let kind: String = r.get(4)?;
-                Ok((
-                    platform,
-                    kind,
-                    PendingApproval {
-                        id: r.get(0)?,
-                        chat: ChatRef {
-                            platform: Platform::Telegram,
-                            chat_id: r.get(2)?,
-                            thread_id: r.get(3)?,
-                            kind: ChatKind::Direct,
-                        },
-                        command: r.get(5)?,
-                        prompt_outbox_id: r.get(6)?,
-                    },
-                ))
+                Ok(match chat_from_row(r)? {
+                    Ok(chat) => Ok(PendingApproval {
+                        id: r.get("id")?,
+                        chat,
+                        command: r.get("command")?,
+                        prompt_outbox_id: r.get("prompt_outbox_id")?,
+                    }),
+                    Err(e) => Err(e),
+                })
             })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (platform, kind, mut pending) = row?;
-                match (Platform::parse(&platform), ChatKind::parse(&kind)) {
-                    (Some(p), Some(k)) => {
-                        pending.chat.platform = p;
-                        pending.chat.kind = k;
-                        out.push(pending);
-                    }
-                    _ => {
-                        return Err(StoreError::Invalid(format!(
-                            "bad approval chat {platform:?}/{kind:?}"
-                        )));
-                    }
-                }
-            }
-            Ok(out)
+            collect_checked(rows)
         })
         .await
     }
@@ -206,6 +180,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hermes_adapter::{ChatKind, Platform};
 
     #[tokio::test]
     async fn approvals_record_decisions_and_the_allowlist_persists() {

@@ -1,12 +1,10 @@
 //! The inbox: every inbound event, recorded before the platform is acknowledged, de-duplicated
 //! by the platform's event id, and moved to an end state once handled (invariant 1).
 
-use hermes_adapter::{
-    ButtonPress, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage, Platform, Sender,
-};
+use hermes_adapter::{ButtonPress, Inbound, InboundKind, InboundMessage, Sender};
 use rusqlite::{Row, params};
 
-use super::{Store, StoreError, now_ms};
+use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
 
 /// Where an inbox row stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,11 +123,7 @@ impl Store {
             let mut stmt =
                 conn.prepare("SELECT * FROM inbox WHERE state = 'received' ORDER BY id")?;
             let rows = stmt.query_map([], row_to_inbox)?;
-            let mut out = Vec::new();
-            for row in rows {
-                out.push(row?.map_err(StoreError::Invalid)?);
-            }
-            Ok(out)
+            collect_checked(rows)
         })
         .await
     }
@@ -168,15 +162,11 @@ pub(super) fn finish_in(
 }
 
 fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
-    let platform: String = row.get("platform")?;
-    let chat_kind: String = row.get("chat_kind")?;
+    let chat = match chat_from_row(row)? {
+        Ok(chat) => chat,
+        Err(e) => return Ok(Err(e)),
+    };
     let kind: String = row.get("kind")?;
-    let Some(platform) = Platform::parse(&platform) else {
-        return Ok(Err(format!("unknown platform {platform:?} in inbox")));
-    };
-    let Some(chat_kind) = ChatKind::parse(&chat_kind) else {
-        return Ok(Err(format!("unknown chat kind {chat_kind:?} in inbox")));
-    };
     let kind = match kind.as_str() {
         "message" => InboundKind::Message(InboundMessage {
             message_id: row
@@ -201,12 +191,7 @@ fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
         id: row.get("id")?,
         event: Inbound {
             event_id: row.get("event_id")?,
-            chat: ChatRef {
-                platform,
-                chat_id: row.get("chat_id")?,
-                thread_id: row.get("thread_id")?,
-                kind: chat_kind,
-            },
+            chat,
             sender: Sender {
                 user_id: row.get("user_id")?,
                 display_name: row.get("user_name")?,
@@ -221,6 +206,7 @@ fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hermes_adapter::{ChatKind, ChatRef, Platform};
 
     fn event(id: &str) -> Inbound {
         Inbound {

@@ -28,6 +28,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use hermes_adapter::{ChatKind, ChatRef, Platform};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
@@ -112,6 +113,34 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     Ok(())
+}
+
+/// The chat of a row, from the `platform`, `chat_id`, `thread_id` and `chat_kind` columns
+/// every table that refers to a chat has. The inner error names values the store does not
+/// know (a newer version's platform, a damaged row).
+fn chat_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<ChatRef, String>> {
+    let platform: String = row.get("platform")?;
+    let kind: String = row.get("chat_kind")?;
+    Ok(match (Platform::parse(&platform), ChatKind::parse(&kind)) {
+        (Some(platform), Some(kind)) => Ok(ChatRef {
+            platform,
+            chat_id: row.get("chat_id")?,
+            thread_id: row.get("thread_id")?,
+            kind,
+        }),
+        _ => Err(format!("unknown chat {platform:?}/{kind:?} in the store")),
+    })
+}
+
+/// Rows whose reading can fail on content, collected or the first such failure.
+fn collect_checked<T>(
+    rows: impl Iterator<Item = rusqlite::Result<Result<T, String>>>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(row?.map_err(StoreError::Invalid)?);
+    }
+    Ok(out)
 }
 
 /// Milliseconds since the Unix epoch: the time unit of every stored timestamp.

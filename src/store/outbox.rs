@@ -1,10 +1,10 @@
 //! The outbox: every message the gateway sends is written here before it is sent and marked
 //! with the platform's message id once sent (invariant 2). Pending rows survive restarts.
 
-use hermes_adapter::{Button, ChatKind, ChatRef, MessageBody, Platform};
+use hermes_adapter::{Button, ChatRef, MessageBody, Platform};
 use rusqlite::{Row, params};
 
-use super::{Store, StoreError, now_ms};
+use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
 
 /// A message to be queued.
 #[derive(Debug, Clone)]
@@ -51,7 +51,7 @@ impl Store {
                  ORDER BY id",
             )?;
             let rows = stmt.query_map(params![platform.as_str(), chat_id], row_to_outbox)?;
-            collect(rows)
+            collect_checked(rows)
         })
         .await
     }
@@ -63,20 +63,8 @@ impl Store {
                 "SELECT platform, chat_id, thread_id, chat_kind FROM outbox WHERE state = 'pending'
                  GROUP BY platform, chat_id ORDER BY MIN(id)",
             )?;
-            let rows = stmt.query_map([], |r| {
-                let platform: String = r.get(0)?;
-                let kind: String = r.get(3)?;
-                Ok(match (Platform::parse(&platform), ChatKind::parse(&kind)) {
-                    (Some(platform), Some(kind)) => Ok(ChatRef {
-                        platform,
-                        chat_id: r.get(1)?,
-                        thread_id: r.get(2)?,
-                        kind,
-                    }),
-                    _ => Err(format!("bad outbox chat {platform:?}/{kind:?}")),
-                })
-            })?;
-            collect(rows)
+            let rows = stmt.query_map([], chat_from_row)?;
+            collect_checked(rows)
         })
         .await
     }
@@ -173,31 +161,15 @@ pub(super) fn enqueue_in(
     Ok(ids)
 }
 
-fn collect<T>(
-    rows: impl Iterator<Item = rusqlite::Result<Result<T, String>>>,
-) -> Result<Vec<T>, StoreError> {
-    let mut out = Vec::new();
-    for row in rows {
-        out.push(row?.map_err(StoreError::Invalid)?);
-    }
-    Ok(out)
-}
-
 fn row_to_outbox(row: &Row<'_>) -> rusqlite::Result<Result<OutboxRow, String>> {
-    let platform: String = row.get("platform")?;
-    let kind: String = row.get("chat_kind")?;
-    let (Some(platform), Some(kind)) = (Platform::parse(&platform), ChatKind::parse(&kind)) else {
-        return Ok(Err(format!("bad outbox chat {platform:?}/{kind:?}")));
+    let chat = match chat_from_row(row)? {
+        Ok(chat) => chat,
+        Err(e) => return Ok(Err(e)),
     };
     let buttons: Option<String> = row.get("buttons")?;
     Ok(Ok(OutboxRow {
         id: row.get("id")?,
-        chat: ChatRef {
-            platform,
-            chat_id: row.get("chat_id")?,
-            thread_id: row.get("thread_id")?,
-            kind,
-        },
+        chat,
         body: MessageBody {
             markup: row.get("markup")?,
             plain: row.get("plain")?,
@@ -227,6 +199,7 @@ fn decode_buttons(text: &str) -> Vec<Button> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hermes_adapter::ChatKind;
 
     fn chat() -> ChatRef {
         ChatRef {

@@ -1,10 +1,10 @@
 //! Background processes the daemon started, so that after a crash the next start can stop
 //! the ones still running and tell their chats.
 
-use hermes_adapter::{ChatKind, ChatRef, Platform};
+use hermes_adapter::ChatRef;
 use rusqlite::params;
 
-use super::{Store, StoreError, now_ms};
+use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
 
 /// A process recorded as running.
 #[derive(Debug, Clone)]
@@ -64,45 +64,21 @@ impl Store {
     pub async fn processes_running(&self) -> Result<Vec<RecordedProcess>, StoreError> {
         self.call(|conn| {
             let mut stmt = conn.prepare(
-                "SELECT id, platform, chat_id, thread_id, chat_kind, command, pgid, start_ticks
-                 FROM background_processes WHERE state = 'running' ORDER BY started_at",
+                "SELECT * FROM background_processes WHERE state = 'running' ORDER BY started_at",
             )?;
             let rows = stmt.query_map([], |r| {
-                let platform: String = r.get(1)?;
-                let kind: String = r.get(4)?;
-                let ticks: Option<i64> = r.get(7)?;
-                Ok((
-                    platform,
-                    kind,
-                    RecordedProcess {
-                        id: r.get(0)?,
-                        chat: ChatRef {
-                            platform: Platform::Telegram,
-                            chat_id: r.get(2)?,
-                            thread_id: r.get(3)?,
-                            kind: ChatKind::Direct,
-                        },
-                        command: r.get(5)?,
-                        pgid: r.get(6)?,
-                        start_ticks: ticks.map(|t| t as u64),
-                    },
-                ))
+                Ok(match chat_from_row(r)? {
+                    Ok(chat) => Ok(RecordedProcess {
+                        id: r.get("id")?,
+                        chat,
+                        command: r.get("command")?,
+                        pgid: r.get("pgid")?,
+                        start_ticks: r.get::<_, Option<i64>>("start_ticks")?.map(|t| t as u64),
+                    }),
+                    Err(e) => Err(e),
+                })
             })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (platform, kind, mut p) = row?;
-                let (Some(platform), Some(kind)) =
-                    (Platform::parse(&platform), ChatKind::parse(&kind))
-                else {
-                    return Err(StoreError::Invalid(format!(
-                        "bad process chat {platform:?}/{kind:?}"
-                    )));
-                };
-                p.chat.platform = platform;
-                p.chat.kind = kind;
-                out.push(p);
-            }
-            Ok(out)
+            collect_checked(rows)
         })
         .await
     }
@@ -111,6 +87,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hermes_adapter::{ChatKind, Platform};
 
     #[tokio::test]
     async fn running_processes_are_listed_until_they_end() {
