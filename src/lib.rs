@@ -13,5 +13,6 @@ pub mod llm;
 pub mod process;
 pub mod router;
 pub mod session;
+pub mod shell;
 pub mod store;
 pub mod tools;

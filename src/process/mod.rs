@@ -10,19 +10,19 @@ mod watcher;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_adapter::{ChatRef, Sender};
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{ChildStdin, Command};
+use tokio::io::AsyncWriteExt;
+use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::delivery::Delivery;
+use crate::shell;
 use crate::store::{RecordedProcess, Store};
 use output::RollingOutput;
 use watcher::Watcher;
@@ -141,8 +141,9 @@ pub struct Wakeup {
 }
 
 impl Tracked {
+    /// When the process ended (derived from its exit).
     fn finished_at(&self) -> Option<Instant> {
-        *self.finished_at.lock().expect("finished lock")
+        self.exit.borrow().map(|e| self.started + e.elapsed)
     }
 }
 
@@ -158,7 +159,6 @@ struct Tracked {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     /// Where the last `poll` stopped.
     poll_offset: Mutex<u64>,
-    finished_at: Mutex<Option<Instant>>,
 }
 
 /// Tracks background processes. Cheap to share (`Arc`).
@@ -194,24 +194,13 @@ impl ProcessRegistry {
     /// Start a background process; returns its id (`proc_<12 hex>`).
     pub async fn spawn(self: &Arc<Self>, request: SpawnRequest) -> Result<(String, u32), String> {
         self.make_room()?;
-        let mut cmd = Command::new("bash");
-        cmd.arg("-c")
-            .arg(&request.command)
-            .current_dir(&request.cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        for name in &request.scrub_env {
-            cmd.env_remove(name);
-        }
-        let mut child = cmd.spawn().map_err(|e| {
-            format!(
-                "could not start the command: {e} (in {})",
-                request.cwd.display()
-            )
-        })?;
+        let mut child = shell::spawn(&request.command, &request.cwd, &request.scrub_env, true)
+            .map_err(|e| {
+                format!(
+                    "could not start the command: {e} (in {})",
+                    request.cwd.display()
+                )
+            })?;
         let pid = child.id().unwrap_or(0);
         let id = format!("proc_{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
         let (exit_tx, exit_rx) = watch::channel(None);
@@ -225,18 +214,11 @@ impl ProcessRegistry {
             exit: exit_rx,
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             poll_offset: Mutex::new(0),
-            finished_at: Mutex::new(None),
         });
-        for stream in [
-            child.stdout.take().map(boxed),
-            child.stderr.take().map(boxed),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let t = tracked.clone();
-            tokio::spawn(async move { read_into(stream, &t).await });
-        }
+        let t = tracked.clone();
+        shell::pump_output(&mut child, move |bytes| {
+            t.output.lock().expect("output lock").push(bytes)
+        });
         // The waiter owns the child: it reaps it and publishes the exit.
         let t = tracked.clone();
         let shutdown = self.shutdown.clone();
@@ -245,7 +227,7 @@ impl ProcessRegistry {
             let status = tokio::select! {
                 status = child.wait() => status.ok(),
                 _ = shutdown.cancelled() => {
-                    kill_group(t.pgid, Signal::SIGKILL);
+                    shell::signal_group(t.pgid, Signal::SIGKILL);
                     child.wait().await.ok()
                 }
             };
@@ -255,7 +237,6 @@ impl ProcessRegistry {
                 signal: status.and_then(|s| s.signal()),
                 elapsed: t.started.elapsed(),
             };
-            *t.finished_at.lock().expect("finished lock") = Some(Instant::now());
             if !shutdown.is_cancelled() {
                 let _ = store.process_ended(&t.id, "finished").await;
             }
@@ -479,7 +460,7 @@ impl ProcessRegistry {
                 .collect()
         };
         for t in running {
-            kill_group(t.pgid, Signal::SIGKILL);
+            shell::signal_group(t.pgid, Signal::SIGKILL);
             let _ = self.store.process_ended(&t.id, "stopped").await;
             let text = format!(
                 "⚠️ The gateway is shutting down, so the background process `{}` ({}) was stopped.",
@@ -503,7 +484,7 @@ impl ProcessRegistry {
         for p in orphans {
             let alive = p.start_ticks.is_some() && start_ticks(p.pgid) == p.start_ticks;
             if alive {
-                kill_group(Pid::from_raw(p.pgid), Signal::SIGKILL);
+                shell::signal_group(Pid::from_raw(p.pgid), Signal::SIGKILL);
             }
             let _ = self.store.process_ended(&p.id, "stopped").await;
             let what = if alive {
@@ -526,28 +507,19 @@ impl ProcessRegistry {
             tracing::error!(error = %e, "process: could not queue a notice");
         }
     }
-
-    /// Whether the session has running processes.
-    pub fn running_in(&self, session_key: &str) -> usize {
-        let processes = self.processes.lock().expect("registry lock");
-        processes
-            .values()
-            .filter(|t| t.origin.session_key == session_key && t.exit.borrow().is_none())
-            .count()
-    }
 }
 
 async fn terminate(t: &Tracked) -> String {
     if t.exit.borrow().is_some() {
         return format!("{} had already finished", t.id);
     }
-    kill_group(t.pgid, Signal::SIGTERM);
+    shell::signal_group(t.pgid, Signal::SIGTERM);
     let mut exit = t.exit.clone();
     if tokio::time::timeout(KILL_GRACE, exit.wait_for(Option::is_some))
         .await
         .is_err()
     {
-        kill_group(t.pgid, Signal::SIGKILL);
+        shell::signal_group(t.pgid, Signal::SIGKILL);
         let _ = tokio::time::timeout(Duration::from_secs(2), exit.wait_for(Option::is_some)).await;
         return format!("{} did not stop on SIGTERM and was killed (SIGKILL)", t.id);
     }
@@ -560,30 +532,6 @@ fn start_ticks(pid: i32) -> Option<u64> {
     // Fields after the command name, which is in parentheses and may contain spaces.
     let rest = stat.rsplit_once(") ")?.1;
     rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-fn kill_group(pgid: Pid, signal: Signal) {
-    if let Err(e) = killpg(pgid, signal)
-        && e != nix::errno::Errno::ESRCH
-    {
-        tracing::warn!(error = %e, pgid = pgid.as_raw(), "process: could not signal the group");
-    }
-}
-
-type Stream = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
-
-fn boxed<R: tokio::io::AsyncRead + Unpin + Send + 'static>(r: R) -> Stream {
-    Box::new(r)
-}
-
-async fn read_into(mut stream: Stream, t: &Tracked) {
-    let mut chunk = [0u8; 8192];
-    loop {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => t.output.lock().expect("output lock").push(&chunk[..n]),
-        }
-    }
 }
 
 fn short(command: &str) -> String {

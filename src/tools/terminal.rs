@@ -3,18 +3,15 @@
 //! whole group killed on timeout or cancellation so nothing it started lingers.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use tokio::io::AsyncReadExt;
-use tokio::process::Command;
+use nix::sys::signal::Signal;
 use tokio_util::sync::CancellationToken;
 
 use super::output::HeadTail;
 use crate::config::TerminalConfig;
+use crate::shell;
 
 /// Name endings that mark a variable as a secret.
 const SECRET_SUFFIXES: &[&str] = &[
@@ -122,20 +119,8 @@ impl Terminal {
         let cwd = workdir
             .map(PathBuf::from)
             .unwrap_or_else(|| self.config.cwd.clone());
-        let mut cmd = Command::new("bash");
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(&cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        for name in self.secret_names_present() {
-            cmd.env_remove(name);
-        }
         let started = Instant::now();
-        let mut child = match cmd.spawn() {
+        let mut child = match shell::spawn(command, &cwd, &self.secret_names_present(), false) {
             Ok(child) => child,
             Err(e) => {
                 return CommandOutcome::FailedToStart(format!(
@@ -144,12 +129,14 @@ impl Terminal {
                 ));
             }
         };
-        let group = child.id().map(|id| Pid::from_raw(id as i32));
+        let group = shell::group_of(&child);
         let buffer = Arc::new(Mutex::new(HeadTail::new(self.config.max_output_chars)));
-        let readers = [
-            child.stdout.take().map(|s| spawn_reader(s, buffer.clone())),
-            child.stderr.take().map(|s| spawn_reader(s, buffer.clone())),
-        ];
+        let sink = buffer.clone();
+        let readers = shell::pump_output(&mut child, move |bytes| {
+            if let Ok(mut b) = sink.lock() {
+                b.push(bytes);
+            }
+        });
 
         enum End {
             Exited(Option<i32>),
@@ -162,12 +149,14 @@ impl Terminal {
             _ = cancel.cancelled() => End::Cancelled,
         };
         if !matches!(end, End::Exited(_)) {
-            kill_group(group);
+            if let Some(group) = group {
+                shell::signal_group(group, Signal::SIGKILL);
+            }
             let _ = child.wait().await;
         }
         // Readers end when every process holding the pipes is gone; something the command left
         // running in the background may hold them open, so do not wait on it for long.
-        for reader in readers.into_iter().flatten() {
+        for reader in readers {
             let abort = reader.abort_handle();
             if tokio::time::timeout(Duration::from_millis(500), reader)
                 .await
@@ -190,35 +179,6 @@ impl Terminal {
             End::Cancelled => CommandOutcome::Cancelled { output },
         }
     }
-}
-
-/// SIGKILL to a whole process group.
-pub fn kill_group(group: Option<Pid>) {
-    if let Some(pid) = group
-        && let Err(e) = killpg(pid, Signal::SIGKILL)
-        && e != nix::errno::Errno::ESRCH
-    {
-        tracing::warn!(error = %e, pgid = pid.as_raw(), "could not kill a process group");
-    }
-}
-
-fn spawn_reader<R>(mut stream: R, buffer: Arc<Mutex<HeadTail>>) -> tokio::task::JoinHandle<()>
-where
-    R: tokio::io::AsyncRead + Unpin + Send + 'static,
-{
-    tokio::spawn(async move {
-        let mut chunk = [0u8; 8192];
-        loop {
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if let Ok(mut b) = buffer.lock() {
-                        b.push(&chunk[..n]);
-                    }
-                }
-            }
-        }
-    })
 }
 
 #[cfg(test)]

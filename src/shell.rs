@@ -1,0 +1,85 @@
+//! Running shell commands the one way every tool does: `bash -c` in a process group of its
+//! own (so the whole group can be signalled), without the daemon's secrets in its
+//! environment (invariant 8), killed if its handle is dropped, and with stdout and stderr
+//! pumped into the caller's buffer by reader tasks.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+/// Start `command` in `cwd` with the variables in `scrub_env` removed; stdin is piped when
+/// `with_stdin`, closed otherwise.
+pub fn spawn(
+    command: &str,
+    cwd: &Path,
+    scrub_env: &[String],
+    with_stdin: bool,
+) -> std::io::Result<Child> {
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(if with_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for name in scrub_env {
+        cmd.env_remove(name);
+    }
+    cmd.spawn()
+}
+
+/// The process group a spawned child leads.
+pub fn group_of(child: &Child) -> Option<Pid> {
+    child.id().map(|id| Pid::from_raw(id as i32))
+}
+
+/// Signal a whole process group; a group that is already gone is not an error.
+pub fn signal_group(pgid: Pid, signal: Signal) {
+    if let Err(e) = killpg(pgid, signal)
+        && e != nix::errno::Errno::ESRCH
+    {
+        tracing::warn!(error = %e, pgid = pgid.as_raw(), "could not signal a process group");
+    }
+}
+
+/// Feed the child's stdout and stderr to `sink` as they arrive; the tasks end at EOF.
+pub fn pump_output<F>(child: &mut Child, sink: F) -> Vec<JoinHandle<()>>
+where
+    F: Fn(&[u8]) + Clone + Send + 'static,
+{
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        readers.push(pump(out, sink.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers.push(pump(err, sink));
+    }
+    readers
+}
+
+fn pump<R, F>(mut stream: R, sink: F) -> JoinHandle<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    F: Fn(&[u8]) + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => sink(&chunk[..n]),
+            }
+        }
+    })
+}
