@@ -369,29 +369,15 @@ impl Router {
     }
 
     async fn end(&self, id: i64, state: InboxState, note: &str, reply: Option<Reply>) {
+        let delivery = &self.services.delivery;
         let outbox = reply
-            .as_ref()
-            .map(|r| {
-                self.services
-                    .delivery
-                    .reply_rows(&r.chat, &r.text, r.reply_to.clone())
-            })
+            .map(|r| delivery.reply_rows(&r.chat, &r.text, r.reply_to))
             .unwrap_or_default();
-        let record = TurnRecord {
-            session_id: None,
-            messages: Vec::new(),
-            outbox,
-            inbox_ids: vec![id],
-            state,
-            outcome: note.to_owned(),
-        };
-        match self.services.store.finish_turn(record).await {
-            Ok(_) => {
-                if let Some(r) = reply {
-                    self.services.delivery.wake(&r.chat);
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "router: could not record an outcome"),
+        if let Err(e) = delivery
+            .commit(TurnRecord::outcome(vec![id], state, note, outbox))
+            .await
+        {
+            tracing::error!(error = %e, "router: could not record an outcome");
         }
     }
 }

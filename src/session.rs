@@ -529,15 +529,12 @@ impl SessionActor {
     }
 
     async fn commit(&self, record: TurnRecord) {
-        match self.services.store.finish_turn(record).await {
-            Ok(_) => self.services.delivery.wake(&self.chat),
-            Err(e) => {
-                tracing::error!(error = %e, session = %self.key, "session: could not record the end of a turn")
-            }
+        if let Err(e) = self.services.delivery.commit(record).await {
+            tracing::error!(error = %e, session = %self.key, "session: could not record the end of a turn");
         }
     }
 
-    /// End inbox rows, optionally with a reply.
+    /// End inbox rows, optionally with a reply (`(text, message id to reply to)`).
     async fn finish(
         &self,
         ids: Vec<i64>,
@@ -549,18 +546,13 @@ impl SessionActor {
             return;
         }
         let outbox = match reply {
-            Some((text, reply_to)) => self.reply_rows(&text, Some(reply_to)),
+            Some((text, reply_to)) => {
+                self.reply_rows(&text, Some(reply_to).filter(|r| !r.is_empty()))
+            }
             None => Vec::new(),
         };
-        let record = TurnRecord {
-            session_id: None,
-            messages: Vec::new(),
-            outbox,
-            inbox_ids: ids,
-            state,
-            outcome: outcome.into(),
-        };
-        self.commit(record).await;
+        self.commit(TurnRecord::outcome(ids, state, outcome, outbox))
+            .await;
     }
 
     async fn say(&self, inbox_id: i64, message_id: &str, text: &str) {

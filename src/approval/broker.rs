@@ -19,7 +19,7 @@ use super::patterns::{Danger, detect};
 use crate::config::{ApprovalConfig, ApprovalMode};
 use crate::delivery::Delivery;
 use crate::format;
-use crate::store::{NewOutboxRow, Store};
+use crate::store::Store;
 
 /// The longest command shown in a prompt.
 const PREVIEW_CHARS: usize = 3000;
@@ -225,7 +225,7 @@ impl ApprovalBroker {
         if let Some(last) = rows.last_mut() {
             last.buttons = buttons;
         }
-        let sent = self.enqueue(rows).await;
+        let sent = self.delivery.queue(rows).await;
         let prompt_row = match sent {
             Ok(ids) => ids.last().copied(),
             Err(e) => {
@@ -388,15 +388,6 @@ impl ApprovalBroker {
         if let Err(e) = self.delivery.reply(chat, line, None).await {
             tracing::error!(error = %e, "approval: could not send the outcome");
         }
-    }
-
-    async fn enqueue(&self, rows: Vec<NewOutboxRow>) -> Result<Vec<i64>, crate::store::StoreError> {
-        let chat = rows.first().map(|r| r.chat.clone());
-        let ids = self.store.outbox_enqueue(rows).await?;
-        if let Some(chat) = chat {
-            self.delivery.wake(&chat);
-        }
-        Ok(ids)
     }
 
     fn buttons_for(&self, chat: &ChatRef, id: i64) -> Vec<Button> {

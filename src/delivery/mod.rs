@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::DeliveryConfig;
 use crate::format;
-use crate::store::{NewOutboxRow, OutboxRow, Store};
+use crate::store::{NewOutboxRow, OutboxRow, Store, TurnRecord};
 use budget::TokenBucket;
 
 type ChatKey = (Platform, String);
@@ -146,9 +146,26 @@ impl Delivery {
         markdown: &str,
         reply_to: Option<String>,
     ) -> Result<Vec<i64>, crate::store::StoreError> {
-        let rows = self.reply_rows(chat, markdown, reply_to);
+        self.queue(self.reply_rows(chat, markdown, reply_to)).await
+    }
+
+    /// Queue prepared rows and start sending them.
+    pub async fn queue(
+        &self,
+        rows: Vec<NewOutboxRow>,
+    ) -> Result<Vec<i64>, crate::store::StoreError> {
+        let chats = chats_of(&rows);
         let ids = self.inner.store.outbox_enqueue(rows).await?;
-        self.wake(chat);
+        chats.iter().for_each(|chat| self.wake(chat));
+        Ok(ids)
+    }
+
+    /// Commit the end of a turn (messages, outbox rows, inbox states in one transaction) and
+    /// start sending what it queued.
+    pub async fn commit(&self, record: TurnRecord) -> Result<Vec<i64>, crate::store::StoreError> {
+        let chats = chats_of(&record.outbox);
+        let ids = self.inner.store.finish_turn(record).await?;
+        chats.iter().for_each(|chat| self.wake(chat));
         Ok(ids)
     }
 
@@ -372,6 +389,17 @@ impl Lane {
             }
         }
     }
+}
+
+/// The distinct chats some rows go to.
+fn chats_of(rows: &[NewOutboxRow]) -> Vec<ChatRef> {
+    let mut chats: Vec<ChatRef> = Vec::new();
+    for row in rows {
+        if !chats.contains(&row.chat) {
+            chats.push(row.chat.clone());
+        }
+    }
+    chats
 }
 
 /// 0.5 s, 1 s, 2 s … capped at 30 s.

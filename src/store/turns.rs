@@ -20,6 +20,26 @@ pub struct TurnRecord {
     pub outcome: String,
 }
 
+impl TurnRecord {
+    /// A record that only ends inbox rows, optionally with messages to send (commands,
+    /// refusals, stops): no conversation messages.
+    pub fn outcome(
+        inbox_ids: Vec<i64>,
+        state: InboxState,
+        outcome: &str,
+        outbox: Vec<NewOutboxRow>,
+    ) -> Self {
+        TurnRecord {
+            session_id: None,
+            messages: Vec::new(),
+            outbox,
+            inbox_ids,
+            state,
+            outcome: outcome.to_owned(),
+        }
+    }
+}
+
 impl Store {
     pub async fn finish_turn(&self, record: TurnRecord) -> Result<Vec<i64>, StoreError> {
         self.call(move |conn| {
