@@ -100,10 +100,17 @@ fn build_adapters(config: &Config) -> anyhow::Result<Vec<Box<dyn Adapter>>> {
 /// Run until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<Exit> {
     let config = Arc::new(config);
-    std::fs::create_dir_all(&config.home)
-        .with_context(|| format!("creating {}", config.home.display()))?;
-    let db_path = config.database_path();
-    let store = tokio::task::spawn_blocking(move || Store::open(&db_path)).await??;
+    // File work before anything runs, off the async worker threads: the home, the database,
+    // and the prompt files.
+    let files = config.clone();
+    let (store, prompt) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        std::fs::create_dir_all(&files.home)
+            .with_context(|| format!("creating {}", files.home.display()))?;
+        let store = Store::open(&files.database_path())?;
+        let prompt = SystemPrompt::load(&files.home, files.agent.system_prompt.as_deref());
+        Ok((store, prompt))
+    })
+    .await??;
 
     let adapters = build_adapters(&config)?;
     let senders: HashMap<_, _> = adapters
@@ -144,7 +151,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             approvals.clone(),
             processes.clone(),
         ),
-        prompt: SystemPrompt::load(&config.home, config.agent.system_prompt.as_deref()),
+        prompt,
         max_iterations: config.agent.max_turns,
         context_tokens: config.model.context_length,
     });

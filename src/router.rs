@@ -153,7 +153,7 @@ impl Router {
                 text: text.to_owned(),
             }),
         };
-        let key = self.session_key(chat, &sender.user_id);
+        let key = session_key(chat, &sender.user_id, &self.config.sessions);
         session::route(&self.directory, &self.services, &key, chat, sender, input);
     }
 
@@ -362,12 +362,6 @@ impl Router {
         }
     }
 
-    /// The Hermes session key: DMs per chat; groups per chat and member (unless shared);
-    /// threads per thread (per member only with `thread_sessions_per_user`).
-    pub fn session_key(&self, chat: &ChatRef, user_id: &str) -> String {
-        session_key(chat, user_id, &self.config.sessions)
-    }
-
     async fn end(&self, id: i64, state: InboxState, note: &str, reply: Option<Reply>) {
         let delivery = &self.services.delivery;
         let outbox = reply
@@ -396,6 +390,8 @@ fn split_command(text: &str) -> (Option<String>, &str) {
     (Some(name), args.trim())
 }
 
+/// The Hermes session key: DMs per chat; groups per chat and member (unless shared);
+/// threads per thread (per member only with `thread_sessions_per_user`).
 fn session_key(chat: &ChatRef, user_id: &str, sessions: &crate::config::SessionConfig) -> String {
     let base = format!(
         "agent:main:{}:{}:{}",

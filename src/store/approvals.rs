@@ -76,6 +76,7 @@ impl Store {
         .await
     }
 
+    #[cfg(test)]
     pub async fn approval_state(&self, id: i64) -> Result<Option<String>, StoreError> {
         self.call(move |conn| {
             Ok(conn

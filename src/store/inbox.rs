@@ -128,7 +128,8 @@ impl Store {
         .await
     }
 
-    /// The state of one event (tests and diagnostics).
+    /// The state of one event (tests).
+    #[cfg(test)]
     pub async fn inbox_state(&self, event_id: &str) -> Result<Option<String>, StoreError> {
         let event_id = event_id.to_owned();
         self.call(move |conn| {
