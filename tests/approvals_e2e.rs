@@ -33,13 +33,13 @@ fn press(w: &World, chat: i64, user: i64, prompt: &(i64, Value), label: &str) {
     w.telegram.press(chat, user, prompt.0, &data);
 }
 
-/// The texts of every edit of a message.
-fn edits(w: &World, message_id: i64) -> Vec<String> {
+/// The parameters of every edit of a message.
+fn edits(w: &World, message_id: i64) -> Vec<Value> {
     w.telegram
         .calls("editMessageText")
         .into_iter()
         .filter(|c| c.params["message_id"].as_i64() == Some(message_id))
-        .map(|c| c.params["text"].as_str().unwrap_or_default().to_owned())
+        .map(|c| c.params)
         .collect()
 }
 
@@ -94,7 +94,15 @@ async fn approve_by_button_runs_exactly_the_shown_command() {
     let acks = w.telegram.calls("answerCallbackQuery");
     assert_eq!(acks[0].params["text"], "✅ Allowed once");
     edit_containing(&w, p.0, "Allowed once by User4242").await;
-    assert!(edits(&w, p.0).iter().all(|e| !e.is_empty()));
+    let edited = edits(&w, p.0);
+    assert!(
+        edited.iter().all(|e| e.get("reply_markup").is_none()),
+        "the edit drops the buttons: {edited:?}"
+    );
+    assert!(
+        edited[0]["text"].as_str().unwrap().contains(&command),
+        "the edited prompt still shows the command"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,8 +41,11 @@ async fn group_messages_are_answered_only_when_addressed() {
     let bot_message = w.telegram.calls("sendMessage")[0].params.clone();
     // The answer replies to the mentioned message (the second one the fake created).
     assert_eq!(bot_message["reply_parameters"]["message_id"], 5002);
+    let answer_id = bot_message["_message_id"]
+        .as_i64()
+        .expect("the bot's message id");
     w.telegram
-        .group_reply_to_bot(group, ALICE, "and a follow-up", 5001);
+        .group_reply_to_bot(group, ALICE, "and a follow-up", answer_id);
     let replies = w.replies(group, 2).await;
     assert_eq!(replies[1], "echo: and a follow-up");
     settle().await;
