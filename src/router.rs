@@ -149,7 +149,7 @@ impl Router {
             Some("status") => session_command(SessionCommand::Status),
             _ => SessionInput::Message(UserInput {
                 inbox_id: Some(id),
-                message_id: message.message_id.clone(),
+                message_id: Some(message.message_id.clone()),
                 text: text.to_owned(),
             }),
         };
@@ -162,7 +162,7 @@ impl Router {
         let origin = wakeup.origin;
         let input = SessionInput::Message(UserInput {
             inbox_id: None,
-            message_id: String::new(),
+            message_id: None,
             text: wakeup.text,
         });
         session::route(

@@ -41,7 +41,8 @@ pub enum SessionInput {
 #[derive(Debug, Clone)]
 pub struct UserInput {
     pub inbox_id: Option<i64>,
-    pub message_id: String,
+    /// The platform's id of the message, to reply to; `None` for the gateway's own inputs.
+    pub message_id: Option<String>,
     pub text: String,
 }
 
@@ -267,7 +268,7 @@ impl SessionActor {
                     cleared,
                     InboxState::Done,
                     "reset",
-                    Some((reply.to_owned(), message_id)),
+                    Some((reply.to_owned(), Some(message_id))),
                 )
                 .await;
             }
@@ -333,10 +334,7 @@ impl SessionActor {
             Err(e) => {
                 tracing::error!(error = %e, "session: cannot open the session");
                 let ids = inputs.iter().filter_map(|i| i.inbox_id).collect();
-                let reply_to = inputs
-                    .last()
-                    .map(|i| i.message_id.clone())
-                    .unwrap_or_default();
+                let reply_to = inputs.last().and_then(|i| i.message_id.clone());
                 let notice = "⚠️ I could not open this conversation's history (database error); please try again.";
                 self.finish(
                     ids,
@@ -415,11 +413,7 @@ impl SessionActor {
     ) -> Option<Resume> {
         let Some((outcome, mut steer_rx)) = ended else {
             let ids = turn.inputs.iter().filter_map(|i| i.inbox_id).collect();
-            let reply_to = turn
-                .inputs
-                .last()
-                .map(|i| i.message_id.clone())
-                .unwrap_or_default();
+            let reply_to = turn.inputs.last().and_then(|i| i.message_id.clone());
             let notice =
                 "⚠️ Something went wrong inside the gateway while answering; please try again.";
             self.finish(
@@ -444,10 +438,7 @@ impl SessionActor {
         let mut inputs = turn.inputs.clone();
         inputs.extend(steered);
         let ids: Vec<i64> = inputs.iter().filter_map(|i| i.inbox_id).collect();
-        let reply_to = inputs
-            .last()
-            .map(|i| i.message_id.clone())
-            .filter(|m| !m.is_empty());
+        let reply_to = inputs.last().and_then(|i| i.message_id.clone());
 
         match (outcome, turn.stop) {
             (TurnOutcome::Cancelled { messages }, Some(StopReason::Interrupt)) => {
@@ -534,21 +525,19 @@ impl SessionActor {
         }
     }
 
-    /// End inbox rows, optionally with a reply (`(text, message id to reply to)`).
+    /// End inbox rows, optionally with a reply (`(text, message to reply to)`).
     async fn finish(
         &self,
         ids: Vec<i64>,
         state: InboxState,
         outcome: &str,
-        reply: Option<(String, String)>,
+        reply: Option<(String, Option<String>)>,
     ) {
         if ids.is_empty() && reply.is_none() {
             return;
         }
         let outbox = match reply {
-            Some((text, reply_to)) => {
-                self.reply_rows(&text, Some(reply_to).filter(|r| !r.is_empty()))
-            }
+            Some((text, reply_to)) => self.reply_rows(&text, reply_to),
             None => Vec::new(),
         };
         self.commit(TurnRecord::outcome(ids, state, outcome, outbox))
@@ -560,7 +549,7 @@ impl SessionActor {
             vec![inbox_id],
             InboxState::Done,
             "command",
-            Some((text.to_owned(), message_id.to_owned())),
+            Some((text.to_owned(), Some(message_id.to_owned()))),
         )
         .await;
     }

@@ -29,6 +29,30 @@ async fn a_direct_message_gets_the_models_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_is_refreshed_every_four_seconds_while_a_long_turn_runs() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::Delayed(
+        Duration::from_millis(4600),
+        Box::new(Reply::text("slow answer")),
+    ));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "take your time");
+    assert_eq!(w.replies(ALICE, 1).await[0], "slow answer");
+    let typing = w.telegram.calls("sendChatAction");
+    assert!(
+        typing.len() >= 2,
+        "typing was refreshed: {} actions",
+        typing.len()
+    );
+    assert_eq!(typing[0].params["action"], "typing");
+    let gap = typing[1].at.duration_since(typing[0].at);
+    assert!(
+        gap >= Duration::from_millis(3500),
+        "not sent more often than needed: {gap:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_messages_are_answered_only_when_addressed() {
     let w = World::allow_all().await;
     let _d = w.start();
