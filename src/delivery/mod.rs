@@ -230,7 +230,7 @@ impl Delivery {
     }
 
     fn limit_for(&self, chat: &ChatRef) -> RateLimit {
-        let caps = self.sender(chat.platform).map(|s| s.capabilities().clone());
+        let caps = self.sender(chat.platform).map(|s| s.capabilities());
         let mut limit = match (caps, chat.kind) {
             (Some(c), ChatKind::Direct) => c.per_chat_rate,
             (Some(c), _) => c.group_chat_rate,
@@ -249,11 +249,10 @@ impl Delivery {
     }
 
     fn with_bucket<T>(&self, chat: &ChatRef, f: impl FnOnce(&mut TokenBucket) -> T) -> T {
-        let limit = self.limit_for(chat);
         let mut budgets = self.inner.budgets.lock().expect("budget lock");
         let bucket = budgets
             .entry((chat.platform, chat.chat_id.clone()))
-            .or_insert_with(|| TokenBucket::new(limit));
+            .or_insert_with(|| TokenBucket::new(self.limit_for(chat)));
         f(bucket)
     }
 
