@@ -1,7 +1,8 @@
 //! The daemon: opens the store, builds the enabled adapters, wires the sink → router →
-//! session actors → delivery, resumes what an earlier run left open, and runs until SIGTERM
-//! or SIGINT; then it stops receiving, lets turns and lanes stop, and exits. Work cut short
-//! stays open in the inbox and the outbox and resumes on the next start.
+//! session actors → delivery, resumes what an earlier run left open, supervises the
+//! adapters, and runs until SIGTERM or SIGINT; then [`shut_down`] stops receiving, stops
+//! background processes, lets turns and lanes stop, and exits. Work cut short stays open in
+//! the inbox and the outbox and resumes on the next start.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,10 +10,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hermes_adapter::{
-    Accepted, Adapter, AdapterError, Inbound, InboundSink, Platform, SinkError, async_trait,
+    Accepted, Adapter, AdapterError, Backoff, DeliveryStatus, Inbound, InboundKind, InboundSink,
+    Platform, SinkError, Wakeup as WakeupEvent, async_trait,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::agent::{AgentRuntime, SystemPrompt};
 use crate::approval::ApprovalBroker;
@@ -20,30 +23,34 @@ use crate::config::{ApprovalMode, Config};
 use crate::delivery::Delivery;
 use crate::llm::LlmClient;
 use crate::process::{Limits, ProcessRegistry, Wakeup};
-use crate::router::Router;
+use crate::router::{COMMANDS, Router};
 use crate::session::SessionServices;
 use crate::store::{InboxRow, Store};
 use crate::tools::Toolbox;
+
+/// Restarting an adapter that stopped on an error: 1 s, doubling, at most 60 s.
+const ADAPTER_RESTART: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// How the daemon ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Exit {
     /// Asked to stop.
     Stopped,
-    /// A platform refused the configuration (exit status 78: systemd must not restart-loop).
+    /// Every platform refused its configuration (exit status 78: systemd must not
+    /// restart-loop).
     ConfigRejected(String),
 }
 
-/// Records events in the inbox before the adapter acknowledges them, then queues them for
+/// Records events in the inbox before the adapter acknowledges them, then hands them to
 /// the router.
 struct GatewaySink {
     store: Store,
-    router: mpsc::UnboundedSender<InboxRow>,
+    router: Arc<Router>,
 }
 
-#[async_trait]
-impl InboundSink for GatewaySink {
-    async fn accept(&self, event: Inbound) -> Result<Accepted, SinkError> {
+impl GatewaySink {
+    /// Record `event`; a new one is dispatched.
+    async fn record(&self, event: Inbound) -> Result<Accepted, SinkError> {
         let id = self
             .store
             .inbox_record(event.clone())
@@ -51,7 +58,7 @@ impl InboundSink for GatewaySink {
             .map_err(|e| SinkError(e.to_string()))?;
         match id {
             Some(id) => {
-                let _ = self.router.send(InboxRow { id, event });
+                self.router.submit(InboxRow { id, event });
                 Ok(Accepted::New)
             }
             None => {
@@ -59,6 +66,13 @@ impl InboundSink for GatewaySink {
                 Ok(Accepted::Duplicate)
             }
         }
+    }
+}
+
+#[async_trait]
+impl InboundSink for GatewaySink {
+    async fn accept(&self, event: Inbound) -> Result<Accepted, SinkError> {
+        self.record(event).await
     }
 
     async fn load_cursor(&self, platform: Platform) -> Result<Option<String>, SinkError> {
@@ -74,10 +88,31 @@ impl InboundSink for GatewaySink {
             .await
             .map_err(|e| SinkError(e.to_string()))
     }
+
+    async fn delivery_report(
+        &self,
+        platform: Platform,
+        platform_message_id: String,
+        status: DeliveryStatus,
+    ) -> Result<(), SinkError> {
+        if let DeliveryStatus::Failed(why) = &status {
+            tracing::warn!(%platform, message = %platform_message_id, why, "delivery: the platform could not deliver a message");
+        }
+        let found = self
+            .store
+            .outbox_delivery_report(platform, platform_message_id.clone(), status)
+            .await
+            .map_err(|e| SinkError(e.to_string()))?;
+        if !found {
+            tracing::debug!(%platform, message = %platform_message_id, "delivery: report for a message we do not know");
+        }
+        Ok(())
+    }
 }
 
-fn build_adapters(config: &Config) -> anyhow::Result<Vec<Box<dyn Adapter>>> {
-    let mut adapters: Vec<Box<dyn Adapter>> = Vec::new();
+/// The adapters for the enabled platforms: one line each, behind its cargo feature.
+fn build_adapters(config: &Config) -> anyhow::Result<Vec<Arc<dyn Adapter>>> {
+    let mut adapters: Vec<Arc<dyn Adapter>> = Vec::new();
     #[cfg(feature = "telegram")]
     if let Some(t) = &config.telegram {
         let adapter = hermes_telegram::TelegramAdapter::new(hermes_telegram::TelegramSettings {
@@ -86,7 +121,7 @@ fn build_adapters(config: &Config) -> anyhow::Result<Vec<Box<dyn Adapter>>> {
             poll_timeout: t.poll_timeout,
         })
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-        adapters.push(Box::new(adapter));
+        adapters.push(Arc::new(adapter));
     }
     #[cfg(not(feature = "telegram"))]
     if config.telegram.is_some() {
@@ -95,6 +130,34 @@ fn build_adapters(config: &Config) -> anyhow::Result<Vec<Box<dyn Adapter>>> {
         );
     }
     Ok(adapters)
+}
+
+/// Run one adapter until shutdown, restarting it with backoff when it stops on an error.
+/// Returns the reason when the platform refused the configuration (restarting cannot help).
+async fn supervise(
+    adapter: Arc<dyn Adapter>,
+    sink: Arc<dyn InboundSink>,
+    shutdown: CancellationToken,
+) -> Option<String> {
+    let platform = adapter.platform();
+    let mut restart = ADAPTER_RESTART;
+    loop {
+        match adapter.run(sink.clone(), shutdown.clone()).await {
+            Ok(()) => return None,
+            Err(AdapterError::Config(why)) => {
+                tracing::error!(%platform, "{why}; this platform stays off until the configuration is fixed");
+                return Some(format!("{platform}: {why}"));
+            }
+            Err(AdapterError::Other(why)) => {
+                let wait = restart.next_delay();
+                tracing::error!(%platform, retry_in = ?wait, "adapter stopped: {why}; restarting");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return None,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+            }
+        }
+    }
 }
 
 /// Run until `shutdown` is cancelled.
@@ -119,7 +182,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         .collect();
     let delivery = Delivery::new(
         store.clone(),
-        senders,
+        senders.clone(),
         config.delivery.clone(),
         shutdown.clone(),
     );
@@ -142,7 +205,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         config.processes.notifications,
     );
     processes.reap_orphans().await;
-    delivery.start();
+    delivery.start().await;
     let agent = Arc::new(AgentRuntime {
         llm: LlmClient::new(config.model.clone()),
         tools: Toolbox::new(
@@ -168,7 +231,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let router = Arc::new(Router::new(config.clone(), services, approvals));
 
     // Events an earlier run recorded but did not finish come first.
-    let (router_tx, mut router_rx) = mpsc::unbounded_channel::<InboxRow>();
     let unfinished = store.inbox_unfinished().await?;
     if !unfinished.is_empty() {
         tracing::info!(
@@ -177,59 +239,89 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         );
     }
     for row in unfinished {
-        let _ = router_tx.send(row);
+        router.submit(row);
     }
-    let dispatcher = router.clone();
-    let router_task = tokio::spawn(async move {
-        while let Some(row) = router_rx.recv().await {
-            dispatcher.dispatch(row).await;
-        }
-    });
-    // Background processes that finished with `notify_on_complete` start a turn.
-    let waker = router.clone();
-    let wakeup_task = tokio::spawn(async move {
-        while let Some(wakeup) = wakeup_rx.recv().await {
-            waker.wake(wakeup);
-        }
-    });
-
-    let sink: Arc<dyn InboundSink> = Arc::new(GatewaySink {
+    let sink = Arc::new(GatewaySink {
         store: store.clone(),
-        router: router_tx,
+        router: router.clone(),
     });
-    let (exit_tx, mut exit_rx) = mpsc::unbounded_channel::<Exit>();
-    let mut adapter_tasks = Vec::new();
-    for adapter in adapters {
-        let (sink, stop, exit_tx) = (sink.clone(), shutdown.clone(), exit_tx.clone());
-        let platform = adapter.platform();
-        adapter_tasks.push(tokio::spawn(async move {
-            match adapter.run(sink, stop).await {
-                Ok(()) => {}
-                Err(AdapterError::Config(why)) => {
-                    tracing::error!(%platform, "{why}");
-                    let _ = exit_tx.send(Exit::ConfigRejected(format!("{platform}: {why}")));
-                }
-                Err(AdapterError::Other(why)) => {
-                    tracing::error!(%platform, "adapter stopped: {why}");
-                }
+    let tasks = TaskTracker::new();
+    // Background processes that finished with `notify_on_complete` start a turn; recorded
+    // in the inbox first, so a crash cannot lose them.
+    let (waker, stop) = (sink.clone(), shutdown.clone());
+    tasks.spawn(async move {
+        while let Some(wakeup) = tokio::select! {
+            _ = stop.cancelled() => None,
+            w = wakeup_rx.recv() => w,
+        } {
+            let origin = wakeup.origin;
+            let event = Inbound {
+                event_id: format!("gateway:wakeup:{}", wakeup.process_id),
+                chat: origin.chat,
+                author: origin.author,
+                kind: InboundKind::Wakeup(WakeupEvent {
+                    session_key: origin.session_key,
+                    text: wakeup.text,
+                }),
+            };
+            if let Err(e) = waker.record(event).await {
+                tracing::error!(error = %e, "could not record a background process wake-up");
             }
-        }));
+        }
+    });
+    for sender in senders.into_values() {
+        tasks.spawn(async move {
+            if let Err(e) = sender.register_commands(COMMANDS).await {
+                tracing::warn!(platform = %sender.platform(), error = %e, "could not register the command menu");
+            }
+        });
     }
+
+    let (rejected_tx, mut rejected_rx) = mpsc::unbounded_channel::<String>();
+    let enabled = adapters.len();
+    for adapter in adapters {
+        let (sink, stop, rejected) = (sink.clone(), shutdown.clone(), rejected_tx.clone());
+        tasks.spawn(async move {
+            if let Some(why) = supervise(adapter, sink, stop).await {
+                let _ = rejected.send(why);
+            }
+        });
+    }
+    drop(rejected_tx);
     tracing::info!(model = %config.model.model, "hermes-gateway is running");
 
-    let exit = tokio::select! {
-        _ = shutdown.cancelled() => Exit::Stopped,
-        Some(exit) = exit_rx.recv() => exit,
+    // Run until asked to stop, or until every platform has refused its configuration.
+    let mut refusals = Vec::new();
+    let exit = loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break Exit::Stopped,
+            Some(why) = rejected_rx.recv() => {
+                refusals.push(why);
+                if refusals.len() == enabled {
+                    break Exit::ConfigRejected(refusals.join("; "));
+                }
+            }
+        }
     };
+    shut_down(&shutdown, &processes, &tasks, &router, &delivery).await;
+    Ok(exit)
+}
+
+/// Stop in order: no more receiving (the token reaches adapters, turns and lanes), then the
+/// background processes, then wait (bounded) for adapters, dispatches and lanes to end.
+/// Whatever is cut short stays open in the inbox and the outbox.
+async fn shut_down(
+    shutdown: &CancellationToken,
+    processes: &ProcessRegistry,
+    tasks: &TaskTracker,
+    router: &Router,
+    delivery: &Delivery,
+) {
     tracing::info!("shutting down");
     shutdown.cancel();
     processes.stop_all().await;
-    for task in adapter_tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-    }
-    drop(sink);
+    tasks.close();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), router.drained()).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), delivery.drained()).await;
-    router_task.abort();
-    wakeup_task.abort();
-    Ok(exit)
 }

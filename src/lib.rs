@@ -8,7 +8,6 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod delivery;
-pub mod format;
 pub mod llm;
 pub mod process;
 pub mod router;

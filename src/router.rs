@@ -1,19 +1,26 @@
-//! The router: every recorded inbound event passes here. It authorises the sender
+//! The router: every recorded inbound event passes here. It authorises the author
 //! (invariant 5: people not allowed never reach the agent, its tools or its approvals),
 //! answers unknown people in a DM with a pairing code, applies the group mention rule,
-//! resolves approval buttons and `/approve` `/deny` at once (a turn may be parked waiting for
+//! resolves approval presses and `/approve` `/deny` at once (a turn may be parked waiting for
 //! them), answers `/help`, derives the session key, and hands messages and session commands
 //! to the session's actor.
+//!
+//! Events are dispatched concurrently per conversation and in order within one
+//! ([`Router::submit`]); nothing here waits on a platform, so a slow chat never holds up
+//! the others (a press's notice is handed to the adapter, which holds the press open).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use hermes_adapter::{
-    ButtonPress, ChatKind, ChatRef, Inbound, InboundKind, Outbound, Platform, Sender,
+    Author, ChatKind, ChatRef, CommandCall, CommandSpec, Inbound, InboundKind, InboundMessage,
+    Outbound, Platform, Press, Wakeup,
 };
+use tokio::sync::mpsc;
+use tokio_util::task::TaskTracker;
 
-use crate::approval::{ApprovalBroker, Choice, Resolution, Target, parse_button_data};
+use crate::approval::{ApprovalBroker, Decision, Resolution, Target, parse_choice_id};
 use crate::config::Config;
-use crate::process::Wakeup;
 use crate::session::{self, Directory, SessionCommand, SessionInput, SessionServices, UserInput};
 use crate::store::{InboxRow, InboxState, PairingRequestOutcome, TurnRecord};
 
@@ -25,11 +32,49 @@ const HELP: &str = "I'm Hermes, an AI agent. Write to me and I'll answer; I can 
 /deny [reason] — refuse it\n\
 /help — this message";
 
+/// The commands above, for platforms with a command menu.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "new",
+        description: "Start a fresh conversation",
+        argument: None,
+    },
+    CommandSpec {
+        name: "stop",
+        description: "Stop what the agent is doing",
+        argument: Some("all: also kill background processes"),
+    },
+    CommandSpec {
+        name: "status",
+        description: "What the agent is doing and which model it uses",
+        argument: None,
+    },
+    CommandSpec {
+        name: "approve",
+        description: "Allow the oldest command waiting for approval",
+        argument: Some("session or always"),
+    },
+    CommandSpec {
+        name: "deny",
+        description: "Refuse the oldest command waiting for approval",
+        argument: Some("reason"),
+    },
+    CommandSpec {
+        name: "help",
+        description: "What the agent can do",
+        argument: None,
+    },
+];
+
 pub struct Router {
     config: Arc<Config>,
     services: Arc<SessionServices>,
     approvals: Arc<ApprovalBroker>,
     directory: Directory,
+    /// Conversations with events being dispatched, each with its queue (in order).
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<InboxRow>>>,
+    /// The dispatch tasks, for shutdown.
+    tasks: TaskTracker,
 }
 
 /// A reply to send while ending an inbox row.
@@ -50,22 +95,78 @@ impl Router {
             services,
             approvals,
             directory: Directory::default(),
+            queues: Mutex::new(HashMap::new()),
+            tasks: TaskTracker::new(),
         }
     }
 
+    /// Dispatch a recorded event: after the events of its conversation that came before it,
+    /// alongside those of other conversations.
+    pub fn submit(self: &Arc<Self>, row: InboxRow) {
+        let key = row.event.chat.conversation();
+        let mut queues = self.queues.lock().expect("dispatch queues lock");
+        let row = match queues.get(&key) {
+            Some(queue) => match queue.send(row) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(row)) => row,
+            },
+            None => row,
+        };
+        let (queue, mut rows) = mpsc::unbounded_channel();
+        let _ = queue.send(row);
+        queues.insert(key.clone(), queue);
+        let this = self.clone();
+        self.tasks.spawn(async move {
+            loop {
+                while let Ok(row) = rows.try_recv() {
+                    this.dispatch(row).await;
+                }
+                // Retire under the lock `submit` sends under, so no event is left behind.
+                let mut queues = this.queues.lock().expect("dispatch queues lock");
+                if rows.is_empty() {
+                    queues.remove(&key);
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Wait for the dispatches under way (shutdown).
+    pub async fn drained(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
     /// Handle one recorded event. Never fails: every path ends the inbox row or hands it on.
-    pub async fn dispatch(&self, row: InboxRow) {
+    async fn dispatch(&self, row: InboxRow) {
         let InboxRow { id, event } = row;
         let Inbound {
-            chat, sender, kind, ..
+            chat, author, kind, ..
         } = &event;
-        let allowed = self.is_allowed(chat.platform, &sender.user_id).await;
+        let command_text;
         let message = match kind {
-            InboundKind::ButtonPress(press) => {
-                return self.button(id, chat, sender, press, allowed).await;
+            InboundKind::Wakeup(wakeup) => return self.wake(id, chat, author, wakeup),
+            InboundKind::Press(press) => {
+                let allowed = self.is_allowed(chat.platform, &author.user_id).await;
+                return self.press(id, chat, author, press, allowed).await;
             }
             InboundKind::Message(m) => m,
+            InboundKind::Command(CommandCall {
+                name,
+                args,
+                respond_via,
+            }) => {
+                // A native command is the same as its text form.
+                command_text = InboundMessage {
+                    message_id: respond_via.clone().unwrap_or_default(),
+                    text: format!("/{name} {args}"),
+                    addressed: true,
+                    ..Default::default()
+                };
+                &command_text
+            }
         };
+        let allowed = self.is_allowed(chat.platform, &author.user_id).await;
         let reply = |text: &str| {
             Some(Reply {
                 chat: chat.clone(),
@@ -75,7 +176,7 @@ impl Router {
         };
 
         if !allowed {
-            return self.stranger(id, chat, sender, &message.message_id).await;
+            return self.stranger(id, chat, author, &message.message_id).await;
         }
         if chat.kind != ChatKind::Direct
             && !message.addressed
@@ -114,6 +215,7 @@ impl Router {
         let session_command = |command| SessionInput::Command {
             inbox_id: id,
             message_id: message.message_id.clone(),
+            author: author.clone(),
             command,
         };
         let input = match command.as_deref() {
@@ -121,7 +223,7 @@ impl Router {
                 return self.end(id, InboxState::Done, "help", reply(HELP)).await;
             }
             Some("approve") => {
-                let Some(choice) = Choice::from_approve_args(args) else {
+                let Some(decision) = Decision::from_approve_args(args) else {
                     return self
                         .end(
                             id,
@@ -132,13 +234,19 @@ impl Router {
                         .await;
                 };
                 return self
-                    .decide_by_text(id, chat, sender, choice, &message.message_id)
+                    .decide_by_text(id, chat, author, decision, &message.message_id)
                     .await;
             }
             Some("deny") => {
                 let reason = (!args.is_empty()).then(|| args.to_owned());
                 return self
-                    .decide_by_text(id, chat, sender, Choice::Deny(reason), &message.message_id)
+                    .decide_by_text(
+                        id,
+                        chat,
+                        author,
+                        Decision::Deny(reason),
+                        &message.message_id,
+                    )
                     .await;
             }
             Some("stop") if args.eq_ignore_ascii_case("all") => {
@@ -150,41 +258,37 @@ impl Router {
             _ => SessionInput::Message(UserInput {
                 inbox_id: Some(id),
                 message_id: Some(message.message_id.clone()),
+                author: author.clone(),
                 text: text.to_owned(),
             }),
         };
-        let key = session_key(chat, &sender.user_id, &self.config.sessions);
-        session::route(&self.directory, &self.services, &key, chat, sender, input);
+        let key = session_key(chat, &author.user_id, &self.config.sessions);
+        session::route(&self.directory, &self.services, &key, chat, input);
     }
 
-    /// A background process finished with `notify_on_complete`: a turn in its session.
-    pub fn wake(&self, wakeup: Wakeup) {
-        let origin = wakeup.origin;
+    /// A background process finished with `notify_on_complete` (recorded in the inbox, so a
+    /// crash cannot lose it): a turn in its session, answering for the inbox row.
+    fn wake(&self, id: i64, chat: &ChatRef, author: &Author, wakeup: &Wakeup) {
         let input = SessionInput::Message(UserInput {
-            inbox_id: None,
+            inbox_id: Some(id),
             message_id: None,
-            text: wakeup.text,
+            author: author.clone(),
+            text: wakeup.text.clone(),
         });
         session::route(
             &self.directory,
             &self.services,
-            &origin.session_key,
-            &origin.chat,
-            &origin.sender,
+            &wakeup.session_key,
+            chat,
             input,
         );
     }
 
-    /// An approval button (or a stale button) was pressed.
-    async fn button(
-        &self,
-        id: i64,
-        chat: &ChatRef,
-        sender: &Sender,
-        press: &ButtonPress,
-        allowed: bool,
-    ) {
-        let (state, note, notice) = match parse_button_data(&press.data) {
+    /// A choice of an approval prompt (or a stale one) was pressed. The adapter has
+    /// acknowledged the press already; the notice for the presser is handed to it without
+    /// waiting.
+    async fn press(&self, id: i64, chat: &ChatRef, author: &Author, press: &Press, allowed: bool) {
+        let (state, note, notice) = match parse_choice_id(&press.choice_id) {
             _ if !allowed => (
                 InboxState::Refused,
                 "button press from someone not allowed",
@@ -195,13 +299,13 @@ impl Router {
                 "unknown button",
                 "This button is no longer active.".to_owned(),
             ),
-            Some((approval, choice)) => {
-                let ack = choice.acknowledgement().to_owned();
+            Some((approval, decision)) => {
+                let ack = decision.acknowledgement().to_owned();
                 match self.approvals.resolve(
                     chat,
                     Target::Id(approval),
-                    choice,
-                    &sender.display_name,
+                    decision,
+                    &author.display_name,
                 ) {
                     Resolution::Resolved { .. } => {
                         (InboxState::Done, "approval decided by button", ack)
@@ -220,15 +324,19 @@ impl Router {
             }
         };
         if !allowed {
-            tracing::warn!(user = %sender.user_id, "router: approval button pressed by someone not allowed");
+            tracing::warn!(user = %author.user_id, "router: approval button pressed by someone not allowed");
         }
-        let ack = Outbound::AnswerButton {
-            chat: chat.clone(),
-            press_id: press.press_id.clone(),
-            notice: Some(notice),
-        };
-        if let Err(e) = self.services.delivery.direct(ack).await {
-            tracing::warn!(error = %e, "router: could not acknowledge a button press");
+        if let Some(sender) = self.services.delivery.sender(chat.platform).cloned() {
+            let notice = Outbound::PressNotice {
+                chat: chat.clone(),
+                press_id: press.press_id.clone(),
+                text: notice,
+            };
+            tokio::spawn(async move {
+                if let Err(e) = sender.send(notice).await {
+                    tracing::debug!(error = %e, "router: the press notice was not shown");
+                }
+            });
         }
         self.end(id, state, note, None).await;
     }
@@ -237,15 +345,15 @@ impl Router {
         &self,
         id: i64,
         chat: &ChatRef,
-        sender: &Sender,
-        choice: Choice,
+        author: &Author,
+        decision: Decision,
         message_id: &str,
     ) {
-        let ack = choice.acknowledgement();
+        let ack = decision.acknowledgement();
         let (state, text) =
             match self
                 .approvals
-                .resolve(chat, Target::Oldest, choice, &sender.display_name)
+                .resolve(chat, Target::Oldest, decision, &author.display_name)
             {
                 Resolution::Resolved { .. } => (InboxState::Done, format!("{ack}.")),
                 Resolution::NothingPending | Resolution::OtherChat => (
@@ -262,7 +370,7 @@ impl Router {
     }
 
     /// Someone not allowed wrote: a pairing code in a DM, silence in a group.
-    async fn stranger(&self, id: i64, chat: &ChatRef, sender: &Sender, message_id: &str) {
+    async fn stranger(&self, id: i64, chat: &ChatRef, author: &Author, message_id: &str) {
         if chat.kind != ChatKind::Direct {
             return self
                 .end(id, InboxState::Ignored, "sender not allowed (group)", None)
@@ -273,8 +381,8 @@ impl Router {
             .store
             .pairing_request(
                 chat.platform.as_str(),
-                &sender.user_id,
-                &sender.display_name,
+                &author.user_id,
+                &author.display_name,
                 &chat.chat_id,
             )
             .await;
@@ -309,7 +417,7 @@ impl Router {
                 )
             }
         };
-        tracing::info!(user = %sender.user_id, platform = %chat.platform, note, "router: message from a person who is not allowed");
+        tracing::info!(user = %author.user_id, platform = %chat.platform, note, "router: message from a person who is not allowed");
         let reply = text.map(|text| Reply {
             chat: chat.clone(),
             text,
@@ -392,22 +500,19 @@ fn split_command(text: &str) -> (Option<String>, &str) {
 
 /// The Hermes session key: DMs per chat; groups per chat and member (unless shared);
 /// threads per thread (per member only with `thread_sessions_per_user`).
+/// The conversation's stable identity ([`ChatRef::conversation`]: platform, kind, account,
+/// chat, thread) is the base, so a Slack thread stays one session.
 fn session_key(chat: &ChatRef, user_id: &str, sessions: &crate::config::SessionConfig) -> String {
-    let base = format!(
-        "agent:main:{}:{}:{}",
-        chat.platform,
-        chat.kind.as_str(),
-        chat.chat_id
-    );
-    match (chat.kind, &chat.thread_id) {
-        (ChatKind::Direct, None) => base,
-        (ChatKind::Direct, Some(thread)) => format!("{base}:{thread}"),
-        (_, Some(thread)) if sessions.thread_sessions_per_user => {
-            format!("{base}:{thread}:{user_id}")
-        }
-        (_, Some(thread)) => format!("{base}:{thread}"),
-        (_, None) if sessions.group_sessions_per_user => format!("{base}:{user_id}"),
-        (_, None) => base,
+    let base = format!("agent:main:{}", chat.conversation());
+    let per_user = match (chat.kind, &chat.thread_id) {
+        (ChatKind::Direct, _) => false,
+        (_, Some(_)) => sessions.thread_sessions_per_user,
+        (_, None) => sessions.group_sessions_per_user,
+    };
+    if per_user {
+        format!("{base}:{user_id}")
+    } else {
+        base
     }
 }
 
@@ -430,6 +535,7 @@ mod tests {
     fn chat(kind: ChatKind, thread: Option<&str>) -> ChatRef {
         ChatRef {
             platform: Platform::Telegram,
+            account: None,
             chat_id: "-5".into(),
             thread_id: thread.map(str::to_owned),
             kind,

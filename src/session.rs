@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_adapter::{ChatRef, Sender};
+use hermes_adapter::{Author, ChatRef, WorkingPhase};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -32,6 +32,7 @@ pub enum SessionInput {
     Command {
         inbox_id: i64,
         message_id: String,
+        author: Author,
         command: SessionCommand,
     },
 }
@@ -43,6 +44,9 @@ pub struct UserInput {
     pub inbox_id: Option<i64>,
     /// The platform's id of the message, to reply to; `None` for the gateway's own inputs.
     pub message_id: Option<String>,
+    /// Who wrote it (for the gateway's own inputs: whoever started the work). In a shared
+    /// session each message has its own author.
+    pub author: Author,
     pub text: String,
 }
 
@@ -80,7 +84,6 @@ pub fn route(
     services: &Arc<SessionServices>,
     key: &str,
     chat: &ChatRef,
-    sender: &Sender,
     input: SessionInput,
 ) {
     let mut actors = directory.lock().expect("directory lock");
@@ -97,7 +100,6 @@ pub fn route(
     let actor = SessionActor {
         key: key.to_owned(),
         chat: chat.clone(),
-        sender: sender.clone(),
         services: services.clone(),
         directory: directory.clone(),
         rx,
@@ -135,7 +137,6 @@ struct RunningTurn {
 struct SessionActor {
     key: String,
     chat: ChatRef,
-    sender: Sender,
     services: Arc<SessionServices>,
     directory: Directory,
     rx: mpsc::UnboundedReceiver<SessionInput>,
@@ -190,9 +191,11 @@ impl SessionActor {
             SessionInput::Command {
                 inbox_id,
                 message_id,
+                author,
                 command,
             } => {
-                self.command(inbox_id, message_id, command, running).await;
+                self.command(inbox_id, message_id, &author, command, running)
+                    .await;
             }
         }
     }
@@ -223,6 +226,7 @@ impl SessionActor {
         &mut self,
         inbox_id: i64,
         message_id: String,
+        author: &Author,
         command: SessionCommand,
         running: &mut Option<RunningTurn>,
     ) {
@@ -273,16 +277,16 @@ impl SessionActor {
                 .await;
             }
             SessionCommand::Status => {
-                let text = self.status(running.as_ref()).await;
+                let text = self.status(author, running.as_ref()).await;
                 self.say(inbox_id, &message_id, &text).await;
             }
         }
     }
 
-    async fn status(&mut self, running: Option<&RunningTurn>) -> String {
+    async fn status(&mut self, author: &Author, running: Option<&RunningTurn>) -> String {
         let store = &self.services.store;
         let session = store
-            .session_open(&self.key, &self.chat, Some(&self.sender.user_id))
+            .session_open(&self.key, &self.chat, Some(&author.user_id))
             .await;
         let mut lines = vec!["📊 Status".to_owned()];
         match session {
@@ -326,8 +330,15 @@ impl SessionActor {
         running: &mut Option<RunningTurn>,
     ) {
         let store = &self.services.store;
+        // The turn speaks for the latest input's author (in a shared session, whoever wrote
+        // last): that is who the model, the tools and the processes it starts are told about.
+        let author = inputs
+            .last()
+            .expect("a turn answers at least one input")
+            .author
+            .clone();
         let session = match store
-            .session_open(&self.key, &self.chat, Some(&self.sender.user_id))
+            .session_open(&self.key, &self.chat, Some(&author.user_id))
             .await
         {
             Ok(s) => s,
@@ -357,25 +368,27 @@ impl SessionActor {
             history,
             carried,
             user_text,
-            context: self.context(),
+            context: self.context(&inputs),
         };
         let agent = self.services.agent.clone();
-        let typing = spawn_typing(
+        let regarding = inputs.last().and_then(|i| i.message_id.clone());
+        let working = spawn_working(
             self.services.delivery.clone(),
             self.chat.clone(),
+            regarding,
             cancel.clone(),
         );
         let attention = CancellationToken::new();
         let tools_ctx = ToolContext {
             session_key: self.key.clone(),
             chat: self.chat.clone(),
-            sender: self.sender.clone(),
+            author,
             cancel: cancel.clone(),
             attention: attention.clone(),
         };
         let task = tokio::spawn(async move {
             let outcome = agent.run_turn(input, tools_ctx, &mut steer_rx).await;
-            typing.cancel();
+            working.cancel();
             (outcome, steer_rx)
         });
         *running = Some(RunningTurn {
@@ -554,15 +567,31 @@ impl SessionActor {
         .await;
     }
 
-    fn context(&self) -> String {
-        let handle = self
-            .sender
+    /// Where the conversation happens and who is speaking (the author of the latest input;
+    /// everyone else who contributed to this turn is named too).
+    fn context(&self, inputs: &[UserInput]) -> String {
+        let latest = &inputs
+            .last()
+            .expect("a turn answers at least one input")
+            .author;
+        let handle = latest
             .username
             .as_deref()
             .map(|u| format!(" (@{u})"))
             .unwrap_or_default();
+        let mut others: Vec<&str> = inputs
+            .iter()
+            .map(|i| i.author.display_name.as_str())
+            .filter(|name| *name != latest.display_name)
+            .collect();
+        others.dedup();
+        let also = if others.is_empty() {
+            String::new()
+        } else {
+            format!(" Also writing in this turn: {}.", others.join(", "))
+        };
         format!(
-            "Platform: {}. Chat: {} {}. Person: {}{handle}.",
+            "Platform: {}. Chat: {} {}. Person: {}{handle}.{also}",
             self.chat.platform,
             match self.chat.kind {
                 hermes_adapter::ChatKind::Direct => "direct message",
@@ -570,7 +599,7 @@ impl SessionActor {
                 hermes_adapter::ChatKind::Channel => "channel",
             },
             self.chat.chat_id,
-            self.sender.display_name,
+            latest.display_name,
         )
     }
 }
@@ -582,10 +611,18 @@ struct Resume {
     carried: Vec<StoredMessage>,
 }
 
+/// The texts of several inputs answered together; each named by its author when more than
+/// one person wrote them.
 fn joined_text(inputs: &[UserInput]) -> String {
+    let several = inputs
+        .iter()
+        .any(|i| i.author.user_id != inputs[0].author.user_id);
     inputs
         .iter()
-        .map(|i| i.text.as_str())
+        .map(|i| match several {
+            true => format!("{}: {}", i.author.display_name, i.text),
+            false => i.text.clone(),
+        })
         .collect::<Vec<_>>()
         .join("\n\n")
 }
@@ -600,23 +637,37 @@ async fn join(
     }
 }
 
-/// Refresh the typing indicator until the returned token is cancelled.
-fn spawn_typing(delivery: Delivery, chat: ChatRef, turn: CancellationToken) -> CancellationToken {
+/// Show the working indicator for the message being answered, refresh it as the platform
+/// needs, and take it down when the returned token is cancelled.
+fn spawn_working(
+    delivery: Delivery,
+    chat: ChatRef,
+    regarding: Option<String>,
+    turn: CancellationToken,
+) -> CancellationToken {
     let stop = turn.child_token();
-    let refresh = delivery
+    let Some(indicator) = delivery
         .sender(chat.platform)
-        .and_then(|s| s.capabilities().typing_refresh);
-    if let Some(refresh) = refresh {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            loop {
-                delivery.typing(&chat);
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(refresh) => {}
+        .and_then(|s| s.capabilities().working)
+    else {
+        return stop;
+    };
+    let done = stop.clone();
+    tokio::spawn(async move {
+        delivery.working(&chat, regarding.clone(), WorkingPhase::Start);
+        loop {
+            let refresh = async {
+                match indicator.refresh {
+                    Some(every) => tokio::time::sleep(every).await,
+                    None => std::future::pending().await,
                 }
+            };
+            tokio::select! {
+                _ = done.cancelled() => break,
+                _ = refresh => delivery.working(&chat, regarding.clone(), WorkingPhase::Refresh),
             }
-        });
-    }
+        }
+        delivery.working(&chat, regarding, WorkingPhase::Done);
+    });
     stop
 }

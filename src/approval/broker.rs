@@ -1,92 +1,27 @@
 //! The approval broker. A dangerous `terminal` call asks [`ApprovalBroker::check`], which
 //! returns at once for harmless commands and for pattern classes already approved (for the
-//! session, or always). Otherwise it records the request, sends the prompt (buttons where the
-//! platform has them, `/approve` `/deny` text always), and waits for [`ApprovalBroker::resolve`]
-//! (a button or a text command from an allowed person in that chat), the timeout, or the
-//! turn's cancellation (`/stop`, an interrupting message). Whoever removes the pending entry
-//! under the lock owns the outcome, so a press and a timeout can never both win. The
-//! decision is recorded first, then the prompt is edited to show it.
+//! session, or always). Otherwise it records the request, queues the prompt (choices where
+//! the platform has them, `/approve` `/deny` text always; see [`super::prompt`]), and waits
+//! for [`ApprovalBroker::resolve`] (a press or a text command from an allowed person in that
+//! chat), the timeout, or the turn's cancellation (`/stop`, an interrupting message).
+//! Whoever removes the pending entry under the lock owns the outcome, so a press and a
+//! timeout can never both win. The decision is recorded first; then the prompt is settled
+//! through the outbox (rewritten if it has not gone out, else edited behind it in the
+//! chat's lane), so an outcome never overtakes its prompt and a decided prompt never goes
+//! out with live choices.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::Duration;
 
-use hermes_adapter::{Button, ChatRef, MessageBody, Outbound};
+use hermes_adapter::{ChatRef, ChoiceLimits};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::patterns::{Danger, detect};
+use super::prompt::{self, Decision, human_duration};
 use crate::config::{ApprovalConfig, ApprovalMode};
 use crate::delivery::Delivery;
-use crate::format;
 use crate::store::Store;
-
-/// The longest command shown in a prompt.
-const PREVIEW_CHARS: usize = 3000;
-
-/// A person's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Choice {
-    Once,
-    Session,
-    Always,
-    Deny(Option<String>),
-}
-
-impl Choice {
-    /// The short code in button data.
-    fn code(&self) -> &'static str {
-        match self {
-            Choice::Once => "o",
-            Choice::Session => "s",
-            Choice::Always => "a",
-            Choice::Deny(_) => "d",
-        }
-    }
-
-    fn from_code(code: &str) -> Option<Choice> {
-        Some(match code {
-            "o" => Choice::Once,
-            "s" => Choice::Session,
-            "a" => Choice::Always,
-            "d" => Choice::Deny(None),
-            _ => return None,
-        })
-    }
-
-    /// Parse `/approve [session|always]` arguments.
-    pub fn from_approve_args(args: &str) -> Option<Choice> {
-        match args.trim().to_ascii_lowercase().as_str() {
-            "" | "once" => Some(Choice::Once),
-            "session" => Some(Choice::Session),
-            "always" => Some(Choice::Always),
-            _ => None,
-        }
-    }
-
-    /// What the presser is told.
-    pub fn acknowledgement(&self) -> &'static str {
-        match self {
-            Choice::Once => "✅ Allowed once",
-            Choice::Session => "✅ Allowed for this session",
-            Choice::Always => "✅ Always allowed",
-            Choice::Deny(_) => "❌ Denied",
-        }
-    }
-}
-
-/// Button data for approval `id` and `choice`: `appr:<id>:<code>` (well under 64 bytes).
-pub fn button_data(id: i64, choice: &Choice) -> String {
-    format!("appr:{id}:{}", choice.code())
-}
-
-/// Parse button data made by [`button_data`].
-pub fn parse_button_data(data: &str) -> Option<(i64, Choice)> {
-    let mut parts = data.strip_prefix("appr:")?.split(':');
-    let id = parts.next()?.parse().ok()?;
-    let choice = Choice::from_code(parts.next()?)?;
-    Some((id, choice))
-}
 
 /// Which pending request a decision is for.
 #[derive(Debug, Clone, Copy)]
@@ -118,7 +53,7 @@ pub enum Gate {
 }
 
 struct Verdict {
-    choice: Choice,
+    decision: Decision,
     by: String,
 }
 
@@ -210,7 +145,12 @@ impl ApprovalBroker {
             .store
             .approval_create(ctx.session_key, ctx.chat, command, &keys)
             .await?;
-        let prompt = self.prompt_text(command, dangers);
+        let limits = self
+            .delivery
+            .sender(ctx.chat.platform)
+            .map_or(ChoiceLimits::NONE, |s| s.capabilities().choices);
+        let choices = prompt::choices(id, limits);
+        let text = prompt::prompt_text(command, dangers, self.config.timeout, !choices.is_empty());
         let (decide, decision) = oneshot::channel();
         self.pending.lock().expect("pending lock").insert(
             id,
@@ -220,13 +160,11 @@ impl ApprovalBroker {
             },
         );
 
-        let buttons = self.buttons_for(ctx.chat, id);
-        let mut rows = self.delivery.reply_rows(ctx.chat, &prompt, None);
+        let mut rows = self.delivery.reply_rows(ctx.chat, &text, None);
         if let Some(last) = rows.last_mut() {
-            last.buttons = buttons;
+            last.choices = choices;
         }
-        let sent = self.delivery.queue(rows).await;
-        let prompt_row = match sent {
+        let prompt_row = match self.delivery.queue(rows).await {
             Ok(ids) => ids.last().copied(),
             Err(e) => {
                 self.pending.lock().expect("pending lock").remove(&id);
@@ -256,36 +194,32 @@ impl ApprovalBroker {
             },
         };
         Ok(self
-            .conclude(
-                id, ctx, command, &prompt, &keys, dangers, prompt_row, ending,
-            )
+            .conclude(id, ctx, command, dangers, prompt_row, ending)
             .await)
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn conclude(
         &self,
         id: i64,
         ctx: &CheckContext<'_>,
         command: &str,
-        prompt: &str,
-        keys: &[&'static str],
         dangers: &[Danger],
         prompt_row: Option<i64>,
         ending: Ending,
     ) -> Gate {
+        let keys: Vec<&'static str> = dangers.iter().map(|d| d.key).collect();
         let window = human_duration(self.config.timeout);
         let (state, by, line, gate) = match ending {
-            Ending::Decided(Verdict { choice, by }) => {
-                let gate = match &choice {
-                    Choice::Deny(reason) => Gate::Refused(match reason {
+            Ending::Decided(Verdict { decision, by }) => {
+                let gate = match &decision {
+                    Decision::Deny(reason) => Gate::Refused(match reason {
                         Some(r) => format!("The person denied this command; it was NOT run. Their reason: {r}"),
                         None => "The person denied this command; it was NOT run. Do not run it another way; ask what they want instead.".into(),
                     }),
                     _ => Gate::Run,
                 };
-                match &choice {
-                    Choice::Session => {
+                match &decision {
+                    Decision::Session => {
                         let mut allowed =
                             self.session_allowed.lock().expect("session approvals lock");
                         allowed
@@ -293,7 +227,7 @@ impl ApprovalBroker {
                             .or_default()
                             .extend(keys.iter().copied());
                     }
-                    Choice::Always => {
+                    Decision::Always => {
                         for d in dangers {
                             if let Err(e) = self
                                 .store
@@ -306,17 +240,12 @@ impl ApprovalBroker {
                     }
                     _ => {}
                 }
-                let state = match &choice {
-                    Choice::Once => "approved_once",
-                    Choice::Session => "approved_session",
-                    Choice::Always => "approved_always",
-                    Choice::Deny(_) => "denied",
-                };
-                let mut line = format!("{} by {by}.", choice.acknowledgement());
-                if let Choice::Deny(Some(reason)) = &choice {
+                let state = decision.state();
+                let mut line = format!("{} by {by}.", decision.acknowledgement());
+                if let Decision::Deny(Some(reason)) = &decision {
                     line = format!("❌ Denied by {by}: {reason}");
                 }
-                if choice == Choice::Always {
+                if decision == Decision::Always {
                     line.push_str(&format!(
                         " (undo with `hermes-gateway approvals revoke {}`)",
                         keys.join(" ")
@@ -343,101 +272,32 @@ impl ApprovalBroker {
             tracing::error!(error = %e, "approval: could not record the decision");
         }
         tracing::info!(id, state, "approval: decided");
-        self.show_outcome(ctx.chat, prompt, prompt_row, &line).await;
+        self.show_outcome(ctx.chat, prompt_row, &line).await;
         gate
     }
 
-    /// Edit the prompt to show the outcome (dropping its buttons), or say it in a new message
-    /// when the prompt cannot be edited.
-    async fn show_outcome(
-        &self,
-        chat: &ChatRef,
-        prompt: &str,
-        prompt_row: Option<i64>,
-        line: &str,
-    ) {
-        let platform_id = match prompt_row {
-            Some(row) => self.store.outbox_platform_id(row).await.ok().flatten(),
-            None => None,
+    /// Show the outcome under the prompt (dropping its choices) through the outbox, or in a
+    /// message of its own when there is no prompt row.
+    async fn show_outcome(&self, chat: &ChatRef, prompt_row: Option<i64>, line: &str) {
+        let settled = match prompt_row {
+            Some(row) => self.delivery.settle(row, line).await,
+            None => self.delivery.reply(chat, line, None).await.map(|_| ()),
         };
-        let can_edit = self
-            .delivery
-            .sender(chat.platform)
-            .is_some_and(|s| s.capabilities().edits);
-        if let (Some(message_id), true) = (platform_id, can_edit) {
-            let markup = self
-                .delivery
-                .sender(chat.platform)
-                .map(|s| s.capabilities().markup);
-            let text = format!("{prompt}\n\n{line}");
-            let body = markup
-                .map(|m| format::render(&text, m))
-                .unwrap_or_else(|| MessageBody::plain(text));
-            let edit = Outbound::Edit {
-                chat: chat.clone(),
-                message_id,
-                body,
-            };
-            match self.delivery.direct(edit).await {
-                Ok(_) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "approval: could not edit the prompt; sending the outcome instead")
-                }
-            }
+        if let Err(e) = settled {
+            tracing::error!(error = %e, "approval: could not show the outcome");
         }
-        if let Err(e) = self.delivery.reply(chat, line, None).await {
-            tracing::error!(error = %e, "approval: could not send the outcome");
-        }
-    }
-
-    fn buttons_for(&self, chat: &ChatRef, id: i64) -> Vec<Button> {
-        let has_buttons = self
-            .delivery
-            .sender(chat.platform)
-            .is_some_and(|s| s.capabilities().buttons);
-        if !has_buttons {
-            return Vec::new();
-        }
-        [
-            ("Allow once", Choice::Once),
-            ("Allow for this session", Choice::Session),
-            ("Always allow", Choice::Always),
-            ("Deny", Choice::Deny(None)),
-        ]
-        .into_iter()
-        .map(|(label, choice)| Button {
-            label: label.into(),
-            data: button_data(id, &choice),
-        })
-        .collect()
-    }
-
-    fn prompt_text(&self, command: &str, dangers: &[Danger]) -> String {
-        let mut preview: String = command.chars().take(PREVIEW_CHARS).collect();
-        if preview.len() < command.len() {
-            preview.push_str("\n… (shortened)");
-        }
-        let fence = if preview.contains("```") {
-            "~~~"
-        } else {
-            "```"
-        };
-        let why: Vec<&str> = dangers.iter().map(|d| d.description).collect();
-        format!(
-            "⚠️ **Hermes wants to run a command that needs your OK**\n\n{fence}\n{preview}\n{fence}\n\n\
-             Why it was flagged: {}\n\n\
-             Answer with the buttons, or `/approve`, `/approve session`, `/approve always`, `/deny [reason]`.\n\
-             If you don't answer within {} it will NOT run.",
-            why.join("; "),
-            human_duration(self.config.timeout)
-        )
     }
 
     /// A decision from an allowed person in `chat` (the router checked who they are).
-    pub fn resolve(&self, chat: &ChatRef, target: Target, choice: Choice, by: &str) -> Resolution {
+    pub fn resolve(
+        &self,
+        chat: &ChatRef,
+        target: Target,
+        decision: Decision,
+        by: &str,
+    ) -> Resolution {
         let mut pending = self.pending.lock().expect("pending lock");
-        let same_chat =
-            |p: &Pending| p.chat.platform == chat.platform && p.chat.chat_id == chat.chat_id;
+        let same_chat = |p: &Pending| p.chat.same_chat(chat);
         let id = match target {
             Target::Id(id) => match pending.get(&id) {
                 None => return Resolution::NothingPending,
@@ -456,7 +316,7 @@ impl ApprovalBroker {
         };
         let entry = pending.remove(&id).expect("present");
         let _ = entry.decide.send(Verdict {
-            choice,
+            decision,
             by: by.to_owned(),
         });
         Resolution::Resolved { id }
@@ -490,61 +350,8 @@ impl ApprovalBroker {
                 "⌛ The gateway restarted while `{preview}` was waiting for approval, so it was NOT run."
             );
             tracing::info!(id = p.id, "approval: expired by restart");
-            // A prompt still in the outbox must not go out with live buttons.
-            if let Some(row) = p.prompt_outbox_id
-                && let Err(e) = self
-                    .store
-                    .outbox_withdraw(row, "approval expired by restart")
-                    .await
-            {
-                tracing::error!(error = %e, "approval: could not withdraw a stale prompt");
-            }
-            self.show_outcome(&p.chat, "⚠️ Approval request", p.prompt_outbox_id, &line)
-                .await;
+            // A prompt still in the outbox goes out settled, without live choices.
+            self.show_outcome(&p.chat, p.prompt_outbox_id, &line).await;
         }
-    }
-}
-
-fn human_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs >= 60 && secs.is_multiple_of(60) {
-        let m = secs / 60;
-        format!("{m} minute{}", if m == 1 { "" } else { "s" })
-    } else {
-        format!("{secs} seconds")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn button_data_round_trips_and_fits_telegram() {
-        for choice in [
-            Choice::Once,
-            Choice::Session,
-            Choice::Always,
-            Choice::Deny(None),
-        ] {
-            let data = button_data(1_234_567_890, &choice);
-            assert!(data.len() <= 64);
-            assert_eq!(parse_button_data(&data), Some((1_234_567_890, choice)));
-        }
-        assert_eq!(parse_button_data("appr:x:o"), None);
-        assert_eq!(parse_button_data("other"), None);
-    }
-
-    #[test]
-    fn approve_arguments_are_understood() {
-        assert_eq!(Choice::from_approve_args(""), Some(Choice::Once));
-        assert_eq!(
-            Choice::from_approve_args(" Session "),
-            Some(Choice::Session)
-        );
-        assert_eq!(Choice::from_approve_args("always"), Some(Choice::Always));
-        assert_eq!(Choice::from_approve_args("everything"), None);
-        assert_eq!(human_duration(Duration::from_secs(300)), "5 minutes");
-        assert_eq!(human_duration(Duration::from_secs(2)), "2 seconds");
     }
 }

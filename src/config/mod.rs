@@ -206,11 +206,14 @@ pub struct ProcessConfig {
     pub notifications: crate::process::Notifications,
 }
 
-/// Per-chat send budget override (`delivery.rate_per_second`, `delivery.burst`).
+/// Send budget overrides: per chat (`delivery.rate_per_second`, `delivery.burst`) and for a
+/// whole bot (`delivery.bot_rate_per_second`, `delivery.bot_burst`).
 #[derive(Debug, Clone, Default)]
 pub struct DeliveryConfig {
     pub rate_per_second: Option<f64>,
     pub burst: Option<u32>,
+    pub bot_rate_per_second: Option<f64>,
+    pub bot_burst: Option<u32>,
     /// Attempts per message before it is marked failed.
     pub max_attempts: u32,
 }
@@ -390,21 +393,29 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .boolean("thread_sessions_per_user", &mut problems)
             .unwrap_or(false),
     };
-    let delivery = DeliveryConfig {
-        rate_per_second: y
-            .string("delivery.rate_per_second", &mut problems)
+    let mut rate = |key: &str, problems: &mut Vec<Problem>| {
+        y.string(key, problems)
             .and_then(|v| match v.parse::<f64>() {
                 Ok(r) if r > 0.0 => Some(r),
                 _ => {
                     problems.push(Problem::error(
-                        "delivery.rate_per_second",
+                        key,
                         format!("expected a positive number, found {v:?}"),
                     ));
                     None
                 }
-            }),
+            })
+    };
+    let rate_per_second = rate("delivery.rate_per_second", &mut problems);
+    let bot_rate_per_second = rate("delivery.bot_rate_per_second", &mut problems);
+    let delivery = DeliveryConfig {
+        rate_per_second,
+        bot_rate_per_second,
         burst: y
             .number("delivery.burst", &mut problems)
+            .map(|b| b.max(1) as u32),
+        bot_burst: y
+            .number("delivery.bot_burst", &mut problems)
             .map(|b| b.max(1) as u32),
         max_attempts: y
             .number("delivery.max_attempts", &mut problems)

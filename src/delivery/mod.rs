@@ -1,32 +1,37 @@
-//! Delivery: everything the gateway says goes through here. Replies are chunked and rendered
-//! for the platform, written to the outbox, and sent by one *lane* per chat, in order,
-//! through that chat's rate budget; `retry_after` and transient failures are retried with
-//! backoff; a markup rejection falls back to plain text. Unsent rows survive a restart
-//! (invariant 2); the budget never drops a reply, only delays it (invariant 4).
+//! Delivery: the only way out. Everything the gateway says or changes in a chat (replies,
+//! notices, prompts, the edit that shows a prompt's outcome) is rendered by the platform's
+//! adapter, written to the outbox, and sent by one *lane* per chat ([`lane`]), in order,
+//! through the chat's and the bot's rate budgets. Unsent rows survive a restart
+//! (invariant 2); the budget never drops a reply, only delays it (invariant 4); working
+//! indicators only take a token the budget can spare.
 
 mod budget;
+mod lane;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
 use hermes_adapter::{
-    ChatKind, ChatRef, Delivered, Outbound, Platform, PlatformSender, RateLimit, SendError,
+    ChatKind, ChatRef, MessageBody, Outbound, Platform, PlatformSender, RateLimit, RateScope,
+    WorkingPhase,
 };
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::DeliveryConfig;
-use crate::format;
-use crate::store::{NewOutboxRow, OutboxRow, Store, TurnRecord};
+use crate::store::{NewOutboxRow, Store, StoreError, TurnRecord};
 use budget::TokenBucket;
+use lane::Lane;
 
-type ChatKey = (Platform, String);
+/// A chat's lane and budget key: platform, account, chat id.
+type ChatKey = (Platform, Option<String>, String);
 
-/// How long an idle lane waits for more work before it ends.
-const LANE_IDLE: Duration = Duration::from_secs(30);
+fn chat_key(chat: &ChatRef) -> ChatKey {
+    (chat.platform, chat.account.clone(), chat.chat_id.clone())
+}
+
 /// How often pending rows without a lane are looked for (rows written by another process,
 /// lanes that ended on an error).
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
@@ -43,7 +48,10 @@ struct Inner {
     config: DeliveryConfig,
     /// The wake-up of each running lane.
     lanes: Mutex<HashMap<ChatKey, Arc<Notify>>>,
-    budgets: Mutex<HashMap<ChatKey, TokenBucket>>,
+    /// Per-chat budgets.
+    chat_budgets: Mutex<HashMap<ChatKey, TokenBucket>>,
+    /// Per-bot budgets, for platforms that declare one.
+    bot_budgets: Mutex<HashMap<Platform, TokenBucket>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -61,24 +69,30 @@ impl Delivery {
                 senders,
                 config,
                 lanes: Mutex::new(HashMap::new()),
-                budgets: Mutex::new(HashMap::new()),
+                chat_budgets: Mutex::new(HashMap::new()),
+                bot_budgets: Mutex::new(HashMap::new()),
                 shutdown,
                 tasks: TaskTracker::new(),
             }),
         }
     }
 
-    /// Resume pending rows from an earlier run and keep sweeping for orphans.
-    pub fn start(&self) {
+    /// Resume pending rows from an earlier run (rows a crash caught mid-send first go back
+    /// in the queue) and keep sweeping for orphans.
+    pub async fn start(&self) {
+        match self.inner.store.outbox_requeue_interrupted().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                rows = n,
+                "delivery: messages caught mid-send by the last run are sent again"
+            ),
+            Err(e) => tracing::error!(error = %e, "delivery: cannot requeue interrupted rows"),
+        }
         let this = self.clone();
         self.inner.tasks.spawn(async move {
             loop {
                 match this.inner.store.outbox_pending_chats().await {
-                    Ok(chats) => {
-                        for chat in chats {
-                            this.wake(&chat);
-                        }
-                    }
+                    Ok(chats) => chats.iter().for_each(|chat| this.wake(chat)),
                     Err(e) => tracing::error!(error = %e, "delivery: cannot read the outbox"),
                 }
                 tokio::select! {
@@ -105,8 +119,16 @@ impl Delivery {
         self.inner.senders.get(&platform)
     }
 
-    /// Outbox rows for a Markdown reply: chunked and rendered for the chat's platform. The
-    /// first chunk replies to `reply_to`.
+    /// Markdown rendered by the chat's adapter: one body per message, each within the
+    /// platform's limit as rendered.
+    pub fn render(&self, chat: &ChatRef, markdown: &str) -> Vec<MessageBody> {
+        match self.sender(chat.platform) {
+            Some(sender) => sender.render(markdown),
+            None => vec![MessageBody::plain(markdown)],
+        }
+    }
+
+    /// Outbox rows for a Markdown reply. The first message replies to `reply_to`.
     pub fn reply_rows(
         &self,
         chat: &ChatRef,
@@ -118,23 +140,14 @@ impl Delivery {
         } else {
             markdown
         };
-        let Some(sender) = self.sender(chat.platform) else {
-            return vec![NewOutboxRow {
-                chat: chat.clone(),
-                body: hermes_adapter::MessageBody::plain(text),
-                reply_to,
-                buttons: vec![],
-            }];
-        };
-        let caps = sender.capabilities();
-        format::chunk(text, caps.max_message_len, caps.length_unit)
+        self.render(chat, text)
             .into_iter()
             .enumerate()
-            .map(|(i, piece)| NewOutboxRow {
+            .map(|(i, body)| NewOutboxRow {
                 chat: chat.clone(),
-                body: format::render(&piece, caps.markup),
+                body,
                 reply_to: if i == 0 { reply_to.clone() } else { None },
-                buttons: vec![],
+                choices: vec![],
             })
             .collect()
     }
@@ -145,15 +158,12 @@ impl Delivery {
         chat: &ChatRef,
         markdown: &str,
         reply_to: Option<String>,
-    ) -> Result<Vec<i64>, crate::store::StoreError> {
+    ) -> Result<Vec<i64>, StoreError> {
         self.queue(self.reply_rows(chat, markdown, reply_to)).await
     }
 
     /// Queue prepared rows and start sending them.
-    pub async fn queue(
-        &self,
-        rows: Vec<NewOutboxRow>,
-    ) -> Result<Vec<i64>, crate::store::StoreError> {
+    pub async fn queue(&self, rows: Vec<NewOutboxRow>) -> Result<Vec<i64>, StoreError> {
         let chats = chats_of(&rows);
         let ids = self.inner.store.outbox_enqueue(rows).await?;
         chats.iter().for_each(|chat| self.wake(chat));
@@ -162,16 +172,39 @@ impl Delivery {
 
     /// Commit the end of a turn (messages, outbox rows, inbox states in one transaction) and
     /// start sending what it queued.
-    pub async fn commit(&self, record: TurnRecord) -> Result<Vec<i64>, crate::store::StoreError> {
+    pub async fn commit(&self, record: TurnRecord) -> Result<Vec<i64>, StoreError> {
         let chats = chats_of(&record.outbox);
         let ids = self.inner.store.finish_turn(record).await?;
         chats.iter().for_each(|chat| self.wake(chat));
         Ok(ids)
     }
 
+    /// Show `outcome` under the message of outbox row `row` and drop its choices: the row is
+    /// rewritten if it has not gone out yet, else an edit is queued behind it in the chat's
+    /// lane (so the outcome can never overtake the prompt).
+    pub async fn settle(&self, row: i64, outcome: &str) -> Result<(), StoreError> {
+        let this = self.clone();
+        let outcome = outcome.to_owned();
+        let chat = self
+            .inner
+            .store
+            .outbox_settle(row, move |chat, markdown| {
+                // The outcome under the message it settles; just the outcome when both no
+                // longer fit one message.
+                let mut bodies = this.render(chat, &format!("{markdown}\n\n{outcome}"));
+                if bodies.len() != 1 {
+                    bodies = this.render(chat, &outcome);
+                }
+                bodies.swap_remove(0)
+            })
+            .await?;
+        self.wake(&chat);
+        Ok(())
+    }
+
     /// Make sure the chat's lane runs and looks at the outbox again.
     pub fn wake(&self, chat: &ChatRef) {
-        let key = (chat.platform, chat.chat_id.clone());
+        let key = chat_key(chat);
         let mut lanes = self.inner.lanes.lock().expect("lanes lock");
         let notify = lanes.entry(key.clone()).or_insert_with(|| {
             let notify = Arc::new(Notify::new());
@@ -188,48 +221,40 @@ impl Delivery {
         notify.notify_one();
     }
 
-    /// Show "typing…" if the chat's budget has room to spare; never waits, never fails.
-    pub fn typing(&self, chat: &ChatRef) {
+    /// Show, refresh or end the working indicator, if the budget has room to spare; never
+    /// waits, never fails.
+    pub fn working(&self, chat: &ChatRef, regarding: Option<String>, phase: WorkingPhase) {
         let Some(sender) = self.sender(chat.platform).cloned() else {
             return;
         };
-        if sender.capabilities().typing_refresh.is_none() || !self.try_spare(chat) {
+        let Some(indicator) = sender.capabilities().working else {
+            return;
+        };
+        if phase == WorkingPhase::Done && !indicator.needs_done {
             return;
         }
-        let chat = chat.clone();
+        // Taking an indicator down is owed to the person: it waits for a token.
+        let owed = phase == WorkingPhase::Done;
+        if !owed && !self.try_spare(chat) {
+            return;
+        }
+        let (chat, this) = (chat.clone(), self.clone());
         self.inner.tasks.spawn(async move {
-            if let Err(SendError::RateLimited { .. }) = sender.send(Outbound::Typing { chat }).await
-            {
-                tracing::debug!("delivery: typing indicator rate limited");
+            if owed {
+                this.wait_budget(&chat).await;
+            }
+            let action = Outbound::Working {
+                chat,
+                regarding,
+                phase,
+            };
+            if let Err(e) = sender.send(action).await {
+                tracing::debug!(error = %e, "delivery: working indicator not shown");
             }
         });
     }
 
-    /// Send an action that is not a queued message (button acknowledgement, prompt edit)
-    /// through the chat's budget, retrying rate limits and transient failures a few times.
-    pub async fn direct(&self, action: Outbound) -> Result<Delivered, SendError> {
-        let chat = action.chat().clone();
-        let sender = self
-            .sender(chat.platform)
-            .cloned()
-            .ok_or_else(|| SendError::Rejected(format!("{} is not enabled", chat.platform)))?;
-        let mut attempt = 0;
-        loop {
-            self.wait_budget(&chat).await;
-            match sender.send(action.clone()).await {
-                Err(SendError::RateLimited { retry_after }) if attempt < 3 => {
-                    self.block(&chat, retry_after)
-                }
-                Err(SendError::Transient(_)) if attempt < 3 => {
-                    tokio::time::sleep(backoff(attempt)).await
-                }
-                other => return other,
-            }
-            attempt += 1;
-        }
-    }
-
-    fn limit_for(&self, chat: &ChatRef) -> RateLimit {
+    fn chat_limit(&self, chat: &ChatRef) -> RateLimit {
         let caps = self.sender(chat.platform).map(|s| s.capabilities());
         let mut limit = match (caps, chat.kind) {
             (Some(c), ChatKind::Direct) => c.per_chat_rate,
@@ -248,144 +273,82 @@ impl Delivery {
         limit
     }
 
-    fn with_bucket<T>(&self, chat: &ChatRef, f: impl FnOnce(&mut TokenBucket) -> T) -> T {
-        let mut budgets = self.inner.budgets.lock().expect("budget lock");
+    fn bot_limit(&self, platform: Platform) -> Option<RateLimit> {
+        let config = &self.inner.config;
+        let declared = self.sender(platform)?.capabilities().per_bot_rate;
+        let configured = config.bot_rate_per_second.map(|per_second| RateLimit {
+            per_second,
+            burst: config.bot_burst.unwrap_or(per_second.ceil() as u32),
+        });
+        configured.or(declared).map(|mut limit| {
+            if let Some(burst) = config.bot_burst {
+                limit.burst = burst;
+            }
+            limit
+        })
+    }
+
+    fn with_chat_bucket<T>(&self, chat: &ChatRef, f: impl FnOnce(&mut TokenBucket) -> T) -> T {
+        let mut budgets = self.inner.chat_budgets.lock().expect("budget lock");
         let bucket = budgets
-            .entry((chat.platform, chat.chat_id.clone()))
-            .or_insert_with(|| TokenBucket::new(self.limit_for(chat)));
+            .entry(chat_key(chat))
+            .or_insert_with(|| TokenBucket::new(self.chat_limit(chat)));
         f(bucket)
     }
 
+    /// Run `f` on the platform's bot-wide bucket; `None` when it has none.
+    fn with_bot_bucket<T>(
+        &self,
+        platform: Platform,
+        f: impl FnOnce(&mut TokenBucket) -> T,
+    ) -> Option<T> {
+        let mut budgets = self.inner.bot_budgets.lock().expect("budget lock");
+        let bucket = match budgets.entry(platform) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(TokenBucket::new(self.bot_limit(platform)?))
+            }
+        };
+        Some(f(bucket))
+    }
+
     fn try_spare(&self, chat: &ChatRef) -> bool {
-        self.with_bucket(chat, |b| b.try_spare(Instant::now()))
+        let now = Instant::now();
+        self.with_chat_bucket(chat, |b| b.try_spare(now))
+            && self
+                .with_bot_bucket(chat.platform, |b| b.try_spare(now))
+                .unwrap_or(true)
     }
 
-    fn block(&self, chat: &ChatRef, wait: Duration) {
-        self.with_bucket(chat, |b| b.block_for(wait, Instant::now()));
+    /// The platform said to wait: hold back the chat, or the whole bot.
+    fn block(&self, chat: &ChatRef, scope: &RateScope, wait: Duration) {
+        let now = Instant::now();
+        let bot_wide = matches!(scope, RateScope::Bot | RateScope::Method(_))
+            && self
+                .with_bot_bucket(chat.platform, |b| b.block_for(wait, now))
+                .is_some();
+        if !bot_wide {
+            self.with_chat_bucket(chat, |b| b.block_for(wait, now));
+        }
     }
 
+    /// Wait for a token of the chat's budget, then of the bot's.
     async fn wait_budget(&self, chat: &ChatRef) {
         loop {
-            let wait = self.with_bucket(chat, |b| b.reserve(Instant::now()));
+            let wait = self.with_chat_bucket(chat, |b| b.reserve(Instant::now()));
+            if wait.is_zero() {
+                break;
+            }
+            tokio::time::sleep(wait).await;
+        }
+        loop {
+            let wait = self
+                .with_bot_bucket(chat.platform, |b| b.reserve(Instant::now()))
+                .unwrap_or_default();
             if wait.is_zero() {
                 return;
             }
             tokio::time::sleep(wait).await;
-        }
-    }
-}
-
-/// Sends one chat's pending rows in order.
-struct Lane {
-    delivery: Delivery,
-    key: ChatKey,
-    chat: ChatRef,
-    notify: Arc<Notify>,
-}
-
-impl Lane {
-    async fn run(self) {
-        let inner = &self.delivery.inner;
-        let Some(sender) = self.delivery.sender(self.chat.platform).cloned() else {
-            tracing::warn!(platform = %self.chat.platform, "delivery: messages wait for a platform that is not enabled");
-            inner.lanes.lock().expect("lanes lock").remove(&self.key);
-            return;
-        };
-        loop {
-            // Take the wake-up we were started or woken with before reading the outbox.
-            let _ = self.notify.notified().now_or_never();
-            let rows = match inner
-                .store
-                .outbox_pending_for(self.chat.platform, &self.chat.chat_id)
-                .await
-            {
-                Ok(rows) => rows,
-                Err(e) => {
-                    tracing::error!(error = %e, "delivery: cannot read the outbox");
-                    Vec::new()
-                }
-            };
-            for row in rows {
-                if inner.shutdown.is_cancelled() {
-                    break;
-                }
-                self.deliver(&sender, row).await;
-            }
-            tokio::select! {
-                _ = inner.shutdown.cancelled() => break,
-                _ = self.notify.notified() => continue,
-                _ = tokio::time::sleep(LANE_IDLE) => {}
-            }
-            // End only if nobody woke us since: `wake` notifies under the same lock.
-            let mut lanes = inner.lanes.lock().expect("lanes lock");
-            if self.notify.notified().now_or_never().is_some() {
-                continue;
-            }
-            lanes.remove(&self.key);
-            return;
-        }
-        inner.lanes.lock().expect("lanes lock").remove(&self.key);
-    }
-
-    /// Send one row until it is sent or has failed for good.
-    async fn deliver(&self, sender: &Arc<dyn PlatformSender>, row: OutboxRow) {
-        let inner = &self.delivery.inner;
-        let mut body = row.body.clone();
-        let mut attempts = row.attempts as u32;
-        loop {
-            tokio::select! {
-                _ = inner.shutdown.cancelled() => return,
-                _ = self.delivery.wait_budget(&row.chat) => {}
-            }
-            let action = Outbound::Text {
-                chat: row.chat.clone(),
-                body: body.clone(),
-                reply_to: row.reply_to.clone(),
-                buttons: row.buttons.clone(),
-            };
-            let result = sender.send(action).await;
-            let error = match result {
-                Ok(delivered) => {
-                    if let Err(e) = inner
-                        .store
-                        .outbox_mark_sent(row.id, delivered.message_id)
-                        .await
-                    {
-                        tracing::error!(error = %e, row = row.id, "delivery: sent, but could not mark the row sent");
-                    }
-                    return;
-                }
-                Err(e) => e,
-            };
-            attempts += 1;
-            let give_up = match &error {
-                SendError::RateLimited { retry_after } => {
-                    tracing::warn!(chat = %row.chat.chat_id, ?retry_after, "delivery: rate limited by the platform");
-                    self.delivery.block(&row.chat, *retry_after);
-                    false
-                }
-                SendError::MarkupRejected(why) if body.markup.is_some() => {
-                    tracing::warn!(why = %why, row = row.id, "delivery: markup rejected; sending plain text");
-                    body.markup = None;
-                    false
-                }
-                SendError::Transient(_) => attempts >= inner.config.max_attempts,
-                SendError::MarkupRejected(_) | SendError::Rejected(_) => true,
-            };
-            let _ = inner
-                .store
-                .outbox_mark_attempt(row.id, error.to_string(), give_up)
-                .await;
-            if give_up {
-                tracing::error!(error = %error, row = row.id, chat = %row.chat.chat_id, "delivery: giving up on a message");
-                return;
-            }
-            if let SendError::Transient(_) = error {
-                tokio::select! {
-                    _ = inner.shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(backoff(attempts)) => {}
-                }
-            }
         }
     }
 }
@@ -399,9 +362,4 @@ fn chats_of(rows: &[NewOutboxRow]) -> Vec<ChatRef> {
         }
     }
     chats
-}
-
-/// 0.5 s, 1 s, 2 s … capped at 30 s.
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(500u64.saturating_mul(1 << attempt.min(6))).min(Duration::from_secs(30))
 }

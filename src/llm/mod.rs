@@ -7,6 +7,7 @@ mod sse;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use hermes_adapter::Backoff;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -48,8 +49,8 @@ pub enum LlmError {
 pub struct LlmClient {
     http: reqwest::Client,
     config: ModelConfig,
-    /// First retry delay; doubles each attempt (jittered).
-    retry_base: Duration,
+    /// Delays between attempts: from the first retry delay, doubling, jittered, at most 20 s.
+    retry: Backoff,
 }
 
 enum Attempt {
@@ -70,7 +71,7 @@ impl LlmClient {
         LlmClient {
             http,
             config,
-            retry_base: Duration::from_millis(500),
+            retry: Backoff::new(Duration::from_millis(500), Duration::from_secs(20)).jittered(),
         }
     }
 
@@ -108,7 +109,7 @@ impl LlmClient {
                     if attempt == self.config.max_attempts {
                         break;
                     }
-                    let wait = after.unwrap_or_else(|| jittered(self.retry_base, attempt));
+                    let wait = after.unwrap_or_else(|| self.retry.delay(attempt - 1));
                     tokio::select! {
                         _ = cancel.cancelled() => return Err(LlmError::Cancelled),
                         _ = tokio::time::sleep(wait) => {}
@@ -349,13 +350,6 @@ fn without_url(error: reqwest::Error) -> String {
     text
 }
 
-/// `base * 2^(attempt-1)`, ±50 %, capped at 20 s.
-fn jittered(base: Duration, attempt: u32) -> Duration {
-    let exp = base.saturating_mul(1 << attempt.saturating_sub(1).min(6));
-    let factor = 0.5 + rand::random::<f64>();
-    exp.mul_f64(factor).min(Duration::from_secs(20))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,13 +394,5 @@ mod tests {
         );
         assert_eq!(error_message("oops"), "oops");
         assert_eq!(error_message(""), "(no details)");
-    }
-
-    #[test]
-    fn backoff_grows_and_stays_capped() {
-        let base = Duration::from_millis(500);
-        assert!(jittered(base, 1) <= Duration::from_millis(750));
-        assert!(jittered(base, 3) >= Duration::from_secs(1));
-        assert!(jittered(base, 30) <= Duration::from_secs(20));
     }
 }

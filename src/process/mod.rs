@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_adapter::{ChatRef, Sender};
+use hermes_adapter::{Author, ChatRef};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
@@ -100,7 +100,7 @@ const KILL_GRACE: Duration = Duration::from_secs(3);
 pub struct Origin {
     pub session_key: String,
     pub chat: ChatRef,
-    pub sender: Sender,
+    pub author: Author,
 }
 
 /// A request to start a background process.
@@ -136,6 +136,8 @@ impl ExitInfo {
 /// A completion that should start an agent turn (`notify_on_complete`).
 #[derive(Debug, Clone)]
 pub struct Wakeup {
+    /// The process that finished (what makes the wake-up unique).
+    pub process_id: String,
     pub origin: Origin,
     pub text: String,
 }

@@ -5,7 +5,7 @@ mod support {
     use crate::delivery::Delivery;
     use crate::process::*;
     use crate::store::Store;
-    use hermes_adapter::{ChatKind, ChatRef, Platform, Sender};
+    use hermes_adapter::{Author, ChatKind, ChatRef, Platform};
     use std::collections::HashMap;
     use std::sync::Arc;
     use tokio::sync::mpsc;
@@ -39,11 +39,12 @@ mod support {
                 session_key: session.into(),
                 chat: ChatRef {
                     platform: Platform::Telegram,
+                    account: None,
                     chat_id: "1".into(),
                     thread_id: None,
                     kind: ChatKind::Direct,
                 },
-                sender: Sender {
+                author: Author {
                     user_id: "1".into(),
                     display_name: "A".into(),
                     username: None,

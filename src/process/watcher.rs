@@ -87,6 +87,7 @@ impl Watcher {
         }
         if self.notify_on_complete {
             let wake = Wakeup {
+                process_id: t.id.clone(),
                 origin: t.origin.clone(),
                 text: format!(
                     "[Background process {} (`{}`) finished: {} after {}s. Last output:\n{last}\n]\nContinue the task if anything is left to do; otherwise tell the person the result.",

@@ -36,10 +36,10 @@ impl Store {
         let keys = pattern_keys.join(",");
         self.call(move |conn| {
             conn.execute(
-                "INSERT INTO approvals (session_key, platform, chat_id, thread_id, chat_kind, command,
+                "INSERT INTO approvals (session_key, platform, account, chat_id, thread_id, chat_kind, command,
                     pattern_keys, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![key, chat.platform.as_str(), chat.chat_id, chat.thread_id, chat.kind.as_str(), command, keys, now_ms()],
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![key, chat.platform.as_str(), chat.account, chat.chat_id, chat.thread_id, chat.kind.as_str(), command, keys, now_ms()],
             )?;
             Ok(conn.last_insert_rowid())
         })
@@ -188,6 +188,7 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         let chat = ChatRef {
             platform: Platform::Telegram,
+            account: None,
             chat_id: "5".into(),
             thread_id: None,
             kind: ChatKind::Group,

@@ -1,7 +1,7 @@
 //! The inbox: every inbound event, recorded before the platform is acknowledged, de-duplicated
 //! by the platform's event id, and moved to an end state once handled (invariant 1).
 
-use hermes_adapter::{ButtonPress, Inbound, InboundKind, InboundMessage, Sender};
+use hermes_adapter::{Author, Inbound, InboundKind, InboundMessage, Press};
 use rusqlite::{Row, params};
 
 use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
@@ -43,55 +43,50 @@ pub struct InboxRow {
 
 impl Store {
     /// Record an event. Returns `Some(id)` when it is new, `None` when this event id was
-    /// recorded before (a redelivery).
+    /// recorded before (a redelivery). The whole event is kept as a versioned JSON payload;
+    /// the columns beside it are for queries and people reading the database.
     pub async fn inbox_record(&self, event: Inbound) -> Result<Option<i64>, StoreError> {
+        let payload = serde_json::to_string(&Payload {
+            v: PAYLOAD_VERSION,
+            event: &event,
+        })
+        .map_err(|e| StoreError::Invalid(format!("event not serialisable: {e}")))?;
         self.call(move |conn| {
             let now = now_ms();
-            let (kind, message_id, text, addressed, unsupported, press_id, data) = match &event.kind
-            {
+            let (kind, message_id, text) = match &event.kind {
                 InboundKind::Message(m) => (
                     "message",
-                    Some(m.message_id.clone()),
-                    Some(m.text.clone()),
-                    m.addressed,
-                    m.unsupported.clone(),
-                    None,
-                    None,
+                    Some(m.message_id.as_str()),
+                    Some(m.text.as_str()),
                 ),
-                InboundKind::ButtonPress(b) => (
-                    "button",
-                    b.message_id.clone(),
-                    None,
-                    true,
-                    None,
-                    Some(b.press_id.clone()),
-                    Some(b.data.clone()),
-                ),
+                InboundKind::Press(p) => ("press", p.message_id.as_deref(), None),
+                InboundKind::Command(c) => {
+                    ("command", c.respond_via.as_deref(), Some(c.args.as_str()))
+                }
+                InboundKind::Wakeup(w) => ("wakeup", None, Some(w.text.as_str())),
             };
             let inserted = conn.execute(
-                "INSERT INTO inbox (event_id, platform, chat_id, thread_id, chat_kind, user_id,
-                    user_name, username, is_bot, kind, message_id, text, addressed, unsupported,
-                    press_id, button_data, state, received_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                    'received', ?17, ?17)
+                "INSERT INTO inbox (event_id, platform, account, chat_id, thread_id, chat_kind,
+                    user_id, user_name, username, is_bot, kind, message_id, text, payload, state,
+                    received_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'received',
+                    ?15, ?15)
                  ON CONFLICT(event_id) DO NOTHING",
                 params![
                     event.event_id,
                     event.chat.platform.as_str(),
+                    event.chat.account,
                     event.chat.chat_id,
                     event.chat.thread_id,
                     event.chat.kind.as_str(),
-                    event.sender.user_id,
-                    event.sender.display_name,
-                    event.sender.username,
-                    event.sender.is_bot,
+                    event.author.user_id,
+                    event.author.display_name,
+                    event.author.username,
+                    event.author.is_bot,
                     kind,
                     message_id,
                     text,
-                    addressed,
-                    unsupported,
-                    press_id,
-                    data,
+                    payload,
                     now,
                 ],
             )?;
@@ -162,7 +157,40 @@ pub(super) fn finish_in(
     Ok(())
 }
 
+/// The payload's format version; bump it only for a change `#[serde(default)]` cannot absorb.
+const PAYLOAD_VERSION: u32 = 1;
+
+/// What the `payload` column holds.
+#[derive(serde::Serialize)]
+struct Payload<'a> {
+    v: u32,
+    event: &'a Inbound,
+}
+
+#[derive(serde::Deserialize)]
+struct StoredPayload {
+    v: u32,
+    event: Inbound,
+}
+
 fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
+    let id = row.get("id")?;
+    let event = match row.get::<_, Option<String>>("payload")? {
+        Some(json) => match serde_json::from_str::<StoredPayload>(&json) {
+            Ok(p) if p.v <= PAYLOAD_VERSION => Ok(p.event),
+            Ok(p) => Err(format!(
+                "inbox row {id}: payload version {} is newer than ours",
+                p.v
+            )),
+            Err(e) => Err(format!("inbox row {id}: unreadable payload: {e}")),
+        },
+        None => legacy_event(row)?,
+    };
+    Ok(event.map(|event| InboxRow { id, event }))
+}
+
+/// An event recorded before payloads existed (schema 1–3), from its columns.
+fn legacy_event(row: &Row<'_>) -> rusqlite::Result<Result<Inbound, String>> {
     let chat = match chat_from_row(row)? {
         Ok(chat) => chat,
         Err(e) => return Ok(Err(e)),
@@ -175,32 +203,30 @@ fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
                 .unwrap_or_default(),
             text: row.get::<_, Option<String>>("text")?.unwrap_or_default(),
             addressed: row.get("addressed")?,
+            attachments: Vec::new(),
             unsupported: row.get("unsupported")?,
         }),
-        "button" => InboundKind::ButtonPress(ButtonPress {
+        "button" => InboundKind::Press(Press {
             press_id: row
                 .get::<_, Option<String>>("press_id")?
                 .unwrap_or_default(),
             message_id: row.get("message_id")?,
-            data: row
+            choice_id: row
                 .get::<_, Option<String>>("button_data")?
                 .unwrap_or_default(),
         }),
         other => return Ok(Err(format!("unknown inbox kind {other:?}"))),
     };
-    Ok(Ok(InboxRow {
-        id: row.get("id")?,
-        event: Inbound {
-            event_id: row.get("event_id")?,
-            chat,
-            sender: Sender {
-                user_id: row.get("user_id")?,
-                display_name: row.get("user_name")?,
-                username: row.get("username")?,
-                is_bot: row.get("is_bot")?,
-            },
-            kind,
+    Ok(Ok(Inbound {
+        event_id: row.get("event_id")?,
+        chat,
+        author: Author {
+            user_id: row.get("user_id")?,
+            display_name: row.get("user_name")?,
+            username: row.get("username")?,
+            is_bot: row.get("is_bot")?,
         },
+        kind,
     }))
 }
 
@@ -214,11 +240,12 @@ mod tests {
             event_id: id.into(),
             chat: ChatRef {
                 platform: Platform::Telegram,
+                account: None,
                 chat_id: "42".into(),
                 thread_id: None,
                 kind: ChatKind::Direct,
             },
-            sender: Sender {
+            author: Author {
                 user_id: "7".into(),
                 display_name: "Ada".into(),
                 username: Some("ada".into()),
@@ -228,7 +255,7 @@ mod tests {
                 message_id: "100".into(),
                 text: "hello".into(),
                 addressed: true,
-                unsupported: None,
+                ..Default::default()
             }),
         }
     }
@@ -242,7 +269,7 @@ mod tests {
 
         let open = store.inbox_unfinished().await.unwrap();
         assert_eq!(open.len(), 1);
-        assert_eq!(open[0].event.sender.display_name, "Ada");
+        assert_eq!(open[0].event.author.display_name, "Ada");
         assert_eq!(open[0].event.kind, event("x").kind);
 
         store

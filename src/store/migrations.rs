@@ -164,6 +164,25 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX background_running ON background_processes(state) WHERE state = 'running';
     "#,
+    // 4: the four-platform contract. Chats name their account (Slack team, Discord guild,
+    // WhatsApp number); inbound events keep their whole JSON payload (new contract fields
+    // need no migration); the outbox carries edits as rows of their own (queued in the
+    // chat's order), claims a row while sending it, and records delivery reports.
+    r#"
+    ALTER TABLE inbox ADD COLUMN account TEXT;
+    ALTER TABLE inbox ADD COLUMN payload TEXT;
+    ALTER TABLE outbox ADD COLUMN account TEXT;
+    ALTER TABLE outbox RENAME COLUMN buttons TO choices;
+    ALTER TABLE outbox ADD COLUMN action TEXT NOT NULL DEFAULT 'message';
+    ALTER TABLE outbox ADD COLUMN edit_of INTEGER;
+    ALTER TABLE outbox ADD COLUMN delivery_status TEXT;
+    ALTER TABLE outbox ADD COLUMN delivery_detail TEXT;
+    CREATE INDEX outbox_by_platform_id ON outbox(platform, platform_message_id)
+        WHERE platform_message_id IS NOT NULL;
+    ALTER TABLE sessions ADD COLUMN account TEXT;
+    ALTER TABLE approvals ADD COLUMN account TEXT;
+    ALTER TABLE background_processes ADD COLUMN account TEXT;
+    "#,
 ];
 
 /// Bring the database up to the newest schema.

@@ -115,8 +115,8 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The chat of a row, from the `platform`, `chat_id`, `thread_id` and `chat_kind` columns
-/// every table that refers to a chat has. The inner error names values the store does not
+/// The chat of a row, from the `platform`, `account`, `chat_id`, `thread_id` and
+/// `chat_kind` columns every table that refers to a chat has. The inner error names values the store does not
 /// know (a newer version's platform, a damaged row).
 fn chat_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<ChatRef, String>> {
     let platform: String = row.get("platform")?;
@@ -124,6 +124,7 @@ fn chat_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<ChatRef, St
     Ok(match (Platform::parse(&platform), ChatKind::parse(&kind)) {
         (Some(platform), Some(kind)) => Ok(ChatRef {
             platform,
+            account: row.get("account")?,
             chat_id: row.get("chat_id")?,
             thread_id: row.get("thread_id")?,
             kind,

@@ -1,8 +1,12 @@
-//! The outbox: every message the gateway sends is written here before it is sent and marked
-//! with the platform's message id once sent (invariant 2). Pending rows survive restarts.
+//! The outbox: every message the gateway sends, and every edit of one, is written here
+//! before it is sent and marked with the platform's message id once sent (invariant 2).
+//! Rows of one chat are sent in id order, so an edit can never overtake the message it
+//! edits. A row being sent is claimed (`sending`), so a change to a queued row (a prompt
+//! decided before it went out) either lands before the send or becomes an edit after it.
+//! Pending rows survive restarts; rows caught mid-send by a crash are sent again.
 
-use hermes_adapter::{Button, ChatRef, MessageBody, Platform};
-use rusqlite::{Row, params};
+use hermes_adapter::{ChatRef, Choice, DeliveryStatus, MessageBody, Platform};
+use rusqlite::{OptionalExtension, Row, params};
 
 use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
 
@@ -12,17 +16,19 @@ pub struct NewOutboxRow {
     pub chat: ChatRef,
     pub body: MessageBody,
     pub reply_to: Option<String>,
-    pub buttons: Vec<Button>,
+    pub choices: Vec<Choice>,
 }
 
-/// A queued message.
+/// A queued message or edit.
 #[derive(Debug, Clone)]
 pub struct OutboxRow {
     pub id: i64,
     pub chat: ChatRef,
     pub body: MessageBody,
     pub reply_to: Option<String>,
-    pub buttons: Vec<Button>,
+    pub choices: Vec<Choice>,
+    /// For an edit: the outbox row whose platform message it changes.
+    pub edit_of: Option<i64>,
     pub attempts: i64,
 }
 
@@ -38,7 +44,50 @@ impl Store {
         .await
     }
 
-    /// Pending messages of one chat, oldest first.
+    /// Claim the oldest pending row of a chat for sending (`pending` → `sending`).
+    pub async fn outbox_claim_next(&self, chat: &ChatRef) -> Result<Option<OutboxRow>, StoreError> {
+        let chat = chat.clone();
+        self.call(move |conn| {
+            let row = conn
+                .query_row(
+                    "UPDATE outbox SET state = 'sending' WHERE id = (
+                        SELECT id FROM outbox WHERE state = 'pending' AND platform = ?1
+                            AND chat_id = ?2 AND account IS ?3 ORDER BY id LIMIT 1)
+                     RETURNING *",
+                    params![chat.platform.as_str(), chat.chat_id, chat.account],
+                    row_to_outbox,
+                )
+                .optional()?;
+            row.transpose().map_err(StoreError::Invalid)
+        })
+        .await
+    }
+
+    /// Put a claimed row back in the queue (the platform is unreachable for now).
+    pub async fn outbox_release(&self, id: i64) -> Result<(), StoreError> {
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE outbox SET state = 'pending' WHERE id = ?1 AND state = 'sending'",
+                [id],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Startup: rows a crash caught mid-send go back in the queue; returns how many.
+    pub async fn outbox_requeue_interrupted(&self) -> Result<usize, StoreError> {
+        self.call(|conn| {
+            Ok(conn.execute(
+                "UPDATE outbox SET state = 'pending' WHERE state = 'sending'",
+                [],
+            )?)
+        })
+        .await
+    }
+
+    /// Pending rows of one chat, oldest first.
+    #[cfg(test)]
     pub async fn outbox_pending_for(
         &self,
         platform: Platform,
@@ -60,8 +109,8 @@ impl Store {
     pub async fn outbox_pending_chats(&self) -> Result<Vec<ChatRef>, StoreError> {
         self.call(|conn| {
             let mut stmt = conn.prepare(
-                "SELECT platform, chat_id, thread_id, chat_kind FROM outbox WHERE state = 'pending'
-                 GROUP BY platform, chat_id ORDER BY MIN(id)",
+                "SELECT platform, account, chat_id, thread_id, chat_kind FROM outbox
+                 WHERE state = 'pending' GROUP BY platform, account, chat_id ORDER BY MIN(id)",
             )?;
             let rows = stmt.query_map([], chat_from_row)?;
             collect_checked(rows)
@@ -69,7 +118,7 @@ impl Store {
         .await
     }
 
-    /// Mark a message sent, with the platform's id for it.
+    /// Mark a row sent, with the platform's id for the message.
     pub async fn outbox_mark_sent(
         &self,
         id: i64,
@@ -106,27 +155,87 @@ impl Store {
         .await
     }
 
-    /// Withdraw a row that was not sent yet (a prompt that no longer applies); returns
-    /// whether it was still pending.
-    pub async fn outbox_withdraw(&self, id: i64, reason: &str) -> Result<bool, StoreError> {
-        let reason = reason.to_owned();
+    /// Change what a message says once a decision about it is known (an approval prompt
+    /// that was answered or expired), dropping its choices. A row still queued is rewritten
+    /// in place, so it never goes out with live choices; a row sent (or being sent) gets an
+    /// edit queued behind it; a row that never went out is followed by a new message.
+    /// `rewrite` gets the row's chat and Markdown and returns the new body. Returns the chat
+    /// to wake.
+    pub async fn outbox_settle(
+        &self,
+        id: i64,
+        rewrite: impl FnOnce(&ChatRef, &str) -> MessageBody + Send + 'static,
+    ) -> Result<ChatRef, StoreError> {
         self.call(move |conn| {
-            Ok(conn.execute(
-                "UPDATE outbox SET state = 'withdrawn', last_error = ?1 WHERE id = ?2 AND state = 'pending'",
-                params![reason, id],
-            )? > 0)
+            let tx = conn.transaction()?;
+            let row = tx
+                .query_row("SELECT * FROM outbox WHERE id = ?1", [id], |r| {
+                    Ok((row_to_outbox(r)?, r.get::<_, String>("state")?))
+                })
+                .optional()?;
+            let Some((row, state)) = row else {
+                return Err(StoreError::Invalid(format!("no outbox row {id}")));
+            };
+            let row = row.map_err(StoreError::Invalid)?;
+            let body = rewrite(&row.chat, &row.body.plain);
+            match state.as_str() {
+                "pending" => {
+                    tx.execute(
+                        "UPDATE outbox SET markup = ?1, plain = ?2, choices = NULL WHERE id = ?3",
+                        params![body.markup, body.plain, id],
+                    )?;
+                }
+                "sending" | "sent" => {
+                    insert_in(&tx, &row.chat, &body, None, &[], Some(id))?;
+                }
+                _ => {
+                    insert_in(&tx, &row.chat, &body, None, &[], None)?;
+                }
+            }
+            tx.commit()?;
+            Ok(row.chat)
         })
         .await
     }
 
-    /// The platform message id of a sent row (approval prompts are edited through it).
+    /// The platform message id of a sent row (what an edit of it refers to).
     pub async fn outbox_platform_id(&self, id: i64) -> Result<Option<String>, StoreError> {
         self.call(move |conn| {
-            Ok(conn.query_row(
-                "SELECT platform_message_id FROM outbox WHERE id = ?1",
-                [id],
-                |r| r.get(0),
-            )?)
+            Ok(conn
+                .query_row(
+                    "SELECT platform_message_id FROM outbox WHERE id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .flatten())
+        })
+        .await
+    }
+
+    /// Record what the platform said became of a sent message; `false` when no row has
+    /// that platform id.
+    pub async fn outbox_delivery_report(
+        &self,
+        platform: Platform,
+        platform_message_id: String,
+        status: DeliveryStatus,
+    ) -> Result<bool, StoreError> {
+        self.call(move |conn| {
+            let detail = match &status {
+                DeliveryStatus::Failed(why) => Some(why.clone()),
+                _ => None,
+            };
+            Ok(conn.execute(
+                "UPDATE outbox SET delivery_status = ?1, delivery_detail = ?2
+                 WHERE platform = ?3 AND platform_message_id = ?4",
+                params![
+                    status.as_str(),
+                    detail,
+                    platform.as_str(),
+                    platform_message_id
+                ],
+            )? > 0)
         })
         .await
     }
@@ -137,28 +246,52 @@ pub(super) fn enqueue_in(
     tx: &rusqlite::Transaction<'_>,
     rows: &[NewOutboxRow],
 ) -> Result<Vec<i64>, StoreError> {
-    let mut ids = Vec::with_capacity(rows.len());
-    for row in rows {
-        let buttons = (!row.buttons.is_empty()).then(|| encode_buttons(&row.buttons));
-        tx.execute(
-            "INSERT INTO outbox (platform, chat_id, thread_id, chat_kind, reply_to, markup,
-                plain, buttons, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                row.chat.platform.as_str(),
-                row.chat.chat_id,
-                row.chat.thread_id,
-                row.chat.kind.as_str(),
-                row.reply_to,
-                row.body.markup,
-                row.body.plain,
-                buttons,
-                now_ms(),
-            ],
-        )?;
-        ids.push(tx.last_insert_rowid());
-    }
-    Ok(ids)
+    rows.iter()
+        .map(|row| {
+            insert_in(
+                tx,
+                &row.chat,
+                &row.body,
+                row.reply_to.as_deref(),
+                &row.choices,
+                None,
+            )
+        })
+        .collect()
+}
+
+fn insert_in(
+    tx: &rusqlite::Transaction<'_>,
+    chat: &ChatRef,
+    body: &MessageBody,
+    reply_to: Option<&str>,
+    choices: &[Choice],
+    edit_of: Option<i64>,
+) -> Result<i64, StoreError> {
+    let choices = (!choices.is_empty())
+        .then(|| serde_json::to_string(choices))
+        .transpose()
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    tx.execute(
+        "INSERT INTO outbox (platform, account, chat_id, thread_id, chat_kind, reply_to, markup,
+            plain, choices, action, edit_of, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            chat.platform.as_str(),
+            chat.account,
+            chat.chat_id,
+            chat.thread_id,
+            chat.kind.as_str(),
+            reply_to,
+            body.markup,
+            body.plain,
+            choices,
+            if edit_of.is_some() { "edit" } else { "message" },
+            edit_of,
+            now_ms(),
+        ],
+    )?;
+    Ok(tx.last_insert_rowid())
 }
 
 fn row_to_outbox(row: &Row<'_>) -> rusqlite::Result<Result<OutboxRow, String>> {
@@ -166,7 +299,13 @@ fn row_to_outbox(row: &Row<'_>) -> rusqlite::Result<Result<OutboxRow, String>> {
         Ok(chat) => chat,
         Err(e) => return Ok(Err(e)),
     };
-    let buttons: Option<String> = row.get("buttons")?;
+    let choices = match row.get::<_, Option<String>>("choices")? {
+        Some(json) => match decode_choices(&json) {
+            Some(choices) => choices,
+            None => return Ok(Err(format!("unreadable choices {json:?}"))),
+        },
+        None => Vec::new(),
+    };
     Ok(Ok(OutboxRow {
         id: row.get("id")?,
         chat,
@@ -175,25 +314,25 @@ fn row_to_outbox(row: &Row<'_>) -> rusqlite::Result<Result<OutboxRow, String>> {
             plain: row.get("plain")?,
         },
         reply_to: row.get("reply_to")?,
-        buttons: buttons.map(|b| decode_buttons(&b)).unwrap_or_default(),
+        choices,
+        edit_of: row.get("edit_of")?,
         attempts: row.get("attempts")?,
     }))
 }
 
-fn encode_buttons(buttons: &[Button]) -> String {
-    let list: Vec<[&str; 2]> = buttons
-        .iter()
-        .map(|b| [b.label.as_str(), b.data.as_str()])
-        .collect();
-    serde_json::to_string(&list).unwrap_or_default()
-}
-
-fn decode_buttons(text: &str) -> Vec<Button> {
-    serde_json::from_str::<Vec<[String; 2]>>(text)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|[label, data]| Button { label, data })
-        .collect()
+/// Choices as stored: JSON objects, or the `[label, data]` pairs of schema 1–3 (read first:
+/// serde would also take a pair as a struct's fields in order).
+fn decode_choices(json: &str) -> Option<Vec<Choice>> {
+    if let Ok(pairs) = serde_json::from_str::<Vec<[String; 2]>>(json) {
+        let legacy = pairs.into_iter().map(|[label, id]| Choice {
+            id,
+            label,
+            short_label: None,
+            style: Default::default(),
+        });
+        return Some(legacy.collect());
+    }
+    serde_json::from_str::<Vec<Choice>>(json).ok()
 }
 
 #[cfg(test)]
@@ -204,53 +343,143 @@ mod tests {
     fn chat() -> ChatRef {
         ChatRef {
             platform: Platform::Telegram,
+            account: None,
             chat_id: "42".into(),
             thread_id: None,
             kind: ChatKind::Direct,
         }
     }
 
+    fn deny() -> Choice {
+        Choice {
+            id: "d:1".into(),
+            label: "Deny".into(),
+            short_label: None,
+            style: hermes_adapter::ChoiceStyle::Danger,
+        }
+    }
+
+    fn rows(texts: &[&str]) -> Vec<NewOutboxRow> {
+        texts
+            .iter()
+            .map(|t| NewOutboxRow {
+                chat: chat(),
+                body: MessageBody::plain(*t),
+                reply_to: None,
+                choices: vec![deny()],
+            })
+            .collect()
+    }
+
     #[tokio::test]
-    async fn pending_rows_stay_until_sent_and_keep_their_order() {
+    async fn rows_are_claimed_in_order_and_stay_until_sent() {
         let store = Store::open_in_memory().unwrap();
-        let rows = ["one", "two"].map(|t| NewOutboxRow {
-            chat: chat(),
-            body: MessageBody::plain(t),
-            reply_to: None,
-            buttons: vec![Button {
-                label: "Deny".into(),
-                data: "d:1".into(),
-            }],
-        });
-        let ids = store.outbox_enqueue(rows.to_vec()).await.unwrap();
+        let ids = store.outbox_enqueue(rows(&["one", "two"])).await.unwrap();
         assert_eq!(store.outbox_pending_chats().await.unwrap(), vec![chat()]);
+        let first = store.outbox_claim_next(&chat()).await.unwrap().unwrap();
+        assert_eq!((first.id, first.body.plain.as_str()), (ids[0], "one"));
+        assert_eq!(first.choices, vec![deny()]);
         store
             .outbox_mark_sent(ids[0], Some("m1".into()))
+            .await
+            .unwrap();
+        let second = store.outbox_claim_next(&chat()).await.unwrap().unwrap();
+        assert_eq!(second.id, ids[1]);
+        assert!(store.outbox_claim_next(&chat()).await.unwrap().is_none());
+        // A crash mid-send: the claimed row is queued again at the next start.
+        assert_eq!(store.outbox_requeue_interrupted().await.unwrap(), 1);
+        let again = store.outbox_claim_next(&chat()).await.unwrap().unwrap();
+        assert_eq!(again.id, ids[1]);
+        store
+            .outbox_mark_attempt(ids[1], "boom".into(), true)
+            .await
+            .unwrap();
+        assert!(store.outbox_pending_chats().await.unwrap().is_empty());
+        assert_eq!(
+            store.outbox_platform_id(ids[0]).await.unwrap().as_deref(),
+            Some("m1")
+        );
+    }
+
+    #[tokio::test]
+    async fn settling_a_queued_prompt_rewrites_it_and_a_sent_one_gets_an_edit_behind_it() {
+        let store = Store::open_in_memory().unwrap();
+        let ids = store
+            .outbox_enqueue(rows(&["first", "second"]))
+            .await
+            .unwrap();
+        let sent = store.outbox_claim_next(&chat()).await.unwrap().unwrap();
+        store
+            .outbox_mark_sent(sent.id, Some("m7".into()))
+            .await
+            .unwrap();
+
+        // The first row was claimed and sent; settle it: an edit row follows.
+        store
+            .outbox_settle(ids[0], |_, md| MessageBody::plain(format!("{md} — denied")))
+            .await
+            .unwrap();
+        // The second row is still queued: rewritten in place, without its choices.
+        store
+            .outbox_settle(ids[1], |_, md| {
+                MessageBody::plain(format!("{md} — allowed"))
+            })
             .await
             .unwrap();
         let pending = store
             .outbox_pending_for(Platform::Telegram, "42")
             .await
             .unwrap();
-        assert_eq!(pending.len(), 1);
-        assert_eq!(pending[0].body.plain, "two");
-        assert_eq!(pending[0].buttons[0].data, "d:1");
+        assert_eq!(pending.len(), 2);
+        assert_eq!(pending[0].id, ids[1]);
+        assert_eq!(pending[0].body.plain, "second — allowed");
+        assert!(
+            pending[0].choices.is_empty(),
+            "no live choices after a decision"
+        );
+        assert_eq!(pending[1].edit_of, Some(ids[0]));
+        assert_eq!(pending[1].body.plain, "first — denied");
+    }
+
+    #[tokio::test]
+    async fn delivery_reports_land_on_the_row_with_that_platform_id() {
+        let store = Store::open_in_memory().unwrap();
+        let ids = store.outbox_enqueue(rows(&["hi"])).await.unwrap();
         store
-            .outbox_mark_attempt(ids[1], "boom".into(), true)
+            .outbox_mark_sent(ids[0], Some("wamid.1".into()))
             .await
             .unwrap();
-        assert!(
-            !store.outbox_withdraw(ids[0], "late").await.unwrap(),
-            "a sent row stays sent"
-        );
-        assert!(
-            !store.outbox_withdraw(ids[1], "late").await.unwrap(),
-            "a failed row stays failed"
-        );
-        assert!(store.outbox_pending_chats().await.unwrap().is_empty());
-        assert_eq!(
-            store.outbox_platform_id(ids[0]).await.unwrap().as_deref(),
-            Some("m1")
-        );
+        let found = store
+            .outbox_delivery_report(Platform::Telegram, "wamid.1".into(), DeliveryStatus::Read)
+            .await
+            .unwrap();
+        assert!(found);
+        let unknown = store
+            .outbox_delivery_report(
+                Platform::Telegram,
+                "wamid.2".into(),
+                DeliveryStatus::Failed("gone".into()),
+            )
+            .await
+            .unwrap();
+        assert!(!unknown);
+        let status: String = store
+            .call(move |c| {
+                Ok(c.query_row(
+                    "SELECT delivery_status FROM outbox WHERE id = ?1",
+                    [ids[0]],
+                    |r| r.get(0),
+                )?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(status, "read");
+    }
+
+    #[test]
+    fn choices_stored_by_the_first_schema_still_read() {
+        let old = decode_choices(r#"[["Deny","appr:1:d"]]"#).unwrap();
+        assert_eq!(old[0].id, "appr:1:d");
+        assert_eq!(old[0].label, "Deny");
     }
 }

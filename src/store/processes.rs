@@ -28,8 +28,8 @@ impl Store {
         self.call(move |conn| {
             conn.execute(
                 "INSERT OR REPLACE INTO background_processes (id, session_key, platform, chat_id,
-                    thread_id, chat_kind, command, pgid, start_ticks, started_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    thread_id, chat_kind, command, pgid, start_ticks, started_at, account)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     p.id,
                     session_key,
@@ -40,7 +40,8 @@ impl Store {
                     p.command,
                     p.pgid,
                     p.start_ticks.map(|t| t as i64),
-                    now_ms()
+                    now_ms(),
+                    p.chat.account,
                 ],
             )?;
             Ok(())
@@ -94,6 +95,7 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         let chat = ChatRef {
             platform: Platform::Telegram,
+            account: None,
             chat_id: "3".into(),
             thread_id: None,
             kind: ChatKind::Group,

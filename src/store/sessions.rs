@@ -86,8 +86,8 @@ impl Store {
             let id = new_session_id(now);
             conn.execute(
                 "INSERT INTO sessions (id, session_key, platform, chat_id, thread_id, chat_kind,
-                    user_id, started_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                    user_id, started_at, updated_at, account)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
                 params![
                     id,
                     key,
@@ -96,7 +96,8 @@ impl Store {
                     chat.thread_id,
                     chat.kind.as_str(),
                     user_id,
-                    now
+                    now,
+                    chat.account,
                 ],
             )?;
             Ok(SessionRow {
@@ -279,6 +280,7 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         let chat = ChatRef {
             platform: Platform::Telegram,
+            account: None,
             chat_id: "1".into(),
             thread_id: None,
             kind: ChatKind::Direct,

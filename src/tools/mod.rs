@@ -9,7 +9,7 @@ pub mod terminal;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_adapter::{ChatRef, Sender};
+use hermes_adapter::{Author, ChatRef};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -24,7 +24,7 @@ use terminal::{CommandOutcome, Terminal};
 pub struct ToolContext {
     pub session_key: String,
     pub chat: ChatRef,
-    pub sender: Sender,
+    pub author: Author,
     /// Cancelled by `/stop`, an interrupting message, `/new` or shutdown.
     pub cancel: CancellationToken,
     /// Cancelled when the person sends anything while the turn runs (`process wait` returns).
@@ -144,7 +144,7 @@ impl Toolbox {
                 origin: Origin {
                     session_key: ctx.session_key.clone(),
                     chat: ctx.chat.clone(),
-                    sender: ctx.sender.clone(),
+                    author: ctx.author.clone(),
                 },
                 check_interval,
                 notify_on_complete: args

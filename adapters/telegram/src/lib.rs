@@ -5,23 +5,32 @@
 //! the dispatcher confirms updates before its handlers have run. The offset is also saved
 //! through the sink, so a restart resumes where the last run stopped.
 
+mod html;
 mod normalize;
+mod press;
 mod send;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_adapter::{
-    Adapter, AdapterError, CancellationToken, InboundSink, Liveness, Platform, PlatformSender,
-    async_trait,
+    Accepted, Adapter, AdapterError, Backoff, CancellationToken, InboundKind, InboundSink,
+    Liveness, Platform, PlatformSender, async_trait,
 };
 use teloxide_core::payloads::GetUpdatesSetters;
 use teloxide_core::prelude::*;
 use teloxide_core::types::AllowedUpdate;
 use teloxide_core::{ApiError, RequestError};
 
+pub use html::render as render_html;
 pub use normalize::{BotIdentity, normalize};
+pub use press::ACK_WINDOW;
 pub use send::TelegramSender;
+
+use press::OpenPresses;
+
+/// Reconnecting after a failed call: 1 s, doubling, at most 30 s.
+const RECONNECT: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 
 /// What the adapter needs to connect.
 #[derive(Clone)]
@@ -39,6 +48,8 @@ pub struct TelegramAdapter {
     sender: Arc<TelegramSender>,
     liveness: Liveness,
     poll_timeout: Duration,
+    /// Presses recorded and not answered yet (shared with the sender, for notices).
+    presses: OpenPresses,
 }
 
 impl TelegramAdapter {
@@ -47,11 +58,13 @@ impl TelegramAdapter {
             AdapterError::Config(format!("bad Telegram API URL {:?}: {e}", settings.api_url))
         })?;
         let bot = Bot::new(settings.token).set_api_url(url);
+        let presses = OpenPresses::default();
         Ok(TelegramAdapter {
-            sender: Arc::new(TelegramSender::new(bot.clone())),
+            sender: Arc::new(TelegramSender::new(bot.clone(), presses.clone())),
             bot,
             liveness: Liveness::default(),
             poll_timeout: settings.poll_timeout,
+            presses,
         })
     }
 
@@ -60,7 +73,7 @@ impl TelegramAdapter {
         &self,
         shutdown: &CancellationToken,
     ) -> Result<Option<BotIdentity>, AdapterError> {
-        let mut backoff = Backoff::new();
+        let mut backoff = RECONNECT;
         loop {
             let result = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(None),
@@ -82,7 +95,7 @@ impl TelegramAdapter {
                     ));
                 }
                 Err(e) => {
-                    let wait = backoff.next();
+                    let wait = backoff.next_delay();
                     tracing::warn!(error = %e, retry_in = ?wait, "telegram: getMe failed");
                     if sleep_or_shutdown(wait, shutdown).await {
                         return Ok(None);
@@ -108,7 +121,7 @@ impl Adapter for TelegramAdapter {
     }
 
     async fn run(
-        self: Box<Self>,
+        &self,
         sink: Arc<dyn InboundSink>,
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError> {
@@ -119,7 +132,7 @@ impl Adapter for TelegramAdapter {
             Ok(cursor) => cursor.and_then(|c| c.parse().ok()).unwrap_or(0),
             Err(e) => return Err(AdapterError::Other(e.to_string())),
         };
-        let mut backoff = Backoff::new();
+        let mut backoff = RECONNECT;
         let poll_secs = self.poll_timeout.as_secs().max(1) as u32;
         loop {
             let request = self
@@ -151,7 +164,7 @@ impl Adapter for TelegramAdapter {
                     continue;
                 }
                 Err(e) => {
-                    let wait = backoff.next();
+                    let wait = backoff.next_delay();
                     tracing::warn!(error = %e, retry_in = ?wait, "telegram: getUpdates failed");
                     if sleep_or_shutdown(wait, &shutdown).await {
                         return Ok(());
@@ -164,12 +177,23 @@ impl Adapter for TelegramAdapter {
                 let next = update.id.0 as i32 + 1;
                 if let Some(event) = normalize(&update, &me) {
                     // The offset must not pass an update the sink has not recorded.
-                    let mut retry = Backoff::new();
+                    let mut retry = RECONNECT;
                     loop {
                         match sink.accept(event.clone()).await {
-                            Ok(_) => break,
+                            Ok(accepted) => {
+                                if let InboundKind::Press(press) = &event.kind {
+                                    // Recorded: answer it now, whatever the daemon is doing.
+                                    let fresh = accepted == Accepted::New;
+                                    self.presses.acknowledge(
+                                        &self.bot,
+                                        press.press_id.clone(),
+                                        fresh,
+                                    );
+                                }
+                                break;
+                            }
                             Err(e) => {
-                                let wait = retry.next();
+                                let wait = retry.next_delay();
                                 tracing::error!(error = %e, event = %event.event_id, "telegram: cannot record update; retrying");
                                 if sleep_or_shutdown(wait, &shutdown).await {
                                     return Ok(());
@@ -193,23 +217,6 @@ impl Adapter for TelegramAdapter {
                 tracing::warn!(error = %e, "telegram: could not save the polling offset");
             }
         }
-    }
-}
-
-/// Exponential backoff from 1 s to 30 s.
-struct Backoff(u32);
-
-impl Backoff {
-    fn new() -> Self {
-        Backoff(0)
-    }
-    fn reset(&mut self) {
-        self.0 = 0;
-    }
-    fn next(&mut self) -> Duration {
-        let secs = (1u64 << self.0.min(5)).min(30);
-        self.0 += 1;
-        Duration::from_secs(secs)
     }
 }
 

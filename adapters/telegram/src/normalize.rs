@@ -3,7 +3,7 @@
 //! stripped from the text.
 
 use hermes_adapter::{
-    ButtonPress, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage, Platform, Sender,
+    Author, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage, Platform, Press,
 };
 use teloxide_core::types::{
     Chat, MaybeInaccessibleMessage, MediaKind, Message, MessageEntityKind, MessageKind, Update,
@@ -34,11 +34,11 @@ pub fn normalize(update: &Update, me: &BotIdentity) -> Option<Inbound> {
             Some(Inbound {
                 event_id,
                 chat,
-                sender: sender(&query.from),
-                kind: InboundKind::ButtonPress(ButtonPress {
+                author: author(&query.from),
+                kind: InboundKind::Press(Press {
                     press_id: query.id.0.clone(),
                     message_id: Some(message_id.0.to_string()),
-                    data: query.data.clone().unwrap_or_default(),
+                    choice_id: query.data.clone().unwrap_or_default(),
                 }),
             })
         }
@@ -69,11 +69,12 @@ fn normalize_message(event_id: String, message: &Message, me: &BotIdentity) -> O
     Some(Inbound {
         event_id,
         chat,
-        sender: sender(from),
+        author: author(from),
         kind: InboundKind::Message(InboundMessage {
             message_id: message.id.0.to_string(),
             text,
             addressed,
+            attachments: Vec::new(),
             unsupported,
         }),
     })
@@ -168,19 +169,20 @@ fn chat_ref(chat: &Chat, thread_id: Option<String>) -> ChatRef {
     };
     ChatRef {
         platform: Platform::Telegram,
+        account: None,
         chat_id: chat.id.0.to_string(),
         thread_id,
         kind,
     }
 }
 
-fn sender(user: &User) -> Sender {
+fn author(user: &User) -> Author {
     let mut name = user.first_name.clone();
     if let Some(last) = &user.last_name {
         name.push(' ');
         name.push_str(last);
     }
-    Sender {
+    Author {
         user_id: user.id.0.to_string(),
         display_name: name,
         username: user.username.clone(),
@@ -255,7 +257,7 @@ mod tests {
         .unwrap();
         assert_eq!(event.event_id, "telegram:5");
         assert_eq!(event.chat.kind, ChatKind::Direct);
-        assert_eq!(event.sender.display_name, "Ada L");
+        assert_eq!(event.author.display_name, "Ada L");
         let m = as_message(event);
         assert!(m.addressed);
         assert_eq!(m.text, "hi");
@@ -381,10 +383,10 @@ mod tests {
         let event = normalize(&press, &me()).unwrap();
         assert_eq!(
             event.kind,
-            InboundKind::ButtonPress(ButtonPress {
+            InboundKind::Press(Press {
                 press_id: "cbq1".into(),
                 message_id: Some("44".into()),
-                data: "appr:1:once".into()
+                choice_id: "appr:1:once".into()
             })
         );
     }

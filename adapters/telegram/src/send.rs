@@ -1,42 +1,56 @@
-//! Sending to Telegram: text (HTML with the plain fallback decided by the daemon), edits,
-//! typing, button acknowledgements; Telegram's errors mapped onto [`SendError`].
+//! Sending to Telegram: rendering (HTML, chunked on the rendered length), text with the
+//! choices laid out as an inline keyboard, edits, the typing indicator, notices for a press
+//! the receive loop still holds open, the command menu; Telegram's errors mapped onto
+//! [`SendError`].
 
 use std::time::Duration;
 
 use hermes_adapter::{
-    Button, Capabilities, ChatRef, Delivered, LengthUnit, MarkupDialect, MessageBody, Outbound,
-    Platform, PlatformSender, RateLimit, SendError, async_trait,
+    Capabilities, ChatRef, Choice, ChoiceLimits, CommandSpec, Delivered, LengthUnit, MessageBody,
+    Outbound, Platform, PlatformSender, RateLimit, RateScope, SendError, WorkingIndicator,
+    WorkingPhase, async_trait,
 };
-use teloxide_core::payloads::{
-    AnswerCallbackQuerySetters, EditMessageTextSetters, SendChatActionSetters, SendMessageSetters,
-};
+use teloxide_core::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
 use teloxide_core::prelude::*;
 use teloxide_core::types::{
-    CallbackQueryId, ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode,
+    BotCommand, ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode,
     ReplyParameters, ThreadId,
 };
 use teloxide_core::{ApiError, RequestError};
+
+use crate::html;
+use crate::press::OpenPresses;
+
+/// Telegram's limit, in UTF-16 code units of the rendered text.
+const MAX_MESSAGE_LEN: usize = 4096;
 
 /// The sending half of the Telegram adapter.
 pub struct TelegramSender {
     bot: Bot,
     capabilities: Capabilities,
+    presses: OpenPresses,
 }
 
 impl TelegramSender {
-    pub fn new(bot: Bot) -> Self {
+    pub(crate) fn new(bot: Bot, presses: OpenPresses) -> Self {
         TelegramSender {
             bot,
+            presses,
             capabilities: Capabilities {
-                max_message_len: 4096,
+                max_message_len: MAX_MESSAGE_LEN,
                 length_unit: LengthUnit::Utf16,
-                markup: MarkupDialect::TelegramHtml,
-                buttons: true,
+                choices: ChoiceLimits {
+                    max: 8,
+                    label_len: 64,
+                },
                 edits: true,
-                typing_refresh: Some(Duration::from_secs(4)),
+                working: Some(WorkingIndicator {
+                    refresh: Some(Duration::from_secs(4)),
+                    needs_done: false,
+                }),
                 threads: true,
                 // Telegram: about one message a second per chat with short bursts; twenty a
-                // minute in groups.
+                // minute in groups; about thirty a second for the whole bot.
                 per_chat_rate: RateLimit {
                     per_second: 1.0,
                     burst: 3,
@@ -45,6 +59,10 @@ impl TelegramSender {
                     per_second: 20.0 / 60.0,
                     burst: 3,
                 },
+                per_bot_rate: Some(RateLimit {
+                    per_second: 30.0,
+                    burst: 30,
+                }),
             },
         }
     }
@@ -60,13 +78,17 @@ impl PlatformSender for TelegramSender {
         &self.capabilities
     }
 
+    fn render(&self, markdown: &str) -> Vec<MessageBody> {
+        hermes_format::fit(markdown, MAX_MESSAGE_LEN, LengthUnit::Utf16, html::render)
+    }
+
     async fn send(&self, action: Outbound) -> Result<Delivered, SendError> {
         match action {
             Outbound::Text {
                 chat,
                 body,
                 reply_to,
-                buttons,
+                choices,
             } => {
                 let (text, html) = pick(&body);
                 let mut request = self.bot.send_message(chat_id(&chat)?, text);
@@ -81,8 +103,8 @@ impl PlatformSender for TelegramSender {
                 if let Some(thread) = thread_id(&chat) {
                     request = request.message_thread_id(thread);
                 }
-                if !buttons.is_empty() {
-                    request = request.reply_markup(keyboard(&buttons));
+                if !choices.is_empty() {
+                    request = request.reply_markup(self.keyboard(&choices));
                 }
                 let sent = request.send().await.map_err(map_error)?;
                 Ok(Delivered {
@@ -111,7 +133,12 @@ impl PlatformSender for TelegramSender {
                     Err(e) => Err(map_error(e)),
                 }
             }
-            Outbound::Typing { chat } => {
+            // Typing fades by itself after five seconds or with the next message.
+            Outbound::Working {
+                phase: WorkingPhase::Done,
+                ..
+            } => Ok(Delivered::default()),
+            Outbound::Working { chat, .. } => {
                 let mut request = self
                     .bot
                     .send_chat_action(chat_id(&chat)?, ChatAction::Typing);
@@ -121,17 +148,47 @@ impl PlatformSender for TelegramSender {
                 request.send().await.map_err(map_error)?;
                 Ok(Delivered::default())
             }
-            Outbound::AnswerButton {
-                press_id, notice, ..
-            } => {
-                let mut request = self.bot.answer_callback_query(CallbackQueryId(press_id));
-                if let Some(notice) = notice {
-                    request = request.text(notice);
+            Outbound::PressNotice { press_id, text, .. } => {
+                if !self.presses.answer_with(&press_id, text) {
+                    tracing::debug!(
+                        press = %press_id,
+                        "telegram: the press was answered already; its notice is dropped"
+                    );
                 }
-                request.send().await.map_err(map_error)?;
                 Ok(Delivered::default())
             }
+            Outbound::File { .. } => Err(SendError::Rejected(
+                "sending files to Telegram is not supported yet".into(),
+            )),
         }
+    }
+
+    async fn register_commands(&self, commands: &[CommandSpec]) -> Result<(), SendError> {
+        let menu: Vec<BotCommand> = commands
+            .iter()
+            .map(|c| BotCommand::new(c.name, c.description))
+            .collect();
+        self.bot
+            .set_my_commands(menu)
+            .send()
+            .await
+            .map_err(map_error)?;
+        Ok(())
+    }
+}
+
+impl TelegramSender {
+    /// Two choices a row.
+    fn keyboard(&self, choices: &[Choice]) -> InlineKeyboardMarkup {
+        let limit = self.capabilities.choices.label_len;
+        InlineKeyboardMarkup::new(choices.chunks(2).map(|row| {
+            row.iter()
+                .map(|c| {
+                    let label = c.label_within(limit).unwrap_or(&c.label);
+                    InlineKeyboardButton::callback(label.to_owned(), c.id.clone())
+                })
+                .collect::<Vec<_>>()
+        }))
     }
 }
 
@@ -143,7 +200,7 @@ fn pick(body: &MessageBody) -> (String, bool) {
     }
 }
 
-fn chat_id(chat: &ChatRef) -> Result<ChatId, SendError> {
+pub(crate) fn chat_id(chat: &ChatRef) -> Result<ChatId, SendError> {
     chat.chat_id
         .parse()
         .map(ChatId)
@@ -158,21 +215,19 @@ fn thread_id(chat: &ChatRef) -> Option<ThreadId> {
         .map(|t| ThreadId(MessageId(t)))
 }
 
-/// Two buttons a row.
-fn keyboard(buttons: &[Button]) -> InlineKeyboardMarkup {
-    InlineKeyboardMarkup::new(buttons.chunks(2).map(|row| {
-        row.iter()
-            .map(|b| InlineKeyboardButton::callback(b.label.clone(), b.data.clone()))
-            .collect::<Vec<_>>()
-    }))
-}
-
-fn map_error(error: RequestError) -> SendError {
+pub(crate) fn map_error(error: RequestError) -> SendError {
     match error {
         RequestError::RetryAfter(wait) => SendError::RateLimited {
             retry_after: wait.duration(),
+            scope: RateScope::Chat,
         },
         RequestError::Api(ApiError::CantParseEntities(why)) => SendError::MarkupRejected(why),
+        RequestError::Api(ApiError::InvalidToken) => {
+            SendError::Unauthorized("Telegram refused the bot token".into())
+        }
+        RequestError::Api(e @ (ApiError::MessageIsTooLong | ApiError::EditedMessageIsTooLong)) => {
+            SendError::TooLong(e.to_string())
+        }
         RequestError::Api(ApiError::Unknown(text)) if looks_transient(&text) => {
             SendError::Transient(text)
         }
