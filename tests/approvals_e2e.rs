@@ -4,11 +4,12 @@
 mod common;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use common::*;
 use hermes_testkit::eventually;
 use hermes_testkit::llm::Reply;
-use hermes_testkit::telegram::FakeTelegram;
+use hermes_testkit::telegram::{FakeTelegram, Fault};
 use serde_json::Value;
 
 /// A directory with a file in it, for commands to delete.
@@ -491,5 +492,87 @@ async fn an_interrupting_message_denies_a_pending_approval() {
     assert!(
         last.contains("NOT run") && last.contains("don't delete anything"),
         "{last}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_is_acknowledged_at_once_even_when_the_chats_budget_is_spent() {
+    // One message every twenty seconds: the prompt takes the only token.
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "delivery:\n  rate_per_second: 0.05\n  burst: 1\n",
+    )
+    .await;
+    let target = victim(&w, "budget");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    let p = prompt(&w, ALICE, 1).await;
+    let pressed = std::time::Instant::now();
+    press(&w, ALICE, ALICE, &p, "Allow once");
+    let t = w.telegram.clone();
+    let ack = eventually(WAIT, "the press to be answered", || {
+        t.calls("answerCallbackQuery").first().cloned()
+    })
+    .await;
+    let waited = ack.at.duration_since(pressed);
+    assert!(
+        waited < Duration::from_secs(3),
+        "the press was answered after {waited:?}; the platform wants it within 3 s"
+    );
+    eventually(WAIT, "the approved command", || {
+        (!target.exists()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_decided_before_it_went_out_never_shows_live_buttons() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "early");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("done"));
+    // Telegram holds the prompt back for a moment.
+    w.telegram.fail_next("sendMessage", Fault::RetryAfter(3));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the held-back prompt", || {
+        t.calls("sendMessage").first().cloned()
+    })
+    .await;
+    // Decided by text while the prompt waits to go out.
+    w.telegram.dm(ALICE, "/approve");
+    eventually(WAIT, "the approved command", || {
+        (!target.exists()).then_some(())
+    })
+    .await;
+    eventually(WAIT, "the answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"done".to_owned())
+            .then_some(())
+    })
+    .await;
+    settle().await;
+    assert!(
+        w.telegram.prompts(ALICE).is_empty(),
+        "a decided prompt went out with live buttons"
+    );
+    let shown = w
+        .telegram
+        .calls("sendMessage")
+        .into_iter()
+        .find(|c| {
+            c.params["_ok"] == true
+                && visible(c.params["text"].as_str().unwrap_or("")).contains("needs your OK")
+        })
+        .expect("the prompt was sent");
+    assert!(
+        visible(shown.params["text"].as_str().unwrap()).contains("Allowed once by"),
+        "the prompt went out showing its outcome: {}",
+        shown.params["text"]
     );
 }

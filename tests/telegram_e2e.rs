@@ -523,3 +523,113 @@ fn an_invalid_config_exits_78_and_check_config_masks_secrets() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_shared_group_session_each_message_speaks_for_its_own_author() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "group_sessions_per_user: false\n",
+    )
+    .await;
+    let (group, bob) = (-100_321, 5151);
+    w.llm.push(Reply::text("hello Alice"));
+    w.llm.push(Reply::text("hello Bob"));
+    let _d = w.start();
+    w.telegram.group(group, ALICE, "hi, I'm Alice", true);
+    w.replies(group, 1).await;
+    w.telegram.group(group, bob, "and I'm Bob", true);
+    w.replies(group, 2).await;
+    let requests = w.llm.requests();
+    let system = |i: usize| requests[i]["messages"][0]["content"].to_string();
+    assert!(system(0).contains("Person: User4242"), "{}", system(0));
+    assert!(
+        system(1).contains("Person: User5151"),
+        "Bob's message is shown to the model as Alice's: {}",
+        system(1)
+    );
+    assert!(
+        requests[1]["messages"]
+            .to_string()
+            .contains("hi, I'm Alice"),
+        "one shared conversation"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_held_back_by_the_platform_never_holds_up_another_chat() {
+    let w = World::new(&["TELEGRAM_ALLOWED_USERS=4242"], "").await;
+    let (group, mallory) = (-100_777, 666);
+    let _d = w.start();
+    w.llm.push(Reply::text("hi"));
+    w.telegram.dm(ALICE, "warm up");
+    w.replies(ALICE, 1).await;
+    // Telegram makes answering a press in the group wait eight seconds…
+    w.telegram
+        .fail_next("answerCallbackQuery", Fault::RetryAfter(8));
+    w.telegram.press(group, mallory, 1, "appr:999:o");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the press to reach Telegram", || {
+        t.calls("answerCallbackQuery").first().cloned()
+    })
+    .await;
+    // …and meanwhile Alice writes in her own chat.
+    w.llm.push(Reply::text("still here"));
+    let asked = std::time::Instant::now();
+    w.telegram.dm(ALICE, "are you there?");
+    let replies = w.replies(ALICE, 2).await;
+    assert_eq!(replies[1], "still here");
+    let waited = asked.elapsed();
+    assert!(
+        waited < Duration::from_secs(4),
+        "Alice waited {waited:?} behind another chat"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_readiness_are_served_on_the_http_address() {
+    let w = World::allow_all().await;
+    let d = w.start();
+    let addr = eventually(WAIT, "the HTTP server", || d.http_addr()).await;
+    let health = reqwest::get(format!("http://{addr}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    // Ready once Telegram has answered a poll.
+    let deadline = std::time::Instant::now() + WAIT;
+    let ready = loop {
+        let answer = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
+        let ok = answer.status() == 200;
+        let body: serde_json::Value = answer.json().await.unwrap();
+        if ok {
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "never ready: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(ready["adapters"][0]["platform"], "telegram");
+}
+
+#[test]
+fn a_taken_http_port_is_a_clear_startup_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let w = rt.block_on(World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            &format!("WHATSAPP_CLOUD_WEBHOOK_PORT={port}"),
+        ],
+        "",
+    ));
+    let out = std::process::Command::new(BIN)
+        .args(["run", "--home"])
+        .arg(&w.home.dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("WHATSAPP_CLOUD_WEBHOOK_PORT") && stderr.contains(&port.to_string()),
+        "{stderr}"
+    );
+}

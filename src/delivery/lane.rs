@@ -113,10 +113,15 @@ impl Lane {
         let mut action = self.action_for(sender, &row).await;
         let mut attempts = row.attempts as u32;
         let mut retry = RETRY;
+        let mut plain_only = false;
+        let mut first = true;
         loop {
             tokio::select! {
                 _ = inner.shutdown.cancelled() => return self.release(&row).await,
                 _ = self.delivery.wait_budget(&row.chat) => {}
+            }
+            if !std::mem::take(&mut first) {
+                self.refresh(&row, &mut action, plain_only).await;
             }
             let error = match sender.send(action.clone()).await {
                 Ok(delivered) => {
@@ -140,6 +145,7 @@ impl Lane {
                 ) if body.markup.is_some() => {
                     tracing::warn!(why = %why, row = row.id, "delivery: markup rejected; sending plain text");
                     body.markup = None;
+                    plain_only = true;
                     false
                 }
                 (SendError::Rejected(why), Outbound::Edit { body, .. }) => {
@@ -186,6 +192,25 @@ impl Lane {
                     _ = tokio::time::sleep(retry.next_delay()) => {}
                 }
             }
+        }
+    }
+
+    /// Before a retry of a new message: take what the row says now, so a prompt decided
+    /// while its send was being retried goes out decided, without live choices.
+    async fn refresh(&self, row: &OutboxRow, action: &mut Outbound, plain_only: bool) {
+        let Outbound::Text { body, choices, .. } = action else {
+            return;
+        };
+        match self.delivery.store().outbox_content(row.id).await {
+            Ok(Some((now, now_choices))) => {
+                *body = now;
+                *choices = now_choices;
+                if plain_only {
+                    body.markup = None;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, row = row.id, "delivery: cannot re-read a row"),
         }
     }
 

@@ -178,14 +178,23 @@ impl Store {
             };
             let row = row.map_err(StoreError::Invalid)?;
             let body = rewrite(&row.chat, &row.body.plain);
+            let rewrite_in_place = |tx: &rusqlite::Transaction<'_>| {
+                tx.execute(
+                    "UPDATE outbox SET markup = ?1, plain = ?2, choices = NULL WHERE id = ?3",
+                    params![body.markup, body.plain, id],
+                )
+            };
             match state.as_str() {
                 "pending" => {
-                    tx.execute(
-                        "UPDATE outbox SET markup = ?1, plain = ?2, choices = NULL WHERE id = ?3",
-                        params![body.markup, body.plain, id],
-                    )?;
+                    rewrite_in_place(&tx)?;
                 }
-                "sending" | "sent" => {
+                "sending" => {
+                    // A retry picks up the settled text; an attempt already on its way is
+                    // corrected by the edit.
+                    rewrite_in_place(&tx)?;
+                    insert_in(&tx, &row.chat, &body, None, &[], Some(id))?;
+                }
+                "sent" => {
                     insert_in(&tx, &row.chat, &body, None, &[], Some(id))?;
                 }
                 _ => {
@@ -194,6 +203,21 @@ impl Store {
             }
             tx.commit()?;
             Ok(row.chat)
+        })
+        .await
+    }
+
+    /// What a row says now (a row being retried may have been settled meanwhile).
+    pub async fn outbox_content(
+        &self,
+        id: i64,
+    ) -> Result<Option<(MessageBody, Vec<Choice>)>, StoreError> {
+        self.call(move |conn| {
+            let row = conn
+                .query_row("SELECT * FROM outbox WHERE id = ?1", [id], row_to_outbox)
+                .optional()?;
+            let row = row.transpose().map_err(StoreError::Invalid)?;
+            Ok(row.map(|r| (r.body, r.choices)))
         })
         .await
     }

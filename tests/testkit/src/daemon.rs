@@ -24,6 +24,7 @@ impl Home {
         let yaml = format!(
             "model:\n  provider: custom\n  default: fake-model\n  base_url: {llm_url}\n  api_key: sk-test-secret\n  context_length: 131072\n  max_attempts: 3\n\
              security:\n  tirith_enabled: false\n\
+             http:\n  listen: 127.0.0.1:0\n\
              terminal:\n  cwd: {}\n\
              platforms:\n  telegram:\n    enabled: true\n    extra:\n      base_url: {telegram_url}\n      poll_timeout: 2\n{extra_yaml}",
             workdir.display()
@@ -102,6 +103,14 @@ impl Daemon {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The address the daemon's HTTP server listens on, once it has said so in its log.
+    pub fn http_addr(&self) -> Option<String> {
+        let log = self.log_text();
+        let line = log.lines().find(|l| l.contains("http: listening"))?;
+        let addr = line.split("addr=").nth(1)?.split_whitespace().next()?;
+        Some(addr.to_owned())
     }
 }
 
