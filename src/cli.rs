@@ -90,8 +90,11 @@ fn init_logging() {
     let filter = EnvFilter::try_from_env("HERMES_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only for a person at a terminal, never into journald or a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .try_init();
 }
@@ -179,6 +182,10 @@ fn check_config(home: PathBuf) -> ExitCode {
         println!("  terminal.cwd = {}", c.terminal.cwd.display());
         println!("  terminal.timeout = {}s", c.terminal.timeout.as_secs());
         println!("  database = {}", c.database_path().display());
+        match c.http.listen {
+            Some(addr) => println!("  http.listen = {addr} (webhooks, /healthz, /readyz)"),
+            None => println!("  http.listen = off"),
+        }
         match &c.telegram {
             Some(t) => {
                 println!("  platforms.telegram: enabled");

@@ -21,6 +21,7 @@ use crate::agent::{AgentRuntime, SystemPrompt};
 use crate::approval::ApprovalBroker;
 use crate::config::{ApprovalMode, Config};
 use crate::delivery::Delivery;
+use crate::http;
 use crate::llm::LlmClient;
 use crate::process::{Limits, ProcessRegistry, Wakeup};
 use crate::router::{COMMANDS, Router};
@@ -176,6 +177,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     .await??;
 
     let adapters = build_adapters(&config)?;
+    // Bind before anything starts, so a taken port is a clear startup error.
+    let listener = match config.http.listen {
+        Some(addr) => Some(http::bind(addr, config.http.listen_key).await?),
+        None => None,
+    };
     let senders: HashMap<_, _> = adapters
         .iter()
         .map(|a| (a.platform(), a.sender()))
@@ -269,6 +275,24 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             }
         }
     });
+    if let Some(listener) = listener {
+        let sink: Arc<dyn InboundSink> = sink.clone();
+        let routes = adapters
+            .iter()
+            .flat_map(|a| a.routes(sink.clone()))
+            .collect();
+        let health = http::Health {
+            adapters: adapters
+                .iter()
+                .map(|a| (a.platform(), a.liveness()))
+                .collect(),
+        };
+        tasks.spawn(http::serve(
+            listener,
+            http::app(routes, health),
+            shutdown.clone(),
+        ));
+    }
     for sender in senders.into_values() {
         tasks.spawn(async move {
             if let Err(e) = sender.register_commands(COMMANDS).await {

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod delivery;
+pub mod http;
 pub mod llm;
 pub mod process;
 pub mod router;

@@ -218,6 +218,18 @@ pub struct DeliveryConfig {
     pub max_attempts: u32,
 }
 
+/// The daemon's HTTP server (webhooks, `/healthz`, `/readyz`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Where it listens; `None` = no server (`http.listen: off`).
+    pub listen: Option<std::net::SocketAddr>,
+    /// The key that set the address, for a clear error when it cannot be bound.
+    pub listen_key: &'static str,
+}
+
+/// The default address: local only; a reverse proxy publishes webhooks.
+pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8090";
+
 /// The whole effective configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -229,6 +241,7 @@ pub struct Config {
     pub access: AccessConfig,
     pub sessions: SessionConfig,
     pub delivery: DeliveryConfig,
+    pub http: HttpConfig,
     pub telegram: Option<TelegramConfig>,
     pub approvals: ApprovalConfig,
     pub processes: ProcessConfig,
@@ -422,6 +435,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .map(|n| n.max(1) as u32)
             .unwrap_or(12),
     };
+    let http = read_http(&mut y, env, &mut problems);
     let telegram = read_telegram(&mut y, env, &mut problems);
     let approvals = ApprovalConfig {
         mode: match y.string("approvals.mode", &mut problems).as_deref() {
@@ -511,6 +525,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             access,
             sessions,
             delivery,
+            http,
             telegram,
             approvals,
             processes,
@@ -654,6 +669,53 @@ fn read_access(env: &EnvVars, problems: &mut Vec<Problem>) -> AccessConfig {
         }
     }
     access
+}
+
+/// `http.listen` (`host:port`, or `off`); Hermes' `WHATSAPP_CLOUD_WEBHOOK_HOST` and
+/// `WHATSAPP_CLOUD_WEBHOOK_PORT` name the same address and win over the file.
+fn read_http(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> HttpConfig {
+    let configured = y.string("http.listen", problems);
+    let off = configured
+        .as_deref()
+        .is_some_and(|v| matches!(v.trim(), "off" | "false" | ""));
+    let (mut text, mut key) = (
+        configured.unwrap_or_else(|| DEFAULT_HTTP_LISTEN.to_owned()),
+        "http.listen",
+    );
+    let host = env.value("WHATSAPP_CLOUD_WEBHOOK_HOST");
+    let port = env.value("WHATSAPP_CLOUD_WEBHOOK_PORT");
+    if host.is_some() || port.is_some() {
+        let (default_host, default_port) = text.rsplit_once(':').unwrap_or(("127.0.0.1", "8090"));
+        text = format!(
+            "{}:{}",
+            host.as_deref().unwrap_or(default_host),
+            port.as_deref().unwrap_or(default_port)
+        );
+        key = if port.is_some() {
+            "WHATSAPP_CLOUD_WEBHOOK_PORT"
+        } else {
+            "WHATSAPP_CLOUD_WEBHOOK_HOST"
+        };
+    } else if off {
+        return HttpConfig {
+            listen: None,
+            listen_key: key,
+        };
+    }
+    let listen = match text.parse::<std::net::SocketAddr>() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            problems.push(Problem::error(
+                key,
+                format!("{text:?} is not an address to listen on (expected host:port, e.g. {DEFAULT_HTTP_LISTEN})"),
+            ));
+            None
+        }
+    };
+    HttpConfig {
+        listen,
+        listen_key: key,
+    }
 }
 
 fn read_telegram(

@@ -13,6 +13,7 @@
 //!   markup in chunks that fit once rendered ([`PlatformSender::render`]), lays out the
 //!   [`Choice`]s of a prompt, shows a working indicator, and performs [`Outbound`] actions,
 //!   reporting failures as a [`SendError`] the daemon can act on.
+//!   An adapter that receives over HTTP hands the daemon its [`WebhookRoute`]s instead.
 //! * **Declare.** [`Capabilities`] say what the platform can do (length limit and its unit,
 //!   how many choices, edits, the working indicator, rate limits and their scope), so the
 //!   daemon never names a platform.
@@ -26,6 +27,7 @@ mod chat;
 mod error;
 mod inbound;
 mod outbound;
+mod webhook;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +49,7 @@ pub use inbound::{
 pub use outbound::{
     Choice, ChoiceStyle, CommandSpec, Delivered, MessageBody, Outbound, OutboundFile, WorkingPhase,
 };
+pub use webhook::{Verifier, WebhookHandler, WebhookRequest, WebhookResponse, WebhookRoute};
 
 /// Renders for and sends to one platform. Cheap to share (`Arc`).
 #[async_trait]
@@ -142,6 +145,12 @@ pub trait Adapter: Send + Sync {
     /// The sending half, shared with the daemon's delivery.
     fn sender(&self) -> Arc<dyn PlatformSender>;
     fn liveness(&self) -> Liveness;
+    /// The routes it receives on, mounted on the daemon's HTTP server (none for adapters
+    /// that receive by their own connection).
+    fn routes(&self, sink: Arc<dyn InboundSink>) -> Vec<WebhookRoute> {
+        let _ = sink;
+        Vec::new()
+    }
     /// Receive events and feed them to `sink` until `shutdown` is cancelled. Reconnects with
     /// backoff on its own; returns `Err` for failures it cannot get past by itself.
     async fn run(

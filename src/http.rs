@@ -1,0 +1,238 @@
+//! The daemon's one HTTP server (`http.listen`, default `127.0.0.1:8090`): the adapters'
+//! webhook routes, `/healthz` (the process answers) and `/readyz` (every enabled adapter has
+//! talked to its platform recently; per-adapter JSON). A webhook route is mounted only when
+//! its secret is configured, and its handler only sees requests its verifier accepted on the
+//! raw body (invariant 7, enforced here for every adapter).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use hermes_adapter::{Liveness, Platform, WebhookRequest, WebhookResponse, WebhookRoute};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The largest webhook body accepted (platform events are a few KiB).
+const MAX_BODY: usize = 1024 * 1024;
+/// An adapter is ready when it talked to its platform within this window (long polls
+/// return at least every 15 s; gateways heartbeat every ~40 s).
+const LIVE_WITHIN: Duration = Duration::from_secs(90);
+
+/// What `/readyz` reports on.
+#[derive(Clone, Default)]
+pub struct Health {
+    pub adapters: Vec<(Platform, Liveness)>,
+}
+
+impl Health {
+    /// Per-adapter readiness, and whether all are ready.
+    pub fn report(&self) -> (bool, serde_json::Value) {
+        let adapters: Vec<_> = self
+            .adapters
+            .iter()
+            .map(|(platform, liveness)| {
+                let since = liveness.since_last_beat();
+                let live = since.is_some_and(|s| s <= LIVE_WITHIN);
+                json!({
+                    "platform": platform,
+                    "live": live,
+                    "last_contact_ms_ago": since.map(|s| s.as_millis() as u64),
+                })
+            })
+            .collect();
+        let ready = adapters.iter().all(|a| a["live"] == true);
+        (ready, json!({"ready": ready, "adapters": adapters}))
+    }
+}
+
+/// Bind the listening socket; the error names the key that chose the address.
+pub async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {addr} (set by {key}): {e}; choose a free address with {key}"
+        )
+    })
+}
+
+/// The server's routes: health, readiness, and the webhook routes that have their secret.
+pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
+    let mut app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let health = health.clone();
+                async move {
+                    let (ready, body) = health.report();
+                    let status = if ready {
+                        StatusCode::OK
+                    } else {
+                        StatusCode::SERVICE_UNAVAILABLE
+                    };
+                    (status, axum::Json(body))
+                }
+            }),
+        );
+    for route in routes {
+        if route.secret.is_none() {
+            tracing::warn!(
+                path = %route.path,
+                "http: webhook not mounted because {} is not set (requests to it are refused)",
+                route.secret_name
+            );
+            continue;
+        }
+        tracing::info!(path = %route.path, "http: webhook mounted");
+        let path = route.path.clone();
+        app = app.route(&path, any(webhook).with_state(Arc::new(route)));
+    }
+    app.layer(DefaultBodyLimit::max(MAX_BODY))
+}
+
+/// Serve `app` on `listener` until `shutdown`.
+pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "http: listening");
+    }
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "http: server stopped");
+    }
+}
+
+async fn webhook(
+    State(route): State<Arc<WebhookRoute>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request = WebhookRequest {
+        method: method.to_string(),
+        query: uri.query().unwrap_or_default().to_owned(),
+        headers: headers
+            .iter()
+            .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+            .collect(),
+        body: body.to_vec(),
+    };
+    if !route.verify(&request) {
+        tracing::warn!(path = %route.path, "http: webhook request refused: signature or token does not match");
+        return (StatusCode::UNAUTHORIZED, "signature does not match").into_response();
+    }
+    to_response(route.handler.handle(request).await)
+}
+
+fn to_response(answer: WebhookResponse) -> Response {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [(header::CONTENT_TYPE, answer.content_type)],
+        answer.body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use hermes_adapter::{Verifier, WebhookHandler, async_trait};
+
+    struct HeaderEqualsSecret;
+    impl Verifier for HeaderEqualsSecret {
+        fn verify(&self, secret: &str, request: &WebhookRequest) -> bool {
+            request.header("x-signature") == Some(secret)
+        }
+    }
+
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+    #[async_trait]
+    impl WebhookHandler for Counting {
+        async fn handle(&self, request: WebhookRequest) -> WebhookResponse {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            WebhookResponse::text(200, format!("got {} bytes", request.body.len()))
+        }
+    }
+
+    fn route(path: &str, secret: Option<&str>, handler: Arc<Counting>) -> WebhookRoute {
+        WebhookRoute {
+            path: path.into(),
+            secret_name: "TEST_SECRET",
+            secret: secret.map(str::to_owned),
+            verifier: Arc::new(HeaderEqualsSecret),
+            handler,
+        }
+    }
+
+    async fn start(app: Router) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, app, CancellationToken::new()));
+        format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn webhooks_fail_closed_and_only_verified_requests_reach_their_handler() {
+        let open = Arc::new(Counting::default());
+        let unconfigured = Arc::new(Counting::default());
+        let base = start(app(
+            vec![
+                route("/signed", Some("s3cret"), open.clone()),
+                route("/unset", None, unconfigured.clone()),
+            ],
+            Health::default(),
+        ))
+        .await;
+        let http = reqwest::Client::new();
+        let post = |path: &str, signature: Option<&str>| {
+            let mut request = http.post(format!("{base}{path}")).body("{}");
+            if let Some(s) = signature {
+                request = request.header("x-signature", s);
+            }
+            request.send()
+        };
+        assert_eq!(post("/unset", Some("")).await.unwrap().status(), 404);
+        assert_eq!(post("/signed", None).await.unwrap().status(), 401);
+        assert_eq!(post("/signed", Some("wrong")).await.unwrap().status(), 401);
+        assert_eq!(
+            open.0.load(Ordering::SeqCst),
+            0,
+            "nothing unverified got through"
+        );
+        let ok = post("/signed", Some("s3cret")).await.unwrap();
+        assert_eq!(ok.status(), 200);
+        assert_eq!(ok.text().await.unwrap(), "got 2 bytes");
+        assert_eq!(unconfigured.0.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn readiness_follows_each_adapters_last_contact() {
+        let liveness = Liveness::default();
+        let health = Health {
+            adapters: vec![(Platform::Telegram, liveness.clone())],
+        };
+        let base = start(app(vec![], health)).await;
+        let get = |path: &'static str| reqwest::get(format!("{base}{path}"));
+        assert_eq!(get("/healthz").await.unwrap().status(), 200);
+        let not_yet = get("/readyz").await.unwrap();
+        assert_eq!(not_yet.status(), 503);
+        liveness.beat();
+        let ready = get("/readyz").await.unwrap();
+        assert_eq!(ready.status(), 200);
+        let body: serde_json::Value = ready.json().await.unwrap();
+        assert_eq!(body["adapters"][0]["platform"], "telegram");
+        assert_eq!(body["adapters"][0]["live"], true);
+    }
+}
