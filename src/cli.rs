@@ -186,23 +186,31 @@ fn check_config(home: PathBuf) -> ExitCode {
             Some(addr) => println!("  http.listen = {addr} (webhooks, /healthz, /readyz)"),
             None => println!("  http.listen = off"),
         }
-        match &c.telegram {
-            Some(t) => {
-                println!("  platforms.telegram: enabled");
-                println!("    token = {}", t.token.masked());
-                println!("    api_url = {}", t.api_url);
-                println!("    require_mention = {}", t.require_mention);
-                println!(
-                    "    home_channel = {}",
-                    t.home_channel.as_deref().unwrap_or("(none)")
-                );
+        for platform in hermes_adapter::Platform::ALL {
+            match c.platform(platform) {
+                Some(settings) => {
+                    println!("  platforms.{platform}: enabled");
+                    for (key, value) in settings.describe() {
+                        println!("    {key} = {value}");
+                    }
+                    let access = settings.access();
+                    println!(
+                        "    allowed users = {:?}{}",
+                        access.allowed,
+                        if access.allow_all {
+                            " (everyone is allowed)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+                None => println!("  platforms.{platform}: off"),
             }
-            None => println!("  platforms.telegram: off"),
         }
         let a = &c.access;
         println!(
-            "  allowed users: gateway {:?}, per platform {:?}, allow all: gateway {}, per platform {:?}",
-            a.gateway_allowed, a.platform_allowed, a.gateway_allow_all, a.platform_allow_all
+            "  allowed users on every platform: {:?}, allow all: {}",
+            a.gateway_allowed, a.gateway_allow_all
         );
         if !c.has_platform() {
             println!(

@@ -111,26 +111,16 @@ impl InboundSink for GatewaySink {
     }
 }
 
-/// The adapters for the enabled platforms: one line each, behind its cargo feature.
+/// The adapters of the enabled platforms (see `crate::platforms`).
 fn build_adapters(config: &Config) -> anyhow::Result<Vec<Arc<dyn Adapter>>> {
-    let mut adapters: Vec<Arc<dyn Adapter>> = Vec::new();
-    #[cfg(feature = "telegram")]
-    if let Some(t) = &config.telegram {
-        let adapter = hermes_telegram::TelegramAdapter::new(hermes_telegram::TelegramSettings {
-            token: t.token.expose().to_owned(),
-            api_url: t.api_url.clone(),
-            poll_timeout: t.poll_timeout,
+    config
+        .platforms
+        .iter()
+        .map(|p| {
+            p.build()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.platform()))
         })
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-        adapters.push(Arc::new(adapter));
-    }
-    #[cfg(not(feature = "telegram"))]
-    if config.telegram.is_some() {
-        anyhow::bail!(
-            "Telegram is configured but this build has no Telegram support (feature `telegram`)"
-        );
-    }
-    Ok(adapters)
+        .collect()
 }
 
 /// Run one adapter until shutdown, restarting it with backoff when it stops on an error.

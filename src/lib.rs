@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod delivery;
 pub mod http;
 pub mod llm;
+pub mod platforms;
 pub mod process;
 pub mod router;
 pub mod session;

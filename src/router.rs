@@ -427,21 +427,13 @@ impl Router {
     }
 
     async fn is_allowed(&self, platform: Platform, user_id: &str) -> bool {
-        let access = &self.config.access;
-        if access
-            .platform_allow_all
-            .get(&platform)
-            .copied()
-            .unwrap_or(false)
-            || access.gateway_allow_all
-        {
+        let gateway = &self.config.access;
+        let here = self.config.platform(platform).map(|p| p.access());
+        if gateway.gateway_allow_all || here.is_some_and(|a| a.allow_all) {
             return true;
         }
-        let listed = access
-            .platform_allowed
-            .get(&platform)
-            .is_some_and(|l| l.iter().any(|u| u == user_id))
-            || access.gateway_allowed.iter().any(|u| u == user_id);
+        let listed = gateway.gateway_allowed.iter().any(|u| u == user_id)
+            || here.is_some_and(|a| a.allowed.iter().any(|u| u == user_id));
         if listed {
             return true;
         }
@@ -460,14 +452,9 @@ impl Router {
     }
 
     fn require_mention(&self, platform: Platform) -> bool {
-        match platform {
-            Platform::Telegram => self
-                .config
-                .telegram
-                .as_ref()
-                .is_none_or(|t| t.require_mention),
-            _ => true,
-        }
+        self.config
+            .platform(platform)
+            .is_none_or(|p| p.require_mention())
     }
 
     async fn end(&self, id: i64, state: InboxState, note: &str, reply: Option<Reply>) {

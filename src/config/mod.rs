@@ -5,16 +5,18 @@
 //! (or variable name) it concerns, so `check-config` can explain all of them at once.
 
 mod env;
+mod source;
 mod yaml;
 
 pub use env::{EnvSource, EnvVars, is_truthy};
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_adapter::Platform;
+use hermes_adapter::{Platform, PlatformSettings};
 
 use yaml::{YamlReader, split_list};
 
@@ -152,10 +154,6 @@ pub struct AccessConfig {
     pub gateway_allowed: Vec<String>,
     /// `GATEWAY_ALLOW_ALL_USERS`.
     pub gateway_allow_all: bool,
-    /// `{PLATFORM}_ALLOWED_USERS`.
-    pub platform_allowed: BTreeMap<Platform, Vec<String>>,
-    /// `{PLATFORM}_ALLOW_ALL_USERS`.
-    pub platform_allow_all: BTreeMap<Platform, bool>,
 }
 
 /// How conversations are split into sessions.
@@ -165,19 +163,6 @@ pub struct SessionConfig {
     pub group_sessions_per_user: bool,
     /// Each member of a thread has their own session (`thread_sessions_per_user`, default off).
     pub thread_sessions_per_user: bool,
-}
-
-/// The Telegram adapter.
-#[derive(Debug, Clone)]
-pub struct TelegramConfig {
-    pub token: Secret,
-    /// The Bot API root in teloxide form (`https://api.telegram.org`, without `/bot`).
-    pub api_url: String,
-    /// In groups, answer only when addressed (mention, reply, command).
-    pub require_mention: bool,
-    pub home_channel: Option<String>,
-    /// `getUpdates` long-poll timeout.
-    pub poll_timeout: Duration,
 }
 
 /// Whether dangerous commands need a person's OK.
@@ -242,7 +227,8 @@ pub struct Config {
     pub sessions: SessionConfig,
     pub delivery: DeliveryConfig,
     pub http: HttpConfig,
-    pub telegram: Option<TelegramConfig>,
+    /// The enabled platforms, each read by its adapter crate (see `crate::platforms`).
+    pub platforms: Vec<Arc<dyn PlatformSettings>>,
     pub approvals: ApprovalConfig,
     pub processes: ProcessConfig,
     /// Names of every secret value, so tools can scrub them from child environments.
@@ -256,7 +242,15 @@ impl Config {
 
     /// Whether any platform is configured.
     pub fn has_platform(&self) -> bool {
-        self.telegram.is_some()
+        !self.platforms.is_empty()
+    }
+
+    /// An enabled platform's settings.
+    pub fn platform(&self, platform: Platform) -> Option<&dyn PlatformSettings> {
+        self.platforms
+            .iter()
+            .find(|p| p.platform() == platform)
+            .map(|p| p.as_ref())
     }
 }
 
@@ -321,11 +315,6 @@ pub fn load(home: &Path) -> Loaded {
 
 /// The variables hermes-gateway reads (for the "not used" report on `.env`).
 const KNOWN_VARIABLES: &[&str] = &[
-    "TELEGRAM_BOT_TOKEN",
-    "TELEGRAM_ALLOWED_USERS",
-    "TELEGRAM_ALLOW_ALL_USERS",
-    "TELEGRAM_HOME_CHANNEL",
-    "TELEGRAM_REQUIRE_MENTION",
     "GATEWAY_ALLOWED_USERS",
     "GATEWAY_ALLOW_ALL_USERS",
     "OPENAI_API_KEY",
@@ -397,7 +386,15 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         }
     };
     let terminal = read_terminal(&mut y, env, &mut problems);
-    let access = read_access(env, &mut problems);
+    let access = AccessConfig {
+        gateway_allowed: env
+            .value("GATEWAY_ALLOWED_USERS")
+            .map(|v| split_list(&v))
+            .unwrap_or_default(),
+        gateway_allow_all: env
+            .value("GATEWAY_ALLOW_ALL_USERS")
+            .is_some_and(|v| is_truthy(&v)),
+    };
     let sessions = SessionConfig {
         group_sessions_per_user: y
             .boolean("group_sessions_per_user", &mut problems)
@@ -436,7 +433,17 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .unwrap_or(12),
     };
     let http = read_http(&mut y, env, &mut problems);
-    let telegram = read_telegram(&mut y, env, &mut problems);
+    let mut source = source::Source {
+        yaml: &mut y,
+        env,
+        problems: &mut problems,
+        vars_read: BTreeSet::new(),
+    };
+    let platforms: Vec<Arc<dyn PlatformSettings>> = crate::platforms::read_settings(&mut source)
+        .into_iter()
+        .map(Arc::from)
+        .collect();
+    let platform_vars = source.vars_read;
     let approvals = ApprovalConfig {
         mode: match y.string("approvals.mode", &mut problems).as_deref() {
             None | Some("manual") => ApprovalMode::Manual,
@@ -488,29 +495,35 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         },
     };
 
-    if !access.gateway_allow_all
-        && access.gateway_allowed.is_empty()
-        && access.platform_allowed.values().all(Vec::is_empty)
-        && !access.platform_allow_all.values().any(|b| *b)
-        && telegram.is_some()
-    {
-        problems.push(Problem::warning(
-            "TELEGRAM_ALLOWED_USERS",
-            "no allowlist is set: only people paired with `hermes-gateway pairing approve` can talk to the agent",
-        ));
+    if !access.gateway_allow_all && access.gateway_allowed.is_empty() {
+        for p in platforms
+            .iter()
+            .filter(|p| !p.access().allow_all && p.access().allowed.is_empty())
+        {
+            problems.push(Problem::warning(
+                format!("{}_ALLOWED_USERS", p.platform().as_str().to_ascii_uppercase()),
+                "no allowlist is set: only people paired with `hermes-gateway pairing approve` can talk to the agent",
+            ));
+        }
     }
 
     let mut unused = y.unused();
     unused.extend(
         env.dotenv_names()
-            .filter(|name| !KNOWN_VARIABLES.contains(name) && !name.starts_with("HERMES_HOME"))
+            .filter(|name| {
+                !KNOWN_VARIABLES.contains(name)
+                    && !platform_vars.contains(*name)
+                    && !name.starts_with("HERMES_HOME")
+            })
             .map(|name| format!(".env {name}")),
     );
 
     let mut secret_env_names: Vec<String> = KNOWN_VARIABLES
         .iter()
-        .filter(|n| n.ends_with("_TOKEN") || n.ends_with("_KEY"))
-        .map(|n| n.to_string())
+        .copied()
+        .chain(platform_vars.iter().map(String::as_str))
+        .filter(|n| n.ends_with("_TOKEN") || n.ends_with("_KEY") || n.ends_with("_SECRET"))
+        .map(str::to_owned)
         .collect();
     secret_env_names.extend(env.dotenv_names().map(str::to_owned));
 
@@ -526,7 +539,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             sessions,
             delivery,
             http,
-            telegram,
+            platforms,
             approvals,
             processes,
             secret_env_names,
@@ -636,41 +649,6 @@ fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>)
     }
 }
 
-fn read_access(env: &EnvVars, problems: &mut Vec<Problem>) -> AccessConfig {
-    let mut access = AccessConfig {
-        gateway_allowed: env
-            .value("GATEWAY_ALLOWED_USERS")
-            .map(|v| split_list(&v))
-            .unwrap_or_default(),
-        gateway_allow_all: env
-            .value("GATEWAY_ALLOW_ALL_USERS")
-            .is_some_and(|v| is_truthy(&v)),
-        ..Default::default()
-    };
-    for platform in Platform::ALL {
-        let upper = platform.as_str().to_ascii_uppercase();
-        let allowed_var = format!("{upper}_ALLOWED_USERS");
-        if let Some(list) = env.value(&allowed_var) {
-            let ids = split_list(&list);
-            if platform == Platform::Telegram {
-                for id in &ids {
-                    if id.parse::<i64>().is_err() {
-                        problems.push(Problem::error(
-                            allowed_var.clone(),
-                            format!("{id:?} is not a numeric Telegram user id (ask @userinfobot for yours)"),
-                        ));
-                    }
-                }
-            }
-            access.platform_allowed.insert(platform, ids);
-        }
-        if let Some(all) = env.value(&format!("{upper}_ALLOW_ALL_USERS")) {
-            access.platform_allow_all.insert(platform, is_truthy(&all));
-        }
-    }
-    access
-}
-
 /// `http.listen` (`host:port`, or `off`); Hermes' `WHATSAPP_CLOUD_WEBHOOK_HOST` and
 /// `WHATSAPP_CLOUD_WEBHOOK_PORT` name the same address and win over the file.
 fn read_http(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> HttpConfig {
@@ -716,72 +694,6 @@ fn read_http(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> 
         listen,
         listen_key: key,
     }
-}
-
-fn read_telegram(
-    y: &mut YamlReader,
-    env: &EnvVars,
-    problems: &mut Vec<Problem>,
-) -> Option<TelegramConfig> {
-    let enabled = y.boolean("platforms.telegram.enabled", problems);
-    let token = y
-        .string("platforms.telegram.token", problems)
-        .or_else(|| env.value("TELEGRAM_BOT_TOKEN"));
-    let base_url = y.string("platforms.telegram.extra.base_url", problems);
-    let require_mention = y
-        .boolean("platforms.telegram.extra.require_mention", problems)
-        .or_else(|| y.boolean("telegram.require_mention", problems))
-        .or_else(|| env.value("TELEGRAM_REQUIRE_MENTION").map(|v| is_truthy(&v)))
-        .unwrap_or(true);
-    let poll_timeout = y
-        .number("platforms.telegram.extra.poll_timeout", problems)
-        .unwrap_or(10)
-        .clamp(1, 15);
-    let home_channel = env
-        .value("TELEGRAM_HOME_CHANNEL")
-        .or_else(|| y.string("platforms.telegram.home_channel.chat_id", problems));
-
-    let enabled = enabled.unwrap_or(token.is_some());
-    if !enabled {
-        return None;
-    }
-    let Some(token) = token else {
-        problems.push(Problem::error(
-            "TELEGRAM_BOT_TOKEN",
-            "platforms.telegram.enabled is true but no bot token is set (put TELEGRAM_BOT_TOKEN in $HERMES_HOME/.env)",
-        ));
-        return None;
-    };
-    if !token.contains(':') {
-        problems.push(Problem::error(
-            "TELEGRAM_BOT_TOKEN",
-            "does not look like a bot token (expected <digits>:<secret>, as BotFather gives it)",
-        ));
-    }
-    let api_url = match base_url {
-        None => "https://api.telegram.org".to_owned(),
-        Some(url) => match telegram_api_root(&url) {
-            Ok(root) => root,
-            Err(e) => {
-                problems.push(Problem::error("platforms.telegram.extra.base_url", e));
-                return None;
-            }
-        },
-    };
-    Some(TelegramConfig {
-        token: Secret::new(token),
-        api_url,
-        require_mention,
-        home_channel,
-        poll_timeout: Duration::from_secs(poll_timeout),
-    })
-}
-
-/// Accept the python-telegram-bot form (`…/bot`) and the bare root; return the bare root.
-fn telegram_api_root(url: &str) -> Result<String, String> {
-    validate_http_url(url)?;
-    let trimmed = url.trim_end_matches('/');
-    Ok(trimmed.strip_suffix("/bot").unwrap_or(trimmed).to_owned())
 }
 
 fn validate_http_url(url: &str) -> Result<(), String> {

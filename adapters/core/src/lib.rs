@@ -18,6 +18,9 @@
 //!   how many choices, edits, the working indicator, rate limits and their scope), so the
 //!   daemon never names a platform.
 //!
+//! Each adapter crate also reads its own settings ([`PlatformSettings`]), so adding a
+//! platform is its crate, one line in the daemon's platform list and one cargo feature.
+//!
 //! Adapters depend on this crate (and `hermes-format`) only, never on each other or on the
 //! daemon.
 
@@ -27,6 +30,7 @@ mod chat;
 mod error;
 mod inbound;
 mod outbound;
+mod settings;
 mod webhook;
 
 use std::sync::Arc;
@@ -49,6 +53,7 @@ pub use inbound::{
 pub use outbound::{
     Choice, ChoiceStyle, CommandSpec, Delivered, MessageBody, Outbound, OutboundFile, WorkingPhase,
 };
+pub use settings::{Access, PlatformSettings, SettingsSource, is_truthy, mask, split_list};
 pub use webhook::{Verifier, WebhookHandler, WebhookRequest, WebhookResponse, WebhookRoute};
 
 /// Renders for and sends to one platform. Cheap to share (`Arc`).

@@ -9,6 +9,7 @@ mod html;
 mod normalize;
 mod press;
 mod send;
+mod settings;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,21 +27,12 @@ pub use html::render as render_html;
 pub use normalize::{BotIdentity, normalize};
 pub use press::ACK_WINDOW;
 pub use send::TelegramSender;
+pub use settings::{TelegramSettings, settings};
 
 use press::OpenPresses;
 
 /// Reconnecting after a failed call: 1 s, doubling, at most 30 s.
 const RECONNECT: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
-
-/// What the adapter needs to connect.
-#[derive(Clone)]
-pub struct TelegramSettings {
-    pub token: String,
-    /// Bot API root without `/bot` (`https://api.telegram.org`, or a fake in tests).
-    pub api_url: String,
-    /// How long one `getUpdates` call may wait for news.
-    pub poll_timeout: Duration,
-}
 
 /// The Telegram connection: polls updates into the sink; sends through [`TelegramSender`].
 pub struct TelegramAdapter {
@@ -53,11 +45,11 @@ pub struct TelegramAdapter {
 }
 
 impl TelegramAdapter {
-    pub fn new(settings: TelegramSettings) -> Result<Self, AdapterError> {
+    pub fn new(settings: &TelegramSettings) -> Result<Self, AdapterError> {
         let url = reqwest::Url::parse(&settings.api_url).map_err(|e| {
             AdapterError::Config(format!("bad Telegram API URL {:?}: {e}", settings.api_url))
         })?;
-        let bot = Bot::new(settings.token).set_api_url(url);
+        let bot = Bot::new(settings.token.clone()).set_api_url(url);
         let presses = OpenPresses::default();
         Ok(TelegramAdapter {
             sender: Arc::new(TelegramSender::new(bot.clone(), presses.clone())),

@@ -1,0 +1,85 @@
+//! Platform settings belong to the platform's crate: each adapter crate reads its own keys
+//! (with the Python Hermes names) from a [`SettingsSource`], names the key in every problem
+//! it finds, and returns [`PlatformSettings`]: its `check-config` section, who may talk to
+//! it, its mention rule and home channel, and how to build the adapter. The daemon only
+//! keeps the list of platforms it was built with.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::{Adapter, AdapterError, Platform};
+
+/// Where settings come from: `config.yaml` keys (dotted paths) and variables (`.env` and
+/// the process environment). Reading a key marks it used; a value of the wrong type is
+/// reported against its key by the source itself.
+pub trait SettingsSource {
+    fn string(&mut self, key: &str) -> Option<String>;
+    fn boolean(&mut self, key: &str) -> Option<bool>;
+    fn number(&mut self, key: &str) -> Option<i64>;
+    /// A variable from `.env` or the environment (the environment wins).
+    fn var(&mut self, name: &str) -> Option<String>;
+    /// A problem that keeps the configuration from running, against its key or variable.
+    fn error(&mut self, key: &str, message: String);
+    /// Something worth knowing that does not stop the daemon.
+    fn warning(&mut self, key: &str, message: String);
+}
+
+/// Who may talk to the bot on one platform (`{PREFIX}_ALLOWED_USERS`,
+/// `{PREFIX}_ALLOW_ALL_USERS`); the gateway-wide lists come on top.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Access {
+    pub allowed: Vec<String>,
+    pub allow_all: bool,
+}
+
+impl Access {
+    /// Read the Hermes allowlist variables with `prefix` (`TELEGRAM`, `WHATSAPP_CLOUD`).
+    pub fn read(source: &mut dyn SettingsSource, prefix: &str) -> Access {
+        Access {
+            allowed: source
+                .var(&format!("{prefix}_ALLOWED_USERS"))
+                .map(|v| split_list(&v))
+                .unwrap_or_default(),
+            allow_all: source
+                .var(&format!("{prefix}_ALLOW_ALL_USERS"))
+                .is_some_and(|v| is_truthy(&v)),
+        }
+    }
+}
+
+/// One platform's settings, read by its crate.
+pub trait PlatformSettings: Send + Sync + fmt::Debug {
+    fn platform(&self) -> Platform;
+    /// Who may talk to the bot here.
+    fn access(&self) -> &Access;
+    /// In groups, answer only messages addressed to the bot.
+    fn require_mention(&self) -> bool;
+    /// Where notices without a conversation go (`{PREFIX}_HOME_CHANNEL`).
+    fn home_channel(&self) -> Option<&str>;
+    /// The `check-config` section: (key, value) pairs, secrets masked.
+    fn describe(&self) -> Vec<(String, String)>;
+    /// The adapter these settings make.
+    fn build(&self) -> Result<Arc<dyn Adapter>, AdapterError>;
+}
+
+/// Hermes' truthy strings.
+pub fn is_truthy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "true" | "1" | "yes" | "on"
+    )
+}
+
+/// A comma-separated list, trimmed, without empty items.
+pub fn split_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// A secret for logs and `check-config`: its first three characters and its length.
+pub fn mask(secret: &str) -> String {
+    let head: String = secret.chars().take(3).collect();
+    format!("{head}… ({} chars)", secret.chars().count())
+}

@@ -1,0 +1,172 @@
+//! Telegram's settings, with the Python Hermes names: `TELEGRAM_BOT_TOKEN` (or
+//! `platforms.telegram.token`), `TELEGRAM_ALLOWED_USERS` / `TELEGRAM_ALLOW_ALL_USERS`
+//! (numeric user ids), `TELEGRAM_REQUIRE_MENTION` (or `platforms.telegram.extra.
+//! require_mention`), `TELEGRAM_HOME_CHANNEL`, and `platforms.telegram.extra.base_url` (the
+//! Bot API root; how tests reach the fake) and `.poll_timeout`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_adapter::{
+    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, is_truthy, mask,
+};
+
+use crate::TelegramAdapter;
+
+/// What the Telegram adapter needs.
+#[derive(Clone)]
+pub struct TelegramSettings {
+    pub token: String,
+    /// Bot API root without `/bot` (`https://api.telegram.org`, or a fake in tests).
+    pub api_url: String,
+    /// How long one `getUpdates` call may wait for news.
+    pub poll_timeout: Duration,
+    pub require_mention: bool,
+    pub home_channel: Option<String>,
+    pub access: Access,
+}
+
+impl std::fmt::Debug for TelegramSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramSettings")
+            .field("token", &mask(&self.token))
+            .field("api_url", &self.api_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Telegram's settings, or `None` when Telegram is not enabled (no token, or
+/// `platforms.telegram.enabled: false`). Problems are reported against their key.
+pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSettings>> {
+    let enabled = source.boolean("platforms.telegram.enabled");
+    // Read even when the file has the token, so the variable is known (and scrubbed from
+    // child processes).
+    let env_token = source.var("TELEGRAM_BOT_TOKEN");
+    let token = source.string("platforms.telegram.token").or(env_token);
+    let base_url = source.string("platforms.telegram.extra.base_url");
+    let require_mention = source
+        .boolean("platforms.telegram.extra.require_mention")
+        .or_else(|| source.boolean("telegram.require_mention"))
+        .or_else(|| {
+            source
+                .var("TELEGRAM_REQUIRE_MENTION")
+                .map(|v| is_truthy(&v))
+        })
+        .unwrap_or(true);
+    let poll_timeout = source
+        .number("platforms.telegram.extra.poll_timeout")
+        .unwrap_or(10)
+        .clamp(1, 15);
+    let home_channel = source
+        .var("TELEGRAM_HOME_CHANNEL")
+        .or_else(|| source.string("platforms.telegram.home_channel.chat_id"));
+    let access = Access::read(source, "TELEGRAM");
+    for id in &access.allowed {
+        if id.parse::<i64>().is_err() {
+            source.error(
+                "TELEGRAM_ALLOWED_USERS",
+                format!("{id:?} is not a numeric Telegram user id (ask @userinfobot for yours)"),
+            );
+        }
+    }
+
+    if !enabled.unwrap_or(token.is_some()) {
+        return None;
+    }
+    let Some(token) = token else {
+        source.error(
+            "TELEGRAM_BOT_TOKEN",
+            "platforms.telegram.enabled is true but no bot token is set (put TELEGRAM_BOT_TOKEN in $HERMES_HOME/.env)".into(),
+        );
+        return None;
+    };
+    if !token.contains(':') {
+        source.error(
+            "TELEGRAM_BOT_TOKEN",
+            "does not look like a bot token (expected <digits>:<secret>, as BotFather gives it)"
+                .into(),
+        );
+    }
+    let api_url = match base_url {
+        None => "https://api.telegram.org".to_owned(),
+        Some(url) => match api_root(&url) {
+            Ok(root) => root,
+            Err(e) => {
+                source.error("platforms.telegram.extra.base_url", e);
+                return None;
+            }
+        },
+    };
+    Some(Box::new(TelegramSettings {
+        token,
+        api_url,
+        poll_timeout: Duration::from_secs(poll_timeout as u64),
+        require_mention,
+        home_channel,
+        access,
+    }))
+}
+
+impl PlatformSettings for TelegramSettings {
+    fn platform(&self) -> Platform {
+        Platform::Telegram
+    }
+
+    fn access(&self) -> &Access {
+        &self.access
+    }
+
+    fn require_mention(&self) -> bool {
+        self.require_mention
+    }
+
+    fn home_channel(&self) -> Option<&str> {
+        self.home_channel.as_deref()
+    }
+
+    fn describe(&self) -> Vec<(String, String)> {
+        vec![
+            ("token".into(), mask(&self.token)),
+            ("api_url".into(), self.api_url.clone()),
+            ("require_mention".into(), self.require_mention.to_string()),
+            (
+                "home_channel".into(),
+                self.home_channel.clone().unwrap_or_else(|| "(none)".into()),
+            ),
+            (
+                "poll_timeout".into(),
+                format!("{}s", self.poll_timeout.as_secs()),
+            ),
+        ]
+    }
+
+    fn build(&self) -> Result<Arc<dyn Adapter>, AdapterError> {
+        Ok(Arc::new(TelegramAdapter::new(self)?))
+    }
+}
+
+/// Accept the python-telegram-bot form (`…/bot`) and the bare root; return the bare root.
+fn api_root(url: &str) -> Result<String, String> {
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!(
+            "{url:?} must be an http:// or https:// URL with a host"
+        ));
+    }
+    let trimmed = url.trim_end_matches('/');
+    Ok(trimmed.strip_suffix("/bot").unwrap_or(trimmed).to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_telegram_root_is_accepted_too() {
+        assert_eq!(api_root("http://h:1/").unwrap(), "http://h:1");
+        assert_eq!(api_root("http://h:1/bot/").unwrap(), "http://h:1");
+        assert!(api_root("ftp://h").is_err());
+        assert!(api_root("not a url").is_err());
+    }
+}
