@@ -7,6 +7,8 @@ use hermes_testkit::daemon::{Daemon, Home};
 use hermes_testkit::eventually;
 use hermes_testkit::llm::FakeLlm;
 use hermes_testkit::telegram::FakeTelegram;
+#[allow(unused_imports)]
+pub use hermes_testkit::telegram::visible;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_hermes-gateway");
 pub const WAIT: Duration = Duration::from_secs(15);
@@ -54,24 +56,6 @@ impl World {
 /// Nothing more arrives in `chat` for a while (used after the expected replies).
 pub async fn settle() {
     tokio::time::sleep(Duration::from_millis(800)).await;
-}
-
-/// The text Telegram shows for an HTML message: tags removed, entities decoded.
-pub fn visible(html: &str) -> String {
-    let mut out = String::new();
-    let mut in_tag = false;
-    for c in html.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => in_tag = false,
-            _ if !in_tag => out.push(c),
-            _ => {}
-        }
-    }
-    out.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&amp;", "&")
 }
 
 /// Whether any process is left in process group `pgid`.

@@ -9,12 +9,29 @@ pub struct Home {
 }
 
 impl Home {
-    /// A home for a daemon talking to `telegram_url` and `llm_url`; `env` lines go to `.env`,
-    /// `extra_yaml` is appended to `config.yaml`.
+    /// A home for a daemon talking to the fake Telegram at `telegram_url` and the fake LLM
+    /// at `llm_url`; `env` lines go to `.env`, `extra_yaml` is appended to `config.yaml`.
     pub fn new(
         dir: &Path,
         telegram_url: &str,
         llm_url: &str,
+        env: &[&str],
+        extra_yaml: &str,
+    ) -> Home {
+        let platform = format!(
+            "  telegram:\n    enabled: true\n    extra:\n      base_url: {telegram_url}\n      poll_timeout: 2\n"
+        );
+        let mut dotenv = vec!["TELEGRAM_BOT_TOKEN=123456:TEST-TOKEN"];
+        dotenv.extend_from_slice(env);
+        Home::with_platform(dir, llm_url, &platform, &dotenv, extra_yaml)
+    }
+
+    /// A home for any platform: `platform_yaml` is its section under `platforms:` (indented
+    /// two spaces), `env` the `.env` lines (its token among them).
+    pub fn with_platform(
+        dir: &Path,
+        llm_url: &str,
+        platform_yaml: &str,
         env: &[&str],
         extra_yaml: &str,
     ) -> Home {
@@ -26,11 +43,11 @@ impl Home {
              security:\n  tirith_enabled: false\n\
              http:\n  listen: 127.0.0.1:0\n\
              terminal:\n  cwd: {}\n\
-             platforms:\n  telegram:\n    enabled: true\n    extra:\n      base_url: {telegram_url}\n      poll_timeout: 2\n{extra_yaml}",
+             platforms:\n{platform_yaml}{extra_yaml}",
             workdir.display()
         );
         std::fs::write(dir.join("config.yaml"), yaml).unwrap();
-        let mut dotenv = String::from("TELEGRAM_BOT_TOKEN=123456:TEST-TOKEN\n");
+        let mut dotenv = String::new();
         for line in env {
             dotenv.push_str(line);
             dotenv.push('\n');

@@ -1,6 +1,8 @@
 //! `hermes-testkit`: fakes that speak the real wire protocols on 127.0.0.1, so tests run the
-//! real client crates against them, plus a handle to run the real daemon binary.
+//! real client crates against them, a handle to run the real daemon binary, and the
+//! conformance kit every platform's fake is run through.
 
+pub mod conformance;
 pub mod daemon;
 pub mod llm;
 pub mod telegram;

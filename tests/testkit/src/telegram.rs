@@ -394,3 +394,161 @@ async fn get_updates(fake: &FakeTelegram, params: Value) -> Json<Value> {
         }
     }
 }
+
+/// The text Telegram shows for an HTML message: tags removed, entities decoded.
+pub fn visible(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
+}
+
+impl FakeTelegram {
+    fn calls_in(&self, method: &str, chat: &str) -> Vec<Call> {
+        let chat: i64 = chat.parse().unwrap_or(0);
+        self.calls(method)
+            .into_iter()
+            .filter(|c| {
+                c.params["chat_id"].as_i64() == Some(chat) && c.params["_ok"] == json!(true)
+            })
+            .collect()
+    }
+}
+
+impl crate::conformance::PlatformFake for FakeTelegram {
+    fn platform_yaml(&self) -> String {
+        format!(
+            "  telegram:\n    enabled: true\n    extra:\n      base_url: {}\n      poll_timeout: 2\n",
+            self.base_url()
+        )
+    }
+
+    fn env(&self) -> Vec<String> {
+        vec!["TELEGRAM_BOT_TOKEN=123456:TEST-TOKEN".into()]
+    }
+
+    fn allowlist_var(&self) -> &'static str {
+        "TELEGRAM_ALLOWED_USERS"
+    }
+
+    fn allow_all_var(&self) -> &'static str {
+        "TELEGRAM_ALLOW_ALL_USERS"
+    }
+
+    fn max_len(&self) -> usize {
+        4096
+    }
+
+    /// Telegram counts UTF-16 code units of the text after entity parsing.
+    fn measure(&self, shown: &str) -> usize {
+        shown.encode_utf16().count()
+    }
+
+    fn person(&self, n: u32) -> String {
+        match n {
+            1 => "4242",
+            2 => "5151",
+            _ => "666",
+        }
+        .to_owned()
+    }
+
+    fn dm_chat(&self, person: &str) -> String {
+        person.to_owned()
+    }
+
+    fn group_chat(&self) -> String {
+        "-100500".into()
+    }
+
+    fn write(&self, chat: &str, person: &str, text: &str, addressed: bool) {
+        let user: i64 = person.parse().expect("a Telegram user id");
+        if chat == person {
+            self.dm(user, text);
+        } else {
+            self.group(chat.parse().expect("a chat id"), user, text, addressed);
+        }
+    }
+
+    fn shown(&self, chat: &str) -> Vec<String> {
+        self.calls_in("sendMessage", chat)
+            .iter()
+            .map(|c| visible(c.params["text"].as_str().unwrap_or_default()))
+            .collect()
+    }
+
+    fn sent_at(&self, chat: &str) -> Vec<Instant> {
+        self.calls_in("sendMessage", chat)
+            .iter()
+            .map(|c| c.at)
+            .collect()
+    }
+
+    fn prompts(&self, chat: &str) -> Vec<crate::conformance::ShownPrompt> {
+        self.prompts(chat.parse().unwrap_or(0))
+            .into_iter()
+            .map(|(id, params)| crate::conformance::ShownPrompt {
+                message_id: id.to_string(),
+                text: visible(params["text"].as_str().unwrap_or_default()),
+                choices: params["reply_markup"]["inline_keyboard"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|row| row.as_array().cloned().unwrap_or_default())
+                    .map(|b| {
+                        (
+                            b["text"].as_str().unwrap_or_default().to_owned(),
+                            b["callback_data"].as_str().unwrap_or_default().to_owned(),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn press(
+        &self,
+        chat: &str,
+        person: &str,
+        prompt: &crate::conformance::ShownPrompt,
+        label: &str,
+    ) -> String {
+        let data = &prompt
+            .choices
+            .iter()
+            .find(|(l, _)| l == label)
+            .unwrap_or_else(|| panic!("no choice {label:?} in {prompt:?}"))
+            .1;
+        let update = self.press(
+            chat.parse().expect("a chat id"),
+            person.parse().expect("a user id"),
+            prompt.message_id.parse().expect("a message id"),
+            data,
+        );
+        format!("cbq{update}")
+    }
+
+    fn acknowledged(&self, press_id: &str) -> Option<Instant> {
+        self.calls("answerCallbackQuery")
+            .into_iter()
+            .find(|c| c.params["callback_query_id"] == press_id && c.params["_ok"] == json!(true))
+            .map(|c| c.at)
+    }
+
+    fn working(&self, chat: &str) -> Vec<(Instant, crate::conformance::WorkingEvent)> {
+        self.calls_in("sendChatAction", chat)
+            .iter()
+            .map(|c| (c.at, crate::conformance::WorkingEvent::Shown))
+            .collect()
+    }
+}

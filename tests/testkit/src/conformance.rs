@@ -1,0 +1,367 @@
+//! The conformance kit: the behaviour every platform owes, written once against the small
+//! [`PlatformFake`] trait that each platform's fake implements, and run for each platform by
+//! one line ([`crate::conformance_suite!`]). A new platform's fake implements the trait; its
+//! test file calls the macro; every scenario below then runs against the real daemon and
+//! the real client crate of that platform.
+
+use std::time::{Duration, Instant};
+
+use crate::daemon::{Daemon, Home};
+use crate::eventually;
+use crate::llm::{FakeLlm, Reply, last_user_text};
+
+/// How long a scenario waits for something that should happen.
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// A prompt with choices, as the platform showed it.
+#[derive(Debug, Clone)]
+pub struct ShownPrompt {
+    /// The platform's id of the message carrying the choices.
+    pub message_id: String,
+    /// The prompt as the person sees it.
+    pub text: String,
+    /// (label, choice id) of each choice.
+    pub choices: Vec<(String, String)>,
+}
+
+/// A working-indicator event the platform saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkingEvent {
+    Shown,
+    Ended,
+}
+
+/// What a platform's fake offers the kit.
+pub trait PlatformFake: Send + Sync + 'static {
+    /// The platform's section under `platforms:` in `config.yaml` (indented two spaces),
+    /// pointing the daemon at this fake.
+    fn platform_yaml(&self) -> String;
+    /// The `.env` lines the platform needs (its token).
+    fn env(&self) -> Vec<String>;
+    /// The variables that allow people (`TELEGRAM_ALLOWED_USERS`) and everyone.
+    fn allowlist_var(&self) -> &'static str;
+    fn allow_all_var(&self) -> &'static str;
+    /// The platform's message limit, and the length of a text as the person sees it.
+    fn max_len(&self) -> usize;
+    fn measure(&self, shown: &str) -> usize;
+    /// Person `n` (1, 2, …) as the platform names users.
+    fn person(&self, n: u32) -> String;
+    /// The direct chat with `person`, and a group chat.
+    fn dm_chat(&self, person: &str) -> String;
+    fn group_chat(&self) -> String;
+    /// `person` writes `text` in `chat`; in a group, `addressed` mentions the bot.
+    fn write(&self, chat: &str, person: &str, text: &str, addressed: bool);
+    /// What the bot's messages in `chat` show (markup removed), in order.
+    fn shown(&self, chat: &str) -> Vec<String>;
+    /// When each of those messages arrived.
+    fn sent_at(&self, chat: &str) -> Vec<Instant>;
+    /// The prompts with choices the bot sent to `chat`.
+    fn prompts(&self, chat: &str) -> Vec<ShownPrompt>;
+    /// `person` presses the choice labelled `label`; returns the press's id.
+    fn press(&self, chat: &str, person: &str, prompt: &ShownPrompt, label: &str) -> String;
+    /// Whether the platform saw the press acknowledged, and when.
+    fn acknowledged(&self, press_id: &str) -> Option<Instant>;
+    /// The working-indicator events in `chat`, in order.
+    fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)>;
+}
+
+/// A fake, a fake LLM and a home for the daemon.
+pub struct Kit<F> {
+    pub fake: F,
+    pub llm: FakeLlm,
+    pub home: Home,
+    binary: String,
+    _dir: tempfile::TempDir,
+}
+
+impl<F: PlatformFake> Kit<F> {
+    /// A kit where `env` lines are added to the platform's (allowlists, …).
+    pub async fn new(fake: F, binary: &str, env: &[String], yaml: &str) -> Kit<F> {
+        let llm = FakeLlm::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut lines = fake.env();
+        lines.extend_from_slice(env);
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let home = Home::with_platform(
+            dir.path(),
+            &llm.base_url(),
+            &fake.platform_yaml(),
+            &lines,
+            yaml,
+        );
+        Kit {
+            fake,
+            llm,
+            home,
+            binary: binary.to_owned(),
+            _dir: dir,
+        }
+    }
+
+    /// A kit where everyone may talk to the bot.
+    pub async fn open(fake: F, binary: &str) -> Kit<F> {
+        let all = format!("{}=true", fake.allow_all_var());
+        Kit::new(fake, binary, &[all], "").await
+    }
+
+    pub fn start(&self) -> Daemon {
+        Daemon::start(&self.binary, &self.home, &[])
+    }
+
+    /// Wait until `chat` shows at least `count` messages.
+    pub async fn shown(&self, chat: &str, count: usize) -> Vec<String> {
+        eventually(WAIT, &format!("{count} messages in {chat}"), || {
+            let shown = self.fake.shown(chat);
+            (shown.len() >= count).then_some(shown)
+        })
+        .await
+    }
+
+    /// A directory the agent's `rm -rf` may target; it exists until the command ran.
+    pub fn victim(&self, name: &str) -> std::path::PathBuf {
+        let dir = self.home.dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("precious.txt"), "data").unwrap();
+        dir
+    }
+}
+
+/// Nothing more happens for a while.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(800)).await;
+}
+
+/// A person writes to the bot directly and gets the model's answer, once.
+pub async fn a_direct_message_is_answered<F: PlatformFake>(fake: F, binary: &str) {
+    let kit = Kit::open(fake, binary).await;
+    kit.llm.push(Reply::text("Hello **there**"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let chat = kit.fake.dm_chat(&alice);
+    kit.fake.write(&chat, &alice, "hi", true);
+    let shown = kit.shown(&chat, 1).await;
+    assert_eq!(shown[0], "Hello there");
+    assert_eq!(last_user_text(&kit.llm.requests()[0]), "hi");
+    settle().await;
+    assert_eq!(kit.fake.shown(&chat).len(), 1, "answered once");
+}
+
+/// In a group the bot answers only messages addressed to it.
+pub async fn a_group_is_answered_only_when_addressed<F: PlatformFake>(fake: F, binary: &str) {
+    let kit = Kit::open(fake, binary).await;
+    kit.llm.push(Reply::text("you called?"));
+    let _d = kit.start();
+    let (alice, group) = (kit.fake.person(1), kit.fake.group_chat());
+    kit.fake
+        .write(&group, &alice, "talking among ourselves", false);
+    kit.fake.write(&group, &alice, "what time is it?", true);
+    assert_eq!(kit.shown(&group, 1).await[0], "you called?");
+    settle().await;
+    let requests = kit.llm.requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "only the addressed message reached the model"
+    );
+    assert_eq!(last_user_text(&requests[0]), "what time is it?");
+}
+
+/// A reply longer than the platform takes is split into messages that each fit as shown,
+/// escapes and code blocks included, and nothing is lost.
+pub async fn a_long_reply_is_split_under_the_limit<F: PlatformFake>(fake: F, binary: &str) {
+    let kit = Kit::open(fake, binary).await;
+    let max = kit.fake.max_len();
+    let lines = max * 3 / 40 + 10;
+    let code: String = (0..lines)
+        .map(|i| format!("if a<b && c>d {{ step({i}); }}\n"))
+        .collect();
+    let prose: String = (0..lines)
+        .map(|i| format!("Point {i} & more <here>.\n\n"))
+        .collect();
+    kit.llm
+        .push(Reply::text(format!("{prose}```rust\n{code}```\nThe end.")));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let chat = kit.fake.dm_chat(&alice);
+    kit.fake.write(&chat, &alice, "write a lot", true);
+    let shown = eventually(WAIT, "the last part", || {
+        let shown = kit.fake.shown(&chat);
+        shown
+            .last()
+            .is_some_and(|l| l.contains("The end."))
+            .then_some(shown)
+    })
+    .await;
+    assert!(shown.len() >= 2, "{} messages", shown.len());
+    for part in &shown {
+        let length = kit.fake.measure(part);
+        assert!(
+            length <= max,
+            "a message of {length} over the limit of {max}"
+        );
+    }
+    let all = shown.join("\n");
+    for i in 0..lines {
+        assert!(all.contains(&format!("step({i})")), "code line {i} lost");
+        assert!(
+            all.contains(&format!("Point {i} & more <here>.")),
+            "point {i} lost"
+        );
+    }
+}
+
+/// A dangerous command waits for a person; pressing "Allow once" is acknowledged at once
+/// and runs exactly that command; the prompt then shows the outcome.
+pub async fn an_approval_by_choice_is_acknowledged_and_runs<F: PlatformFake>(
+    fake: F,
+    binary: &str,
+) {
+    let kit = Kit::open(fake, binary).await;
+    let target = kit.victim("approved");
+    kit.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    kit.llm.push(Reply::text("done"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let chat = kit.fake.dm_chat(&alice);
+    kit.fake.write(&chat, &alice, "clean up", true);
+    let prompt = eventually(WAIT, "the approval prompt", || {
+        kit.fake.prompts(&chat).first().cloned()
+    })
+    .await;
+    assert!(prompt.text.contains(&target.display().to_string()));
+    assert!(target.exists(), "nothing runs before the decision");
+    let pressed = Instant::now();
+    let press = kit.fake.press(&chat, &alice, &prompt, "Allow once");
+    let acked = eventually(WAIT, "the press acknowledged", || {
+        kit.fake.acknowledged(&press)
+    })
+    .await;
+    assert!(acked.duration_since(pressed) < Duration::from_secs(3));
+    eventually(WAIT, "the command", || (!target.exists()).then_some(())).await;
+    eventually(WAIT, "the answer", || {
+        kit.fake
+            .shown(&chat)
+            .iter()
+            .any(|s| s == "done")
+            .then_some(())
+    })
+    .await;
+}
+
+/// A press by someone who is not allowed is acknowledged but decides nothing.
+pub async fn a_press_by_a_stranger_is_refused<F: PlatformFake>(fake: F, binary: &str) {
+    let probe_alice = fake.person(1);
+    let allow = format!("{}={probe_alice}", fake.allowlist_var());
+    let kit = Kit::new(fake, binary, &[allow], "").await;
+    let target = kit.victim("guarded");
+    kit.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    kit.llm.push(Reply::text("done"));
+    let _d = kit.start();
+    let (alice, mallory, group) = (
+        kit.fake.person(1),
+        kit.fake.person(3),
+        kit.fake.group_chat(),
+    );
+    kit.fake.write(&group, &alice, "clean up", true);
+    let prompt = eventually(WAIT, "the approval prompt", || {
+        kit.fake.prompts(&group).first().cloned()
+    })
+    .await;
+    let press = kit.fake.press(&group, &mallory, &prompt, "Allow once");
+    eventually(WAIT, "the stranger's press acknowledged", || {
+        kit.fake.acknowledged(&press)
+    })
+    .await;
+    settle().await;
+    assert!(target.exists(), "a stranger's press decided nothing");
+    kit.fake.press(&group, &alice, &prompt, "Allow once");
+    eventually(WAIT, "Alice's decision", || {
+        (!target.exists()).then_some(())
+    })
+    .await;
+}
+
+/// While a turn runs the working indicator is shown (and refreshed); once the answer is
+/// out it is taken down (or fades: nothing is shown after the answer).
+pub async fn the_working_indicator_is_shown_and_ended<F: PlatformFake>(fake: F, binary: &str) {
+    let kit = Kit::open(fake, binary).await;
+    kit.llm.push(Reply::Delayed(
+        Duration::from_millis(1500),
+        Box::new(Reply::text("thought about it")),
+    ));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let chat = kit.fake.dm_chat(&alice);
+    kit.fake.write(&chat, &alice, "think", true);
+    kit.shown(&chat, 1).await;
+    settle().await;
+    let answered = kit.fake.sent_at(&chat)[0];
+    let events = kit.fake.working(&chat);
+    let shown: Vec<Instant> = events
+        .iter()
+        .filter(|(_, e)| *e == WorkingEvent::Shown)
+        .map(|(at, _)| *at)
+        .collect();
+    assert!(
+        shown.first().is_some_and(|at| *at < answered),
+        "shown while working: {events:?}"
+    );
+    assert!(
+        shown.iter().all(|at| *at <= answered),
+        "still shown after the answer: {events:?}"
+    );
+    if let Some(ended) = events.iter().rposition(|(_, e)| *e == WorkingEvent::Ended) {
+        let last_shown = events.iter().rposition(|(_, e)| *e == WorkingEvent::Shown);
+        assert!(last_shown < Some(ended), "taken down last: {events:?}");
+    }
+}
+
+/// A daemon killed in the middle of a turn answers the message after its restart, once.
+pub async fn a_restart_mid_turn_loses_nothing<F: PlatformFake>(fake: F, binary: &str) {
+    let kit = Kit::open(fake, binary).await;
+    kit.llm.push(Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::text("never seen")),
+    ));
+    kit.llm.push(Reply::text("answered after the restart"));
+    let mut first = kit.start();
+    let alice = kit.fake.person(1);
+    let chat = kit.fake.dm_chat(&alice);
+    kit.fake.write(&chat, &alice, "are you there?", true);
+    eventually(WAIT, "the first model call", || {
+        (!kit.llm.requests().is_empty()).then_some(())
+    })
+    .await;
+    first.kill();
+    let _second = kit.start();
+    assert_eq!(kit.shown(&chat, 1).await[0], "answered after the restart");
+    assert_eq!(last_user_text(&kit.llm.requests()[1]), "are you there?");
+    settle().await;
+    assert_eq!(kit.fake.shown(&chat).len(), 1, "answered once");
+}
+
+/// Every scenario of the kit as a test, for one platform: `conformance_suite!(start_fake,
+/// daemon_binary)`, where `start_fake` is an async expression making the platform's fake.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($start:expr, $binary:expr) => {
+        $crate::conformance_suite!(@each $start, $binary;
+            a_direct_message_is_answered,
+            a_group_is_answered_only_when_addressed,
+            a_long_reply_is_split_under_the_limit,
+            an_approval_by_choice_is_acknowledged_and_runs,
+            a_press_by_a_stranger_is_refused,
+            the_working_indicator_is_shown_and_ended,
+            a_restart_mid_turn_loses_nothing);
+    };
+    (@each $start:expr, $binary:expr; $($scenario:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                $crate::conformance::$scenario($start.await, $binary).await;
+            }
+        )*
+    };
+}
