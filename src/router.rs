@@ -145,7 +145,7 @@ impl Router {
         } = &event;
         let command_text;
         let message = match kind {
-            InboundKind::Wakeup(wakeup) => return self.wake(id, chat, author, wakeup),
+            InboundKind::Wakeup(wakeup) => return self.wake(id, chat, author, wakeup).await,
             InboundKind::Press(press) => {
                 let allowed = self.is_allowed(chat.platform, &author.user_id).await;
                 return self.press(id, chat, author, press, allowed).await;
@@ -263,12 +263,12 @@ impl Router {
             }),
         };
         let key = session_key(chat, &author.user_id, &self.config.sessions);
-        session::route(&self.directory, &self.services, &key, chat, input);
+        session::route(&self.directory, &self.services, &key, chat, input).await;
     }
 
     /// A background process finished with `notify_on_complete` (recorded in the inbox, so a
     /// crash cannot lose it): a turn in its session, answering for the inbox row.
-    fn wake(&self, id: i64, chat: &ChatRef, author: &Author, wakeup: &Wakeup) {
+    async fn wake(&self, id: i64, chat: &ChatRef, author: &Author, wakeup: &Wakeup) {
         let input = SessionInput::Message(UserInput {
             inbox_id: Some(id),
             message_id: None,
@@ -281,7 +281,8 @@ impl Router {
             &wakeup.session_key,
             chat,
             input,
-        );
+        )
+        .await;
     }
 
     /// A choice of an approval prompt (or a stale one) was pressed. The adapter has

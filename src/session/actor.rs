@@ -1,0 +1,299 @@
+//! The actor's loop: inputs, the end of the running turn, and retiring when idle; busy
+//! modes; starting turns (with the latest input's author); the working indicator.
+
+use super::*;
+
+impl SessionActor {
+    pub(super) async fn run(mut self) {
+        let mut running: Option<RunningTurn> = None;
+        let shutdown = self.services.shutdown.clone();
+        loop {
+            // On shutdown the running turn is cancelled with it; once it has ended, stop.
+            // What was not answered stays open in the inbox for the next start.
+            if shutdown.is_cancelled() && running.is_none() {
+                return;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled(), if running.is_none() => return,
+                input = self.rx.recv() => match input {
+                    Some(input) => self.handle(input, &mut running).await,
+                    None => break,
+                },
+                ended = join(&mut running) => {
+                    let turn = running.take().expect("a turn was running");
+                    let resume = self.turn_ended(turn, ended).await;
+                    if shutdown.is_cancelled() {
+                        continue; // nothing new starts while the daemon stops
+                    }
+                    match resume {
+                        Some(resume) => self.start(resume.inputs, resume.user_text, resume.carried, &mut running).await,
+                        None => self.start_next(&mut running).await,
+                    }
+                }
+                _ = tokio::time::sleep(IDLE_RETIRE), if running.is_none() => {
+                    let mut actors = self.directory.lock().expect("directory lock");
+                    if self.rx.is_empty() {
+                        actors.remove(&self.key);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) async fn handle(&mut self, input: SessionInput, running: &mut Option<RunningTurn>) {
+        match input {
+            SessionInput::Message(message) => match running {
+                None => {
+                    let text = message.text.clone();
+                    self.start(vec![message], text, Vec::new(), running).await
+                }
+                Some(turn) => {
+                    // Whatever the busy mode, a tool waiting on a process stops waiting.
+                    turn.attention.cancel();
+                    self.busy(turn, message);
+                }
+            },
+            SessionInput::Command {
+                inbox_id,
+                message_id,
+                author,
+                command,
+            } => {
+                self.command(inbox_id, message_id, &author, command, running)
+                    .await;
+            }
+        }
+    }
+
+    /// A message arrived while `turn` runs: apply the busy mode.
+    pub(super) fn busy(&mut self, turn: &mut RunningTurn, message: UserInput) {
+        match self.services.busy_mode {
+            BusyMode::Interrupt => {
+                tracing::info!(session = %self.key, "session: new message interrupts the running turn");
+                if turn.stop.is_none() {
+                    turn.stop = Some(StopReason::Interrupt);
+                }
+                turn.cancel.cancel();
+                self.interrupting.push(message);
+            }
+            BusyMode::Queue => self.queued.push_back(vec![message]),
+            BusyMode::Steer => {
+                if turn.steer.send(message.text.clone()).is_ok() {
+                    turn.steered.push(message);
+                } else {
+                    self.queued.push_back(vec![message]);
+                }
+            }
+        }
+    }
+
+    /// Inbox ids of everything waiting (queued or interrupting), now dropped.
+    pub(super) fn drop_waiting(&mut self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self
+            .queued
+            .drain(..)
+            .flatten()
+            .filter_map(|i| i.inbox_id)
+            .collect();
+        ids.extend(self.interrupting.drain(..).filter_map(|i| i.inbox_id));
+        ids
+    }
+
+    /// Start a turn answering `inputs` with `user_text`, continuing `carried` messages of an
+    /// interrupted attempt.
+    pub(super) async fn start(
+        &mut self,
+        inputs: Vec<UserInput>,
+        user_text: String,
+        carried: Vec<StoredMessage>,
+        running: &mut Option<RunningTurn>,
+    ) {
+        let store = &self.services.store;
+        // The turn speaks for the latest input's author (in a shared session, whoever wrote
+        // last): that is who the model, the tools and the processes it starts are told about.
+        let author = inputs
+            .last()
+            .expect("a turn answers at least one input")
+            .author
+            .clone();
+        let session = match store
+            .session_open(&self.key, &self.chat, Some(&author.user_id))
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "session: cannot open the session");
+                let ids = inputs.iter().filter_map(|i| i.inbox_id).collect();
+                let reply_to = inputs.last().and_then(|i| i.message_id.clone());
+                let notice = "⚠️ I could not open this conversation's history (database error); please try again.";
+                self.finish(
+                    ids,
+                    InboxState::Failed,
+                    "store error",
+                    Some((notice.to_owned(), reply_to)),
+                )
+                .await;
+                return;
+            }
+        };
+        self.session_id = Some(session.id.clone());
+        let history = store
+            .session_messages(&session.id)
+            .await
+            .unwrap_or_default();
+        let cancel = self.services.shutdown.child_token();
+        let (steer, mut steer_rx) = mpsc::unbounded_channel();
+        let input = TurnInput {
+            history,
+            carried,
+            user_text,
+            context: self.context(&inputs),
+        };
+        let agent = self.services.agent.clone();
+        let regarding = inputs.last().and_then(|i| i.message_id.clone());
+        let working = spawn_working(
+            &self.services.tasks,
+            self.services.delivery.clone(),
+            self.chat.clone(),
+            regarding,
+            cancel.clone(),
+        );
+        let attention = CancellationToken::new();
+        let tools_ctx = ToolContext {
+            session_key: self.key.clone(),
+            chat: self.chat.clone(),
+            author,
+            cancel: cancel.clone(),
+            attention: attention.clone(),
+        };
+        let task = self.services.tasks.spawn(async move {
+            let outcome = agent.run_turn(input, tools_ctx, &mut steer_rx).await;
+            working.cancel();
+            (outcome, steer_rx)
+        });
+        *running = Some(RunningTurn {
+            inputs,
+            cancel,
+            attention,
+            steer,
+            steered: Vec::new(),
+            stop: None,
+            started: Instant::now(),
+            task,
+        });
+    }
+
+    pub(super) async fn start_next(&mut self, running: &mut Option<RunningTurn>) {
+        if running.is_some() {
+            return;
+        }
+        let inputs = if !self.interrupting.is_empty() {
+            std::mem::take(&mut self.interrupting)
+        } else if let Some(inputs) = self.queued.pop_front() {
+            inputs
+        } else {
+            return;
+        };
+        let text = joined_text(&inputs);
+        self.start(inputs, text, Vec::new(), running).await;
+    }
+
+    /// Where the conversation happens and who is speaking (the author of the latest input;
+    /// everyone else who contributed to this turn is named too).
+    pub(super) fn context(&self, inputs: &[UserInput]) -> String {
+        let latest = &inputs
+            .last()
+            .expect("a turn answers at least one input")
+            .author;
+        let handle = latest
+            .username
+            .as_deref()
+            .map(|u| format!(" (@{u})"))
+            .unwrap_or_default();
+        let mut others: Vec<&str> = inputs
+            .iter()
+            .map(|i| i.author.display_name.as_str())
+            .filter(|name| *name != latest.display_name)
+            .collect();
+        others.dedup();
+        let also = if others.is_empty() {
+            String::new()
+        } else {
+            format!(" Also writing in this turn: {}.", others.join(", "))
+        };
+        format!(
+            "Platform: {}. Chat: {} {}. Person: {}{handle}.{also}",
+            self.chat.platform,
+            match self.chat.kind {
+                hermes_adapter::ChatKind::Direct => "direct message",
+                hermes_adapter::ChatKind::Group => "group",
+                hermes_adapter::ChatKind::Channel => "channel",
+            },
+            self.chat.chat_id,
+            latest.display_name,
+        )
+    }
+}
+
+/// The texts of several inputs answered together; each named by its author when more than
+/// one person wrote them.
+pub(super) fn joined_text(inputs: &[UserInput]) -> String {
+    let several = inputs
+        .iter()
+        .any(|i| i.author.user_id != inputs[0].author.user_id);
+    inputs
+        .iter()
+        .map(|i| match several {
+            true => format!("{}: {}", i.author.display_name, i.text),
+            false => i.text.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// The running turn's result, or pending forever when none runs.
+async fn join(
+    running: &mut Option<RunningTurn>,
+) -> Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)> {
+    match running {
+        Some(turn) => (&mut turn.task).await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Show the working indicator for the message being answered, refresh it as the platform
+/// needs, and take it down when the returned token is cancelled.
+fn spawn_working(
+    tasks: &TaskTracker,
+    delivery: Delivery,
+    chat: ChatRef,
+    regarding: Option<String>,
+    turn: CancellationToken,
+) -> CancellationToken {
+    let stop = turn.child_token();
+    let Some(indicator) = delivery
+        .sender(chat.platform)
+        .and_then(|s| s.capabilities().working)
+    else {
+        return stop;
+    };
+    let done = stop.clone();
+    tasks.spawn(async move {
+        delivery.working(&chat, regarding.clone(), WorkingPhase::Start);
+        loop {
+            let refresh = async {
+                match indicator.refresh {
+                    Some(every) => tokio::time::sleep(every).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = done.cancelled() => break,
+                _ = refresh => delivery.working(&chat, regarding.clone(), WorkingPhase::Refresh),
+            }
+        }
+        delivery.working(&chat, regarding, WorkingPhase::Done);
+    });
+    stop
+}

@@ -1,0 +1,96 @@
+//! Commands that act on the session itself and work while a turn runs: `/stop` (and
+//! `/stop all`), `/new` (`/reset`), `/status`.
+
+use super::*;
+
+impl SessionActor {
+    pub(super) async fn command(
+        &mut self,
+        inbox_id: i64,
+        message_id: String,
+        author: &Author,
+        command: SessionCommand,
+        running: &mut Option<RunningTurn>,
+    ) {
+        match command {
+            SessionCommand::Stop | SessionCommand::StopAll => {
+                if command == SessionCommand::StopAll || self.services.stop_kills_background {
+                    let killed = self.services.processes.kill_session(&self.key).await;
+                    if killed > 0 {
+                        tracing::info!(session = %self.key, killed, "session: background processes killed by /stop");
+                    }
+                }
+                let waiting = self.drop_waiting();
+                match running {
+                    Some(turn) => {
+                        // Answered when the turn has really ended (see `turn_ended`).
+                        turn.stop = Some(StopReason::Stop { inbox_id });
+                        turn.cancel.cancel();
+                        self.finish(waiting, InboxState::Done, "stopped", None)
+                            .await;
+                    }
+                    None => {
+                        self.finish(waiting, InboxState::Done, "stopped", None)
+                            .await;
+                        self.say(inbox_id, &message_id, "Nothing is running right now.")
+                            .await;
+                    }
+                }
+            }
+            SessionCommand::New => {
+                let mut cleared = self.drop_waiting();
+                if let Some(turn) = running {
+                    turn.stop = Some(StopReason::Reset);
+                    turn.cancel.cancel();
+                }
+                cleared.push(inbox_id);
+                self.services.approvals.forget_session(&self.key);
+                if let Err(e) = self.services.store.session_end(&self.key, "reset").await {
+                    tracing::error!(error = %e, "session: could not end the session");
+                }
+                self.session_id = None;
+                let reply = "✨ New session started. Earlier messages are forgotten; what would you like to do?";
+                self.finish(
+                    cleared,
+                    InboxState::Done,
+                    "reset",
+                    Some((reply.to_owned(), Some(message_id))),
+                )
+                .await;
+            }
+            SessionCommand::Status => {
+                let text = self.status(author, running.as_ref()).await;
+                self.say(inbox_id, &message_id, &text).await;
+            }
+        }
+    }
+
+    pub(super) async fn status(
+        &mut self,
+        author: &Author,
+        running: Option<&RunningTurn>,
+    ) -> String {
+        let store = &self.services.store;
+        let session = store
+            .session_open(&self.key, &self.chat, Some(&author.user_id))
+            .await;
+        let mut lines = vec!["📊 Status".to_owned()];
+        match session {
+            Ok(s) => {
+                self.session_id = Some(s.id.clone());
+                lines.push(format!("Session: {} ({} messages)", s.id, s.message_count));
+            }
+            Err(e) => lines.push(format!("Session: unavailable ({e})")),
+        }
+        lines.push(format!("Model: {}", self.services.agent.llm.model()));
+        lines.push(match running {
+            Some(t) => format!("Agent: working for {}s", t.started.elapsed().as_secs()),
+            None => "Agent: idle".to_owned(),
+        });
+        if !self.queued.is_empty() {
+            lines.push(format!("Queued: {} message(s)", self.queued.len()));
+        }
+        lines.push(format!("Busy mode: {}", self.services.busy_mode.as_str()));
+        lines.join("\n")
+    }
+}

@@ -1,0 +1,156 @@
+//! The end of a turn: what it answered, what it says, and the inbox states, recorded in one
+//! transaction (or the merged turn to start when it was interrupted).
+
+use super::actor::joined_text;
+use super::*;
+
+impl SessionActor {
+    /// Record how a turn ended; returns the merged turn to start when it was interrupted.
+    pub(super) async fn turn_ended(
+        &mut self,
+        turn: RunningTurn,
+        ended: Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
+    ) -> Option<Resume> {
+        let Some((outcome, mut steer_rx)) = ended else {
+            let ids = turn.inputs.iter().filter_map(|i| i.inbox_id).collect();
+            let reply_to = turn.inputs.last().and_then(|i| i.message_id.clone());
+            let notice =
+                "⚠️ Something went wrong inside the gateway while answering; please try again.";
+            self.finish(
+                ids,
+                InboxState::Failed,
+                "turn panicked",
+                Some((notice.to_owned(), reply_to)),
+            )
+            .await;
+            return None;
+        };
+        // Steering texts the turn never read run as the next turn.
+        let mut unread = 0;
+        while steer_rx.try_recv().is_ok() {
+            unread += 1;
+        }
+        let mut steered = turn.steered.clone();
+        let leftover = steered.split_off(steered.len() - unread);
+        if !leftover.is_empty() {
+            self.queued.push_front(leftover);
+        }
+        let mut inputs = turn.inputs.clone();
+        inputs.extend(steered);
+        let ids: Vec<i64> = inputs.iter().filter_map(|i| i.inbox_id).collect();
+        let reply_to = inputs.last().and_then(|i| i.message_id.clone());
+
+        match (outcome, turn.stop) {
+            (TurnOutcome::Cancelled { messages }, Some(StopReason::Interrupt)) => {
+                // Answer the earlier and the new text together, continuing the partial work
+                // (which already holds the earlier text).
+                let user_text = joined_text(&self.interrupting);
+                let mut merged = inputs;
+                merged.append(&mut self.interrupting);
+                return Some(Resume {
+                    inputs: merged,
+                    user_text,
+                    carried: messages,
+                });
+            }
+            (TurnOutcome::Cancelled { messages }, Some(StopReason::Stop { inbox_id })) => {
+                let mut all = ids;
+                all.push(inbox_id);
+                let record = TurnRecord {
+                    session_id: self.session_id.clone(),
+                    messages,
+                    outbox: self.reply_rows("⏹ Stopped.", reply_to),
+                    inbox_ids: all,
+                    state: InboxState::Done,
+                    outcome: "stopped".into(),
+                };
+                self.commit(record).await;
+            }
+            (_, Some(StopReason::Reset)) => {
+                self.finish(ids, InboxState::Done, "reset", None).await;
+            }
+            (TurnOutcome::Cancelled { .. }, None) => {
+                // Shutdown: the inbox rows stay open and the turn runs again after a restart.
+                tracing::info!(session = %self.key, "session: turn cancelled by shutdown; it will resume after restart");
+            }
+            (
+                TurnOutcome::Answered { reply, messages }
+                | TurnOutcome::BudgetExhausted { reply, messages },
+                stop,
+            ) => {
+                let mut all = ids;
+                if let Some(StopReason::Stop { inbox_id }) = stop {
+                    all.push(inbox_id);
+                }
+                let record = TurnRecord {
+                    session_id: self.session_id.clone(),
+                    messages,
+                    outbox: self.reply_rows(&reply, reply_to),
+                    inbox_ids: all,
+                    state: InboxState::Done,
+                    outcome: "answered".into(),
+                };
+                self.commit(record).await;
+            }
+            (TurnOutcome::Failed { notice, messages }, stop) => {
+                // Keep what the person said, so the conversation goes on from it.
+                let kept = messages.into_iter().filter(|m| m.role == "user").collect();
+                let mut all = ids;
+                if let Some(StopReason::Stop { inbox_id }) = stop {
+                    all.push(inbox_id);
+                }
+                let record = TurnRecord {
+                    session_id: self.session_id.clone(),
+                    messages: kept,
+                    outbox: self.reply_rows(&notice, reply_to),
+                    inbox_ids: all,
+                    state: InboxState::Failed,
+                    outcome: "model unavailable".into(),
+                };
+                self.commit(record).await;
+            }
+        }
+        None
+    }
+
+    pub(super) fn reply_rows(&self, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {
+        self.services
+            .delivery
+            .reply_rows(&self.chat, markdown, reply_to)
+    }
+
+    pub(super) async fn commit(&self, record: TurnRecord) {
+        if let Err(e) = self.services.delivery.commit(record).await {
+            tracing::error!(error = %e, session = %self.key, "session: could not record the end of a turn");
+        }
+    }
+
+    /// End inbox rows, optionally with a reply (`(text, message to reply to)`).
+    pub(super) async fn finish(
+        &self,
+        ids: Vec<i64>,
+        state: InboxState,
+        outcome: &str,
+        reply: Option<(String, Option<String>)>,
+    ) {
+        if ids.is_empty() && reply.is_none() {
+            return;
+        }
+        let outbox = match reply {
+            Some((text, reply_to)) => self.reply_rows(&text, reply_to),
+            None => Vec::new(),
+        };
+        self.commit(TurnRecord::outcome(ids, state, outcome, outbox))
+            .await;
+    }
+
+    pub(super) async fn say(&self, inbox_id: i64, message_id: &str, text: &str) {
+        self.finish(
+            vec![inbox_id],
+            InboxState::Done,
+            "command",
+            Some((text.to_owned(), Some(message_id.to_owned()))),
+        )
+        .await;
+    }
+}

@@ -1,0 +1,210 @@
+//! Sessions: one actor (a tokio task) per session key owns the conversation. It runs one
+//! agent turn at a time (invariant 3), decides what a message arriving mid-turn does (busy
+//! modes interrupt / queue / steer), and handles `/stop`, `/new` and `/status` at once, even
+//! while a turn runs.
+//!
+//! This file holds what the router sees: the inputs, the [`SessionHandle`] kept in the
+//! [`Directory`], and [`route`]. The actor itself is split by concern: `actor` (its loop,
+//! busy modes, starting turns, the working indicator), `commands` (`/stop`, `/new`,
+//! `/status`), `ending` (recording how a turn ended, in one transaction).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hermes_adapter::{Author, ChatRef, WorkingPhase};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::agent::{AgentRuntime, TurnInput, TurnOutcome};
+use crate::approval::ApprovalBroker;
+use crate::config::BusyMode;
+use crate::delivery::Delivery;
+use crate::process::ProcessRegistry;
+use crate::store::{InboxState, NewOutboxRow, Store, StoredMessage, TurnRecord};
+use crate::tools::ToolContext;
+
+mod actor;
+mod commands;
+mod ending;
+
+/// How long an actor without work lives on.
+const IDLE_RETIRE: Duration = Duration::from_secs(600);
+
+/// What the router hands an actor.
+#[derive(Debug)]
+pub enum SessionInput {
+    Message(UserInput),
+    Command {
+        inbox_id: i64,
+        message_id: String,
+        author: Author,
+        command: SessionCommand,
+    },
+}
+
+/// A message for the agent: from a person, or from the gateway itself (a background process
+/// finished with `notify_on_complete`), which has no inbox row.
+#[derive(Debug, Clone)]
+pub struct UserInput {
+    pub inbox_id: Option<i64>,
+    /// The platform's id of the message, to reply to; `None` for the gateway's own inputs.
+    pub message_id: Option<String>,
+    /// Who wrote it (for the gateway's own inputs: whoever started the work). In a shared
+    /// session each message has its own author.
+    pub author: Author,
+    pub text: String,
+}
+
+/// Commands that act on the session itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionCommand {
+    /// Stop the running turn (and background processes when configured).
+    Stop,
+    /// Stop the running turn and every background process of the session.
+    StopAll,
+    New,
+    Status,
+}
+
+/// Everything actors share.
+pub struct SessionServices {
+    pub store: Store,
+    pub delivery: Delivery,
+    pub agent: Arc<AgentRuntime>,
+    pub busy_mode: BusyMode,
+    pub approvals: Arc<ApprovalBroker>,
+    pub processes: Arc<ProcessRegistry>,
+    /// `/stop` also kills background processes.
+    pub stop_kills_background: bool,
+    /// Cancelled on daemon shutdown; every turn's token is a child of it.
+    pub shutdown: CancellationToken,
+    /// Actors, their turns and their working indicators, so shutdown can wait for them.
+    pub tasks: TaskTracker,
+}
+
+/// How many inputs wait for an actor before the router waits for it (each conversation is
+/// dispatched in order, so only that conversation waits).
+const INPUT_CAPACITY: usize = 32;
+
+/// A cheap handle to a session's actor: what the router keeps and sends to.
+#[derive(Clone)]
+pub struct SessionHandle {
+    inputs: mpsc::Sender<SessionInput>,
+}
+
+/// Session key → the handle of its actor.
+pub type Directory = Arc<Mutex<HashMap<String, SessionHandle>>>;
+
+/// Hand `input` to the session's actor, starting one if needed.
+///
+/// The send happens under the directory lock an idle actor retires under, so no input is
+/// ever left with a retired actor; only when the actor's inbox is full does the router wait
+/// for room, outside the lock (a busy actor does not retire).
+pub async fn route(
+    directory: &Directory,
+    services: &Arc<SessionServices>,
+    key: &str,
+    chat: &ChatRef,
+    mut input: SessionInput,
+) {
+    loop {
+        let handle = {
+            let mut actors = directory.lock().expect("directory lock");
+            let existing = actors.get(key).cloned();
+            let fresh = |actors: &mut HashMap<String, SessionHandle>, input| {
+                let handle = start_actor(directory, services, key, chat);
+                // A new actor's inbox is empty: this cannot be full.
+                let _ = handle.inputs.try_send(input);
+                actors.insert(key.to_owned(), handle);
+            };
+            match existing {
+                None => return fresh(&mut actors, input),
+                Some(handle) => match handle.inputs.try_send(input) {
+                    Ok(()) => return,
+                    // The actor stopped: start another with this input first.
+                    Err(mpsc::error::TrySendError::Closed(back)) => {
+                        return fresh(&mut actors, back);
+                    }
+                    Err(mpsc::error::TrySendError::Full(back)) => {
+                        input = back;
+                        handle
+                    }
+                },
+            }
+        };
+        match handle.inputs.send(input).await {
+            Ok(()) => return,
+            Err(mpsc::error::SendError(back)) => input = back,
+        }
+    }
+}
+
+/// Spawn an actor for `key`; the caller registers its handle.
+fn start_actor(
+    directory: &Directory,
+    services: &Arc<SessionServices>,
+    key: &str,
+    chat: &ChatRef,
+) -> SessionHandle {
+    let (inputs, rx) = mpsc::channel(INPUT_CAPACITY);
+    let actor = SessionActor {
+        key: key.to_owned(),
+        chat: chat.clone(),
+        services: services.clone(),
+        directory: directory.clone(),
+        rx,
+        session_id: None,
+        queued: VecDeque::new(),
+        interrupting: Vec::new(),
+    };
+    services.tasks.spawn(actor.run());
+    SessionHandle { inputs }
+}
+
+/// Why a running turn was cancelled by the actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    /// A new message interrupts it (busy mode `interrupt`).
+    Interrupt,
+    /// `/stop`: the command's inbox id and message id.
+    Stop { inbox_id: i64 },
+    /// `/new` or `/reset`.
+    Reset,
+}
+
+struct RunningTurn {
+    inputs: Vec<UserInput>,
+    cancel: CancellationToken,
+    /// Cancelled when the person writes while the turn runs.
+    attention: CancellationToken,
+    steer: mpsc::UnboundedSender<String>,
+    /// Inputs handed to the turn as steering, in order.
+    steered: Vec<UserInput>,
+    stop: Option<StopReason>,
+    started: Instant,
+    task: JoinHandle<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
+}
+
+struct SessionActor {
+    key: String,
+    chat: ChatRef,
+    services: Arc<SessionServices>,
+    directory: Directory,
+    rx: mpsc::Receiver<SessionInput>,
+    /// The open session's id, once known.
+    session_id: Option<String>,
+    /// Turns waiting for the running one (busy mode `queue`).
+    queued: VecDeque<Vec<UserInput>>,
+    /// Messages that interrupted the running turn, to be answered together with it.
+    interrupting: Vec<UserInput>,
+}
+
+/// A turn to start in place of an interrupted one.
+struct Resume {
+    inputs: Vec<UserInput>,
+    user_text: String,
+    carried: Vec<StoredMessage>,
+}
