@@ -1,4 +1,5 @@
 use super::*;
+use hermes_adapter::Platform;
 
 const ISSUE_EXAMPLE: &str = r#"
 model:
@@ -171,7 +172,7 @@ fn approvals_default_to_manual_with_five_minutes_and_off_warns() {
 
 #[test]
 fn background_notification_levels_come_from_yaml_or_the_environment() {
-    use crate::process::Notifications;
+    use crate::config::Notifications;
     let base = "model:\n  default: m\n  base_url: http://x/v1\n";
     let config = load_from(Path::new("/h"), base, &env(&[])).config.unwrap();
     assert_eq!(config.processes.notifications, Notifications::Concise);

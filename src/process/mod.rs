@@ -21,6 +21,7 @@ use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::Notifications;
 use crate::delivery::Delivery;
 use crate::shell;
 use crate::store::{RecordedProcess, Store};
@@ -50,33 +51,8 @@ impl Default for Limits {
     }
 }
 
-/// What watchers post in the chat (`display.background_process_notifications`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Notifications {
-    /// Progress (with `check_interval`) and completion with the last few lines (default).
-    Concise,
-    /// Progress and completion with more output.
-    All,
-    /// Completion only.
-    Result,
-    /// Completion only, and only when the command failed.
-    Error,
-    /// Nothing (wake-up turns still happen).
-    Off,
-}
-
+/// What each notification level posts.
 impl Notifications {
-    pub fn parse(value: &str) -> Option<Notifications> {
-        Some(match value {
-            "concise" => Notifications::Concise,
-            "all" => Notifications::All,
-            "result" => Notifications::Result,
-            "error" => Notifications::Error,
-            "off" | "false" => Notifications::Off,
-            _ => return None,
-        })
-    }
-
     fn progress(self) -> bool {
         matches!(self, Notifications::Concise | Notifications::All)
     }
@@ -142,7 +118,78 @@ pub struct Wakeup {
     pub text: String,
 }
 
+/// Where a process stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Running { elapsed: Duration },
+    Finished(ExitInfo),
+}
+
+/// One process, for `list`.
+#[derive(Debug, Clone)]
+pub struct ProcessSummary {
+    pub id: String,
+    /// Its process group (the shell's pid).
+    pub pgid: i32,
+    pub command: String,
+    pub status: Status,
+}
+
+/// What `poll` found.
+#[derive(Debug, Clone)]
+pub struct Polled {
+    pub status: Status,
+    /// Output since the previous poll.
+    pub new_output: String,
+    /// Some of it rolled out of the buffer before it could be read.
+    pub lost_output: bool,
+}
+
+/// How a `wait` ended.
+#[derive(Debug, Clone)]
+pub enum Waited {
+    Finished {
+        exit: ExitInfo,
+        last_output: String,
+    },
+    /// The timeout passed first.
+    StillRunning,
+    /// The person wrote while the agent waited.
+    PersonWrote,
+}
+
+/// What `kill` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    AlreadyFinished,
+    /// It ended on SIGTERM.
+    Terminated,
+    /// It ignored SIGTERM and was killed with SIGKILL.
+    Killed,
+}
+
+/// Why an action on a process failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProcessError {
+    #[error("no background process {0:?} in this conversation (see action `list`)")]
+    NotFound(String),
+    #[error("{0}: standard input is closed")]
+    StdinClosed(String),
+    #[error("{id}: could not write: {error}")]
+    Write { id: String, error: String },
+}
+
 impl Tracked {
+    /// Where it stands now.
+    fn status(&self) -> Status {
+        match *self.exit.borrow() {
+            Some(exit) => Status::Finished(exit),
+            None => Status::Running {
+                elapsed: self.started.elapsed(),
+            },
+        }
+    }
+
     /// When the process ended (derived from its exit).
     fn finished_at(&self) -> Option<Instant> {
         self.exit.borrow().map(|e| self.started + e.elapsed)
@@ -273,14 +320,12 @@ impl ProcessRegistry {
         Ok((id, pid))
     }
 
-    fn get(&self, session_key: &str, id: &str) -> Result<Arc<Tracked>, String> {
+    fn get(&self, session_key: &str, id: &str) -> Result<Arc<Tracked>, ProcessError> {
         self.prune();
         let processes = self.processes.lock().expect("registry lock");
         match processes.get(id) {
             Some(t) if t.origin.session_key == session_key => Ok(t.clone()),
-            _ => Err(format!(
-                "no background process {id:?} in this conversation (see action `list`)"
-            )),
+            _ => Err(ProcessError::NotFound(id.to_owned())),
         }
     }
 
@@ -315,8 +360,8 @@ impl ProcessRegistry {
         }
     }
 
-    /// One line per process of this session.
-    pub fn list(&self, session_key: &str) -> String {
+    /// The processes of this session, oldest first.
+    pub fn list(&self, session_key: &str) -> Vec<ProcessSummary> {
         self.prune();
         let processes = self.processes.lock().expect("registry lock");
         let mut mine: Vec<&Arc<Tracked>> = processes
@@ -324,64 +369,40 @@ impl ProcessRegistry {
             .filter(|t| t.origin.session_key == session_key)
             .collect();
         mine.sort_by_key(|t| t.started);
-        if mine.is_empty() {
-            return "No background processes in this conversation.".into();
-        }
         mine.iter()
-            .map(|t| {
-                let status = match *t.exit.borrow() {
-                    Some(exit) => format!(
-                        "finished ({}) after {}s",
-                        exit.describe(),
-                        exit.elapsed.as_secs()
-                    ),
-                    None => format!("running for {}s", t.started.elapsed().as_secs()),
-                };
-                let cmd: String = t.command.chars().take(200).collect();
-                format!("{} [pid {}] {status}: {cmd}", t.id, t.pgid)
+            .map(|t| ProcessSummary {
+                id: t.id.clone(),
+                pgid: t.pgid.as_raw(),
+                command: t.command.clone(),
+                status: t.status(),
             })
-            .collect::<Vec<_>>()
-            .join("\n")
+            .collect()
     }
 
     /// Status and the output that arrived since the last poll.
-    pub fn poll(&self, session_key: &str, id: &str) -> Result<String, String> {
+    pub fn poll(&self, session_key: &str, id: &str) -> Result<Polled, ProcessError> {
         let t = self.get(session_key, id)?;
-        let exit = *t.exit.borrow();
+        let status = t.status();
         let output = t.output.lock().expect("output lock");
         let mut offset = t.poll_offset.lock().expect("poll lock");
-        let (new, lost) = output.since(*offset);
+        let (new_output, lost_output) = output.since(*offset);
         *offset = output.end();
-        let status = match exit {
-            Some(e) => format!("finished: {} after {}s", e.describe(), e.elapsed.as_secs()),
-            None => format!("running for {}s", t.started.elapsed().as_secs()),
-        };
-        let lost_note = if lost {
-            "\n[some output rolled out of the 200 KB buffer]"
-        } else {
-            ""
-        };
-        let new = if new.is_empty() {
-            "(no new output)".to_owned()
-        } else {
-            new
-        };
-        Ok(format!("{id}: {status}{lost_note}\nnew output:\n{new}"))
+        Ok(Polled {
+            status,
+            new_output,
+            lost_output,
+        })
     }
 
     /// The last `lines` lines of output.
-    pub fn log(&self, session_key: &str, id: &str, lines: usize) -> Result<String, String> {
+    pub fn log(&self, session_key: &str, id: &str, lines: usize) -> Result<String, ProcessError> {
         let t = self.get(session_key, id)?;
         let text = t
             .output
             .lock()
             .expect("output lock")
             .last_lines(lines.clamp(1, 2000));
-        Ok(if text.is_empty() {
-            "(no output yet)".into()
-        } else {
-            text
-        })
+        Ok(text)
     }
 
     /// Wait until the process ends, `timeout` passes, or `attention` fires (the person wrote).
@@ -391,47 +412,48 @@ impl ProcessRegistry {
         id: &str,
         timeout: Duration,
         attention: &CancellationToken,
-    ) -> Result<String, String> {
+    ) -> Result<Waited, ProcessError> {
         let t = self.get(session_key, id)?;
         let mut exit = t.exit.clone();
         let waited = tokio::select! {
             r = exit.wait_for(Option::is_some) => r.ok().and_then(|v| *v),
             _ = tokio::time::sleep(timeout) => None,
-            _ = attention.cancelled() => {
-                return Ok(format!("{id}: stopped waiting because the person sent a message; the process is still running"));
-            }
+            _ = attention.cancelled() => return Ok(Waited::PersonWrote),
         };
         Ok(match waited {
-            Some(e) => format!(
-                "{id} finished: {} after {}s\nlast output:\n{}",
-                e.describe(),
-                e.elapsed.as_secs(),
-                t.output.lock().expect("output lock").last_lines(20)
-            ),
-            None => format!("{id} is still running after waiting {}s", timeout.as_secs()),
+            Some(exit) => Waited::Finished {
+                exit,
+                last_output: t.output.lock().expect("output lock").last_lines(20),
+            },
+            None => Waited::StillRunning,
         })
     }
 
     /// SIGTERM to the group, SIGKILL after a grace period.
-    pub async fn kill(&self, session_key: &str, id: &str) -> Result<String, String> {
+    pub async fn kill(&self, session_key: &str, id: &str) -> Result<Stopped, ProcessError> {
         let t = self.get(session_key, id)?;
         Ok(terminate(&t).await)
     }
 
-    /// Write to the process's standard input.
-    pub async fn write(&self, session_key: &str, id: &str, data: &str) -> Result<String, String> {
+    /// Write to the process's standard input; returns the bytes written.
+    pub async fn write(
+        &self,
+        session_key: &str,
+        id: &str,
+        data: &str,
+    ) -> Result<usize, ProcessError> {
         let t = self.get(session_key, id)?;
         let mut stdin = t.stdin.lock().await;
         let pipe = stdin
             .as_mut()
-            .ok_or_else(|| format!("{id}: standard input is closed"))?;
-        pipe.write_all(data.as_bytes())
-            .await
-            .map_err(|e| format!("{id}: could not write: {e}"))?;
-        pipe.flush()
-            .await
-            .map_err(|e| format!("{id}: could not write: {e}"))?;
-        Ok(format!("wrote {} bytes to {id}", data.len()))
+            .ok_or_else(|| ProcessError::StdinClosed(id.to_owned()))?;
+        let failed = |e: std::io::Error| ProcessError::Write {
+            id: id.to_owned(),
+            error: e.to_string(),
+        };
+        pipe.write_all(data.as_bytes()).await.map_err(failed)?;
+        pipe.flush().await.map_err(failed)?;
+        Ok(data.len())
     }
 
     /// Kill every running process of a session (`/stop all`); returns how many.
@@ -511,9 +533,9 @@ impl ProcessRegistry {
     }
 }
 
-async fn terminate(t: &Tracked) -> String {
+async fn terminate(t: &Tracked) -> Stopped {
     if t.exit.borrow().is_some() {
-        return format!("{} had already finished", t.id);
+        return Stopped::AlreadyFinished;
     }
     shell::signal_group(t.pgid, Signal::SIGTERM);
     let mut exit = t.exit.clone();
@@ -523,9 +545,9 @@ async fn terminate(t: &Tracked) -> String {
     {
         shell::signal_group(t.pgid, Signal::SIGKILL);
         let _ = tokio::time::timeout(Duration::from_secs(2), exit.wait_for(Option::is_some)).await;
-        return format!("{} did not stop on SIGTERM and was killed (SIGKILL)", t.id);
+        return Stopped::Killed;
     }
-    format!("{} stopped (SIGTERM)", t.id)
+    Stopped::Terminated
 }
 
 /// The start time of process `pid` in clock ticks since boot (`/proc/<pid>/stat` field 22).

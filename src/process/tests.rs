@@ -83,27 +83,23 @@ mod registry {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let first = registry.poll("s1", &id).unwrap();
         assert!(
-            first.contains("running") && first.contains("ready"),
-            "{first}"
+            matches!(first.status, Status::Running { .. }) && first.new_output.contains("ready"),
+            "{first:?}"
         );
-        assert!(
-            registry
-                .poll("s1", &id)
-                .unwrap()
-                .contains("(no new output)")
-        );
+        assert_eq!(registry.poll("s1", &id).unwrap().new_output, "");
 
         registry.write("s1", &id, "hello\n").await.unwrap();
         let waited = registry
             .wait("s1", &id, Duration::from_secs(5), &attention)
             .await
             .unwrap();
-        assert!(
-            waited.contains("finished: exit code 0") && waited.contains("got:hello"),
-            "{waited}"
-        );
+        let Waited::Finished { exit, last_output } = &waited else {
+            panic!("{waited:?}");
+        };
+        assert_eq!(exit.code, Some(0));
+        assert!(last_output.contains("got:hello"), "{last_output}");
         assert_eq!(registry.log("s1", &id, 1).unwrap(), "tail");
-        assert!(registry.list("s1").contains(&id));
+        assert!(registry.list("s1").iter().any(|p| p.id == id));
         assert!(
             registry.poll("s2", &id).is_err(),
             "other sessions cannot see it"
@@ -129,8 +125,8 @@ mod registry {
             .wait("s1", &id, Duration::from_secs(20), &attention)
             .await
             .unwrap();
-        assert!(waited.contains("the person sent a message"), "{waited}");
-        assert!(registry.kill("s1", &id).await.unwrap().contains("stopped"));
+        assert!(matches!(waited, Waited::PersonWrote), "{waited:?}");
+        assert_eq!(registry.kill("s1", &id).await.unwrap(), Stopped::Terminated);
     }
 }
 
@@ -155,8 +151,11 @@ mod limits {
             .unwrap();
         let (running, _) = registry.spawn(request("sleep 30", "s")).await.unwrap();
         let (newest, _) = registry.spawn(request("sleep 30", "s")).await.unwrap();
-        let list = registry.list("s");
-        assert!(!list.contains(&done), "the finished one made room: {list}");
+        let list: Vec<String> = registry.list("s").into_iter().map(|p| p.id).collect();
+        assert!(
+            !list.contains(&done),
+            "the finished one made room: {list:?}"
+        );
         assert!(list.contains(&running) && list.contains(&newest));
         let refused = registry.spawn(request("sleep 30", "s")).await.unwrap_err();
         assert!(

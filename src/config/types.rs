@@ -1,0 +1,271 @@
+//! The effective configuration, as the rest of the daemon reads it: one type per section,
+//! with the key names it comes from. Loading and validation live in `config/mod.rs`.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_adapter::{Platform, PlatformSettings};
+
+/// A secret value (token, API key): never printed in full.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// A masked form for logs and `check-config`: first three characters and the length.
+    pub fn masked(&self) -> String {
+        let head: String = self.0.chars().take(3).collect();
+        format!("{head}… ({} chars)", self.0.chars().count())
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.masked())
+    }
+}
+
+/// One thing wrong (or worth knowing) about the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The key path (`model.base_url`) or variable name (`TELEGRAM_ALLOWED_USERS`).
+    pub key: String,
+    pub message: String,
+    pub severity: Severity,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Problem {
+    pub fn error(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            key: key.into(),
+            message: message.into(),
+            severity: Severity::Error,
+        }
+    }
+
+    pub fn warning(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            key: key.into(),
+            message: message.into(),
+            severity: Severity::Warning,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{level}: {}: {}", self.key, self.message)
+    }
+}
+
+/// What happens to a message that arrives while the agent is working in that session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusyMode {
+    /// Cancel the running turn and answer the earlier and the new text together.
+    Interrupt,
+    /// Answer the new text in its own turn once the running one ends.
+    Queue,
+    /// Hand the new text to the running turn at its next tool boundary.
+    Steer,
+}
+
+impl BusyMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BusyMode::Interrupt => "interrupt",
+            BusyMode::Queue => "queue",
+            BusyMode::Steer => "steer",
+        }
+    }
+}
+
+/// The LLM provider.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// `custom`, `openai` or `openrouter` (all OpenAI-compatible chat completions).
+    pub provider: String,
+    pub model: String,
+    /// The API root, ending before `/chat/completions`.
+    pub base_url: String,
+    pub api_key: Option<Secret>,
+    pub context_length: usize,
+    /// Attempts per LLM call on 429/5xx/connection errors (the first try included).
+    pub max_attempts: u32,
+    /// Longest silence allowed inside a streaming response before it counts as failed.
+    pub stream_idle_timeout: Duration,
+}
+
+/// The agent loop.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Tool-calling iterations allowed per turn (`agent.max_turns`).
+    pub max_turns: u32,
+    /// Extra system prompt text (`agent.system_prompt`).
+    pub system_prompt: Option<String>,
+}
+
+/// The `terminal` tool.
+#[derive(Debug, Clone)]
+pub struct TerminalConfig {
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+    /// Output kept per command (head and tail), in characters.
+    pub max_output_chars: usize,
+    /// Environment variables passed to commands even though they look like secrets.
+    pub pass_env: Vec<String>,
+}
+
+/// Who may talk to the agent.
+#[derive(Debug, Clone, Default)]
+pub struct AccessConfig {
+    /// `GATEWAY_ALLOWED_USERS`.
+    pub gateway_allowed: Vec<String>,
+    /// `GATEWAY_ALLOW_ALL_USERS`.
+    pub gateway_allow_all: bool,
+}
+
+/// How conversations are split into sessions.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Each member of a group has their own session (`group_sessions_per_user`, default on).
+    pub group_sessions_per_user: bool,
+    /// Each member of a thread has their own session (`thread_sessions_per_user`, default off).
+    pub thread_sessions_per_user: bool,
+}
+
+/// Whether dangerous commands need a person's OK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMode {
+    /// Ask in the chat (default).
+    Manual,
+    /// Never ask (logged as a warning at startup).
+    Off,
+}
+
+/// Dangerous-command approvals (`approvals.*`).
+#[derive(Debug, Clone)]
+pub struct ApprovalConfig {
+    pub mode: ApprovalMode,
+    /// How long a prompt waits before the command is denied.
+    pub timeout: Duration,
+}
+
+/// Background processes (`processes.*`, `display.background_process_notifications`).
+#[derive(Debug, Clone)]
+pub struct ProcessConfig {
+    /// `/stop` also kills the session's background processes (otherwise only `/stop all`).
+    pub stop_kills_background: bool,
+    /// What watchers post in the chat.
+    pub notifications: Notifications,
+}
+
+/// Send budget overrides: per chat (`delivery.rate_per_second`, `delivery.burst`) and for a
+/// whole bot (`delivery.bot_rate_per_second`, `delivery.bot_burst`).
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryConfig {
+    pub rate_per_second: Option<f64>,
+    pub burst: Option<u32>,
+    pub bot_rate_per_second: Option<f64>,
+    pub bot_burst: Option<u32>,
+    /// Attempts per message before it is marked failed.
+    pub max_attempts: u32,
+}
+
+/// The daemon's HTTP server (webhooks, `/healthz`, `/readyz`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Where it listens; `None` = no server (`http.listen: off`).
+    pub listen: Option<std::net::SocketAddr>,
+    /// The key that set the address, for a clear error when it cannot be bound.
+    pub listen_key: &'static str,
+}
+
+/// The default address: local only; a reverse proxy publishes webhooks.
+pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8090";
+
+/// The whole effective configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub home: PathBuf,
+    pub model: ModelConfig,
+    pub agent: AgentConfig,
+    pub busy_mode: BusyMode,
+    pub terminal: TerminalConfig,
+    pub access: AccessConfig,
+    pub sessions: SessionConfig,
+    pub delivery: DeliveryConfig,
+    pub http: HttpConfig,
+    /// The enabled platforms, each read by its adapter crate (see `crate::platforms`).
+    pub platforms: Vec<Arc<dyn PlatformSettings>>,
+    pub approvals: ApprovalConfig,
+    pub processes: ProcessConfig,
+    /// Names of every secret value, so tools can scrub them from child environments.
+    pub secret_env_names: Vec<String>,
+}
+
+impl Config {
+    pub fn database_path(&self) -> PathBuf {
+        self.home.join("gateway.db")
+    }
+
+    /// Whether any platform is configured.
+    pub fn has_platform(&self) -> bool {
+        !self.platforms.is_empty()
+    }
+
+    /// An enabled platform's settings.
+    pub fn platform(&self, platform: Platform) -> Option<&dyn PlatformSettings> {
+        self.platforms
+            .iter()
+            .find(|p| p.platform() == platform)
+            .map(|p| p.as_ref())
+    }
+}
+
+/// What watchers post in the chat (`display.background_process_notifications`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notifications {
+    /// Progress (with `check_interval`) and completion with the last few lines (default).
+    Concise,
+    /// Progress and completion with more output.
+    All,
+    /// Completion only.
+    Result,
+    /// Completion only, and only when the command failed.
+    Error,
+    /// Nothing (wake-up turns still happen).
+    Off,
+}
+
+impl Notifications {
+    pub fn parse(value: &str) -> Option<Notifications> {
+        Some(match value {
+            "concise" => Notifications::Concise,
+            "all" => Notifications::All,
+            "result" => Notifications::Result,
+            "error" => Notifications::Error,
+            "off" | "false" => Notifications::Off,
+            _ => return None,
+        })
+    }
+}
