@@ -294,8 +294,13 @@ fn print_table(r: &Value) {
             );
         }
         row(
-            "CPU per reply",
-            format!("{} ms", num(&s["cpu_ms_per_reply"], 2)),
+            "CPU per reply (1st half, 2nd half)",
+            format!(
+                "{} ms ({}, {})",
+                num(&s["cpu_ms_per_reply"], 2),
+                num(&s["cpu_ms_per_reply_halves"][0], 2),
+                num(&s["cpu_ms_per_reply_halves"][1], 2)
+            ),
         );
     }
 

@@ -54,9 +54,11 @@ pub async fn cold_starts(binary: &std::path::Path, runs: usize) -> Result<Value,
     }))
 }
 
-/// `warmup + n` DMs in one chat, one at a time (the next 10 ms after the reply), each split
+/// `warmup + n` DMs in one chat, one at a time (the next 10 ms after the reply, so each
+/// meets an idle daemon), each split
 /// into: poll (made available → served by `getUpdates`), inbound (served → LLM request
 /// arrives), LLM (arrives → answer stream ends), outbound (stream end → `sendMessage`).
+/// The chat's history grows by two messages a turn.
 pub async fn sequential(
     w: &mut World,
     p: &Process,
@@ -70,10 +72,12 @@ pub async fn sequential(
     let mut inbound = Samples::default();
     let mut llm = Samples::default();
     let mut outbound = Samples::default();
-    let mut cpu_start = None;
+    // CPU time at the first measured message, half-way and at the end: the halves tell
+    // whether a reply costs more as the chat's history grows.
+    let mut cpu_marks = Vec::new();
     for i in 0..warmup + n {
-        if i == warmup {
-            cpu_start = procfs::cpu_time(p.pid, ticks);
+        if i == warmup || i == warmup + n / 2 {
+            cpu_marks.extend(procfs::cpu_time(p.pid, ticks));
         }
         check_alive(p)?;
         let text = format!("seq {i}");
@@ -111,10 +115,15 @@ pub async fn sequential(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let cpu = match (cpu_start, procfs::cpu_time(p.pid, ticks)) {
-        (Some(a), Some(b)) => json!(round3((b - a).as_secs_f64() * 1000.0 / n as f64)),
+    cpu_marks.extend(procfs::cpu_time(p.pid, ticks));
+    let per_reply = |from: usize, to: usize, replies: usize| match cpu_marks.get(from..=to) {
+        Some([a, .., b]) if replies > 0 => {
+            json!(round3((*b - *a).as_secs_f64() * 1000.0 / replies as f64))
+        }
         _ => Value::Null,
     };
+    let cpu = per_reply(0, 2, n);
+    let cpu_halves = json!([per_reply(0, 1, n / 2), per_reply(1, 2, n - n / 2)]);
     Ok(json!({
         "warmup": warmup,
         "total_ms": total.json(),
@@ -123,6 +132,7 @@ pub async fn sequential(
         "llm_ms": llm.json(),
         "outbound_ms": outbound.json(),
         "cpu_ms_per_reply": cpu,
+        "cpu_ms_per_reply_halves": cpu_halves,
     }))
 }
 
