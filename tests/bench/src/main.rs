@@ -21,16 +21,28 @@ use crate::procfs::mib;
 use crate::stats::round3;
 use crate::world::World;
 
-const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
+const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only] [--only LIST]
 
   --daemon PATH  the hermes-gateway binary (default: the one next to this executable)
   --quick        a small smoke run (10-20 chats, a few messages)
-  --json-only    print only the JSON object";
+  --json-only    print only the JSON object
+  --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops
+                 (for profiling one phase; the main daemon's start, idle and exit always run)";
+
+const PHASES: [&str; 4] = ["starts", "sequential", "tool", "loops"];
 
 struct Options {
     daemon: PathBuf,
     quick: bool,
     json_only: bool,
+    /// Phases to run (all of [`PHASES`] unless `--only`).
+    phases: Vec<String>,
+}
+
+impl Options {
+    fn runs(&self, phase: &str) -> bool {
+        self.phases.iter().any(|p| p == phase)
+    }
 }
 
 /// How much each phase does.
@@ -62,12 +74,23 @@ fn parse_args() -> Result<Options, String> {
     let mut daemon = None;
     let mut quick = false;
     let mut json_only = false;
+    let mut phases: Vec<String> = PHASES.iter().map(|p| p.to_string()).collect();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--daemon" => daemon = Some(PathBuf::from(args.next().ok_or("--daemon needs a path")?)),
             "--quick" => quick = true,
             "--json-only" => json_only = true,
+            "--only" => {
+                let list = args.next().ok_or("--only needs a list of phases")?;
+                phases = list.split(',').map(|p| p.trim().to_owned()).collect();
+                if let Some(bad) = phases.iter().find(|p| !PHASES.contains(&p.as_str())) {
+                    return Err(format!(
+                        "unknown phase {bad:?} (known: {})",
+                        PHASES.join(",")
+                    ));
+                }
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -82,6 +105,7 @@ fn parse_args() -> Result<Options, String> {
         daemon,
         quick,
         json_only,
+        phases,
     })
 }
 
@@ -145,8 +169,10 @@ async fn run(options: &Options) -> Value {
         "clk_tck": ticks,
     });
 
-    let cold = phases::cold_starts(&options.daemon, sizes.cold_starts).await;
-    report["cold_starts"] = record(&mut errors, "cold starts", cold);
+    if options.runs("starts") {
+        let cold = phases::cold_starts(&options.daemon, sizes.cold_starts).await;
+        report["cold_starts"] = record(&mut errors, "cold starts", cold);
+    }
 
     // One daemon for everything else, in this order.
     let mut w = World::new().await;
@@ -170,20 +196,38 @@ async fn run(options: &Options) -> Value {
         return report;
     };
     report["spawn_to_first_poll_ms"] = json!(round3((first - p.started).as_secs_f64() * 1000.0));
+    let idle_cpu_before = procfs::cpu_time(p.pid, ticks);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = procfs::memory(p.pid).unwrap_or_default();
-    report["idle"] = json!({ "rss_mib": round3(mib(idle.rss_kib)), "threads": idle.threads });
+    let idle_cpu = match (idle_cpu_before, procfs::cpu_time(p.pid, ticks)) {
+        (Some(a), Some(b)) => json!(round3((b - a).as_secs_f64() * 1000.0)),
+        _ => Value::Null,
+    };
+    report["idle"] = json!({
+        "rss_mib": round3(mib(idle.rss_kib)),
+        "threads": idle.threads,
+        "cpu_ms_in_1s": idle_cpu,
+    });
 
-    let seq =
-        phases::sequential(&mut w, &p, 1_000_001, sizes.warmup, sizes.sequential, ticks).await;
-    report["sequential"] = record(&mut errors, "sequential", seq);
+    if options.runs("sequential") {
+        let seq =
+            phases::sequential(&mut w, &p, 1_000_001, sizes.warmup, sizes.sequential, ticks).await;
+        report["sequential"] = record(&mut errors, "sequential", seq);
+    }
 
-    let tool = phases::tool_round_trip(&mut w, &p, 1_500_001, sizes.tool).await;
-    report["tool"] = record(&mut errors, "tool round trip", tool);
+    if options.runs("tool") {
+        let tool = phases::tool_round_trip(&mut w, &p, 1_500_001, sizes.tool).await;
+        report["tool"] = record(&mut errors, "tool round trip", tool);
+    }
 
     let mut loops = Vec::new();
     let (mut loop_cpu_ms, mut loop_replies) = (0.0, 0u64);
-    for (i, &(chats, per_chat)) in sizes.loops.iter().enumerate() {
+    let loop_sizes = if options.runs("loops") {
+        sizes.loops
+    } else {
+        &[]
+    };
+    for (i, &(chats, per_chat)) in loop_sizes.iter().enumerate() {
         let first_chat = 2_000_000 + 1_000_000 * i as i64;
         let result = phases::closed_loop(&mut w, &p, first_chat, chats, per_chat, ticks).await;
         if let Ok(figures) = &result {
@@ -240,10 +284,19 @@ fn print_table(r: &Value) {
     println!("daemon: {}", r["daemon"].as_str().unwrap_or_default());
     println!();
     let c = &r["cold_starts"];
+    let skipped = |v: &Value| v.is_null();
     let row = |name: &str, value: String| println!("  {name:<38} {value}");
     println!("start and memory");
     if let Some(e) = c["error"].as_str() {
         row("cold starts", format!("FAILED: {e}"));
+    } else if skipped(c) {
+        row(
+            "spawn → first getUpdates",
+            format!(
+                "main daemon {} ms (cold starts skipped)",
+                num(&r["spawn_to_first_poll_ms"], 1)
+            ),
+        );
     } else {
         let s = &c["spawn_to_first_poll_ms"];
         row(
@@ -265,9 +318,10 @@ fn print_table(r: &Value) {
     row(
         "idle RSS (1 s after first poll)",
         format!(
-            "{} MiB, {} threads",
+            "{} MiB, {} threads, {} ms CPU in that second",
             num(&r["idle"]["rss_mib"], 1),
-            r["idle"]["threads"]
+            r["idle"]["threads"],
+            num(&r["idle"]["cpu_ms_in_1s"], 0)
         ),
     );
 
@@ -275,6 +329,8 @@ fn print_table(r: &Value) {
     println!();
     if let Some(e) = s["error"].as_str() {
         println!("sequential replies: FAILED: {e}");
+    } else if skipped(s) {
+        println!("sequential replies: skipped");
     } else {
         println!(
             "sequential replies ({} in one chat after {} warm-up)   p50 ms    p99 ms",
@@ -308,6 +364,8 @@ fn print_table(r: &Value) {
     println!();
     if let Some(e) = t["error"].as_str() {
         println!("tool round trip: FAILED: {e}");
+    } else if skipped(t) {
+        println!("tool round trip: skipped");
     } else {
         println!(
             "tool round trip (terminal `echo hi`, n={})           p50 ms    p99 ms",
