@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -48,10 +48,21 @@ impl Reply {
     }
 }
 
+/// When one request arrived and when its answer stream ended (same index as
+/// [`FakeLlm::requests`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub arrived: Instant,
+    /// The last event was handed to the server; `None` for error answers and for streams
+    /// not finished (yet, or ever).
+    pub finished: Option<Instant>,
+}
+
 #[derive(Default)]
 struct Inner {
     script: VecDeque<Reply>,
     requests: Vec<Value>,
+    timings: Vec<Timing>,
 }
 
 #[derive(Clone)]
@@ -93,6 +104,11 @@ impl FakeLlm {
         self.inner.lock().unwrap().requests.clone()
     }
 
+    /// Arrival and end of each request's answer, in request order.
+    pub fn timings(&self) -> Vec<Timing> {
+        self.inner.lock().unwrap().timings.clone()
+    }
+
     /// Streams the client closed before they were complete.
     pub fn dropped_streams(&self) -> usize {
         self.dropped_streams.load(Ordering::SeqCst)
@@ -110,10 +126,14 @@ pub fn last_user_text(request: &Value) -> String {
 }
 
 async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Response {
-    let reply = {
+    let (reply, index) = {
         let mut inner = fake.inner.lock().unwrap();
         inner.requests.push(body.clone());
-        inner.script.pop_front()
+        inner.timings.push(Timing {
+            arrived: Instant::now(),
+            finished: None,
+        });
+        (inner.script.pop_front(), inner.timings.len() - 1)
     };
     let mut reply =
         reply.unwrap_or_else(|| Reply::Text(format!("echo: {}", last_user_text(&body))));
@@ -141,6 +161,7 @@ async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Respo
     let guard = DropCounter {
         counter: fake.dropped_streams.clone(),
         finished: false,
+        timing: Some((fake.inner.clone(), index)),
     };
     let stream = futures_util::stream::unfold(
         (events.into_iter(), delay, guard),
@@ -171,11 +192,16 @@ async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Respo
 struct DropCounter {
     counter: Arc<AtomicUsize>,
     finished: bool,
+    /// Where to note the end of the stream: the request's [`Timing`].
+    timing: Option<(Arc<Mutex<Inner>>, usize)>,
 }
 
 impl DropCounter {
     fn disarm(&mut self) {
         self.finished = true;
+        if let Some((inner, index)) = self.timing.take() {
+            inner.lock().unwrap().timings[index].finished = Some(Instant::now());
+        }
     }
 }
 

@@ -49,6 +49,10 @@ struct Inner {
     next_update_id: i64,
     next_message_id: i64,
     faults: Vec<(String, Fault)>,
+    /// Receivers of every call as it is recorded (see [`FakeTelegram::subscribe`]).
+    subscribers: Vec<tokio::sync::mpsc::UnboundedSender<Call>>,
+    /// When each `getUpdates` request arrived (calls are recorded when they are answered).
+    poll_arrivals: Vec<Instant>,
 }
 
 #[derive(Clone)]
@@ -254,6 +258,19 @@ impl FakeTelegram {
             .collect()
     }
 
+    /// Every call from now on, as it is recorded (for benchmarks that must not rescan
+    /// [`FakeTelegram::calls`]). A `getUpdates` call is recorded when it is answered.
+    pub fn subscribe(&self) -> tokio::sync::mpsc::UnboundedReceiver<Call> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.inner.lock().unwrap().subscribers.push(tx);
+        rx
+    }
+
+    /// When each `getUpdates` request arrived, in order.
+    pub fn poll_arrivals(&self) -> Vec<Instant> {
+        self.inner.lock().unwrap().poll_arrivals.clone()
+    }
+
     /// How many times an update id was served.
     pub fn times_served(&self, update_id: i64) -> usize {
         self.inner
@@ -267,6 +284,13 @@ impl FakeTelegram {
 }
 
 impl Inner {
+    /// Hand the last recorded call to the subscribers that are still listening.
+    fn publish_last(&mut self) {
+        if let Some(call) = self.calls.last() {
+            self.subscribers.retain(|s| s.send(call.clone()).is_ok());
+        }
+    }
+
     fn served_update(&self, update_id: i64) -> Option<Value> {
         self.calls
             .iter()
@@ -327,6 +351,7 @@ async fn handle(
         params: params.clone(),
         at: Instant::now(),
     });
+    inner.publish_last();
     if let Some((status, body)) = answer {
         return (status, Json(body));
     }
@@ -361,6 +386,11 @@ async fn handle(
 }
 
 async fn get_updates(fake: &FakeTelegram, params: Value) -> Json<Value> {
+    fake.inner
+        .lock()
+        .unwrap()
+        .poll_arrivals
+        .push(Instant::now());
     let offset = params["offset"].as_i64().unwrap_or(0);
     let timeout = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0).min(30));
     let deadline = tokio::time::Instant::now() + timeout;
@@ -386,6 +416,7 @@ async fn get_updates(fake: &FakeTelegram, params: Value) -> Json<Value> {
                     params: recorded,
                     at: Instant::now(),
                 });
+                inner.publish_last();
                 return ok(Value::Array(batch));
             }
         }

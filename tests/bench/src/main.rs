@@ -1,0 +1,453 @@
+//! `hermes-bench`: runs the release `hermes-gateway` binary against the testkit fakes on
+//! 127.0.0.1 (the LLM answers at once, the per-chat send budget is opened up) and measures
+//! it from outside: spawn → first poll, idle RSS, the sequential reply latency split into
+//! inbound / LLM / outbound, the tool round trip, closed loops of many chats, peak RSS, CPU
+//! per reply and SIGTERM → exit. Prints a table and one JSON object.
+//!
+//! This file owns the command line, the order of the phases and the output.
+
+mod phases;
+mod procfs;
+mod stats;
+mod world;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::procfs::mib;
+use crate::stats::round3;
+use crate::world::World;
+
+const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only] [--only LIST]
+
+  --daemon PATH  the hermes-gateway binary (default: the one next to this executable)
+  --quick        a small smoke run (10-20 chats, a few messages)
+  --json-only    print only the JSON object
+  --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops
+                 (for profiling one phase; the main daemon's start, idle and exit always run)";
+
+const PHASES: [&str; 4] = ["starts", "sequential", "tool", "loops"];
+
+struct Options {
+    daemon: PathBuf,
+    quick: bool,
+    json_only: bool,
+    /// Phases to run (all of [`PHASES`] unless `--only`).
+    phases: Vec<String>,
+}
+
+impl Options {
+    fn runs(&self, phase: &str) -> bool {
+        self.phases.iter().any(|p| p == phase)
+    }
+}
+
+/// How much each phase does.
+struct Sizes {
+    cold_starts: usize,
+    warmup: usize,
+    sequential: usize,
+    tool: usize,
+    loops: &'static [(usize, usize)],
+}
+
+const FULL: Sizes = Sizes {
+    cold_starts: 5,
+    warmup: 10,
+    sequential: 200,
+    tool: 20,
+    loops: &[(100, 3), (1000, 2)],
+};
+
+const QUICK: Sizes = Sizes {
+    cold_starts: 2,
+    warmup: 3,
+    sequential: 20,
+    tool: 3,
+    loops: &[(10, 3), (20, 2)],
+};
+
+fn parse_args() -> Result<Options, String> {
+    let mut daemon = None;
+    let mut quick = false;
+    let mut json_only = false;
+    let mut phases: Vec<String> = PHASES.iter().map(|p| p.to_string()).collect();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--daemon" => daemon = Some(PathBuf::from(args.next().ok_or("--daemon needs a path")?)),
+            "--quick" => quick = true,
+            "--json-only" => json_only = true,
+            "--only" => {
+                let list = args.next().ok_or("--only needs a list of phases")?;
+                phases = list.split(',').map(|p| p.trim().to_owned()).collect();
+                if let Some(bad) = phases.iter().find(|p| !PHASES.contains(&p.as_str())) {
+                    return Err(format!(
+                        "unknown phase {bad:?} (known: {})",
+                        PHASES.join(",")
+                    ));
+                }
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    let daemon = match daemon {
+        Some(d) => d,
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find this executable: {e}"))?
+            .with_file_name("hermes-gateway"),
+    };
+    Ok(Options {
+        daemon,
+        quick,
+        json_only,
+        phases,
+    })
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let options = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("hermes-bench: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if !options.daemon.is_file() {
+        eprintln!(
+            "hermes-bench: no daemon binary at {}\n\
+             run `cargo build --release` first (it builds hermes-gateway), or pass --daemon PATH",
+            options.daemon.display()
+        );
+        return ExitCode::from(2);
+    }
+    let report = run(&options).await;
+    if !options.json_only {
+        print_table(&report);
+        println!();
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).expect("JSON of JSON")
+    );
+    if report["errors"].as_array().is_some_and(|e| !e.is_empty()) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// A phase's figures, or `{"error": …}` with the error also listed in `errors`.
+fn record(errors: &mut Vec<String>, name: &str, result: Result<Value, String>) -> Value {
+    match result {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push(format!("{name}: {e}"));
+            json!({ "error": e })
+        }
+    }
+}
+
+async fn run(options: &Options) -> Value {
+    let sizes = if options.quick { &QUICK } else { &FULL };
+    let ticks = procfs::clock_ticks();
+    let (cpus, cpu, kernel) = procfs::machine();
+    let mut errors = Vec::new();
+    let mut report = json!({
+        "bench": "hermes-bench",
+        "mode": if options.quick { "quick" } else { "full" },
+        "daemon": options.daemon.display().to_string(),
+        "machine": { "cpus": cpus, "cpu": cpu, "kernel": kernel },
+        "clk_tck": ticks,
+    });
+
+    if options.runs("starts") {
+        let cold = phases::cold_starts(&options.daemon, sizes.cold_starts).await;
+        report["cold_starts"] = record(&mut errors, "cold starts", cold);
+    }
+
+    // One daemon for everything else, in this order.
+    let mut w = World::new().await;
+    let mut p = match w.spawn(&options.daemon) {
+        Ok(p) => p,
+        Err(e) => {
+            errors.push(format!("main daemon: {e}"));
+            report["errors"] = json!(errors);
+            w.remove();
+            return report;
+        }
+    };
+    let Some(first) = w.first_poll_after(p.started, Duration::from_secs(10)).await else {
+        errors.push(format!(
+            "main daemon: no getUpdates within 10 s; log:\n{}",
+            p.log_tail(20)
+        ));
+        report["errors"] = json!(errors);
+        drop(p);
+        w.remove();
+        return report;
+    };
+    report["spawn_to_first_poll_ms"] = json!(round3((first - p.started).as_secs_f64() * 1000.0));
+    let idle_cpu_before = procfs::cpu_time(p.pid, ticks);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle = procfs::memory(p.pid).unwrap_or_default();
+    let idle_cpu = match (idle_cpu_before, procfs::cpu_time(p.pid, ticks)) {
+        (Some(a), Some(b)) => json!(round3((b - a).as_secs_f64() * 1000.0)),
+        _ => Value::Null,
+    };
+    report["idle"] = json!({
+        "rss_mib": round3(mib(idle.rss_kib)),
+        "threads": idle.threads,
+        "cpu_ms_in_1s": idle_cpu,
+    });
+
+    if options.runs("sequential") {
+        let seq =
+            phases::sequential(&mut w, &p, 1_000_001, sizes.warmup, sizes.sequential, ticks).await;
+        report["sequential"] = record(&mut errors, "sequential", seq);
+    }
+
+    if options.runs("tool") {
+        let tool = phases::tool_round_trip(&mut w, &p, 1_500_001, sizes.tool).await;
+        report["tool"] = record(&mut errors, "tool round trip", tool);
+    }
+
+    let mut loops = Vec::new();
+    let (mut loop_cpu_ms, mut loop_replies) = (0.0, 0u64);
+    let loop_sizes = if options.runs("loops") {
+        sizes.loops
+    } else {
+        &[]
+    };
+    for (i, &(chats, per_chat)) in loop_sizes.iter().enumerate() {
+        let first_chat = 2_000_000 + 1_000_000 * i as i64;
+        let result = phases::closed_loop(&mut w, &p, first_chat, chats, per_chat, ticks).await;
+        if let Ok(figures) = &result {
+            loop_cpu_ms += figures["daemon_cpu_ms"].as_f64().unwrap_or(0.0);
+            loop_replies += figures["replied"].as_u64().unwrap_or(0);
+        }
+        loops.push(record(
+            &mut errors,
+            &format!("closed loop {chats} × {per_chat}"),
+            result,
+        ));
+    }
+    report["closed_loops"] = json!(loops);
+    report["cpu_ms_per_reply_closed_loops"] = if loop_replies > 0 {
+        json!(round3(loop_cpu_ms / loop_replies as f64))
+    } else {
+        Value::Null
+    };
+
+    let after = procfs::memory(p.pid).unwrap_or_default();
+    report["peak_rss_mib"] = json!(round3(mib(after.hwm_kib)));
+    report["rss_after_load_mib"] = json!(round3(mib(after.rss_kib)));
+    report["threads_after_load"] = json!(after.threads);
+
+    let exit = p.terminate(Duration::from_secs(15)).await.map(
+        |(took, code)| json!({ "ms": round3(took.as_secs_f64() * 1000.0), "exit_code": code }),
+    );
+    report["sigterm_to_exit"] = record(&mut errors, "SIGTERM", exit);
+    report["daemon_log_warnings"] = json!(p.log_problems());
+    if !errors.is_empty() {
+        eprintln!("daemon log (last 30 lines):\n{}", p.log_tail(30));
+    }
+    report["errors"] = json!(errors);
+    drop(p);
+    w.remove();
+    report
+}
+
+/// A number with `decimals`, or "—" when missing.
+fn num(v: &Value, decimals: usize) -> String {
+    v.as_f64()
+        .map_or_else(|| "—".to_owned(), |x| format!("{x:.decimals$}"))
+}
+
+fn print_table(r: &Value) {
+    let m = &r["machine"];
+    println!(
+        "hermes-bench ({} run) · {} × {} · Linux {}",
+        r["mode"].as_str().unwrap_or_default(),
+        m["cpus"],
+        m["cpu"].as_str().unwrap_or_default(),
+        m["kernel"].as_str().unwrap_or_default()
+    );
+    println!("daemon: {}", r["daemon"].as_str().unwrap_or_default());
+    println!();
+    let c = &r["cold_starts"];
+    let skipped = |v: &Value| v.is_null();
+    let row = |name: &str, value: String| println!("  {name:<38} {value}");
+    println!("start and memory");
+    if let Some(e) = c["error"].as_str() {
+        row("cold starts", format!("FAILED: {e}"));
+    } else if skipped(c) {
+        row(
+            "spawn → first getUpdates",
+            format!(
+                "main daemon {} ms (cold starts skipped)",
+                num(&r["spawn_to_first_poll_ms"], 1)
+            ),
+        );
+    } else {
+        let s = &c["spawn_to_first_poll_ms"];
+        row(
+            "spawn → first getUpdates",
+            format!(
+                "p50 {} ms ({} cold starts, {}–{}; main daemon {} ms)",
+                num(&s["p50"], 1),
+                c["runs"],
+                num(&s["min"], 1),
+                num(&s["max"], 1),
+                num(&r["spawn_to_first_poll_ms"], 1)
+            ),
+        );
+        row(
+            "SIGTERM → exit, idle",
+            format!("p50 {} ms", num(&c["idle_sigterm_to_exit_ms"]["p50"], 1)),
+        );
+    }
+    row(
+        "idle RSS (1 s after first poll)",
+        format!(
+            "{} MiB, {} threads, {} ms CPU in that second",
+            num(&r["idle"]["rss_mib"], 1),
+            r["idle"]["threads"],
+            num(&r["idle"]["cpu_ms_in_1s"], 0)
+        ),
+    );
+
+    let s = &r["sequential"];
+    println!();
+    if let Some(e) = s["error"].as_str() {
+        println!("sequential replies: FAILED: {e}");
+    } else if skipped(s) {
+        println!("sequential replies: skipped");
+    } else {
+        println!(
+            "sequential replies ({} in one chat after {} warm-up)   p50 ms    p99 ms",
+            s["total_ms"]["n"], s["warmup"]
+        );
+        for (name, key) in [
+            ("total: update available → sendMessage", "total_ms"),
+            ("  poll: available → served", "poll_ms"),
+            ("  inbound: served → LLM request", "inbound_ms"),
+            ("  LLM: request → stream end", "llm_ms"),
+            ("  outbound: stream end → sendMessage", "outbound_ms"),
+        ] {
+            println!(
+                "  {name:<40} {:>8} {:>9}",
+                num(&s[key]["p50"], 2),
+                num(&s[key]["p99"], 2)
+            );
+        }
+        row(
+            "CPU per reply (1st half, 2nd half)",
+            format!(
+                "{} ms ({}, {})",
+                num(&s["cpu_ms_per_reply"], 2),
+                num(&s["cpu_ms_per_reply_halves"][0], 2),
+                num(&s["cpu_ms_per_reply_halves"][1], 2)
+            ),
+        );
+    }
+
+    let t = &r["tool"];
+    println!();
+    if let Some(e) = t["error"].as_str() {
+        println!("tool round trip: FAILED: {e}");
+    } else if skipped(t) {
+        println!("tool round trip: skipped");
+    } else {
+        println!(
+            "tool round trip (terminal `echo hi`, n={})           p50 ms    p99 ms",
+            t["round_trip_ms"]["n"]
+        );
+        for (name, key) in [
+            ("message → reply", "round_trip_ms"),
+            ("tool step: stream end → next request", "tool_step_ms"),
+        ] {
+            println!(
+                "  {name:<40} {:>8} {:>9}",
+                num(&t[key]["p50"], 2),
+                num(&t[key]["p99"], 2)
+            );
+        }
+    }
+
+    println!();
+    println!("closed loops (next message when the reply arrives)");
+    println!(
+        "  {:<12} {:>9} {:>6} {:>8} {:>7} {:>8} {:>8} {:>10} {:>10}",
+        "chats × msgs",
+        "replies/s",
+        "lost",
+        "doubled",
+        "unsent",
+        "p50 ms",
+        "p99 ms",
+        "CPU ms/rep",
+        "bench CPU"
+    );
+    for l in r["closed_loops"].as_array().into_iter().flatten() {
+        if let Some(e) = l["error"].as_str() {
+            println!("  FAILED: {e}");
+            continue;
+        }
+        println!(
+            "  {:<12} {:>9} {:>6} {:>8} {:>7} {:>8} {:>8} {:>10} {:>8} ms",
+            format!("{} × {}", l["chats"], l["per_chat"]),
+            num(&l["replies_per_s"], 0),
+            l["lost"].to_string(),
+            l["doubled"].to_string(),
+            l["unsent"].to_string(),
+            num(&l["latency_ms"]["p50"], 1),
+            num(&l["latency_ms"]["p99"], 1),
+            num(&l["cpu_ms_per_reply"], 2),
+            num(&l["bench_cpu_ms"], 0)
+        );
+    }
+    row(
+        "CPU per reply over the closed loops",
+        format!("{} ms", num(&r["cpu_ms_per_reply_closed_loops"], 2)),
+    );
+
+    println!();
+    println!("end");
+    row(
+        "peak RSS (VmHWM)",
+        format!("{} MiB", num(&r["peak_rss_mib"], 1)),
+    );
+    row(
+        "RSS after load",
+        format!(
+            "{} MiB, {} threads",
+            num(&r["rss_after_load_mib"], 1),
+            r["threads_after_load"]
+        ),
+    );
+    let e = &r["sigterm_to_exit"];
+    if let Some(err) = e["error"].as_str() {
+        row("SIGTERM → exit after load", format!("FAILED: {err}"));
+    } else {
+        row(
+            "SIGTERM → exit after load",
+            format!("{} ms (exit code {})", num(&e["ms"], 1), e["exit_code"]),
+        );
+    }
+    row(
+        "daemon log lines at WARN/ERROR",
+        r["daemon_log_warnings"].to_string(),
+    );
+    for err in r["errors"].as_array().into_iter().flatten() {
+        println!("ERROR {}", err.as_str().unwrap_or_default());
+    }
+}
