@@ -1,5 +1,5 @@
-//! One chat's lane: claims the chat's outbox rows one at a time, in order, and sends each
-//! through the chat's budget until it is sent or has failed for good. `retry_after` holds
+//! One chat's lane: claims the chat's pending outbox rows and sends them one at a time, in
+//! order, each through the chat's budget until it is sent or has failed for good. `retry_after` holds
 //! back the chat or the whole bot (as the platform scoped it), transient failures back off,
 //! a rejected markup falls back to plain text, and an edit whose message cannot be edited
 //! goes out as a new message. A revoked token leaves the row queued for after the fix.
@@ -48,16 +48,23 @@ impl Lane {
             // Take the wake-up we were started or woken with before reading the outbox.
             let _ = self.notify.notified().now_or_never();
             while !inner.shutdown.is_cancelled() {
-                let row = match inner.store.outbox_claim_next(&self.chat).await {
-                    Ok(Some(row)) => row,
-                    Ok(None) => break,
+                let rows = match inner.store.outbox_claim(&self.chat).await {
+                    Ok(rows) if rows.is_empty() => break,
+                    Ok(rows) => rows,
                     Err(e) => {
                         tracing::error!(error = %e, "delivery: cannot read the outbox");
                         break;
                     }
                 };
-                if let Sent::Stop = self.deliver(&sender, row).await {
-                    break 'lane;
+                let mut rows = rows.into_iter();
+                while let Some(row) = rows.next() {
+                    if let Sent::Stop = self.deliver(&sender, row).await {
+                        // The rest of the batch goes back in the queue too.
+                        for row in rows {
+                            self.release(&row).await;
+                        }
+                        break 'lane;
+                    }
                 }
             }
             tokio::select! {
@@ -120,7 +127,9 @@ impl Lane {
                 _ = inner.shutdown.cancelled() => return self.release(&row).await,
                 _ = self.delivery.wait_budget(&row.chat) => {}
             }
-            if !std::mem::take(&mut first) {
+            // A prompt (a row with choices) may have been settled since the batch was
+            // claimed, and any row since its last attempt: send what it says now.
+            if !std::mem::take(&mut first) || !row.choices.is_empty() {
                 self.refresh(&row, &mut action, plain_only).await;
             }
             let error = match sender.send(action.clone()).await {

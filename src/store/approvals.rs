@@ -35,10 +35,10 @@ impl Store {
         let (key, chat, command) = (session_key.to_owned(), chat.clone(), command.to_owned());
         let keys = pattern_keys.join(",");
         self.call(move |conn| {
-            conn.execute(
-                "INSERT INTO approvals (session_key, platform, account, chat_id, thread_id, chat_kind, command,
+            conn.prepare_cached("INSERT INTO approvals (session_key, platform, account, chat_id, thread_id, chat_kind, command,
                     pattern_keys, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?
+.execute(
                 params![key, chat.platform.as_str(), chat.account, chat.chat_id, chat.thread_id, chat.kind.as_str(), command, keys, now_ms()],
             )?;
             Ok(conn.last_insert_rowid())
@@ -48,10 +48,8 @@ impl Store {
 
     pub async fn approval_set_prompt(&self, id: i64, outbox_id: i64) -> Result<(), StoreError> {
         self.call(move |conn| {
-            conn.execute(
-                "UPDATE approvals SET prompt_outbox_id = ?1 WHERE id = ?2",
-                params![outbox_id, id],
-            )?;
+            conn.prepare_cached("UPDATE approvals SET prompt_outbox_id = ?1 WHERE id = ?2")?
+                .execute(params![outbox_id, id])?;
             Ok(())
         })
         .await
@@ -67,8 +65,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let state = state.to_owned();
         self.call(move |conn| {
-            conn.execute(
-                "UPDATE approvals SET state = ?1, decided_by = ?2, decided_at = ?3 WHERE id = ?4 AND state = 'pending'",
+            conn.prepare_cached("UPDATE approvals SET state = ?1, decided_by = ?2, decided_at = ?3 WHERE id = ?4 AND state = 'pending'")?
+.execute(
                 params![state, decided_by, now_ms(), id],
             )?;
             Ok(())
@@ -80,9 +78,8 @@ impl Store {
     pub async fn approval_state(&self, id: i64) -> Result<Option<String>, StoreError> {
         self.call(move |conn| {
             Ok(conn
-                .query_row("SELECT state FROM approvals WHERE id = ?1", [id], |r| {
-                    r.get(0)
-                })
+                .prepare_cached("SELECT state FROM approvals WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))
                 .optional()?)
         })
         .await
@@ -91,7 +88,7 @@ impl Store {
     pub async fn approvals_pending(&self) -> Result<Vec<PendingApproval>, StoreError> {
         self.call(|conn| {
             let mut stmt =
-                conn.prepare("SELECT * FROM approvals WHERE state = 'pending' ORDER BY id")?;
+                conn.prepare_cached("SELECT * FROM approvals WHERE state = 'pending' ORDER BY id")?;
             let rows = stmt.query_map([], |r| {
                 Ok(match chat_from_row(r)? {
                     Ok(chat) => Ok(PendingApproval {
@@ -114,11 +111,8 @@ impl Store {
         self.call(move |conn| {
             for key in &keys {
                 let found = conn
-                    .query_row(
-                        "SELECT 1 FROM approval_allowlist WHERE pattern_key = ?1",
-                        [key],
-                        |_| Ok(()),
-                    )
+                    .prepare_cached("SELECT 1 FROM approval_allowlist WHERE pattern_key = ?1")?
+                    .query_row([key], |_| Ok(()))
                     .optional()?;
                 if found.is_none() {
                     return Ok(false);
@@ -143,9 +137,9 @@ impl Store {
             added_by.to_owned(),
         );
         self.call(move |conn| {
-            conn.execute(
-                "INSERT OR REPLACE INTO approval_allowlist (pattern_key, description, example, added_by, added_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            conn.prepare_cached("INSERT OR REPLACE INTO approval_allowlist (pattern_key, description, example, added_by, added_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)")?
+.execute(
                 params![key, description, example, added_by, now_ms()],
             )?;
             Ok(())
@@ -155,7 +149,7 @@ impl Store {
 
     pub async fn allowlist_list(&self) -> Result<Vec<AllowlistEntry>, StoreError> {
         self.call(|conn| {
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT pattern_key, description, example, added_by FROM approval_allowlist ORDER BY added_at",
             )?;
             let rows = stmt.query_map([], |r| {
@@ -169,10 +163,10 @@ impl Store {
     pub async fn allowlist_remove(&self, key: &str) -> Result<bool, StoreError> {
         let key = key.to_owned();
         self.call(move |conn| {
-            Ok(conn.execute(
-                "DELETE FROM approval_allowlist WHERE pattern_key = ?1",
-                [key],
-            )? > 0)
+            Ok(conn
+                .prepare_cached("DELETE FROM approval_allowlist WHERE pattern_key = ?1")?
+                .execute([key])?
+                > 0)
         })
         .await
     }

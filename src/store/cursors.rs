@@ -9,11 +9,8 @@ impl Store {
         let platform = platform.to_owned();
         self.call(move |conn| {
             Ok(conn
-                .query_row(
-                    "SELECT value FROM cursors WHERE platform = ?1",
-                    [platform],
-                    |r| r.get(0),
-                )
+                .prepare_cached("SELECT value FROM cursors WHERE platform = ?1")?
+                .query_row([platform], |r| r.get(0))
                 .optional()?)
         })
         .await
@@ -22,11 +19,11 @@ impl Store {
     pub async fn save_cursor(&self, platform: &str, value: String) -> Result<(), StoreError> {
         let platform = platform.to_owned();
         self.call(move |conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "INSERT INTO cursors (platform, value) VALUES (?1, ?2)
                  ON CONFLICT(platform) DO UPDATE SET value = excluded.value",
-                [platform, value],
-            )?;
+            )?
+            .execute([platform, value])?;
             Ok(())
         })
         .await

@@ -65,14 +65,16 @@ impl Store {
                 }
                 InboundKind::Wakeup(w) => ("wakeup", None, Some(w.text.as_str())),
             };
-            let inserted = conn.execute(
-                "INSERT INTO inbox (event_id, platform, account, chat_id, thread_id, chat_kind,
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO inbox (event_id, platform, account, chat_id, thread_id, chat_kind,
                     user_id, user_name, username, is_bot, kind, message_id, text, payload, state,
                     received_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'received',
                     ?15, ?15)
                  ON CONFLICT(event_id) DO NOTHING",
-                params![
+                )?
+                .execute(params![
                     event.event_id,
                     event.chat.platform.as_str(),
                     event.chat.account,
@@ -88,8 +90,7 @@ impl Store {
                     text,
                     payload,
                     now,
-                ],
-            )?;
+                ])?;
             Ok((inserted == 1).then(|| conn.last_insert_rowid()))
         })
         .await
@@ -116,7 +117,7 @@ impl Store {
     pub async fn inbox_unfinished(&self) -> Result<Vec<InboxRow>, StoreError> {
         self.call(|conn| {
             let mut stmt =
-                conn.prepare("SELECT * FROM inbox WHERE state = 'received' ORDER BY id")?;
+                conn.prepare_cached("SELECT * FROM inbox WHERE state = 'received' ORDER BY id")?;
             let rows = stmt.query_map([], row_to_inbox)?;
             collect_checked(rows)
         })
@@ -130,11 +131,8 @@ impl Store {
         self.call(move |conn| {
             use rusqlite::OptionalExtension;
             Ok(conn
-                .query_row(
-                    "SELECT state FROM inbox WHERE event_id = ?1",
-                    [event_id],
-                    |r| r.get(0),
-                )
+                .prepare_cached("SELECT state FROM inbox WHERE event_id = ?1")?
+                .query_row([event_id], |r| r.get(0))
                 .optional()?)
         })
         .await
@@ -149,10 +147,10 @@ pub(super) fn finish_in(
     outcome: &str,
 ) -> Result<(), StoreError> {
     for id in ids {
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE inbox SET state = ?1, outcome = ?2, updated_at = ?3 WHERE id = ?4",
-            params![state.as_str(), outcome, now_ms(), id],
-        )?;
+        )?
+        .execute(params![state.as_str(), outcome, now_ms(), id])?;
     }
     Ok(())
 }

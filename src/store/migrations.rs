@@ -1,5 +1,5 @@
-//! Versioned schema migrations. Each entry runs once, in order, inside a transaction; the
-//! version reached is kept in `schema_version`.
+//! Versioned schema migrations. Each entry runs once, in order; the steps pending at a start
+//! run in one transaction, and the version reached is kept in `schema_version`.
 
 use rusqlite::Connection;
 
@@ -200,16 +200,18 @@ pub fn apply(conn: &mut Connection) -> Result<(), StoreError> {
             known,
         });
     }
-    for (index, step) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        let tx = conn.transaction()?;
-        tx.execute_batch(step)?;
-        tx.execute("DELETE FROM schema_version", [])?;
-        tx.execute(
-            "INSERT INTO schema_version (version) VALUES (?1)",
-            [index as i64 + 1],
-        )?;
-        tx.commit()?;
+    if current == known {
+        return Ok(());
     }
+    // Every pending step in one transaction: an upgrade lands whole or not at all, and a
+    // new database is created with one commit instead of one per step.
+    let tx = conn.transaction()?;
+    for step in &MIGRATIONS[current as usize..] {
+        tx.execute_batch(step)?;
+    }
+    tx.execute("DELETE FROM schema_version", [])?;
+    tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [known])?;
+    tx.commit()?;
     Ok(())
 }
 
@@ -241,6 +243,37 @@ mod tests {
             )
             .unwrap();
         assert_eq!(hits, 1);
+    }
+
+    #[tokio::test]
+    async fn a_database_of_the_first_shape_upgrades_and_its_open_work_still_reads() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for step in &MIGRATIONS[..3] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.execute_batch(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL);
+             INSERT INTO schema_version VALUES (3);
+             INSERT INTO inbox (event_id, platform, chat_id, chat_kind, user_id, user_name, kind,
+                 message_id, press_id, button_data, state, received_at, updated_at)
+             VALUES ('telegram:7', 'telegram', '42', 'dm', '7', 'Ada', 'button', '100', 'cbq',
+                 'appr:1:o', 'received', 0, 0);
+             INSERT INTO outbox (platform, chat_id, chat_kind, plain, buttons, created_at)
+             VALUES ('telegram', '42', 'dm', 'prompt', '[[\"Deny\",\"appr:1:d\"]]', 0);",
+        )
+        .unwrap();
+        apply(&mut conn).unwrap();
+        let store = crate::store::Store::spawn(conn);
+        let open = store.inbox_unfinished().await.unwrap();
+        assert_eq!(open.len(), 1);
+        let hermes_adapter::InboundKind::Press(press) = &open[0].event.kind else {
+            panic!("{:?}", open[0].event.kind);
+        };
+        assert_eq!(press.choice_id, "appr:1:o");
+        assert_eq!(open[0].event.author.display_name, "Ada");
+        let chat = open[0].event.chat.clone();
+        let rows = store.outbox_claim(&chat).await.unwrap();
+        assert_eq!(rows[0].choices[0].id, "appr:1:d");
     }
 
     #[test]

@@ -44,21 +44,22 @@ impl Store {
         .await
     }
 
-    /// Claim the oldest pending row of a chat for sending (`pending` → `sending`).
-    pub async fn outbox_claim_next(&self, chat: &ChatRef) -> Result<Option<OutboxRow>, StoreError> {
+    /// Claim every pending row of a chat for sending (`pending` → `sending`), oldest first.
+    pub async fn outbox_claim(&self, chat: &ChatRef) -> Result<Vec<OutboxRow>, StoreError> {
         let chat = chat.clone();
         self.call(move |conn| {
-            let row = conn
-                .query_row(
-                    "UPDATE outbox SET state = 'sending' WHERE id = (
-                        SELECT id FROM outbox WHERE state = 'pending' AND platform = ?1
-                            AND chat_id = ?2 AND account IS ?3 ORDER BY id LIMIT 1)
-                     RETURNING *",
-                    params![chat.platform.as_str(), chat.chat_id, chat.account],
-                    row_to_outbox,
-                )
-                .optional()?;
-            row.transpose().map_err(StoreError::Invalid)
+            let mut stmt = conn.prepare_cached(
+                "UPDATE outbox SET state = 'sending'
+                 WHERE state = 'pending' AND platform = ?1 AND chat_id = ?2 AND account IS ?3
+                 RETURNING *",
+            )?;
+            let rows = stmt.query_map(
+                params![chat.platform.as_str(), chat.chat_id, chat.account],
+                row_to_outbox,
+            )?;
+            let mut rows = collect_checked(rows)?;
+            rows.sort_by_key(|r| r.id);
+            Ok(rows)
         })
         .await
     }
@@ -66,10 +67,10 @@ impl Store {
     /// Put a claimed row back in the queue (the platform is unreachable for now).
     pub async fn outbox_release(&self, id: i64) -> Result<(), StoreError> {
         self.call(move |conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "UPDATE outbox SET state = 'pending' WHERE id = ?1 AND state = 'sending'",
-                [id],
-            )?;
+            )?
+            .execute([id])?;
             Ok(())
         })
         .await
@@ -78,10 +79,9 @@ impl Store {
     /// Startup: rows a crash caught mid-send go back in the queue; returns how many.
     pub async fn outbox_requeue_interrupted(&self) -> Result<usize, StoreError> {
         self.call(|conn| {
-            Ok(conn.execute(
-                "UPDATE outbox SET state = 'pending' WHERE state = 'sending'",
-                [],
-            )?)
+            Ok(conn
+                .prepare_cached("UPDATE outbox SET state = 'pending' WHERE state = 'sending'")?
+                .execute([])?)
         })
         .await
     }
@@ -95,7 +95,7 @@ impl Store {
     ) -> Result<Vec<OutboxRow>, StoreError> {
         let chat_id = chat_id.to_owned();
         self.call(move |conn| {
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT * FROM outbox WHERE state = 'pending' AND platform = ?1 AND chat_id = ?2
                  ORDER BY id",
             )?;
@@ -108,7 +108,7 @@ impl Store {
     /// Every chat that has pending messages (what delivery picks up at start and on sweeps).
     pub async fn outbox_pending_chats(&self) -> Result<Vec<ChatRef>, StoreError> {
         self.call(|conn| {
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT platform, account, chat_id, thread_id, chat_kind FROM outbox
                  WHERE state = 'pending' GROUP BY platform, account, chat_id ORDER BY MIN(id)",
             )?;
@@ -125,12 +125,12 @@ impl Store {
         platform_message_id: Option<String>,
     ) -> Result<(), StoreError> {
         self.call(move |conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "UPDATE outbox SET state = 'sent', platform_message_id = ?1, sent_at = ?2,
                     attempts = attempts + 1
                  WHERE id = ?3",
-                params![platform_message_id, now_ms(), id],
-            )?;
+            )?
+            .execute(params![platform_message_id, now_ms(), id])?;
             Ok(())
         })
         .await
@@ -144,12 +144,12 @@ impl Store {
         give_up: bool,
     ) -> Result<(), StoreError> {
         self.call(move |conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ?1,
                     state = CASE WHEN ?2 THEN 'failed' ELSE state END
                  WHERE id = ?3",
-                params![error, give_up, id],
-            )?;
+            )?
+            .execute(params![error, give_up, id])?;
             Ok(())
         })
         .await
@@ -169,7 +169,8 @@ impl Store {
         self.call(move |conn| {
             let tx = conn.transaction()?;
             let row = tx
-                .query_row("SELECT * FROM outbox WHERE id = ?1", [id], |r| {
+                .prepare_cached("SELECT * FROM outbox WHERE id = ?1")?
+                .query_row([id], |r| {
                     Ok((row_to_outbox(r)?, r.get::<_, String>("state")?))
                 })
                 .optional()?;
@@ -179,10 +180,10 @@ impl Store {
             let row = row.map_err(StoreError::Invalid)?;
             let body = rewrite(&row.chat, &row.body.plain);
             let rewrite_in_place = |tx: &rusqlite::Transaction<'_>| {
-                tx.execute(
+                tx.prepare_cached(
                     "UPDATE outbox SET markup = ?1, plain = ?2, choices = NULL WHERE id = ?3",
-                    params![body.markup, body.plain, id],
-                )
+                )?
+                .execute(params![body.markup, body.plain, id])
             };
             match state.as_str() {
                 "pending" => {
@@ -214,7 +215,8 @@ impl Store {
     ) -> Result<Option<(MessageBody, Vec<Choice>)>, StoreError> {
         self.call(move |conn| {
             let row = conn
-                .query_row("SELECT * FROM outbox WHERE id = ?1", [id], row_to_outbox)
+                .prepare_cached("SELECT * FROM outbox WHERE id = ?1")?
+                .query_row([id], row_to_outbox)
                 .optional()?;
             let row = row.transpose().map_err(StoreError::Invalid)?;
             Ok(row.map(|r| (r.body, r.choices)))
@@ -226,11 +228,8 @@ impl Store {
     pub async fn outbox_platform_id(&self, id: i64) -> Result<Option<String>, StoreError> {
         self.call(move |conn| {
             Ok(conn
-                .query_row(
-                    "SELECT platform_message_id FROM outbox WHERE id = ?1",
-                    [id],
-                    |r| r.get(0),
-                )
+                .prepare_cached("SELECT platform_message_id FROM outbox WHERE id = ?1")?
+                .query_row([id], |r| r.get(0))
                 .optional()?
                 .flatten())
         })
@@ -250,16 +249,18 @@ impl Store {
                 DeliveryStatus::Failed(why) => Some(why.clone()),
                 _ => None,
             };
-            Ok(conn.execute(
-                "UPDATE outbox SET delivery_status = ?1, delivery_detail = ?2
+            Ok(conn
+                .prepare_cached(
+                    "UPDATE outbox SET delivery_status = ?1, delivery_detail = ?2
                  WHERE platform = ?3 AND platform_message_id = ?4",
-                params![
+                )?
+                .execute(params![
                     status.as_str(),
                     detail,
                     platform.as_str(),
                     platform_message_id
-                ],
-            )? > 0)
+                ])?
+                > 0)
         })
         .await
     }
@@ -296,25 +297,25 @@ fn insert_in(
         .then(|| serde_json::to_string(choices))
         .transpose()
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO outbox (platform, account, chat_id, thread_id, chat_kind, reply_to, markup,
             plain, choices, action, edit_of, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        params![
-            chat.platform.as_str(),
-            chat.account,
-            chat.chat_id,
-            chat.thread_id,
-            chat.kind.as_str(),
-            reply_to,
-            body.markup,
-            body.plain,
-            choices,
-            if edit_of.is_some() { "edit" } else { "message" },
-            edit_of,
-            now_ms(),
-        ],
-    )?;
+    )?
+    .execute(params![
+        chat.platform.as_str(),
+        chat.account,
+        chat.chat_id,
+        chat.thread_id,
+        chat.kind.as_str(),
+        reply_to,
+        body.markup,
+        body.plain,
+        choices,
+        if edit_of.is_some() { "edit" } else { "message" },
+        edit_of,
+        now_ms(),
+    ])?;
     Ok(tx.last_insert_rowid())
 }
 
@@ -400,20 +401,23 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         let ids = store.outbox_enqueue(rows(&["one", "two"])).await.unwrap();
         assert_eq!(store.outbox_pending_chats().await.unwrap(), vec![chat()]);
-        let first = store.outbox_claim_next(&chat()).await.unwrap().unwrap();
-        assert_eq!((first.id, first.body.plain.as_str()), (ids[0], "one"));
-        assert_eq!(first.choices, vec![deny()]);
+        let claimed = store.outbox_claim(&chat()).await.unwrap();
+        assert_eq!(claimed.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
+        assert_eq!(claimed[0].body.plain, "one");
+        assert_eq!(claimed[0].choices, vec![deny()]);
+        assert!(
+            store.outbox_claim(&chat()).await.unwrap().is_empty(),
+            "claimed once"
+        );
         store
             .outbox_mark_sent(ids[0], Some("m1".into()))
             .await
             .unwrap();
-        let second = store.outbox_claim_next(&chat()).await.unwrap().unwrap();
-        assert_eq!(second.id, ids[1]);
-        assert!(store.outbox_claim_next(&chat()).await.unwrap().is_none());
         // A crash mid-send: the claimed row is queued again at the next start.
         assert_eq!(store.outbox_requeue_interrupted().await.unwrap(), 1);
-        let again = store.outbox_claim_next(&chat()).await.unwrap().unwrap();
-        assert_eq!(again.id, ids[1]);
+        let again = store.outbox_claim(&chat()).await.unwrap();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].id, ids[1]);
         store
             .outbox_mark_attempt(ids[1], "boom".into(), true)
             .await
@@ -432,11 +436,13 @@ mod tests {
             .outbox_enqueue(rows(&["first", "second"]))
             .await
             .unwrap();
-        let sent = store.outbox_claim_next(&chat()).await.unwrap().unwrap();
+        let claimed = store.outbox_claim(&chat()).await.unwrap();
         store
-            .outbox_mark_sent(sent.id, Some("m7".into()))
+            .outbox_mark_sent(claimed[0].id, Some("m7".into()))
             .await
             .unwrap();
+        // Only the first went out; the second goes back to the queue.
+        store.outbox_requeue_interrupted().await.unwrap();
 
         // The first row was claimed and sent; settle it: an edit row follows.
         store
@@ -466,6 +472,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn settling_a_prompt_being_sent_rewrites_it_for_its_next_attempt_and_edits_after() {
+        let store = Store::open_in_memory().unwrap();
+        let ids = store.outbox_enqueue(rows(&["prompt"])).await.unwrap();
+        let claimed = store.outbox_claim(&chat()).await.unwrap();
+        assert_eq!(claimed[0].choices, vec![deny()]);
+        store
+            .outbox_settle(ids[0], |_, md| {
+                MessageBody::plain(format!("{md} — allowed"))
+            })
+            .await
+            .unwrap();
+        let (body, choices) = store.outbox_content(ids[0]).await.unwrap().unwrap();
+        assert_eq!(body.plain, "prompt — allowed");
+        assert!(choices.is_empty(), "a retry goes out decided");
+        let edit = store.outbox_claim(&chat()).await.unwrap();
+        assert_eq!(edit.len(), 1);
+        assert_eq!(
+            edit[0].edit_of,
+            Some(ids[0]),
+            "and an attempt already on its way is corrected"
+        );
+    }
+
+    #[tokio::test]
     async fn delivery_reports_land_on_the_row_with_that_platform_id() {
         let store = Store::open_in_memory().unwrap();
         let ids = store.outbox_enqueue(rows(&["hi"])).await.unwrap();
@@ -489,11 +519,10 @@ mod tests {
         assert!(!unknown);
         let status: String = store
             .call(move |c| {
-                Ok(c.query_row(
-                    "SELECT delivery_status FROM outbox WHERE id = ?1",
-                    [ids[0]],
-                    |r| r.get(0),
-                )?)
+                Ok(
+                    c.prepare_cached("SELECT delivery_status FROM outbox WHERE id = ?1")?
+                        .query_row([ids[0]], |r| r.get(0))?,
+                )
             })
             .await
             .unwrap();

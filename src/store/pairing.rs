@@ -76,18 +76,19 @@ impl Store {
         self.call(move |conn| {
             let now = now_ms();
             let tx = conn.transaction()?;
-            tx.execute("DELETE FROM pairing_requests WHERE expires_at <= ?1", [now])?;
+            tx.prepare_cached("DELETE FROM pairing_requests WHERE expires_at <= ?1")?
+.execute( [now])?;
             let existing: Option<(String, i64)> = tx
-                .query_row(
-                    "SELECT code, reminded_at FROM pairing_requests WHERE platform = ?1 AND user_id = ?2",
+                .prepare_cached("SELECT code, reminded_at FROM pairing_requests WHERE platform = ?1 AND user_id = ?2")?
+.query_row(
                     params![platform, user_id],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
             let outcome = if let Some((code, reminded_at)) = existing {
                 if now - reminded_at >= REMIND_EVERY_MS {
-                    tx.execute(
-                        "UPDATE pairing_requests SET reminded_at = ?1 WHERE platform = ?2 AND code = ?3",
+                    tx.prepare_cached("UPDATE pairing_requests SET reminded_at = ?1 WHERE platform = ?2 AND code = ?3")?
+.execute(
                         params![now, platform, code],
                     )?;
                     PairingRequestOutcome::Remind(code)
@@ -95,8 +96,8 @@ impl Store {
                     PairingRequestOutcome::AlreadyReminded
                 }
             } else {
-                let pending: i64 = tx.query_row(
-                    "SELECT count(*) FROM pairing_requests WHERE platform = ?1",
+                let pending: i64 = tx.prepare_cached("SELECT count(*) FROM pairing_requests WHERE platform = ?1")?
+.query_row(
                     [&platform],
                     |r| r.get(0),
                 )?;
@@ -104,10 +105,10 @@ impl Store {
                     PairingRequestOutcome::TooMany
                 } else {
                     let code = new_code();
-                    tx.execute(
-                        "INSERT INTO pairing_requests (platform, code, user_id, user_name, chat_id,
+                    tx.prepare_cached("INSERT INTO pairing_requests (platform, code, user_id, user_name, chat_id,
                             created_at, expires_at, reminded_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6)",
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6)")?
+.execute(
                         params![platform, code, user_id, user_name, chat_id, now, now + CODE_TTL_MS],
                     )?;
                     PairingRequestOutcome::Issued(code)
@@ -128,11 +129,8 @@ impl Store {
         let (platform, user_id) = (platform.to_owned(), user_id.to_owned());
         self.call(move |conn| {
             Ok(conn
-                .query_row(
-                    "SELECT 1 FROM paired_users WHERE platform = ?1 AND user_id = ?2",
-                    params![platform, user_id],
-                    |_| Ok(()),
-                )
+                .prepare_cached("SELECT 1 FROM paired_users WHERE platform = ?1 AND user_id = ?2")?
+                .query_row(params![platform, user_id], |_| Ok(()))
                 .optional()?
                 .is_some())
         })
@@ -149,8 +147,8 @@ impl Store {
         self.call(move |conn| {
                 let now = now_ms();
                 let tx = conn.transaction()?;
-                let failures: i64 = tx.query_row(
-                    "SELECT count(*) FROM pairing_failures WHERE platform = ?1 AND at > ?2",
+                let failures: i64 = tx.prepare_cached("SELECT count(*) FROM pairing_failures WHERE platform = ?1 AND at > ?2")?
+.query_row(
                     params![platform, now - LOCKOUT_MS],
                     |r| r.get(0),
                 )?;
@@ -158,29 +156,29 @@ impl Store {
                     return Ok(Err(PairingError::LockedOut(platform)));
                 }
                 let found: Option<PairingApproval> = tx
-                    .query_row(
-                        "SELECT user_id, user_name, chat_id FROM pairing_requests
-                         WHERE platform = ?1 AND code = ?2 AND expires_at > ?3",
+                    .prepare_cached("SELECT user_id, user_name, chat_id FROM pairing_requests
+                         WHERE platform = ?1 AND code = ?2 AND expires_at > ?3")?
+.query_row(
                         params![platform, code, now],
                         |r| Ok(PairingApproval { user_id: r.get(0)?, user_name: r.get(1)?, chat_id: r.get(2)? }),
                     )
                     .optional()?;
                 let outcome = match found {
                     Some(approval) => {
-                        tx.execute(
-                            "INSERT OR REPLACE INTO paired_users (platform, user_id, user_name, approved_at)
-                             VALUES (?1, ?2, ?3, ?4)",
+                        tx.prepare_cached("INSERT OR REPLACE INTO paired_users (platform, user_id, user_name, approved_at)
+                             VALUES (?1, ?2, ?3, ?4)")?
+.execute(
                             params![platform, approval.user_id, approval.user_name, now],
                         )?;
-                        tx.execute(
-                            "DELETE FROM pairing_requests WHERE platform = ?1 AND user_id = ?2",
+                        tx.prepare_cached("DELETE FROM pairing_requests WHERE platform = ?1 AND user_id = ?2")?
+.execute(
                             params![platform, approval.user_id],
                         )?;
                         Ok(approval)
                     }
                     None => {
-                        tx.execute(
-                            "INSERT INTO pairing_failures (platform, at) VALUES (?1, ?2)",
+                        tx.prepare_cached("INSERT INTO pairing_failures (platform, at) VALUES (?1, ?2)")?
+.execute(
                             params![platform, now],
                         )?;
                         Err(PairingError::UnknownCode(code))
@@ -196,10 +194,10 @@ impl Store {
     pub async fn pairing_revoke(&self, platform: &str, user_id: &str) -> Result<bool, StoreError> {
         let (platform, user_id) = (platform.to_owned(), user_id.to_owned());
         self.call(move |conn| {
-            Ok(conn.execute(
-                "DELETE FROM paired_users WHERE platform = ?1 AND user_id = ?2",
-                params![platform, user_id],
-            )? > 0)
+            Ok(conn
+                .prepare_cached("DELETE FROM paired_users WHERE platform = ?1 AND user_id = ?2")?
+                .execute(params![platform, user_id])?
+                > 0)
         })
         .await
     }
@@ -210,7 +208,7 @@ impl Store {
     ) -> Result<(Vec<PairingRequest>, Vec<(String, String, String)>), StoreError> {
         self.call(|conn| {
             let now = now_ms();
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT platform, code, user_id, user_name, expires_at FROM pairing_requests
                  WHERE expires_at > ?1 ORDER BY created_at",
             )?;
@@ -225,7 +223,7 @@ impl Store {
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT platform, user_id, user_name FROM paired_users ORDER BY approved_at",
             )?;
             let approved = stmt

@@ -26,24 +26,24 @@ impl Store {
     ) -> Result<(), StoreError> {
         let session_key = session_key.to_owned();
         self.call(move |conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "INSERT OR REPLACE INTO background_processes (id, session_key, platform, chat_id,
                     thread_id, chat_kind, command, pgid, start_ticks, started_at, account)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    p.id,
-                    session_key,
-                    p.chat.platform.as_str(),
-                    p.chat.chat_id,
-                    p.chat.thread_id,
-                    p.chat.kind.as_str(),
-                    p.command,
-                    p.pgid,
-                    p.start_ticks.map(|t| t as i64),
-                    now_ms(),
-                    p.chat.account,
-                ],
-            )?;
+            )?
+            .execute(params![
+                p.id,
+                session_key,
+                p.chat.platform.as_str(),
+                p.chat.chat_id,
+                p.chat.thread_id,
+                p.chat.kind.as_str(),
+                p.command,
+                p.pgid,
+                p.start_ticks.map(|t| t as i64),
+                now_ms(),
+                p.chat.account,
+            ])?;
             Ok(())
         })
         .await
@@ -53,8 +53,8 @@ impl Store {
     pub async fn process_ended(&self, id: &str, state: &str) -> Result<(), StoreError> {
         let (id, state) = (id.to_owned(), state.to_owned());
         self.call(move |conn| {
-            conn.execute(
-                "UPDATE background_processes SET state = ?1, ended_at = ?2 WHERE id = ?3 AND state = 'running'",
+            conn.prepare_cached("UPDATE background_processes SET state = ?1, ended_at = ?2 WHERE id = ?3 AND state = 'running'")?
+.execute(
                 params![state, now_ms(), id],
             )?;
             Ok(())
@@ -64,7 +64,7 @@ impl Store {
 
     pub async fn processes_running(&self) -> Result<Vec<RecordedProcess>, StoreError> {
         self.call(|conn| {
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT * FROM background_processes WHERE state = 'running' ORDER BY started_at",
             )?;
             let rows = stmt.query_map([], |r| {

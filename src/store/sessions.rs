@@ -72,34 +72,33 @@ impl Store {
         let user_id = user_id.map(str::to_owned);
         self.call(move |conn| {
             let existing = conn
-                .query_row(
+                .prepare_cached(
                     "SELECT * FROM sessions WHERE session_key = ?1 AND ended_at IS NULL
                      ORDER BY started_at DESC LIMIT 1",
-                    [&key],
-                    row_to_session,
-                )
+                )?
+                .query_row([&key], row_to_session)
                 .optional()?;
             if let Some(row) = existing {
                 return Ok(row);
             }
             let now = now_ms();
             let id = new_session_id(now);
-            conn.execute(
+            conn.prepare_cached(
                 "INSERT INTO sessions (id, session_key, platform, chat_id, thread_id, chat_kind,
                     user_id, started_at, updated_at, account)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
-                params![
-                    id,
-                    key,
-                    chat.platform.as_str(),
-                    chat.chat_id,
-                    chat.thread_id,
-                    chat.kind.as_str(),
-                    user_id,
-                    now,
-                    chat.account,
-                ],
-            )?;
+            )?
+            .execute(params![
+                id,
+                key,
+                chat.platform.as_str(),
+                chat.chat_id,
+                chat.thread_id,
+                chat.kind.as_str(),
+                user_id,
+                now,
+                chat.account,
+            ])?;
             Ok(SessionRow {
                 id,
                 session_key: key,
@@ -116,11 +115,12 @@ impl Store {
         let key = key.to_owned();
         let reason = reason.to_owned();
         self.call(move |conn| {
-            let n = conn.execute(
-                "UPDATE sessions SET ended_at = ?1, end_reason = ?2
+            let n = conn
+                .prepare_cached(
+                    "UPDATE sessions SET ended_at = ?1, end_reason = ?2
                  WHERE session_key = ?3 AND ended_at IS NULL",
-                params![now_ms(), reason, key],
-            )?;
+                )?
+                .execute(params![now_ms(), reason, key])?;
             Ok(n > 0)
         })
         .await
@@ -133,7 +133,7 @@ impl Store {
     ) -> Result<Vec<StoredMessage>, StoreError> {
         let session_id = session_id.to_owned();
         self.call(move |conn| {
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT role, content, tool_calls, tool_call_id, tool_name FROM messages
                  WHERE session_id = ?1 ORDER BY id",
             )?;
@@ -175,7 +175,7 @@ impl Store {
     ) -> Result<Vec<SearchHit>, StoreError> {
         let query = query.to_owned();
         self.call(move |conn| {
-            let mut stmt = conn.prepare(
+            let mut stmt = conn.prepare_cached(
                 "SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12)
                  FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
                  WHERE messages_fts MATCH ?1 ORDER BY rank LIMIT ?2",
@@ -201,25 +201,25 @@ pub(super) fn append_in(
 ) -> Result<(), StoreError> {
     let now = now_ms();
     for m in messages {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id,
                 tool_name, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                session_id,
-                m.role,
-                m.content,
-                m.tool_calls,
-                m.tool_call_id,
-                m.tool_name,
-                now
-            ],
-        )?;
+        )?
+        .execute(params![
+            session_id,
+            m.role,
+            m.content,
+            m.tool_calls,
+            m.tool_call_id,
+            m.tool_name,
+            now
+        ])?;
     }
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE sessions SET updated_at = ?1, message_count = message_count + ?2 WHERE id = ?3",
-        params![now, messages.len() as i64, session_id],
-    )?;
+    )?
+    .execute(params![now, messages.len() as i64, session_id])?;
     Ok(())
 }
 
