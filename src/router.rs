@@ -9,14 +9,13 @@
 //! ([`Router::submit`]); nothing here waits on a platform, so a slow chat never holds up
 //! the others (a press's notice is handed to the adapter, which holds the press open).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use hermes_adapter::{
     Author, ChatKind, ChatRef, CommandCall, CommandSpec, Inbound, InboundKind, InboundMessage,
     Outbound, Platform, Press, Wakeup,
 };
-use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
 use crate::approval::{ApprovalBroker, Decision, Resolution, Target, parse_choice_id};
@@ -71,8 +70,9 @@ pub struct Router {
     services: Arc<SessionServices>,
     approvals: Arc<ApprovalBroker>,
     directory: Directory,
-    /// Conversations with events being dispatched, each with its queue (in order).
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<InboxRow>>>,
+    /// Conversations with events being dispatched, each with the events still to go (in
+    /// order); an entry exists exactly while its dispatcher task runs.
+    queues: Mutex<HashMap<String, VecDeque<InboxRow>>>,
     /// The dispatch tasks, for shutdown.
     tasks: TaskTracker,
 }
@@ -105,27 +105,29 @@ impl Router {
     pub fn submit(self: &Arc<Self>, row: InboxRow) {
         let key = row.event.chat.conversation();
         let mut queues = self.queues.lock().expect("dispatch queues lock");
-        let row = match queues.get(&key) {
-            Some(queue) => match queue.send(row) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(row)) => row,
-            },
-            None => row,
-        };
-        let (queue, mut rows) = mpsc::unbounded_channel();
-        let _ = queue.send(row);
-        queues.insert(key.clone(), queue);
+        if let Some(queue) = queues.get_mut(&key) {
+            // Its dispatcher is running and will get to it.
+            queue.push_back(row);
+            return;
+        }
+        queues.insert(key.clone(), VecDeque::from([row]));
+        drop(queues);
         let this = self.clone();
         self.tasks.spawn(async move {
             loop {
-                while let Ok(row) = rows.try_recv() {
-                    this.dispatch(row).await;
-                }
-                // Retire under the lock `submit` sends under, so no event is left behind.
-                let mut queues = this.queues.lock().expect("dispatch queues lock");
-                if rows.is_empty() {
-                    queues.remove(&key);
-                    return;
+                let next = {
+                    let mut queues = this.queues.lock().expect("dispatch queues lock");
+                    let queue = queues.get_mut(&key).expect("a running dispatcher's queue");
+                    let next = queue.pop_front();
+                    if next.is_none() {
+                        // Retire under the lock `submit` pushes under: nothing is left behind.
+                        queues.remove(&key);
+                    }
+                    next
+                };
+                match next {
+                    Some(row) => this.dispatch(row).await,
+                    None => return,
                 }
             }
         });

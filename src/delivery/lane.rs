@@ -45,26 +45,28 @@ impl Lane {
             return;
         };
         'lane: loop {
-            // Take the wake-up we were started or woken with before reading the outbox.
+            // Take the wake-up we were started or woken with before reading the outbox: rows
+            // queued from here on wake us again.
             let _ = self.notify.notified().now_or_never();
-            while !inner.shutdown.is_cancelled() {
-                let rows = match inner.store.outbox_claim(&self.chat).await {
-                    Ok(rows) if rows.is_empty() => break,
-                    Ok(rows) => rows,
-                    Err(e) => {
-                        tracing::error!(error = %e, "delivery: cannot read the outbox");
-                        break;
+            let rows = match inner.store.outbox_claim(&self.chat).await {
+                Ok(rows) => rows,
+                Err(e) => {
+                    tracing::error!(error = %e, "delivery: cannot read the outbox");
+                    Vec::new()
+                }
+            };
+            let mut rows = rows.into_iter();
+            while let Some(row) = rows.next() {
+                if inner.shutdown.is_cancelled() {
+                    self.release(&row).await;
+                    continue;
+                }
+                if let Sent::Stop = self.deliver(&sender, row).await {
+                    // The rest of the batch goes back in the queue too.
+                    for row in rows {
+                        self.release(&row).await;
                     }
-                };
-                let mut rows = rows.into_iter();
-                while let Some(row) = rows.next() {
-                    if let Sent::Stop = self.deliver(&sender, row).await {
-                        // The rest of the batch goes back in the queue too.
-                        for row in rows {
-                            self.release(&row).await;
-                        }
-                        break 'lane;
-                    }
+                    break 'lane;
                 }
             }
             tokio::select! {
