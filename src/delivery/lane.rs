@@ -1,5 +1,6 @@
-//! One chat's lane: claims the chat's pending outbox rows and sends them one at a time, in
-//! order, each through the chat's budget until it is sent or has failed for good. `retry_after` holds
+//! One chat's lane: reads the chat's pending outbox rows and sends them one at a time, in
+//! order, each through the chat's budget until it is sent or has failed for good (a row
+//! with choices is claimed first, see `store::outbox`). `retry_after` holds
 //! back the chat or the whole bot (as the platform scoped it), transient failures back off,
 //! a rejected markup falls back to plain text, and an edit whose message cannot be edited
 //! goes out as a new message. A revoked token leaves the row queued for after the fix.
@@ -48,24 +49,32 @@ impl Lane {
             // Take the wake-up we were started or woken with before reading the outbox: rows
             // queued from here on wake us again.
             let _ = self.notify.notified().now_or_never();
-            let rows = match inner.store.outbox_claim(&self.chat).await {
+            let rows = match inner.store.outbox_pending(&self.chat).await {
                 Ok(rows) => rows,
                 Err(e) => {
                     tracing::error!(error = %e, "delivery: cannot read the outbox");
                     Vec::new()
                 }
             };
-            let mut rows = rows.into_iter();
-            while let Some(row) = rows.next() {
+            for row in rows {
                 if inner.shutdown.is_cancelled() {
-                    self.release(&row).await;
-                    continue;
+                    break 'lane;
                 }
-                if let Sent::Stop = self.deliver(&sender, row).await {
-                    // The rest of the batch goes back in the queue too.
-                    for row in rows {
-                        self.release(&row).await;
+                // A prompt is claimed first and sent as it reads then: a decision taken
+                // since it was read has rewritten it (no live choices after a decision).
+                let row = if row.choices.is_empty() {
+                    row
+                } else {
+                    match inner.store.outbox_claim(row.id).await {
+                        Ok(Some(row)) => row,
+                        Ok(None) => continue, // no longer pending
+                        Err(e) => {
+                            tracing::error!(error = %e, row = row.id, "delivery: cannot claim a row");
+                            break;
+                        }
                     }
+                };
+                if let Sent::Stop = self.deliver(&sender, row).await {
                     break 'lane;
                 }
             }
@@ -129,9 +138,8 @@ impl Lane {
                 _ = inner.shutdown.cancelled() => return self.release(&row).await,
                 _ = self.delivery.wait_budget(&row.chat) => {}
             }
-            // A prompt (a row with choices) may have been settled since the batch was
-            // claimed, and any row since its last attempt: send what it says now.
-            if !std::mem::take(&mut first) || !row.choices.is_empty() {
+            // A row may have been settled since its last attempt: send what it says now.
+            if !std::mem::take(&mut first) {
                 self.refresh(&row, &mut action, plain_only).await;
             }
             let error = match sender.send(action.clone()).await {

@@ -448,7 +448,7 @@ mod tests {
         assert_eq!(press.choice_id, "appr:1:o");
         assert_eq!(open[0].event.author.display_name, "Ada");
         let chat = open[0].event.chat.clone();
-        let rows = store.outbox_claim(&chat).await.unwrap();
+        let rows = store.outbox_pending(&chat).await.unwrap();
         assert_eq!(rows[0].choices[0].id, "appr:1:d");
     }
 

@@ -1,8 +1,9 @@
 //! The outbox: every message the gateway sends, and every edit of one, is written here
 //! before it is sent and marked with the platform's message id once sent (invariant 2).
 //! Rows of one chat are sent in id order, so an edit can never overtake the message it
-//! edits. A row being sent is claimed (`sending`), so a change to a queued row (a prompt
-//! decided before it went out) either lands before the send or becomes an edit after it.
+//! edits. A row with choices is claimed (`sending`) right before it is sent, so a decision
+//! about it (a prompt decided before it went out) either rewrites it first or becomes an
+//! edit after it.
 //! Pending rows survive restarts; rows caught mid-send by a crash are sent again.
 
 use hermes_adapter::{ChatRef, Choice, DeliveryStatus, MessageBody, Platform};
@@ -44,22 +45,38 @@ impl Store {
         .await
     }
 
-    /// Claim every pending row of a chat for sending (`pending` → `sending`), oldest first.
-    pub async fn outbox_claim(&self, chat: &ChatRef) -> Result<Vec<OutboxRow>, StoreError> {
+    /// The pending rows of a chat, oldest first.
+    pub async fn outbox_pending(&self, chat: &ChatRef) -> Result<Vec<OutboxRow>, StoreError> {
         let chat = chat.clone();
         self.call(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "UPDATE outbox SET state = 'sending'
+                "SELECT * FROM outbox
                  WHERE state = 'pending' AND platform = ?1 AND chat_id = ?2 AND account IS ?3
-                 RETURNING *",
+                 ORDER BY id",
             )?;
             let rows = stmt.query_map(
                 params![chat.platform.as_str(), chat.chat_id, chat.account],
                 row_to_outbox,
             )?;
-            let mut rows = collect_checked(rows)?;
-            rows.sort_by_key(|r| r.id);
-            Ok(rows)
+            collect_checked(rows)
+        })
+        .await
+    }
+
+    /// Claim one pending row for sending (`pending` → `sending`), as it reads now; `None`
+    /// when it is no longer pending. Rows with choices are claimed before they are sent, so
+    /// a decision taken meanwhile either rewrites them first or edits them after
+    /// ([`Store::outbox_settle`]).
+    pub async fn outbox_claim(&self, id: i64) -> Result<Option<OutboxRow>, StoreError> {
+        self.call(move |conn| {
+            let row = conn
+                .prepare_cached(
+                    "UPDATE outbox SET state = 'sending' WHERE id = ?1 AND state = 'pending'
+                     RETURNING *",
+                )?
+                .query_row([id], row_to_outbox)
+                .optional()?;
+            row.transpose().map_err(StoreError::Invalid)
         })
         .await
     }
@@ -401,21 +418,24 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         let ids = store.outbox_enqueue(rows(&["one", "two"])).await.unwrap();
         assert_eq!(store.outbox_pending_chats().await.unwrap(), vec![chat()]);
-        let claimed = store.outbox_claim(&chat()).await.unwrap();
-        assert_eq!(claimed.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
-        assert_eq!(claimed[0].body.plain, "one");
-        assert_eq!(claimed[0].choices, vec![deny()]);
+        let pending = store.outbox_pending(&chat()).await.unwrap();
+        assert_eq!(pending.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
+        assert_eq!(pending[0].body.plain, "one");
+        assert_eq!(pending[0].choices, vec![deny()]);
+        let claimed = store.outbox_claim(ids[0]).await.unwrap().unwrap();
+        assert_eq!(claimed.id, ids[0]);
         assert!(
-            store.outbox_claim(&chat()).await.unwrap().is_empty(),
+            store.outbox_claim(ids[0]).await.unwrap().is_none(),
             "claimed once"
         );
         store
             .outbox_mark_sent(ids[0], Some("m1".into()))
             .await
             .unwrap();
+        store.outbox_claim(ids[1]).await.unwrap().unwrap();
         // A crash mid-send: the claimed row is queued again at the next start.
         assert_eq!(store.outbox_requeue_interrupted().await.unwrap(), 1);
-        let again = store.outbox_claim(&chat()).await.unwrap();
+        let again = store.outbox_pending(&chat()).await.unwrap();
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].id, ids[1]);
         store
@@ -436,13 +456,11 @@ mod tests {
             .outbox_enqueue(rows(&["first", "second"]))
             .await
             .unwrap();
-        let claimed = store.outbox_claim(&chat()).await.unwrap();
+        store.outbox_claim(ids[0]).await.unwrap().unwrap();
         store
-            .outbox_mark_sent(claimed[0].id, Some("m7".into()))
+            .outbox_mark_sent(ids[0], Some("m7".into()))
             .await
             .unwrap();
-        // Only the first went out; the second goes back to the queue.
-        store.outbox_requeue_interrupted().await.unwrap();
 
         // The first row was claimed and sent; settle it: an edit row follows.
         store
@@ -475,8 +493,8 @@ mod tests {
     async fn settling_a_prompt_being_sent_rewrites_it_for_its_next_attempt_and_edits_after() {
         let store = Store::open_in_memory().unwrap();
         let ids = store.outbox_enqueue(rows(&["prompt"])).await.unwrap();
-        let claimed = store.outbox_claim(&chat()).await.unwrap();
-        assert_eq!(claimed[0].choices, vec![deny()]);
+        let claimed = store.outbox_claim(ids[0]).await.unwrap().unwrap();
+        assert_eq!(claimed.choices, vec![deny()]);
         store
             .outbox_settle(ids[0], |_, md| {
                 MessageBody::plain(format!("{md} — allowed"))
@@ -486,7 +504,7 @@ mod tests {
         let (body, choices) = store.outbox_content(ids[0]).await.unwrap().unwrap();
         assert_eq!(body.plain, "prompt — allowed");
         assert!(choices.is_empty(), "a retry goes out decided");
-        let edit = store.outbox_claim(&chat()).await.unwrap();
+        let edit = store.outbox_pending(&chat()).await.unwrap();
         assert_eq!(edit.len(), 1);
         assert_eq!(
             edit[0].edit_of,
