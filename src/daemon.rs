@@ -32,9 +32,6 @@ use crate::tools::Toolbox;
 /// Restarting an adapter that stopped on an error: 1 s, doubling, at most 60 s.
 const ADAPTER_RESTART: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
-/// How long after start the platforms' command menus are registered.
-const COMMAND_MENU_DELAY: Duration = Duration::from_secs(2);
-
 /// How long shutdown waits for work to stop.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -291,13 +288,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         ));
     }
     for sender in senders.into_values() {
-        let stop = shutdown.clone();
         tasks.spawn(async move {
-            // The command menu is not urgent: it stays out of the way of connecting.
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(COMMAND_MENU_DELAY) => {}
-            }
             if let Err(e) = sender.register_commands(COMMANDS).await {
                 tracing::warn!(platform = %sender.platform(), error = %e, "could not register the command menu");
             }

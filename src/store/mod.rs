@@ -6,6 +6,7 @@
 //! with the queries as `impl Store` methods; `migrations` owns the schema.
 
 mod approvals;
+mod checkpoint;
 mod cursors;
 mod inbox;
 mod migrations;
@@ -24,7 +25,7 @@ pub use sessions::{SearchHit, SessionRow, StoredMessage};
 pub use turns::TurnRecord;
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -56,6 +57,8 @@ type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 #[derive(Clone)]
 pub struct Store {
     jobs: mpsc::Sender<Job>,
+    /// Keeps the WAL checkpoint thread running while the store is in use (none in memory).
+    _checkpointer: Option<Arc<checkpoint::Checkpointer>>,
 }
 
 impl Store {
@@ -68,7 +71,10 @@ impl Store {
         })?;
         configure(&conn)?;
         migrations::apply(&mut conn)?;
-        Ok(Store::spawn(conn))
+        let checkpointer = checkpoint::start(path)?;
+        let mut store = Store::spawn(conn);
+        store._checkpointer = Some(Arc::new(checkpointer));
+        Ok(store)
     }
 
     /// A store in memory, for unit tests.
@@ -89,7 +95,10 @@ impl Store {
                 }
             })
             .expect("spawning the store thread");
-        Store { jobs }
+        Store {
+            jobs,
+            _checkpointer: None,
+        }
     }
 
     /// Run `f` on the store thread and return its result.
@@ -115,6 +124,8 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     // Every query is prepared once and reused: re-parsing the same SQL was a tenth of the
     // daemon's CPU (docs/performance.md).
     conn.set_prepared_statement_cache_capacity(64);
+    // Checkpoints run on their own thread (`checkpoint`); this one is the safety net.
+    conn.pragma_update(None, "wal_autocheckpoint", checkpoint::SAFETY_NET_PAGES)?;
     Ok(())
 }
 

@@ -1,0 +1,53 @@
+//! WAL checkpoints off the store thread. SQLite's automatic checkpoint runs inside whichever
+//! commit crosses the threshold, so every thousandth page or so one reply waited several
+//! milliseconds for the database file to be written and synced (docs/performance.md). A
+//! second connection on its own thread checkpoints once a second instead (`PASSIVE`: it
+//! never blocks the store thread's writes); the automatic checkpoint stays as a safety net
+//! at a higher threshold.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+/// How often the WAL is copied into the database.
+const EVERY: Duration = Duration::from_secs(1);
+/// The store thread's own checkpoint, for when this thread cannot keep up (pages, 4 KiB each).
+pub(super) const SAFETY_NET_PAGES: i64 = 8192;
+
+/// Stops the checkpointer (after a last checkpoint) when dropped with the last store handle.
+pub(super) struct Checkpointer {
+    _stop: mpsc::Sender<()>,
+}
+
+/// Start checkpointing the database at `path` every [`EVERY`].
+pub(super) fn start(path: &Path) -> Result<Checkpointer, StoreError> {
+    let conn = Connection::open(path).map_err(|source| StoreError::Open {
+        path: path.display().to_string(),
+        source,
+    })?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    let (stop, stopped) = mpsc::channel::<()>();
+    thread::Builder::new()
+        .name("hermes-checkpoint".into())
+        .spawn(move || {
+            loop {
+                let last = matches!(
+                    stopped.recv_timeout(EVERY),
+                    Err(mpsc::RecvTimeoutError::Disconnected)
+                );
+                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                    tracing::warn!(error = %e, "store: checkpoint failed; the store's own checkpoint takes over");
+                }
+                if last {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| StoreError::Invalid(format!("cannot start the checkpoint thread: {e}")))?;
+    Ok(Checkpointer { _stop: stop })
+}
