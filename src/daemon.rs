@@ -342,10 +342,12 @@ async fn shut_down(
     tasks.close();
     sessions.tasks.close();
     let everything = async {
-        tasks.wait().await;
-        router.drained().await;
-        sessions.tasks.wait().await;
-        delivery.drained().await;
+        tokio::join!(
+            tasks.wait(),
+            router.drained(),
+            sessions.tasks.wait(),
+            delivery.drained()
+        )
     };
     if tokio::time::timeout(SHUTDOWN_GRACE, everything)
         .await

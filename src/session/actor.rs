@@ -16,7 +16,7 @@ impl SessionActor {
             tokio::select! {
                 _ = shutdown.cancelled(), if running.is_none() => return,
                 input = self.rx.recv() => match input {
-                    Some(input) => self.handle(input, &mut running).await,
+                    Some(input) => self.handle(*input, &mut running).await,
                     None => break,
                 },
                 ended = join(&mut running) => {

@@ -92,7 +92,9 @@ const INPUT_CAPACITY: usize = 32;
 /// A cheap handle to a session's actor: what the router keeps and sends to.
 #[derive(Clone)]
 pub struct SessionHandle {
-    inputs: mpsc::Sender<SessionInput>,
+    /// Boxed: an actor's channel keeps a block of slots per actor, so small slots keep
+    /// thousands of idle actors cheap.
+    inputs: mpsc::Sender<Box<SessionInput>>,
 }
 
 /// Session key → the handle of its actor.
@@ -108,8 +110,9 @@ pub async fn route(
     services: &Arc<SessionServices>,
     key: &str,
     chat: &ChatRef,
-    mut input: SessionInput,
+    input: SessionInput,
 ) {
+    let mut input = Box::new(input);
     loop {
         let handle = {
             let mut actors = directory.lock().expect("directory lock");
@@ -193,7 +196,7 @@ struct SessionActor {
     chat: ChatRef,
     services: Arc<SessionServices>,
     directory: Directory,
-    rx: mpsc::Receiver<SessionInput>,
+    rx: mpsc::Receiver<Box<SessionInput>>,
     /// The open session's id, once known.
     session_id: Option<String>,
     /// Turns waiting for the running one (busy mode `queue`).
