@@ -181,6 +181,7 @@ impl SessionActor {
             stop: None,
             started: Instant::now(),
             task,
+            _recording: self.services.tasks.token(),
         });
     }
 

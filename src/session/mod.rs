@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::agent::{AgentRuntime, TurnInput, TurnOutcome};
 use crate::approval::ApprovalBroker;
@@ -81,7 +82,8 @@ pub struct SessionServices {
     pub stop_kills_background: bool,
     /// Cancelled on daemon shutdown; every turn's token is a child of it.
     pub shutdown: CancellationToken,
-    /// Actors, their turns and their working indicators, so shutdown can wait for them.
+    /// Turns (until their end is recorded) and working indicators, so shutdown can wait
+    /// for them.
     pub tasks: TaskTracker,
 }
 
@@ -163,7 +165,9 @@ fn start_actor(
         queued: VecDeque::new(),
         interrupting: Vec::new(),
     };
-    services.tasks.spawn(actor.run());
+    // Not tracked: an idle actor holds nothing to finish. A running turn is (see
+    // `RunningTurn::_recording`).
+    tokio::spawn(actor.run());
     SessionHandle { inputs }
 }
 
@@ -189,6 +193,9 @@ struct RunningTurn {
     stop: Option<StopReason>,
     started: Instant,
     task: JoinHandle<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
+    /// Counts in [`SessionServices::tasks`] until the turn's end is recorded, so shutdown
+    /// waits for it (idle actors are not waited for).
+    _recording: TaskTrackerToken,
 }
 
 struct SessionActor {
