@@ -8,13 +8,10 @@ impl SessionActor {
         let mut running: Option<RunningTurn> = None;
         let shutdown = self.services.shutdown.clone();
         loop {
-            // On shutdown the running turn is cancelled with it; once it has ended, stop.
-            // What was not answered stays open in the inbox for the next start.
-            if shutdown.is_cancelled() && running.is_none() {
-                return;
-            }
+            // On shutdown the running turn is cancelled with it and its end recorded (the
+            // daemon waits for that); an idle actor simply goes with the process. What was
+            // not answered stays open in the inbox for the next start.
             tokio::select! {
-                _ = shutdown.cancelled(), if running.is_none() => return,
                 input = self.rx.recv() => match input {
                     Some(input) => self.handle(*input, &mut running).await,
                     None => break,
