@@ -633,3 +633,57 @@ fn a_taken_http_port_is_a_clear_startup_error() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_are_offered_in_telegrams_command_menu() {
+    let w = World::allow_all().await;
+    let _d = w.start();
+    let t = w.telegram.clone();
+    let call = eventually(WAIT, "setMyCommands", || {
+        t.calls("setMyCommands").first().cloned()
+    })
+    .await;
+    let names: Vec<&str> = call.params["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["command"].as_str())
+        .collect();
+    for expected in ["new", "stop", "status", "approve", "deny", "help"] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_is_reported_and_the_daemon_exits_78() {
+    let w = World::allow_all().await;
+    w.telegram.fail_next("getMe", Fault::Unauthorized);
+    let mut child = std::process::Command::new(BIN)
+        .args(["run", "--home"])
+        .arg(&w.home.dir)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon kept running"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        status.code(),
+        Some(78),
+        "systemd must not restart-loop on it"
+    );
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("TELEGRAM_BOT_TOKEN"), "{stderr}");
+}

@@ -35,6 +35,8 @@ pub enum Fault {
     RejectMarkup,
     /// HTTP 500 Internal Server Error.
     ServerError,
+    /// HTTP 401 Unauthorized (a revoked or wrong token).
+    Unauthorized,
 }
 
 #[derive(Default)]
@@ -330,6 +332,10 @@ async fn handle(
         (Some(Fault::RetryAfter(secs)), _) => Some((
             StatusCode::TOO_MANY_REQUESTS,
             json!({"ok": false, "error_code": 429, "description": format!("Too Many Requests: retry after {secs}"), "parameters": {"retry_after": secs}}),
+        )),
+        (Some(Fault::Unauthorized), _) => Some((
+            StatusCode::UNAUTHORIZED,
+            json!({"ok": false, "error_code": 401, "description": "Unauthorized"}),
         )),
         (Some(Fault::ServerError), _) => Some((
             StatusCode::INTERNAL_SERVER_ERROR,
