@@ -78,7 +78,14 @@ pub fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run => runtime.block_on(run(home)),
+        Command::Run => {
+            let code = runtime.block_on(run(home));
+            // `run` has drained what matters (turns recorded, lanes stopped, within its
+            // deadline); the idle tasks left (thousands of session actors after a busy day)
+            // go with the process instead of being torn down one by one.
+            runtime.shutdown_background();
+            code
+        }
         Command::CheckConfig => check_config(home),
         Command::Pairing { action } => runtime.block_on(pairing(home, action)),
         Command::Approvals { action } => runtime.block_on(approvals(home, action)),
