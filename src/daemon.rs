@@ -356,3 +356,107 @@ async fn shut_down(
         tracing::warn!("shutdown: some work did not stop in time; it resumes on the next start");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use hermes_adapter::{Liveness, PlatformSender};
+
+    use super::*;
+
+    /// An adapter that fails `failures` times with `error`, then runs until shutdown.
+    struct Flaky {
+        runs: AtomicUsize,
+        failures: usize,
+        refuse: bool,
+    }
+
+    #[async_trait]
+    impl Adapter for Flaky {
+        fn platform(&self) -> Platform {
+            Platform::Telegram
+        }
+        fn sender(&self) -> Arc<dyn PlatformSender> {
+            unreachable!("not used by the supervisor")
+        }
+        fn liveness(&self) -> Liveness {
+            Liveness::default()
+        }
+        async fn run(
+            &self,
+            _sink: Arc<dyn InboundSink>,
+            shutdown: CancellationToken,
+        ) -> Result<(), AdapterError> {
+            let run = self.runs.fetch_add(1, Ordering::SeqCst);
+            if self.refuse {
+                return Err(AdapterError::Config("token refused".into()));
+            }
+            if run < self.failures {
+                return Err(AdapterError::Other("connection reset".into()));
+            }
+            shutdown.cancelled().await;
+            Ok(())
+        }
+    }
+
+    struct NoSink;
+
+    #[async_trait]
+    impl InboundSink for NoSink {
+        async fn accept(&self, _: Inbound) -> Result<Accepted, SinkError> {
+            Ok(Accepted::New)
+        }
+        async fn load_cursor(&self, _: Platform) -> Result<Option<String>, SinkError> {
+            Ok(None)
+        }
+        async fn save_cursor(&self, _: Platform, _: String) -> Result<(), SinkError> {
+            Ok(())
+        }
+        async fn delivery_report(
+            &self,
+            _: Platform,
+            _: String,
+            _: DeliveryStatus,
+        ) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_adapter_that_stops_on_an_error_is_restarted_and_a_refusal_is_reported() {
+        let flaky = Arc::new(Flaky {
+            runs: AtomicUsize::new(0),
+            failures: 2,
+            refuse: false,
+        });
+        let shutdown = CancellationToken::new();
+        let supervisor = tokio::spawn(supervise(flaky.clone(), Arc::new(NoSink), shutdown.clone()));
+        // Two failures: restarted after 1 s and 2 s (paused time advances by itself).
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(
+            flaky.runs.load(Ordering::SeqCst),
+            3,
+            "restarted after each error"
+        );
+        shutdown.cancel();
+        assert_eq!(
+            supervisor.await.unwrap(),
+            None,
+            "a clean stop reports nothing"
+        );
+
+        let refusing = Arc::new(Flaky {
+            runs: AtomicUsize::new(0),
+            failures: 0,
+            refuse: true,
+        });
+        let why = supervise(refusing.clone(), Arc::new(NoSink), CancellationToken::new()).await;
+        assert_eq!(why.as_deref(), Some("telegram: token refused"));
+        assert_eq!(
+            refusing.runs.load(Ordering::SeqCst),
+            1,
+            "a refusal is not retried"
+        );
+    }
+}
