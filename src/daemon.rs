@@ -194,6 +194,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     if config.approvals.mode == ApprovalMode::Off {
         tracing::warn!("approvals.mode is off: dangerous commands run without asking anyone");
     }
+    // Rows caught mid-send go back in the queue first, so a stale prompt among them is
+    // settled (rewritten, no live choices) before any lane could send it.
+    delivery.recover().await;
     approvals.expire_leftovers().await;
     let (wakeup_tx, mut wakeup_rx) = mpsc::unbounded_channel::<Wakeup>();
     let processes = ProcessRegistry::new(
@@ -204,7 +207,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         config.processes.notifications,
     );
     processes.reap_orphans().await;
-    delivery.start().await;
+    delivery.start();
     let agent = Arc::new(AgentRuntime {
         llm: LlmClient::new(config.model.clone()),
         tools: Toolbox::new(

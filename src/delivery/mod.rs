@@ -77,9 +77,9 @@ impl Delivery {
         }
     }
 
-    /// Resume pending rows from an earlier run (rows a crash caught mid-send first go back
-    /// in the queue) and keep sweeping for orphans.
-    pub async fn start(&self) {
+    /// Startup, before anything is queued or settled: rows a crash caught mid-send go back
+    /// in the queue.
+    pub async fn recover(&self) {
         match self.inner.store.outbox_requeue_interrupted().await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(
@@ -88,6 +88,10 @@ impl Delivery {
             ),
             Err(e) => tracing::error!(error = %e, "delivery: cannot requeue interrupted rows"),
         }
+    }
+
+    /// Send what is pending from an earlier run and keep sweeping for orphans.
+    pub fn start(&self) {
         let this = self.clone();
         self.inner.tasks.spawn(async move {
             loop {
