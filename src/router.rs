@@ -10,8 +10,10 @@
 //! the others (a press's notice is handed to the adapter, which holds the press open).
 
 use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
+use futures_util::FutureExt;
 use hermes_adapter::{
     Author, ChatKind, ChatRef, CommandCall, CommandSpec, Inbound, InboundKind, InboundMessage,
     Outbound, Platform, Press, Wakeup,
@@ -125,9 +127,12 @@ impl Router {
                     }
                     next
                 };
-                match next {
-                    Some(row) => this.dispatch(row).await,
-                    None => return,
+                let Some(row) = next else { return };
+                let (id, event) = (row.id, row.event.event_id.clone());
+                // A bug in one event must not wedge its conversation: the row stays open in
+                // the inbox (resumed at the next start) and the queue goes on.
+                if AssertUnwindSafe(this.dispatch(row)).catch_unwind().await.is_err() {
+                    tracing::error!(inbox = id, %event, "router: dispatching an event panicked; it stays open in the inbox");
                 }
             }
         });

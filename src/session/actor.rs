@@ -28,6 +28,11 @@ impl SessionActor {
                     }
                 }
                 _ = tokio::time::sleep(IDLE_RETIRE), if running.is_none() => {
+                    // Work left waiting (a queued turn that could not start) is retried first.
+                    if !self.queued.is_empty() || !self.interrupting.is_empty() {
+                        self.start_next(&mut running).await;
+                        continue;
+                    }
                     let mut actors = self.directory.lock().expect("directory lock");
                     if self.rx.is_empty() {
                         actors.remove(&self.key);
@@ -41,6 +46,11 @@ impl SessionActor {
     pub(super) async fn handle(&mut self, input: SessionInput, running: &mut Option<RunningTurn>) {
         match input {
             SessionInput::Message(message) => match running {
+                // Older work that could not start goes first; this message waits its turn.
+                None if !self.queued.is_empty() || !self.interrupting.is_empty() => {
+                    self.queued.push_back(vec![message]);
+                    self.start_next(running).await;
+                }
                 None => {
                     let text = message.text.clone();
                     self.start(vec![message], text, Vec::new(), running).await
@@ -182,19 +192,20 @@ impl SessionActor {
         });
     }
 
+    /// Start the next waiting turn; one that cannot start (its inputs are answered with the
+    /// error) makes way for the one after it.
     pub(super) async fn start_next(&mut self, running: &mut Option<RunningTurn>) {
-        if running.is_some() {
-            return;
+        while running.is_none() {
+            let inputs = if !self.interrupting.is_empty() {
+                std::mem::take(&mut self.interrupting)
+            } else if let Some(inputs) = self.queued.pop_front() {
+                inputs
+            } else {
+                return;
+            };
+            let text = joined_text(&inputs);
+            self.start(inputs, text, Vec::new(), running).await;
         }
-        let inputs = if !self.interrupting.is_empty() {
-            std::mem::take(&mut self.interrupting)
-        } else if let Some(inputs) = self.queued.pop_front() {
-            inputs
-        } else {
-            return;
-        };
-        let text = joined_text(&inputs);
-        self.start(inputs, text, Vec::new(), running).await;
     }
 
     /// Where the conversation happens and who is speaking (the author of the latest input;

@@ -170,16 +170,25 @@ impl Adapter for TelegramAdapter {
                 if let Some(event) = normalize(&update, &me) {
                     // The offset must not pass an update the sink has not recorded.
                     let mut retry = RECONNECT;
+                    // A press is held open before it is recorded: the daemon may dispatch it,
+                    // and send its notice, before `accept` has even returned here.
+                    let notice = match &event.kind {
+                        InboundKind::Press(press) => Some(self.presses.open(&press.press_id)),
+                        _ => None,
+                    };
                     loop {
                         match sink.accept(event.clone()).await {
                             Ok(accepted) => {
-                                if let InboundKind::Press(press) = &event.kind {
-                                    // Recorded: answer it now, whatever the daemon is doing.
-                                    let fresh = accepted == Accepted::New;
+                                if let (InboundKind::Press(press), Some(notice)) =
+                                    (&event.kind, notice)
+                                {
+                                    // Recorded: answer it now, whatever the daemon is doing
+                                    // (a redelivered press has no notice coming).
+                                    let notice = (accepted == Accepted::New).then_some(notice);
                                     self.presses.acknowledge(
                                         &self.bot,
                                         press.press_id.clone(),
-                                        fresh,
+                                        notice,
                                     );
                                 }
                                 break;

@@ -22,24 +22,33 @@ pub const ACK_WINDOW: Duration = Duration::from_millis(1500);
 pub(crate) struct OpenPresses(Arc<Mutex<HashMap<String, oneshot::Sender<String>>>>);
 
 impl OpenPresses {
-    /// Answer the press `id` (recorded by the sink) within [`ACK_WINDOW`], with the notice
-    /// the daemon sends meanwhile, if any.
-    pub(crate) fn acknowledge(&self, bot: &Bot, id: String, wait_for_notice: bool) {
+    /// Hold the press `id` open for a notice; call before the press is recorded.
+    pub(crate) fn open(&self, id: &str) -> oneshot::Receiver<String> {
         let (tx, rx) = oneshot::channel();
-        if wait_for_notice {
-            self.lock().insert(id.clone(), tx);
-        }
+        self.lock().insert(id.to_owned(), tx);
+        rx
+    }
+
+    /// Answer the press `id` (recorded by the sink) within [`ACK_WINDOW`], with the notice
+    /// the daemon sends meanwhile through `notice`; at once and bare without one.
+    pub(crate) fn acknowledge(
+        &self,
+        bot: &Bot,
+        id: String,
+        notice: Option<oneshot::Receiver<String>>,
+    ) {
         let (open, bot) = (self.clone(), bot.clone());
         tokio::spawn(async move {
-            let notice = if wait_for_notice {
-                let notice = tokio::time::timeout(ACK_WINDOW, rx).await.ok();
-                open.lock().remove(&id);
-                notice.and_then(Result::ok)
-            } else {
-                None
+            let text = match notice {
+                Some(rx) => tokio::time::timeout(ACK_WINDOW, rx)
+                    .await
+                    .ok()
+                    .and_then(Result::ok),
+                None => None,
             };
+            open.lock().remove(&id);
             let mut answer = bot.answer_callback_query(CallbackQueryId(id));
-            if let Some(text) = notice {
+            if let Some(text) = text {
                 answer = answer.text(text);
             }
             if let Err(e) = answer.send().await {
