@@ -90,13 +90,7 @@ fn unquote(value: &str) -> String {
     }
 }
 
-/// Truthy the Hermes way: `true`, `1`, `yes` (any case).
-pub fn is_truthy(value: &str) -> bool {
-    matches!(
-        value.trim().to_ascii_lowercase().as_str(),
-        "true" | "1" | "yes" | "on"
-    )
-}
+pub use hermes_adapter::is_truthy;
 
 #[cfg(test)]
 mod tests {

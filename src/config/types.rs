@@ -24,8 +24,7 @@ impl Secret {
 
     /// A masked form for logs and `check-config`: first three characters and the length.
     pub fn masked(&self) -> String {
-        let head: String = self.0.chars().take(3).collect();
-        format!("{head}… ({} chars)", self.0.chars().count())
+        hermes_adapter::mask(&self.0)
     }
 }
 

@@ -160,13 +160,7 @@ fn collect_leaves(value: &Value, prefix: String, out: &mut Vec<String>) {
     }
 }
 
-/// Split `a, b ,c` into `[a, b, c]`, dropping empty items.
-pub fn split_list(text: &str) -> Vec<String> {
-    text.split(',')
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
+pub use hermes_adapter::split_list;
 
 #[cfg(test)]
 mod tests {

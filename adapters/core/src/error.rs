@@ -38,16 +38,6 @@ pub enum SendError {
     Rejected(String),
 }
 
-impl SendError {
-    /// A rate limit on one chat.
-    pub fn rate_limited(retry_after: Duration) -> SendError {
-        SendError::RateLimited {
-            retry_after,
-            scope: RateScope::Chat,
-        }
-    }
-}
-
 /// The sink could not record an event; the adapter must not acknowledge it to the platform.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("could not record inbound event: {0}")]
