@@ -161,8 +161,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     // and the prompt files.
     let files = config.clone();
     let (store, prompt) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-        std::fs::create_dir_all(&files.home)
-            .with_context(|| format!("creating {}", files.home.display()))?;
+        let warnings = crate::home::prepare(&files.home, &files.database_path())
+            .with_context(|| format!("preparing {}", files.home.display()))?;
+        for warning in warnings {
+            tracing::warn!("{warning}");
+        }
         let store = Store::open(&files.database_path())?;
         let prompt = SystemPrompt::load(&files.home, files.agent.system_prompt.as_deref());
         Ok((store, prompt))
@@ -190,6 +193,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         store.clone(),
         delivery.clone(),
         config.approvals.clone(),
+        crate::approval::Scene::of_this_process(config.home.clone(), config.terminal.cwd.clone()),
     ));
     if config.approvals.mode == ApprovalMode::Off {
         tracing::warn!("approvals.mode is off: dangerous commands run without asking anyone");

@@ -308,15 +308,13 @@ impl Router {
                 "This button is no longer active.".to_owned(),
             ),
             Some((approval, decision)) => {
-                let ack = decision.acknowledgement().to_owned();
-                match self.approvals.resolve(
-                    chat,
-                    Target::Id(approval),
-                    decision,
-                    &author.display_name,
-                ) {
-                    Resolution::Resolved { .. } => {
-                        (InboxState::Done, "approval decided by button", ack)
+                match self
+                    .approvals
+                    .resolve(chat, Target::Id(approval), decision, &author.display_name)
+                    .await
+                {
+                    Resolution::Resolved { outcome, .. } => {
+                        (InboxState::Done, "approval decided by button", outcome)
                     }
                     Resolution::NothingPending => (
                         InboxState::Refused,
@@ -357,18 +355,18 @@ impl Router {
         decision: Decision,
         message_id: &str,
     ) {
-        let ack = decision.acknowledgement();
-        let (state, text) =
-            match self
-                .approvals
-                .resolve(chat, Target::Oldest, decision, &author.display_name)
-            {
-                Resolution::Resolved { .. } => (InboxState::Done, format!("{ack}.")),
-                Resolution::NothingPending | Resolution::OtherChat => (
-                    InboxState::Refused,
-                    "No command is waiting for approval in this chat.".to_owned(),
-                ),
-            };
+        let key = session_key(chat, &author.user_id, &self.config.sessions);
+        let (state, text) = match self
+            .approvals
+            .resolve(chat, Target::OldestOf(key), decision, &author.display_name)
+            .await
+        {
+            Resolution::Resolved { outcome, .. } => (InboxState::Done, outcome),
+            Resolution::NothingPending | Resolution::OtherChat => (
+                InboxState::Refused,
+                "None of your commands is waiting for approval here.".to_owned(),
+            ),
+        };
         let reply = Reply {
             chat: chat.clone(),
             text,

@@ -93,7 +93,8 @@ async fn approve_by_button_runs_exactly_the_shown_command() {
     assert!(!target.exists());
     assert!(tool_results(&w)[0].starts_with("exit code: 0"));
     let acks = w.telegram.calls("answerCallbackQuery");
-    assert_eq!(acks[0].params["text"], "✅ Allowed once");
+    // The presser is told the outcome the prompt and the model were told.
+    assert_eq!(acks[0].params["text"], "✅ Allowed once by User4242.");
     edit_containing(&w, p.0, "Allowed once by User4242").await;
     let edited = edits(&w, p.0);
     assert!(
@@ -119,7 +120,7 @@ async fn approve_by_text_command_runs_the_command() {
     w.telegram.dm(ALICE, "/approve");
     let replies = w.replies(ALICE, 3).await;
     assert!(
-        replies.contains(&"✅ Allowed once.".to_string()),
+        replies.contains(&"✅ Allowed once by User4242.".to_string()),
         "{replies:?}"
     );
     assert!(replies.contains(&"done".to_string()), "{replies:?}");
@@ -386,9 +387,14 @@ async fn writing_a_dangerous_command_into_a_background_shell_asks_too() {
     let start = text.find("proc_").unwrap();
     let id = text[start..start + 17].to_owned();
 
+    // Split across two writes: `r`, then `m -rf …` and the newline that runs it.
     w.llm.push(Reply::ToolCall {
         name: "process".into(),
-        arguments: serde_json::json!({"action": "write", "id": id, "data": format!("rm -rf {}\n", target.display())}),
+        arguments: serde_json::json!({"action": "write", "id": id, "data": "r"}),
+    });
+    w.llm.push(Reply::ToolCall {
+        name: "process".into(),
+        arguments: serde_json::json!({"action": "write", "id": id, "data": format!("m -rf {}\n", target.display())}),
     });
     w.llm.push(Reply::text("it was refused"));
     w.telegram.dm(ALICE, "now delete it through the shell");
@@ -406,7 +412,7 @@ async fn writing_a_dangerous_command_into_a_background_shell_asks_too() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn text_commands_resolve_the_oldest_pending_request_first() {
+async fn text_commands_act_on_the_senders_own_session_only() {
     let bob = 5151;
     // Eight messages and edits go to one group here; Telegram's group budget (one every
     // three seconds) is not what this test is about.
@@ -423,31 +429,42 @@ async fn text_commands_resolve_the_oldest_pending_request_first() {
     let _d = w.start();
     w.telegram.group(group, ALICE, "delete the first", true);
     prompt(&w, group, 1).await;
-    w.llm
-        .push(Reply::terminal(&format!("rm -rf {}", second.display())));
-    w.llm.push(Reply::text("first done"));
-    w.llm.push(Reply::text("second refused"));
-    w.telegram.group(group, bob, "delete the second", true);
-    prompt(&w, group, 2).await;
 
+    // Bob has nothing waiting: his /approve must not approve Alice's request.
     w.telegram.group(group, bob, "/approve", true);
-    eventually(WAIT, "the first deletion", || {
-        (!first.exists()).then_some(())
-    })
-    .await;
-    assert!(second.exists(), "the newer request still waits");
-    w.telegram.group(group, ALICE, "/deny not that one", true);
     let t = w.telegram.clone();
-    eventually(WAIT, "both answers", || {
-        let sent = t.sent_texts(group);
-        (sent.contains(&"first done".to_string()) && sent.contains(&"second refused".to_string()))
+    eventually(WAIT, "Bob is told nothing of his waits", || {
+        t.sent_texts(group)
+            .iter()
+            .any(|s| s.contains("None of your commands is waiting"))
             .then_some(())
     })
     .await;
-    assert!(second.exists());
-    let last = w.llm.requests().last().unwrap()["messages"].to_string();
+    settle().await;
+    assert!(first.exists(), "Bob's /approve decided Alice's request");
+
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", second.display())));
+    w.llm.push(Reply::text("first refused"));
+    w.llm.push(Reply::text("second done"));
+    w.telegram.group(group, bob, "delete the second", true);
+    prompt(&w, group, 2).await;
+    w.telegram.group(group, ALICE, "/deny not that one", true);
+    eventually(WAIT, "Alice's answer", || {
+        t.sent_texts(group)
+            .contains(&"first refused".to_string())
+            .then_some(())
+    })
+    .await;
+    assert!(first.exists() && second.exists());
+    w.telegram.group(group, bob, "/approve", true);
+    eventually(WAIT, "Bob's deletion", || (!second.exists()).then_some(())).await;
+    assert!(first.exists(), "Alice's denied request never runs");
+    let requests = w.llm.requests();
     assert!(
-        last.contains("not that one"),
+        requests
+            .iter()
+            .any(|r| r["messages"].to_string().contains("not that one")),
         "the reason reaches the model"
     );
 }
@@ -544,19 +561,22 @@ async fn a_prompt_decided_before_it_went_out_never_shows_live_buttons() {
         t.calls("sendMessage").first().cloned()
     })
     .await;
-    // Decided by text while the prompt waits to go out.
+    // A text approval cannot act on a prompt nobody has seen yet (its refusal queues
+    // behind the prompt)…
     w.telegram.dm(ALICE, "/approve");
-    eventually(WAIT, "the approved command", || {
-        (!target.exists()).then_some(())
-    })
-    .await;
-    eventually(WAIT, "the answer", || {
+    settle().await;
+    assert!(target.exists(), "an unseen prompt was approved");
+    // …but /stop decides it while it waits to go out.
+    w.telegram.dm(ALICE, "/stop");
+    eventually(WAIT, "the refusal", || {
         t.sent_texts(ALICE)
-            .contains(&"done".to_owned())
+            .iter()
+            .any(|s| s.contains("None of your commands is waiting"))
             .then_some(())
     })
     .await;
     settle().await;
+    assert!(target.exists(), "a stopped request ran");
     assert!(
         w.telegram.prompts(ALICE).is_empty(),
         "a decided prompt went out with live buttons"
@@ -571,8 +591,62 @@ async fn a_prompt_decided_before_it_went_out_never_shows_live_buttons() {
         })
         .expect("the prompt was sent");
     assert!(
-        visible(shown.params["text"].as_str().unwrap()).contains("Allowed once by"),
+        visible(shown.params["text"].as_str().unwrap()).contains("Cancelled"),
         "the prompt went out showing its outcome: {}",
         shown.params["text"]
     );
+}
+
+/// Only allowed people decide, only in the chat of the prompt: a group member who is not
+/// allowed cannot decide by `/approve`, `/deny`, a message or a button, and a press of the
+/// prompt's button sent from another chat is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_and_other_chats_cannot_decide() {
+    let w = World::new(
+        &["TELEGRAM_ALLOWED_USERS=4242"],
+        "delivery:\n  rate_per_second: 10\n  burst: 5\n",
+    )
+    .await;
+    let group = -100_777;
+    let mallory = 666;
+    let target = victim(&w, "victim");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.group(group, ALICE, "clean up", true);
+    let p = prompt(&w, group, 1).await;
+
+    w.telegram.group(group, mallory, "/approve", true);
+    w.telegram.group(group, mallory, "/approve always", true);
+    w.telegram.group(group, mallory, "yes, run it", true);
+    press(&w, group, mallory, &p, "Allow once");
+    // Alice's own press, but arriving from her DM instead of the group.
+    press(&w, ALICE, ALICE, &p, "Always allow");
+    let t = w.telegram.clone();
+    eventually(WAIT, "both presses refused", || {
+        (t.calls("answerCallbackQuery").len() >= 2).then_some(())
+    })
+    .await;
+    settle().await;
+    assert!(target.exists(), "someone other than Alice decided");
+    let acks: Vec<String> = w
+        .telegram
+        .calls("answerCallbackQuery")
+        .iter()
+        .map(|c| c.params["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(acks.iter().any(|a| a.contains("not allowed")), "{acks:?}");
+    assert!(acks.iter().any(|a| a.contains("another chat")), "{acks:?}");
+    assert_eq!(
+        w.llm.requests().len(),
+        1,
+        "Mallory's messages never reach the agent"
+    );
+
+    press(&w, group, ALICE, &p, "Allow once");
+    eventually(WAIT, "the approved run", || {
+        (!target.exists()).then_some(())
+    })
+    .await;
 }

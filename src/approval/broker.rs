@@ -11,33 +11,34 @@
 //! out with live choices.
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use hermes_adapter::{ChatRef, ChoiceLimits};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::patterns::{Danger, detect};
-use super::prompt::{self, Decision, human_duration};
+use super::detect::{self, Danger, Scene};
+use super::prompt::{self, Ask, Decision, human_duration};
 use crate::config::{ApprovalConfig, ApprovalMode};
 use crate::delivery::Delivery;
 use crate::store::Store;
 
 /// Which pending request a decision is for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Target {
     /// The request a button belongs to.
     Id(i64),
-    /// The oldest request waiting in the chat (text commands).
-    Oldest,
+    /// The oldest request of this session whose prompt has gone out (text commands).
+    OldestOf(String),
 }
 
 /// What became of a decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
-    Resolved {
-        id: i64,
-    },
+    /// Decided; `outcome` is what the prompt and the model were told too.
+    Resolved { id: i64, outcome: String },
     /// Nothing (or not this request) is waiting: decided or expired already.
     NothingPending,
     /// The request belongs to another chat.
@@ -55,10 +56,14 @@ pub enum Gate {
 struct Verdict {
     decision: Decision,
     by: String,
+    /// Where the waiting turn reports the outcome it settled on, for the decider.
+    outcome: oneshot::Sender<String>,
 }
 
 struct Pending {
     chat: ChatRef,
+    session_key: String,
+    prompt_row: Option<i64>,
     decide: oneshot::Sender<Verdict>,
 }
 
@@ -67,52 +72,79 @@ pub struct CheckContext<'a> {
     pub session_key: &'a str,
     pub chat: &'a ChatRef,
     pub cancel: &'a CancellationToken,
+    /// The directory the command runs in.
+    pub workdir: &'a Path,
+    pub background: bool,
 }
+
+/// "For this session" approvals are forgotten after a day without use, and at most this
+/// many sessions keep them.
+const SESSION_APPROVALS_IDLE: Duration = Duration::from_secs(24 * 3600);
+const SESSION_APPROVALS_MAX: usize = 4096;
+/// How long a decider waits to hear the outcome the waiting turn settled on.
+const OUTCOME_WAIT: Duration = Duration::from_secs(2);
 
 pub struct ApprovalBroker {
     store: Store,
     delivery: Delivery,
     config: ApprovalConfig,
+    /// The gateway's side of every check (home, pid); the working directory is per check.
+    scene: Scene,
     pending: Mutex<HashMap<i64, Pending>>,
-    /// Pattern classes approved "for this session", by session key.
-    session_allowed: Mutex<HashMap<String, HashSet<&'static str>>>,
+    /// Pattern classes approved "for this session", by session key, with their last use.
+    session_allowed: Mutex<HashMap<String, (HashSet<&'static str>, Instant)>>,
 }
 
 enum Ending {
-    Decided(Verdict),
+    Decided(Decision, String, Option<oneshot::Sender<String>>),
     Expired,
-    Cancelled,
+    Cancelled(Option<oneshot::Sender<String>>),
 }
 
 impl ApprovalBroker {
-    pub fn new(store: Store, delivery: Delivery, config: ApprovalConfig) -> Self {
+    pub fn new(store: Store, delivery: Delivery, config: ApprovalConfig, scene: Scene) -> Self {
         ApprovalBroker {
             store,
             delivery,
             config,
+            scene,
             pending: Mutex::new(HashMap::new()),
             session_allowed: Mutex::new(HashMap::new()),
         }
     }
 
+    /// The dangers of `command` run from `workdir`.
+    pub fn dangers(&self, command: &str, workdir: &Path) -> Vec<Danger> {
+        let scene = Scene {
+            cwd: workdir.to_path_buf(),
+            ..self.scene.clone()
+        };
+        detect::detect(command, &scene)
+    }
+
     /// May `command` run in this session? Waits for a person when it is dangerous.
     pub async fn check(&self, ctx: CheckContext<'_>, command: &str) -> Gate {
+        if let Some(rule) = self.denied_by_rule(command) {
+            tracing::warn!(command, rule, "approval: refused by approvals.deny");
+            return Gate::Refused(format!(
+                "BLOCKED: this command matches the deny rule '{rule}' (approvals.deny in config.yaml). \
+                 It cannot be run; do not try another way. Tell the person if it is needed."
+            ));
+        }
         if self.config.mode == ApprovalMode::Off {
             return Gate::Run;
         }
-        let dangers = detect(command);
+        let dangers = self.dangers(command, ctx.workdir);
         if dangers.is_empty() {
             return Gate::Run;
         }
         let keys: Vec<&'static str> = dangers.iter().map(|d| d.key).collect();
-        let session_ok = {
-            let allowed = self.session_allowed.lock().expect("session approvals lock");
-            allowed
-                .get(ctx.session_key)
-                .is_some_and(|set| keys.iter().all(|k| set.contains(k)))
-        };
-        if session_ok {
+        if self.session_covers(ctx.session_key, &keys) {
             tracing::info!(command, "approval: covered by a session approval");
+            return Gate::Run;
+        }
+        if self.config_allows(command, &dangers) {
+            tracing::info!(command, "approval: covered by command_allowlist");
             return Gate::Run;
         }
         match self.store.allowlist_covers(&keys).await {
@@ -134,6 +166,89 @@ impl ApprovalBroker {
         }
     }
 
+    /// The `approvals.deny` glob `command` matches, on its raw or its normalised text.
+    fn denied_by_rule(&self, command: &str) -> Option<&str> {
+        if self.config.deny.is_empty() {
+            return None;
+        }
+        let variants = [
+            command.trim().to_lowercase(),
+            detect::normalise(command).trim().to_owned(),
+        ];
+        self.config.deny.iter().map(String::as_str).find(|rule| {
+            let rule = rule.trim().to_lowercase();
+            glob::Pattern::new(&rule).is_ok_and(|p| variants.iter().any(|v| p.matches(v)))
+                || variants.contains(&rule)
+        })
+    }
+
+    /// `command_allowlist`: every class named, or the whole (simple) command listed.
+    fn config_allows(&self, command: &str, dangers: &[Danger]) -> bool {
+        let list = &self.config.allowlist;
+        if list.is_empty() {
+            return false;
+        }
+        let named = |d: &Danger| {
+            list.iter()
+                .filter_map(|entry| detect::named(entry))
+                .any(|class| class.key == d.key)
+        };
+        if dangers.iter().all(named) {
+            return true;
+        }
+        // A listed command covers itself only when nothing else is chained to it.
+        let command = command.trim();
+        let compound = ["\n", "&&", "||", ";", "&", "|", "<", ">", "`", "$("]
+            .iter()
+            .any(|op| command.contains(op));
+        !compound
+            && list.iter().any(|entry| {
+                let entry = entry.trim();
+                entry == command
+                    || (entry.contains(['*', '?', '['])
+                        && glob::Pattern::new(entry).is_ok_and(|p| p.matches(command)))
+            })
+    }
+
+    fn session_covers(&self, session_key: &str, keys: &[&str]) -> bool {
+        let mut allowed = self.session_allowed.lock().expect("session approvals lock");
+        match allowed.get_mut(session_key) {
+            Some((set, used)) if keys.iter().all(|k| set.contains(k)) => {
+                *used = Instant::now();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn allow_for_session(&self, session_key: &str, keys: &[&'static str]) {
+        let mut allowed = self.session_allowed.lock().expect("session approvals lock");
+        let now = Instant::now();
+        allowed.retain(|_, (_, used)| now.duration_since(*used) < SESSION_APPROVALS_IDLE);
+        if allowed.len() >= SESSION_APPROVALS_MAX && !allowed.contains_key(session_key) {
+            let oldest = allowed
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                allowed.remove(&oldest);
+            }
+        }
+        let entry = allowed
+            .entry(session_key.to_owned())
+            .or_insert_with(|| (HashSet::new(), now));
+        entry.0.extend(keys.iter().copied());
+        entry.1 = now;
+    }
+
+    /// How many sessions hold "for this session" approvals (for tests and status).
+    pub fn sessions_with_approvals(&self) -> usize {
+        self.session_allowed
+            .lock()
+            .expect("session approvals lock")
+            .len()
+    }
+
     async fn ask(
         &self,
         ctx: &CheckContext<'_>,
@@ -150,48 +265,87 @@ impl ApprovalBroker {
             .sender(ctx.chat.platform)
             .map_or(ChoiceLimits::NONE, |s| s.capabilities().choices);
         let choices = prompt::choices(id, limits);
-        let text = prompt::prompt_text(command, dangers, self.config.timeout, !choices.is_empty());
-        let (decide, decision) = oneshot::channel();
-        self.pending.lock().expect("pending lock").insert(
-            id,
-            Pending {
-                chat: ctx.chat.clone(),
-                decide,
-            },
-        );
-
+        let text = prompt::prompt_text(&Ask {
+            command,
+            dangers,
+            workdir: ctx.workdir,
+            background: ctx.background,
+            timeout: self.config.timeout,
+            buttons: !choices.is_empty(),
+        });
         let mut rows = self.delivery.reply_rows(ctx.chat, &text, None);
         if let Some(last) = rows.last_mut() {
             last.choices = choices;
         }
+        // Listed before the prompt can go out, so an early press finds it.
+        let (decide, mut decision) = oneshot::channel();
+        self.pending.lock().expect("pending lock").insert(
+            id,
+            Pending {
+                chat: ctx.chat.clone(),
+                session_key: ctx.session_key.to_owned(),
+                prompt_row: None,
+                decide,
+            },
+        );
+        let withdraw = |why| {
+            self.pending.lock().expect("pending lock").remove(&id);
+            why
+        };
         let prompt_row = match self.delivery.queue(rows).await {
             Ok(ids) => ids.last().copied(),
             Err(e) => {
-                self.pending.lock().expect("pending lock").remove(&id);
+                let e = withdraw(e);
                 let _ = self.store.approval_decide(id, "cancelled", None).await;
                 return Err(e);
             }
         };
         if let Some(row) = prompt_row {
-            self.store.approval_set_prompt(id, row).await?;
+            if let Err(e) = self.store.approval_set_prompt(id, row).await {
+                // Nobody could ever settle a request the store does not tie to its prompt:
+                // take the choices back off the prompt and give up on it.
+                let e = withdraw(e);
+                let _ = self.store.approval_decide(id, "cancelled", None).await;
+                self.show_outcome(
+                    ctx.chat,
+                    Some(row),
+                    "⚠️ Cancelled: this request could not be recorded, so the command was NOT run.",
+                )
+                .await;
+                return Err(e);
+            }
+            if let Some(p) = self.pending.lock().expect("pending lock").get_mut(&id) {
+                p.prompt_row = Some(row);
+            }
         }
         tracing::info!(id, command, "approval: waiting for a person");
 
         let ending = tokio::select! {
-            verdict = decision => match verdict {
-                Ok(v) => Ending::Decided(v),
-                Err(_) => Ending::Cancelled,
+            verdict = &mut decision => match verdict {
+                Ok(v) => Ending::Decided(v.decision, v.by, Some(v.outcome)),
+                Err(_) => Ending::Cancelled(None),
             },
             _ = tokio::time::sleep(self.config.timeout) => Ending::Expired,
-            _ = ctx.cancel.cancelled() => Ending::Cancelled,
+            _ = ctx.cancel.cancelled() => Ending::Cancelled(None),
         };
-        // A decision may have been taken just as the wait ended: it wins if it got there first.
+        // Whoever removes the entry owns the outcome. If a decider got there first (a press
+        // at the very moment of the timeout), its decision stands.
         let ending = match ending {
-            Ending::Decided(v) => Ending::Decided(v),
+            decided @ Ending::Decided(..) => decided,
             other => match self.pending.lock().expect("pending lock").remove(&id) {
                 Some(_) => other,
-                None => Ending::Cancelled,
+                None => match decision.try_recv() {
+                    Ok(v) => Ending::Decided(v.decision, v.by, Some(v.outcome)),
+                    Err(_) => other,
+                },
             },
+        };
+        // A decision never starts a command whose turn was stopped meanwhile.
+        let ending = match ending {
+            Ending::Decided(_, _, outcome) if ctx.cancel.is_cancelled() => {
+                Ending::Cancelled(outcome)
+            }
+            other => other,
         };
         Ok(self
             .conclude(id, ctx, command, dangers, prompt_row, ending)
@@ -209,8 +363,8 @@ impl ApprovalBroker {
     ) -> Gate {
         let keys: Vec<&'static str> = dangers.iter().map(|d| d.key).collect();
         let window = human_duration(self.config.timeout);
-        let (state, by, line, gate) = match ending {
-            Ending::Decided(Verdict { decision, by }) => {
+        let (state, by, line, gate, tell) = match ending {
+            Ending::Decided(decision, by, tell) => {
                 let gate = match &decision {
                     Decision::Deny(reason) => Gate::Refused(match reason {
                         Some(r) => format!("The person denied this command; it was NOT run. Their reason: {r}"),
@@ -219,14 +373,7 @@ impl ApprovalBroker {
                     _ => Gate::Run,
                 };
                 match &decision {
-                    Decision::Session => {
-                        let mut allowed =
-                            self.session_allowed.lock().expect("session approvals lock");
-                        allowed
-                            .entry(ctx.session_key.to_owned())
-                            .or_default()
-                            .extend(keys.iter().copied());
-                    }
+                    Decision::Session => self.allow_for_session(ctx.session_key, &keys),
                     Decision::Always => {
                         for d in dangers {
                             if let Err(e) = self
@@ -251,7 +398,7 @@ impl ApprovalBroker {
                         keys.join(" ")
                     ));
                 }
-                (state, Some(by), line, gate)
+                (state, Some(by), line, gate, tell)
             }
             Ending::Expired => (
                 "expired",
@@ -260,14 +407,19 @@ impl ApprovalBroker {
                 Gate::Refused(format!(
                     "Nobody approved this command within {window}, so it was NOT run. Tell the person; they can ask you to try again."
                 )),
+                None,
             ),
-            Ending::Cancelled => (
+            Ending::Cancelled(tell) => (
                 "cancelled",
                 None,
                 "⏹ Cancelled: the task was stopped, so the command was NOT run.".to_owned(),
                 Gate::Refused("The command was NOT run: the task was stopped.".into()),
+                tell,
             ),
         };
+        if let Some(tell) = tell {
+            let _ = tell.send(line.clone());
+        }
         if let Err(e) = self.store.approval_decide(id, state, by).await {
             tracing::error!(error = %e, "approval: could not record the decision");
         }
@@ -288,38 +440,71 @@ impl ApprovalBroker {
         }
     }
 
-    /// A decision from an allowed person in `chat` (the router checked who they are).
-    pub fn resolve(
+    /// A decision from an allowed person in `chat` (the router checked who they are). A
+    /// button names its request; a text command takes the oldest request of the person's
+    /// session whose prompt has been delivered. Returns once the waiting turn has settled
+    /// the outcome, so the decider is told what the prompt and the model are told.
+    pub async fn resolve(
         &self,
         chat: &ChatRef,
         target: Target,
         decision: Decision,
         by: &str,
     ) -> Resolution {
-        let mut pending = self.pending.lock().expect("pending lock");
-        let same_chat = |p: &Pending| p.chat.same_chat(chat);
         let id = match target {
-            Target::Id(id) => match pending.get(&id) {
-                None => return Resolution::NothingPending,
-                Some(p) if !same_chat(p) => return Resolution::OtherChat,
-                Some(_) => id,
-            },
-            Target::Oldest => match pending
-                .iter()
-                .filter(|(_, p)| same_chat(p))
-                .map(|(id, _)| *id)
-                .min()
-            {
-                Some(id) => id,
-                None => return Resolution::NothingPending,
-            },
+            Target::Id(id) => {
+                let pending = self.pending.lock().expect("pending lock");
+                match pending.get(&id) {
+                    None => return Resolution::NothingPending,
+                    Some(p) if !p.chat.same_chat(chat) => return Resolution::OtherChat,
+                    Some(_) => id,
+                }
+            }
+            Target::OldestOf(session_key) => {
+                let mut candidates: Vec<(i64, Option<i64>)> = {
+                    let pending = self.pending.lock().expect("pending lock");
+                    pending
+                        .iter()
+                        .filter(|(_, p)| p.session_key == session_key && p.chat.same_chat(chat))
+                        .map(|(id, p)| (*id, p.prompt_row))
+                        .collect()
+                };
+                candidates.sort_unstable();
+                let mut chosen = None;
+                for (id, row) in candidates {
+                    let delivered = match row {
+                        Some(row) => {
+                            matches!(self.store.outbox_platform_id(row).await, Ok(Some(_)))
+                        }
+                        None => false,
+                    };
+                    if delivered {
+                        chosen = Some(id);
+                        break;
+                    }
+                }
+                match chosen {
+                    Some(id) => id,
+                    None => return Resolution::NothingPending,
+                }
+            }
         };
-        let entry = pending.remove(&id).expect("present");
+        let Some(entry) = self.pending.lock().expect("pending lock").remove(&id) else {
+            return Resolution::NothingPending;
+        };
+        let (tell, told) = oneshot::channel();
+        let fallback = decision.acknowledgement().to_owned();
         let _ = entry.decide.send(Verdict {
             decision,
             by: by.to_owned(),
+            outcome: tell,
         });
-        Resolution::Resolved { id }
+        let outcome = match tokio::time::timeout(OUTCOME_WAIT, told).await {
+            Ok(Ok(line)) => line,
+            Ok(Err(_)) => "⚠️ The request was withdrawn; the command was NOT run.".to_owned(),
+            Err(_) => fallback,
+        };
+        Resolution::Resolved { id, outcome }
     }
 
     /// Forget "for this session" approvals (`/new`).

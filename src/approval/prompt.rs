@@ -3,11 +3,12 @@
 //! offered as its text command, which the prompt always lists), the prompt text, and the
 //! outcome line that settles it.
 
+use std::path::Path;
 use std::time::Duration;
 
 use hermes_adapter::{Choice, ChoiceLimits, ChoiceStyle};
 
-use super::patterns::Danger;
+use super::detect::Danger;
 
 /// The longest command shown in a prompt.
 const PREVIEW_CHARS: usize = 3000;
@@ -134,32 +135,112 @@ pub fn choices(id: i64, limits: ChoiceLimits) -> Vec<Choice> {
     chosen
 }
 
-/// The prompt: the exact command, why it was flagged, and how to answer (every option as
-/// its text command, whether or not it also got a button).
-pub fn prompt_text(command: &str, dangers: &[Danger], timeout: Duration, buttons: bool) -> String {
-    let mut preview: String = command.chars().take(PREVIEW_CHARS).collect();
-    if preview.len() < command.len() {
-        preview.push_str("\n… (shortened)");
-    }
+/// What the person is asked about.
+pub struct Ask<'a> {
+    pub command: &'a str,
+    pub dangers: &'a [Danger],
+    pub workdir: &'a Path,
+    pub background: bool,
+    pub timeout: Duration,
+    pub buttons: bool,
+}
+
+/// The prompt: the command as it will run (hidden characters made visible, a long one
+/// shortened around — never through — the flagged parts), where and how it runs, why it
+/// was flagged, and how to answer (every option as its text command, whether or not it
+/// also got a button).
+pub fn prompt_text(ask: &Ask) -> String {
+    let preview = preview(ask.command, ask.dangers);
     let fence = if preview.contains("```") {
         "~~~"
     } else {
         "```"
     };
-    let why: Vec<&str> = dangers.iter().map(|d| d.description).collect();
-    let how = if buttons {
+    let why: Vec<&str> = ask.dangers.iter().map(|d| d.description).collect();
+    let how = if ask.buttons {
         "Answer with the buttons, or"
     } else {
         "Answer with"
     };
+    let mode = if ask.background {
+        "in the background"
+    } else {
+        "in the foreground"
+    };
     format!(
         "⚠️ **Hermes wants to run a command that needs your OK**\n\n{fence}\n{preview}\n{fence}\n\n\
+         Runs in `{}`, {mode}.\n\
          Why it was flagged: {}\n\n\
          {how} `/approve`, `/approve session`, `/approve always`, `/deny [reason]`.\n\
          If you don't answer within {} it will NOT run.",
+        visible(&ask.workdir.display().to_string()),
         why.join("; "),
-        human_duration(timeout)
+        human_duration(ask.timeout)
     )
+}
+
+/// Characters kept around a flagged part when a long command is shortened.
+const CONTEXT_CHARS: usize = 200;
+
+/// The command within [`PREVIEW_CHARS`]: whole when it fits; else its start, every flagged
+/// part with some context, and its end, with the gaps marked.
+fn preview(command: &str, dangers: &[Danger]) -> String {
+    let chars: Vec<char> = command.chars().collect();
+    if chars.len() <= PREVIEW_CHARS {
+        return visible(command);
+    }
+    let mut keep: Vec<std::ops::Range<usize>> = vec![0..600, chars.len() - 400..chars.len()];
+    for danger in dangers {
+        if let Some(span) = &danger.span {
+            let start = span.start.saturating_sub(CONTEXT_CHARS);
+            let end = (span.end + CONTEXT_CHARS).min(chars.len());
+            if end - start > PREVIEW_CHARS - 1000 {
+                // A flagged part longer than the room left: its two ends stay visible.
+                keep.push(start..start + 800);
+                keep.push(end - 800..end);
+            } else {
+                keep.push(start..end);
+            }
+        }
+    }
+    keep.sort_by_key(|r| r.start);
+    let mut merged: Vec<std::ops::Range<usize>> = Vec::new();
+    for range in keep {
+        match merged.last_mut() {
+            Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+            _ => merged.push(range),
+        }
+    }
+    let mut out = String::new();
+    let mut shown_to = 0;
+    for range in merged {
+        if range.start > shown_to {
+            out.push_str(&format!(
+                "\n… ({} characters not shown) …\n",
+                range.start - shown_to
+            ));
+        }
+        let part: String = chars[range.clone()].iter().collect();
+        out.push_str(&visible(&part));
+        shown_to = range.end;
+    }
+    out
+}
+
+/// Control and invisible characters written out (`\u{1b}`), so the person sees every byte
+/// that will run.
+pub fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        let hidden = (ch.is_control() && ch != '\n' && ch != '\t')
+            || matches!(ch, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}');
+        if hidden {
+            out.push_str(&format!("\\u{{{:x}}}", ch as u32));
+        } else {
+            out.push(ch);
+        }
+    }
+    out
 }
 
 pub fn human_duration(d: Duration) -> String {
@@ -239,8 +320,16 @@ mod tests {
         };
         assert_eq!(labels(whatsapp), ["Allow once", "Session", "Deny"]);
         assert!(choices(7, ChoiceLimits::NONE).is_empty());
-        let text = prompt_text("rm -rf /", &[], Duration::from_secs(60), true);
+        let ask = |command, buttons| Ask {
+            command,
+            dangers: &[],
+            workdir: Path::new("/srv/app"),
+            background: false,
+            timeout: Duration::from_secs(60),
+            buttons,
+        };
+        let text = prompt_text(&ask("rm -rf /", true));
         assert!(text.contains("`/approve always`"));
-        assert!(!prompt_text("x", &[], Duration::from_secs(60), false).contains("buttons"));
+        assert!(!prompt_text(&ask("x", false)).contains("buttons"));
     }
 }

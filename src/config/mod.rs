@@ -70,7 +70,7 @@ pub fn load(home: &Path) -> Loaded {
         problems.push(p);
         String::new()
     });
-    let env = EnvVars::new(std::env::vars(), &dotenv_text);
+    let env = EnvVars::new(crate::secrets::environment(), &dotenv_text);
     let mut loaded = load_from(home, &yaml_text, &env);
     problems.append(&mut loaded.problems);
     loaded.problems = problems;
@@ -236,6 +236,10 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
                 .unwrap_or(300)
                 .max(1),
         ),
+        deny: y.list("approvals.deny", &mut problems).unwrap_or_default(),
+        allowlist: y
+            .list("command_allowlist", &mut problems)
+            .unwrap_or_default(),
     };
     if approvals.mode == ApprovalMode::Off {
         problems.push(Problem::warning(

@@ -167,6 +167,12 @@ pub struct ApprovalConfig {
     pub mode: ApprovalMode,
     /// How long a prompt waits before the command is denied.
     pub timeout: Duration,
+    /// `approvals.deny`: globs (fnmatch, case-insensitive) of commands refused outright,
+    /// never prompted, even with `approvals.mode: off`.
+    pub deny: Vec<String>,
+    /// `command_allowlist` (top level, as in Hermes): standing approvals, each a class (its
+    /// key or description) or a command (exact, or a glob) that needs no prompt.
+    pub allowlist: Vec<String>,
 }
 
 /// Background processes (`processes.*`, `display.background_process_notifications`).

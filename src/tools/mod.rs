@@ -6,7 +6,8 @@ mod output;
 mod process_tool;
 pub mod terminal;
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hermes_adapter::{Author, ChatRef};
@@ -36,7 +37,12 @@ pub struct Toolbox {
     terminal: Terminal,
     approvals: Arc<ApprovalBroker>,
     processes: Arc<ProcessRegistry>,
+    /// What was written to each process's stdin since its last newline.
+    unfinished_lines: Mutex<BTreeMap<String, String>>,
 }
+
+/// How many processes' partial stdin lines are remembered.
+const MAX_UNFINISHED_LINES: usize = 256;
 
 impl Toolbox {
     pub fn new(
@@ -49,6 +55,7 @@ impl Toolbox {
             terminal: Terminal::new(config, secret_env_names),
             approvals,
             processes,
+            unfinished_lines: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -99,13 +106,11 @@ impl Toolbox {
         match call.name.as_str() {
             "terminal" => self.terminal(&args, ctx).await,
             "process" => {
-                // Text written to a process's stdin may be a command for a shell it runs:
-                // it passes the same approval check as `terminal`.
                 if args.get("action").and_then(Value::as_str) == Some("write")
                     && let Some(data) = args.get("data").and_then(Value::as_str)
-                    && let Some(refused) = self.refused(data, ctx).await
                 {
-                    return refused;
+                    let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
+                    return self.write_to_process(id, data, &args, ctx).await;
                 }
                 ToolResult::text(process_tool::run(&self.processes, &args, ctx).await)
             }
@@ -123,15 +128,23 @@ impl Toolbox {
         else {
             return ToolResult::text("error: `command` is required and must be a non-empty string");
         };
-        if let Some(refused) = self.refused(command, ctx).await {
-            return refused;
-        }
         let workdir = args.get("workdir").and_then(Value::as_str);
-        if args
+        let background = args
             .get("background")
             .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
+            .unwrap_or(false);
+        let cwd = self.terminal.workdir(workdir);
+        if let Some(refused) = self.refused(command, ctx, &cwd, background).await {
+            return refused;
+        }
+        if ctx.cancel.is_cancelled() {
+            // Stopped while it waited for approval: it never starts.
+            return ToolResult {
+                text: "The command was NOT run: the task was stopped.".into(),
+                cancelled: true,
+            };
+        }
+        if background {
             let requested = args
                 .get("check_interval")
                 .and_then(Value::as_u64)
@@ -139,8 +152,8 @@ impl Toolbox {
             let check_interval = requested.map(|i| i.max(MIN_CHECK_INTERVAL));
             let request = SpawnRequest {
                 command: command.to_owned(),
-                cwd: self.terminal.workdir(workdir),
-                scrub_env: self.terminal.secret_names_present(),
+                cwd,
+                env: self.terminal.child_env(),
                 origin: Origin {
                     session_key: ctx.session_key.clone(),
                     chat: ctx.chat.clone(),
@@ -178,12 +191,62 @@ impl Toolbox {
 }
 
 impl Toolbox {
+    /// Text written to a process's stdin may be a command for a shell it runs: it passes the
+    /// same approval check as `terminal`, judged together with whatever was written before
+    /// it on the same line (so `r` then `m -rf ~\n` is judged as `rm -rf ~`).
+    async fn write_to_process(
+        &self,
+        id: &str,
+        data: &str,
+        args: &Value,
+        ctx: &ToolContext,
+    ) -> ToolResult {
+        let earlier = self
+            .unfinished_lines
+            .lock()
+            .expect("unfinished lines lock")
+            .get(id)
+            .cloned()
+            .unwrap_or_default();
+        let line = format!("{earlier}{data}");
+        let cwd = self.terminal.workdir(None);
+        if let Some(refused) = self.refused(&line, ctx, &cwd, true).await {
+            return refused;
+        }
+        let result = process_tool::run(&self.processes, args, ctx).await;
+        let rest = match line.rfind('\n') {
+            Some(at) => line[at + 1..].to_owned(),
+            None => line,
+        };
+        let mut lines = self.unfinished_lines.lock().expect("unfinished lines lock");
+        if rest.is_empty() {
+            lines.remove(id);
+        } else {
+            if lines.len() >= MAX_UNFINISHED_LINES && !lines.contains_key(id) {
+                // Forget the oldest shells' partial lines; a forgotten prefix is judged anew.
+                if let Some(oldest) = lines.keys().next().cloned() {
+                    lines.remove(&oldest);
+                }
+            }
+            lines.insert(id.to_owned(), rest);
+        }
+        ToolResult::text(result)
+    }
+
     /// The approval gate: `Some(result)` when `command` must not run.
-    async fn refused(&self, command: &str, ctx: &ToolContext) -> Option<ToolResult> {
+    async fn refused(
+        &self,
+        command: &str,
+        ctx: &ToolContext,
+        workdir: &std::path::Path,
+        background: bool,
+    ) -> Option<ToolResult> {
         let check = CheckContext {
             session_key: &ctx.session_key,
             chat: &ctx.chat,
             cancel: &ctx.cancel,
+            workdir,
+            background,
         };
         match self.approvals.check(check, command).await {
             Gate::Run => None,

@@ -1,194 +1,140 @@
-//! Which shell commands are dangerous: the pattern classes of the Hermes gateway, matched
-//! on a normalised form of the command so trivial obfuscation does not slip through (ANSI
-//! escapes, zero-width and look-alike characters, line continuations, quotes and
-//! backslashes inside words, `$HOME` for `~`).
+//! The text layer: Hermes-style regexes over the command's text, kept as a safety net
+//! under the parser (and for what lives inside strings, such as SQL). Each pattern runs
+//! twice, on the raw text (lower-cased, whitespace folded) and on a normalised form where
+//! trivial obfuscation is undone (ANSI escapes, zero-width and look-alike characters, line
+//! continuations, quotes and backslashes inside words, `$HOME` for `~`); a match on either
+//! counts, so normalising can only add findings, never hide text.
 
+use std::ops::Range;
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-/// Why a command was flagged.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Danger {
-    /// Stable name of the pattern class; what "for this session" and "always" approve.
-    pub key: &'static str,
-    pub description: &'static str,
-}
+use super::classes::{self as c, Class};
 
-/// (key, regex on the normalised command, description).
-const PATTERNS: &[(&str, &str, &str)] = &[
+/// (class, regex on the lower-cased command).
+const PATTERNS: &[(&Class, &str)] = &[
+    (&c::RM_ROOT, r"\brm\s+(-\S*\s+)*/(\s|$|\*)"),
+    (&c::RM_RECURSIVE, r"\brm\s+(-\S*\s+)*-[a-z]*r"),
+    (&c::RM_RECURSIVE, r"\brm\s+(\S+\s+)*--recursive\b"),
     (
-        "rm-root",
-        r"\brm\s+(-\S*\s+)*/(\s|$|\*)",
-        "delete in the root path",
-    ),
-    (
-        "rm-recursive",
-        r"\brm\s+(-\S*\s+)*-[a-z]*r",
-        "recursive delete",
-    ),
-    (
-        "rm-recursive",
-        r"\brm\s+(\S+\s+)*--recursive\b",
-        "recursive delete",
-    ),
-    (
-        "chmod-777",
+        &c::CHMOD_777,
         r"\bchmod\s+(-\S*\s+)*(0?777|a\+rwx|o\+w|a\+w|666)\b",
-        "world-writable permissions",
     ),
+    (&c::CHMOD_777, r"\bchmod\s+--recursive\b.*777"),
     (
-        "chmod-777",
-        r"\bchmod\s+--recursive\b.*777",
-        "world-writable permissions",
-    ),
-    (
-        "chown-root",
+        &c::CHOWN_ROOT,
         r"\bchown\s+(-\S*\s+)*-[a-z]*r[a-z]*\s+root\b",
-        "recursive chown to root",
     ),
+    (&c::CHOWN_ROOT, r"\bchown\s+--recursive\b.*\broot\b"),
+    (&c::MKFS, r"\bmkfs(\.\w+)?\b"),
+    (&c::DD, r"\bdd\s+.*\bif="),
     (
-        "chown-root",
-        r"\bchown\s+--recursive\b.*\broot\b",
-        "recursive chown to root",
-    ),
-    ("mkfs", r"\bmkfs(\.\w+)?\b", "format a filesystem"),
-    ("dd", r"\bdd\s+.*\bif=", "raw disk copy (dd)"),
-    (
-        "block-device",
+        &c::BLOCK_DEVICE,
         r">\s*/dev/(sd|nvme|hd|vd|xvd|mmcblk|disk)",
-        "write to a block device",
     ),
+    (&c::SQL_DROP, r"\bdrop\s+(table|database|schema)\b"),
+    (&c::SQL_DELETE, r"\bdelete\s+from\b"),
+    (&c::SQL_TRUNCATE, r"\btruncate\s+(table\s+)?\w"),
+    (&c::ETC_WRITE, r">>?\s*/etc/"),
+    (&c::ETC_WRITE, r"\b(tee|cp|mv|install|ln)\b[^|;&]*\s/etc/"),
+    (&c::ETC_WRITE, r"\bsed\s+(-\S*\s+)*-i\S*\s.*\s/etc/"),
     (
-        "sql-drop",
-        r"\bdrop\s+(table|database|schema)\b",
-        "SQL DROP",
-    ),
-    (
-        "sql-delete",
-        r"\bdelete\s+from\b",
-        "SQL DELETE without WHERE",
-    ),
-    (
-        "sql-truncate",
-        r"\btruncate\s+(table\s+)?\w",
-        "SQL TRUNCATE",
-    ),
-    (
-        "etc-write",
-        r">>?\s*/etc/",
-        "overwrite system configuration in /etc",
-    ),
-    (
-        "etc-write",
-        r"\b(tee|cp|mv|install|ln)\b[^|;&]*\s/etc/",
-        "write into /etc",
-    ),
-    (
-        "etc-write",
-        r"\bsed\s+(-\S*\s+)*-i\S*\s.*\s/etc/",
-        "edit a file in /etc in place",
-    ),
-    (
-        "systemctl",
+        &c::SYSTEMCTL,
         r"\bsystemctl\s+(--\S+\s+)*(stop|disable|mask|restart|kill|poweroff|reboot|halt)\b",
-        "stop or disable a system service",
     ),
+    (&c::KILL_ALL, r"\bkill\s+-(9|kill|sigkill)\s+-1\b"),
     (
-        "kill-all",
-        r"\bkill\s+-(9|kill|sigkill)\s+-1\b",
-        "kill all processes",
-    ),
-    (
-        "pkill-9",
+        &c::PKILL_9,
         r"\b(pkill|killall)\s+(-\S+\s+)*-(9|kill|sigkill)\b",
-        "force-kill processes",
     ),
+    (&c::FORK_BOMB, r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:"),
     (
-        "fork-bomb",
-        r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
-        "fork bomb",
-    ),
-    (
-        "shell-c",
+        &c::SHELL_C,
         r"\b(bash|sh|zsh|ksh|dash|fish)\s+(-\S+\s+)*-[a-z]*c\b",
-        "shell command via -c",
     ),
     (
-        "script-c",
+        &c::SCRIPT_C,
         r"\b(python[0-9.]*|perl|ruby|node|php)\s+(-\S+\s+)*-[a-z]*[ec]\b",
-        "script execution via -e/-c",
     ),
     (
-        "pipe-shell",
+        &c::PIPE_SHELL,
         r"\b(curl|wget|fetch)\b.*\|\s*(sudo\s+)?(ba|z|k|da)?sh\b",
-        "pipe remote content to a shell",
     ),
     (
-        "pipe-shell",
+        &c::PIPE_SHELL,
         r"\b(bash|sh|zsh|ksh)\s+<\s*<?\s*\(\s*(curl|wget)\b",
-        "execute a remote script",
     ),
     (
-        "pipe-shell",
+        &c::PIPE_SHELL,
         r"\b(eval|source|\.)\s+.*\$\(\s*(curl|wget)\b",
-        "execute a remote script",
     ),
-    ("xargs-rm", r"\bxargs\s+.*\brm\b", "xargs with rm"),
-    ("find-rm", r"\bfind\b.*-exec\s+(\S*/)?rm\b", "find -exec rm"),
-    ("find-delete", r"\bfind\b.*\s-delete\b", "find -delete"),
+    (&c::XARGS_RM, r"\bxargs\s+.*\brm\b"),
+    (&c::FIND_EXEC, r"\bfind\b.*-exec\s+(\S*/)?rm\b"),
+    (&c::FIND_DELETE, r"\bfind\b.*\s-delete\b"),
     (
-        "ssh-write",
+        &c::SSH_WRITE,
         r"(>>?|\btee\b[^|;&]*|\b(cp|mv|install|ln|rm|chmod)\b[^|;&]*)\s*(~|\$home|/root|/home/[^/\s]+)/\.ssh\b",
-        "write to ~/.ssh",
     ),
     (
-        "rc-write",
+        &c::RC_WRITE,
         r"(>>?|\btee\b[^|;&]*|\b(cp|mv|ln)\b[^|;&]*)\s*(~|\$home|/root|/home/[^/\s]+)/\.(bashrc|bash_profile|profile|zshrc|zprofile|bash_login|bash_logout)\b",
-        "overwrite a shell startup file",
     ),
     (
-        "hermes-env",
+        &c::GATEWAY_SECRET,
         r"(>>?|\btee\b[^|;&]*|\b(cp|mv|ln|rm|sed)\b[^|;&]*)\s*\S*\.hermes/\.env\b",
-        "overwrite the Hermes .env",
     ),
     (
-        "hermes-env",
+        &c::GATEWAY_SECRET,
         r"(>>?|\btee\b[^|;&]*|\b(cp|mv|ln|rm|sed)\b[^|;&]*)\s*\$hermes_home/\.env\b",
-        "overwrite the Hermes .env",
     ),
 ];
 
-static COMPILED: LazyLock<Vec<(&'static str, Regex, &'static str)>> = LazyLock::new(|| {
+static COMPILED: LazyLock<Vec<(&'static Class, Regex)>> = LazyLock::new(|| {
     PATTERNS
         .iter()
-        .map(|(key, re, why)| (*key, Regex::new(re).expect("danger pattern compiles"), *why))
+        .map(|(class, re)| (*class, Regex::new(re).expect("danger pattern compiles")))
         .collect()
 });
 
 static SQL_WHERE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\bwhere\b").expect("where compiles"));
 
-/// Every pattern class `command` matches (empty when it is not dangerous), each key once.
-pub fn detect(command: &str) -> Vec<Danger> {
+/// Every class `command` matches, on its raw or its normalised text, each once; with the
+/// character span of the match when it was found in the raw text.
+pub fn detect(command: &str) -> Vec<(&'static Class, Option<Range<usize>>)> {
+    let raw = command.to_lowercase();
     let normalised = normalise(command);
-    let mut found: Vec<Danger> = Vec::new();
-    for (key, re, why) in COMPILED.iter() {
-        if found.iter().any(|d| d.key == *key) {
+    let mut found: Vec<(&'static Class, Option<Range<usize>>)> = Vec::new();
+    for (class, re) in COMPILED.iter() {
+        if found.iter().any(|(f, _)| f.key == class.key) {
             continue;
         }
-        let Some(m) = re.find(&normalised) else {
-            continue;
-        };
-        if *key == "sql-delete" && SQL_WHERE.is_match(&normalised[m.end()..]) {
-            continue;
+        let on_raw = first_match(class, re, &raw);
+        let hit = on_raw
+            .clone()
+            .or_else(|| first_match(class, re, &normalised));
+        if hit.is_some() {
+            // Spans count characters; lower-casing keeps the character count of ASCII.
+            let span = on_raw
+                .filter(|_| raw.len() == command.len())
+                .map(|r| command[..r.start].chars().count()..command[..r.end].chars().count());
+            found.push((class, span));
         }
-        found.push(Danger {
-            key,
-            description: why,
-        });
     }
     found
+}
+
+fn first_match(class: &Class, re: &Regex, text: &str) -> Option<Range<usize>> {
+    let m = re.find(text)?;
+    if class.key == c::SQL_DELETE.key {
+        // DELETE with a WHERE on the same line is a targeted delete.
+        let line_rest = text[m.end()..].split('\n').next().unwrap_or_default();
+        if SQL_WHERE.is_match(line_rest) {
+            return None;
+        }
+    }
+    Some(m.range())
 }
 
 /// The form patterns are matched against: lower-case ASCII where a character looks like
@@ -288,7 +234,7 @@ mod tests {
     use super::*;
 
     fn keys(command: &str) -> Vec<&'static str> {
-        detect(command).into_iter().map(|d| d.key).collect()
+        detect(command).into_iter().map(|(c, _)| c.key).collect()
     }
 
     #[test]

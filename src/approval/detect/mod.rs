@@ -1,0 +1,204 @@
+//! Which commands need a person's approval, and why. Three layers, and a command is flagged
+//! when any of them flags it (normalising or parsing can only add findings):
+//!
+//! 1. **Bytes**: control or invisible characters (terminal escapes, bidi overrides,
+//!    zero-width characters, backspace) need approval by themselves: they can make what a
+//!    person reads differ from what bash runs.
+//! 2. **Structure** ([`script`], [`rules`], [`paths`]): the command is parsed as bash parses
+//!    it, each simple command is judged by its command word and arguments, and where the
+//!    command word or the code a shell runs is only known at run time the answer is to ask.
+//! 3. **Text** ([`text`]): Hermes-style regexes on the raw and the normalised text.
+
+mod classes;
+mod paths;
+mod rules;
+mod script;
+mod text;
+
+#[cfg(test)]
+mod tests;
+
+use std::ops::Range;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+
+pub use classes::{Class, named};
+pub use text::normalise;
+
+/// Longest command judged by parsing; longer ones are asked about as they are.
+const MAX_COMMAND_CHARS: usize = 128 * 1024;
+/// Deepest bracket nesting parsed; deeper commands are asked about as they are.
+const MAX_BRACKET_NESTING: usize = 64;
+/// Stack for the parser thread: the parser recurses once per nesting level.
+const PARSER_STACK_BYTES: usize = 64 * 1024 * 1024;
+/// How many levels of nested code (`sh -c '…'`, `trap '…'`) are followed.
+const MAX_NESTING: usize = 4;
+
+/// Why a command was flagged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Danger {
+    /// Stable name of the class; what "for this session" and "always" approve.
+    pub key: &'static str,
+    pub description: &'static str,
+    /// The flagged part of the command, in characters, when known.
+    pub span: Option<Range<usize>>,
+}
+
+/// What a command is judged against: where it runs and who runs it.
+#[derive(Debug, Clone)]
+pub struct Scene {
+    /// The working directory the command starts in.
+    pub cwd: PathBuf,
+    pub home: PathBuf,
+    pub hermes_home: PathBuf,
+    /// The gateway's own process id (`$PPID` of the command).
+    pub gateway_pid: u32,
+    /// The gateway executable's file name.
+    pub gateway_name: String,
+}
+
+impl Scene {
+    /// The scene for this process: `HOME`, its pid and executable name.
+    pub fn of_this_process(hermes_home: PathBuf, cwd: PathBuf) -> Scene {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/root"));
+        let gateway_name = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "hermes-gateway".to_owned());
+        Scene {
+            cwd,
+            home,
+            hermes_home,
+            gateway_pid: std::process::id(),
+            gateway_name,
+        }
+    }
+}
+
+/// Every class `command` falls in when run in `scene` (empty when it is harmless), each
+/// once, in the order found.
+pub fn detect(command: &str, scene: &Scene) -> Vec<Danger> {
+    let mut found = Found::default();
+    if let Some(at) = command.chars().position(hides_text) {
+        found.add(&classes::CONTROL_CHARS, Some(at..at + 1));
+    }
+    for (class, span) in text::detect(command) {
+        found.add(class, span);
+    }
+    if command.chars().count() > MAX_COMMAND_CHARS {
+        found.add(&classes::TOO_LONG, None);
+        return found.0;
+    }
+    if nesting(command) > MAX_BRACKET_NESTING {
+        found.add(&classes::UNPARSED, None);
+        return found.0;
+    }
+    // The parser is third-party code fed hostile input: it runs on a thread with a deep
+    // stack of its own, and a panic in it means "ask".
+    let structural = std::thread::scope(|threads| {
+        std::thread::Builder::new()
+            .name("approval-parse".into())
+            .stack_size(PARSER_STACK_BYTES)
+            .spawn_scoped(threads, || {
+                std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    let mut inner = Found::default();
+                    structure(command, scene, 0, &mut inner, true);
+                    inner
+                }))
+            })
+            .map(|handle| handle.join())
+    });
+    match structural {
+        Ok(Ok(Ok(inner))) => {
+            for danger in inner.0 {
+                found.push(danger);
+            }
+        }
+        _ => found.add(&classes::UNPARSED, None),
+    }
+    found.0
+}
+
+/// How deeply brackets nest at most (quotes ignored, so it may overcount; overcounting
+/// only means asking).
+fn nesting(command: &str) -> usize {
+    let mut depth: usize = 0;
+    let mut deepest = 0;
+    for ch in command.chars() {
+        match ch {
+            '(' | '{' | '[' | '`' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+#[derive(Default)]
+struct Found(Vec<Danger>);
+
+impl Found {
+    fn add(&mut self, class: &'static Class, span: Option<Range<usize>>) {
+        self.push(Danger {
+            key: class.key,
+            description: class.description,
+            span,
+        });
+    }
+
+    fn push(&mut self, danger: Danger) {
+        match self.0.iter_mut().find(|d| d.key == danger.key) {
+            Some(existing) => {
+                if existing.span.is_none() {
+                    existing.span = danger.span;
+                }
+            }
+            None => self.0.push(danger),
+        }
+    }
+}
+
+fn structure(command: &str, scene: &Scene, level: usize, found: &mut Found, top: bool) {
+    if level > MAX_NESTING {
+        found.add(&classes::UNPARSED, None);
+        return;
+    }
+    let script = script::analyse(command, scene);
+    if !script.problems.is_empty() {
+        tracing::debug!(problems = ?script.problems, "approval: command not fully understood");
+        found.add(&classes::UNPARSED, None);
+    }
+    if !script.recursive_functions.is_empty() {
+        found.add(&classes::FORK_BOMB, None);
+    }
+    for invocation in &script.invocations {
+        let verdict = rules::judge(invocation, scene);
+        let span = invocation.span.clone().filter(|_| top);
+        for class in verdict.found {
+            found.add(class, span.clone());
+        }
+        for code in verdict.nested {
+            structure(&code, scene, level + 1, found, false);
+        }
+    }
+}
+
+/// Characters that can make the text a person reads differ from what bash runs.
+fn hides_text(ch: char) -> bool {
+    match ch {
+        '\t' | '\n' => false,
+        c if c.is_control() => true, // C0 (ESC, CR, BS…), DEL and C1
+        '\u{200B}'..='\u{200F}'   // zero-width and direction marks
+        | '\u{202A}'..='\u{202E}' // bidi embeddings and overrides
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}' // bidi isolates
+        | '\u{FEFF}'
+        | '\u{00AD}' => true,
+        _ => false,
+    }
+}
