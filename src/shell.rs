@@ -12,12 +12,15 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-/// Start `command` in `cwd` with the variables in `scrub_env` removed; stdin is piped when
-/// `with_stdin`, closed otherwise.
+/// Changes to the environment a child inherits: a variable removed (`None`) or set.
+pub type EnvChanges = Vec<(String, Option<String>)>;
+
+/// Start `command` in `cwd` with `env` applied to the inherited environment; stdin is
+/// piped when `with_stdin`, closed otherwise.
 pub fn spawn(
     command: &str,
     cwd: &Path,
-    scrub_env: &[String],
+    env: &EnvChanges,
     with_stdin: bool,
 ) -> std::io::Result<Child> {
     let mut cmd = Command::new("bash");
@@ -33,8 +36,11 @@ pub fn spawn(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    for name in scrub_env {
-        cmd.env_remove(name);
+    for (name, value) in env {
+        match value {
+            Some(value) => cmd.env(name, value),
+            None => cmd.env_remove(name),
+        };
     }
     cmd.spawn()
 }

@@ -84,7 +84,7 @@ pub struct SpawnRequest {
     pub command: String,
     pub cwd: PathBuf,
     /// Variables to remove from the child's environment (secrets).
-    pub scrub_env: Vec<String>,
+    pub env: crate::shell::EnvChanges,
     pub origin: Origin,
     pub check_interval: Option<Duration>,
     pub notify_on_complete: bool,
@@ -243,8 +243,8 @@ impl ProcessRegistry {
     /// Start a background process; returns its id (`proc_<12 hex>`).
     pub async fn spawn(self: &Arc<Self>, request: SpawnRequest) -> Result<(String, u32), String> {
         self.make_room()?;
-        let mut child = shell::spawn(&request.command, &request.cwd, &request.scrub_env, true)
-            .map_err(|e| {
+        let mut child =
+            shell::spawn(&request.command, &request.cwd, &request.env, true).map_err(|e| {
                 format!(
                     "could not start the command: {e} (in {})",
                     request.cwd.display()

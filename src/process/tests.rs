@@ -34,7 +34,7 @@ mod support {
         SpawnRequest {
             command: command.into(),
             cwd: std::env::temp_dir(),
-            scrub_env: vec![],
+            env: vec![],
             origin: Origin {
                 session_key: session.into(),
                 chat: ChatRef {

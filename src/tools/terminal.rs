@@ -88,12 +88,21 @@ impl Terminal {
             .unwrap_or_else(|| self.config.cwd.clone())
     }
 
-    /// Names of secret variables present in this process's environment.
-    pub fn secret_names_present(&self) -> Vec<String> {
-        std::env::vars_os()
+    /// What a child's environment needs changed: secret variables still in this process's
+    /// environment removed, and the ones `terminal.pass_env` lets through (taken out of
+    /// the process at start-up, see [`crate::secrets`]) put back.
+    pub fn child_env(&self) -> shell::EnvChanges {
+        let mut changes: shell::EnvChanges = std::env::vars_os()
             .filter_map(|(name, _)| name.into_string().ok())
             .filter(|name| self.is_secret(name))
-            .collect()
+            .map(|name| (name, None))
+            .collect();
+        for name in &self.config.pass_env {
+            if let Some(value) = crate::secrets::get(name) {
+                changes.push((name.clone(), Some(value.to_owned())));
+            }
+        }
+        changes
     }
 
     /// Whether a variable must not reach child processes.
@@ -120,7 +129,7 @@ impl Terminal {
             .map(PathBuf::from)
             .unwrap_or_else(|| self.config.cwd.clone());
         let started = Instant::now();
-        let mut child = match shell::spawn(command, &cwd, &self.secret_names_present(), false) {
+        let mut child = match shell::spawn(command, &cwd, &self.child_env(), false) {
             Ok(child) => child,
             Err(e) => {
                 return CommandOutcome::FailedToStart(format!(
