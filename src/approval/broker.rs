@@ -113,13 +113,21 @@ impl ApprovalBroker {
         }
     }
 
-    /// The dangers of `command` run from `workdir`.
-    pub fn dangers(&self, command: &str, workdir: &Path) -> Vec<Danger> {
+    /// The dangers of `command` run from `workdir`. Parsing is CPU work on a thread of its
+    /// own (see [`detect::detect`]), so it runs off the async workers.
+    async fn dangers(&self, command: &str, workdir: &Path) -> Vec<Danger> {
         let scene = Scene {
             cwd: workdir.to_path_buf(),
             ..self.scene.clone()
         };
-        detect::detect(command, &scene)
+        let text = command.to_owned();
+        match tokio::task::spawn_blocking(move || detect::detect(&text, &scene)).await {
+            Ok(dangers) => dangers,
+            Err(e) => {
+                tracing::error!(error = %e, "approval: the check failed; asking");
+                vec![Danger::unchecked()]
+            }
+        }
     }
 
     /// May `command` run in this session? Waits for a person when it is dangerous.
@@ -134,7 +142,7 @@ impl ApprovalBroker {
         if self.config.mode == ApprovalMode::Off {
             return Gate::Run;
         }
-        let dangers = self.dangers(command, ctx.workdir);
+        let dangers = self.dangers(command, ctx.workdir).await;
         if dangers.is_empty() {
             return Gate::Run;
         }

@@ -232,9 +232,7 @@ fn preview(command: &str, dangers: &[Danger]) -> String {
 pub fn visible(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
-        let hidden = (ch.is_control() && ch != '\n' && ch != '\t')
-            || matches!(ch, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}');
-        if hidden {
+        if super::detect::hides_text(ch) {
             out.push_str(&format!("\\u{{{:x}}}", ch as u32));
         } else {
             out.push(ch);
@@ -331,5 +329,31 @@ mod tests {
         let text = prompt_text(&ask("rm -rf /", true));
         assert!(text.contains("`/approve always`"));
         assert!(!prompt_text(&ask("x", false)).contains("buttons"));
+    }
+
+    #[test]
+    fn a_long_command_keeps_its_flagged_part_and_shows_hidden_characters() {
+        let filler = "x".repeat(5000);
+        let command = format!("echo {filler}; rm -rf ~; echo \u{1b}[0m {filler}");
+        let at = command.find("rm -rf ~").unwrap();
+        let dangers = [Danger {
+            key: "rm-root",
+            description: "delete in root path",
+            span: Some(at..at + 8),
+        }];
+        let text = prompt_text(&Ask {
+            command: &command,
+            dangers: &dangers,
+            workdir: Path::new("/srv/app"),
+            background: true,
+            timeout: Duration::from_secs(60),
+            buttons: true,
+        });
+        assert!(text.contains("rm -rf ~"), "the flagged part was cut");
+        assert!(text.contains("characters not shown"));
+        assert!(text.contains("\\u{1b}"), "the escape is written out");
+        assert!(!text.contains('\u{1b}'));
+        assert!(text.contains("`/srv/app`") && text.contains("in the background"));
+        assert!(text.chars().count() < 4000, "{}", text.chars().count());
     }
 }

@@ -13,16 +13,6 @@ use super::output::HeadTail;
 use crate::config::TerminalConfig;
 use crate::shell;
 
-/// Name endings that mark a variable as a secret.
-const SECRET_SUFFIXES: &[&str] = &[
-    "_TOKEN",
-    "_API_KEY",
-    "_SECRET",
-    "_PASSWORD",
-    "_ACCESS_KEY",
-    "_PRIVATE_KEY",
-];
-
 /// How a command ended.
 #[derive(Debug)]
 pub enum CommandOutcome {
@@ -110,8 +100,7 @@ impl Terminal {
         if self.config.pass_env.iter().any(|p| p == name) {
             return false;
         }
-        self.secret_env_names.iter().any(|s| s == name)
-            || SECRET_SUFFIXES.iter().any(|s| name.ends_with(s))
+        self.secret_env_names.iter().any(|s| s == name) || crate::secrets::is_secret_name(name)
     }
 
     pub async fn run(

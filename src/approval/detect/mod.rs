@@ -14,6 +14,7 @@ mod paths;
 mod rules;
 mod script;
 mod text;
+mod words;
 
 #[cfg(test)]
 mod tests;
@@ -42,6 +43,17 @@ pub struct Danger {
     pub description: &'static str,
     /// The flagged part of the command, in characters, when known.
     pub span: Option<Range<usize>>,
+}
+
+impl Danger {
+    /// A command that could not be checked at all: it needs approval.
+    pub fn unchecked() -> Danger {
+        Danger {
+            key: classes::UNPARSED.key,
+            description: classes::UNPARSED.description,
+            span: None,
+        }
+    }
 }
 
 /// What a command is judged against: where it runs and who runs it.
@@ -189,7 +201,7 @@ fn structure(command: &str, scene: &Scene, level: usize, found: &mut Found, top:
 }
 
 /// Characters that can make the text a person reads differ from what bash runs.
-fn hides_text(ch: char) -> bool {
+pub fn hides_text(ch: char) -> bool {
     match ch {
         '\t' | '\n' => false,
         c if c.is_control() => true, // C0 (ESC, CR, BS…), DEL and C1

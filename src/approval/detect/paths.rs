@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use glob::{MatchOptions, Pattern};
 
 use super::Scene;
-use super::script::{Arg, resolve};
+use super::words::{Arg, resolve};
 
 /// What kind of protected place a path is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

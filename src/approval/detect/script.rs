@@ -9,98 +9,17 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 
 use brush_parser::ast::{self, CommandPrefixOrSuffixItem as Item};
 use brush_parser::word::{self, Parameter, ParameterExpr, SpecialParameter, WordPiece};
 use brush_parser::{Parser, ParserOptions, SourceInfo};
 
 use super::Scene;
+use super::words::{Arg, Part, Unknown, expand_braces, merge_literals, resolve};
 
 /// How deep substitutions and nested scripts are followed before giving up (and asking).
 const MAX_DEPTH: usize = 12;
-
-/// Why part of a word is not known before run time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unknown {
-    /// A variable the script does not set to fixed text.
-    Variable,
-    /// `$!` or `$$`: a process id of the shell's own.
-    OwnPid,
-    /// The output of a command: `$(…)`, `` `…` ``, `<(…)`.
-    Substitution,
-    /// `$'…'`: escapes decoded at run time.
-    AnsiC,
-}
-
-/// One piece of a resolved word.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Part {
-    Lit(String),
-    Unknown(Unknown),
-}
-
-/// A word as bash will see it after expansion, as far as that is known now.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Arg {
-    pub parts: Vec<Part>,
-}
-
-impl Arg {
-    pub fn literal(text: &str) -> Arg {
-        Arg {
-            parts: vec![Part::Lit(text.to_owned())],
-        }
-    }
-
-    pub fn unknown(why: Unknown) -> Arg {
-        Arg {
-            parts: vec![Part::Unknown(why)],
-        }
-    }
-
-    /// The text, when every part is known.
-    pub fn text(&self) -> Option<String> {
-        let mut out = String::new();
-        for part in &self.parts {
-            match part {
-                Part::Lit(s) => out.push_str(s),
-                Part::Unknown(_) => return None,
-            }
-        }
-        Some(out)
-    }
-
-    /// The known text with `*` for every unknown part: what the word may turn out to be.
-    pub fn pattern(&self) -> String {
-        let mut out = String::new();
-        for part in &self.parts {
-            match part {
-                Part::Lit(s) => out.push_str(s),
-                Part::Unknown(_) => out.push('*'),
-            }
-        }
-        out
-    }
-
-    /// Nothing of it is known (`$x`, `$(…)`).
-    pub fn wholly_unknown(&self) -> bool {
-        self.parts.iter().all(|p| match p {
-            Part::Lit(s) => s.is_empty(),
-            Part::Unknown(_) => true,
-        })
-    }
-
-    pub fn has(&self, why: Unknown) -> bool {
-        self.parts.contains(&Part::Unknown(why))
-    }
-
-    /// The known text, or how it looks with unknown parts shown as `…`.
-    pub fn shown(&self) -> String {
-        self.text()
-            .unwrap_or_else(|| self.pattern().replace('*', "…"))
-    }
-}
 
 /// Where a command's standard input comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -311,7 +230,7 @@ impl Walker<'_> {
             ast::Command::Simple(simple) => self.simple(simple, state, feed, depth, bg),
             ast::Command::Compound(compound, redirects) => {
                 let first = self.out.invocations.len();
-                self.compound(compound, state, depth, bg);
+                self.compound(compound, state, depth);
                 let redirects = redirects
                     .as_ref()
                     .map(|r| r.0.as_slice())
@@ -345,7 +264,7 @@ impl Walker<'_> {
                 let first = self.out.invocations.len();
                 let mut inner = state.clone();
                 let ast::FunctionBody(body, redirects) = &definition.body;
-                self.compound(body, &mut inner, depth, bg);
+                self.compound(body, &mut inner, depth);
                 if let Some(redirects) = redirects {
                     let mut found = Vec::new();
                     let mut stdin = Feed::Inherited;
@@ -385,13 +304,7 @@ impl Walker<'_> {
         }
     }
 
-    fn compound(
-        &mut self,
-        compound: &ast::CompoundCommand,
-        state: &mut State,
-        depth: usize,
-        bg: bool,
-    ) {
+    fn compound(&mut self, compound: &ast::CompoundCommand, state: &mut State, depth: usize) {
         use ast::CompoundCommand as C;
         match compound {
             C::BraceGroup(group) => self.compound_list(&group.list, state, depth),
@@ -447,7 +360,6 @@ impl Walker<'_> {
                 });
             }
         }
-        let _ = bg;
     }
 
     /// Walk code that may or may not run: whatever it changes is unknown afterwards.
@@ -610,6 +522,9 @@ impl Walker<'_> {
             }
             _ => {}
         }
+        // `$PWD` follows the directory.
+        let pwd = state.cwd.as_ref().map(|c| c.to_string_lossy().into_owned());
+        state.vars.insert("PWD".to_owned(), pwd);
         // `eval`, `source` and friends may change anything.
         if matches!(name.as_str(), "eval" | "source" | "." | "set" | "shift") {
             for value in state.vars.values_mut() {
@@ -829,77 +744,4 @@ impl Walker<'_> {
             _ => Part::Unknown(Unknown::Variable),
         }
     }
-}
-
-/// Most words one brace expression is followed into; more means "unknown".
-const MAX_BRACE_WORDS: usize = 256;
-
-/// The words a brace expression expands to, or `None` when there are too many.
-fn expand_braces(parts: &[word::BraceExpressionOrText]) -> Option<Vec<String>> {
-    use word::{BraceExpressionMember as M, BraceExpressionOrText as B};
-    let mut words = vec![String::new()];
-    for part in parts {
-        let options: Vec<String> = match part {
-            B::Text(text) => vec![text.clone()],
-            B::Expr(members) => {
-                let mut options = Vec::new();
-                for member in members {
-                    match member {
-                        M::NumberSequence { start, end, .. } => {
-                            if start.abs_diff(*end) as usize >= MAX_BRACE_WORDS {
-                                return None;
-                            }
-                            let (lo, hi) = ((*start).min(*end), (*start).max(*end));
-                            options.extend((lo..=hi).map(|n| n.to_string()));
-                        }
-                        M::CharSequence { start, end, .. } => {
-                            let (lo, hi) = ((*start).min(*end), (*start).max(*end));
-                            options.extend((lo..=hi).map(String::from));
-                        }
-                        M::Child(inner) => options.extend(expand_braces(inner)?),
-                    }
-                }
-                options
-            }
-        };
-        if words.len() * options.len().max(1) > MAX_BRACE_WORDS {
-            return None;
-        }
-        words = words
-            .iter()
-            .flat_map(|w| options.iter().map(move |o| format!("{w}{o}")))
-            .collect();
-    }
-    Some(words)
-}
-
-fn merge_literals(arg: Arg) -> Arg {
-    let mut parts: Vec<Part> = Vec::new();
-    for part in arg.parts {
-        match (parts.last_mut(), part) {
-            (Some(Part::Lit(prev)), Part::Lit(next)) => prev.push_str(&next),
-            (_, part) => parts.push(part),
-        }
-    }
-    Arg { parts }
-}
-
-/// `path` as seen from `cwd`, with `.` and `..` folded (no symlinks followed).
-pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
-    let joined = if path.starts_with('/') {
-        PathBuf::from(path)
-    } else {
-        cwd.join(path)
-    };
-    let mut out = PathBuf::from("/");
-    for component in joined.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(c) => out.push(c),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
 }

@@ -152,6 +152,7 @@ fn hermes_latest_classes_and_more_are_flagged() {
         ("sudo cp hosts /etc/hosts", "etc-write"),
         ("sed -i 's/a/b/' /etc/ssh/sshd_config", "etc-write"),
         ("cd /etc && echo x > hosts", "etc-write"),
+        ("cd /etc && echo x > \"$PWD/hosts\"", "etc-write"),
         ("echo machine x > ~/.netrc", "credentials-write"),
         // The gateway's own secrets, read or written.
         ("cat ~/.hermes/.env", "hermes-env"),
@@ -236,6 +237,8 @@ fn ordinary_commands_are_not_flagged() {
         "cat ~/.ssh/config",
         "kill -9 1234",
         "kill %1",
+        "kill -1 1234",
+        "kill -HUP -- 1234",
         "sleep 30 & pid=$!; kill $pid",
         "sleep 1; echo done",
         "echo hi > /tmp/etc/file",

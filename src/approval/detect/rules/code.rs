@@ -2,7 +2,8 @@
 //! here-doc or a here-string, or from a script only known at run time.
 
 use super::super::classes as c;
-use super::super::script::{Arg, Feed};
+use super::super::script::Feed;
+use super::super::words::Arg;
 use super::{Ctx, Verdict, operands, short_flags, text_is, written};
 
 pub(super) const SHELLS: &[&str] = &[

@@ -12,7 +12,8 @@ mod peel;
 use super::Scene;
 use super::classes::{self as c, Class};
 use super::paths::{Place, is_absolute, places};
-use super::script::{Arg, Direction, Feed, Invocation, Unknown};
+use super::script::{Direction, Feed, Invocation};
+use super::words::{Arg, Unknown};
 use code::{SHELLS, interpreted, interpreter, shell};
 use peel::{Peel, option_value};
 
@@ -480,41 +481,25 @@ fn sensitive_change(arg: &Arg, ctx: &Ctx, v: &mut Verdict) {
     }
 }
 
+/// `kill [-s SIG | -n NUM | -SIG] [--] pid…`: only the first word can name the signal.
 fn kill(args: &[Arg], ctx: &Ctx, v: &mut Verdict) {
-    let mut signal_seen = false;
-    let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        i += 1;
-        let Some(text) = arg.text() else {
-            if arg.has(Unknown::Substitution) {
-                v.add(&c::KILL_DYNAMIC);
-            }
-            continue;
-        };
-        if text == "--" {
-            signal_seen = true;
-            continue;
+    let first = args.first().and_then(Arg::text).unwrap_or_default();
+    let mut pids = match first.as_str() {
+        "-s" | "-n" => args.get(2..).unwrap_or_default(),
+        s if s.starts_with('-') && s != "--" && args.len() > 1 => &args[1..],
+        _ => args,
+    };
+    if pids.first().is_some_and(|a| text_is(a, &["--"])) {
+        pids = &pids[1..];
+    }
+    let gateway = ctx.scene.gateway_pid.to_string();
+    for pid in pids {
+        match pid.text() {
+            None if pid.has(Unknown::Substitution) => v.add(&c::KILL_DYNAMIC),
+            Some(t) if t == "-1" => v.add(&c::KILL_ALL),
+            Some(t) if t.trim_start_matches('-') == gateway => v.add(&c::KILL_GATEWAY),
+            _ => {}
         }
-        if !signal_seen && (text == "-s" || text == "-n") {
-            i += 1;
-            signal_seen = true;
-            continue;
-        }
-        if !signal_seen && text.starts_with('-') && text != "-1" {
-            signal_seen = true;
-            continue;
-        }
-        if text == "-1" && !signal_seen && args.len() == 1 {
-            continue; // `kill -1` alone names a signal and no process
-        }
-        let pid = text.trim_start_matches('-');
-        if text == "-1" {
-            v.add(&c::KILL_ALL);
-        } else if pid == ctx.scene.gateway_pid.to_string() {
-            v.add(&c::KILL_GATEWAY);
-        }
-        signal_seen = true;
     }
 }
 

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::super::classes as c;
-use super::super::script::{Arg, Unknown};
+use super::super::words::{Arg, Unknown};
 use super::{Verdict, program, text_is};
 
 /// Strips wrappers (`sudo`, `env`, `nohup`, `timeout`, `xargs`, …) off a command line.
@@ -28,7 +28,7 @@ impl Peel {
             };
             let rest = &argv[1..];
             let skip = match name.as_str() {
-                "sudo" | "doas" => self.sudo(rest, verdict),
+                "sudo" | "doas" => sudo_options(rest, verdict),
                 "env" => self.env(rest, verdict)?,
                 "nohup" | "setsid" | "disown" | "systemd-run" | "daemonize"
                 | "start-stop-daemon" => {
@@ -115,68 +115,6 @@ impl Peel {
         Some(argv)
     }
 
-    /// `sudo [options] command`: flags that read a password without a terminal, or open a
-    /// root shell, are flagged; returns how many words the options take.
-    fn sudo(&mut self, rest: &[Arg], verdict: &mut Verdict) -> usize {
-        let with_value = [
-            "-u",
-            "-g",
-            "-C",
-            "-D",
-            "-h",
-            "-p",
-            "-r",
-            "-t",
-            "-T",
-            "-U",
-            "--user",
-            "--group",
-            "--chdir",
-            "--host",
-            "--prompt",
-            "--role",
-            "--type",
-            "--command-timeout",
-            "--other-user",
-            "--close-from",
-        ];
-        let mut i = 0;
-        while i < rest.len() {
-            let Some(text) = rest[i].text() else { break };
-            if text == "--" {
-                return i + 1;
-            }
-            if !text.starts_with('-') {
-                break;
-            }
-            if text.starts_with("--") {
-                let long = text.split('=').next().unwrap_or(&text).to_owned();
-                if long.starts_with("--st") || long.starts_with("--a") {
-                    verdict.add(&c::SUDO_FLAGS);
-                }
-                if long == "--shell" || long == "--login" {
-                    verdict.add(&c::SUDO_FLAGS);
-                    self.detached |= false;
-                }
-                if with_value.contains(&long.as_str()) && !text.contains('=') {
-                    i += 1;
-                }
-            } else {
-                let letters = &text[1..];
-                if letters.contains(['S', 'A', 's', 'i']) {
-                    verdict.add(&c::SUDO_FLAGS);
-                }
-                if let Some(last) = letters.chars().last()
-                    && "ugCDhprtTU".contains(last)
-                {
-                    i += 1;
-                }
-            }
-            i += 1;
-        }
-        i
-    }
-
     /// `env [options] [NAME=value]… command`; `None` when it runs nothing or hides it.
     fn env(&mut self, rest: &[Arg], verdict: &mut Verdict) -> Option<usize> {
         let mut i = 0;
@@ -217,6 +155,68 @@ impl Peel {
         }
         Some(i)
     }
+}
+
+/// `sudo [options] command`: flags that read a password without a terminal, or open a
+/// root shell, are flagged; returns how many words the options take.
+fn sudo_options(rest: &[Arg], verdict: &mut Verdict) -> usize {
+    let with_value = [
+        "-u",
+        "-g",
+        "-C",
+        "-D",
+        "-h",
+        "-p",
+        "-r",
+        "-t",
+        "-T",
+        "-U",
+        "--user",
+        "--group",
+        "--chdir",
+        "--host",
+        "--prompt",
+        "--role",
+        "--type",
+        "--command-timeout",
+        "--other-user",
+        "--close-from",
+    ];
+    let mut i = 0;
+    while i < rest.len() {
+        let Some(text) = rest[i].text() else { break };
+        if text == "--" {
+            return i + 1;
+        }
+        if !text.starts_with('-') {
+            break;
+        }
+        if text.starts_with("--") {
+            let long = text.split('=').next().unwrap_or(&text).to_owned();
+            if long.starts_with("--st")
+                || long.starts_with("--a")
+                || long == "--shell"
+                || long == "--login"
+            {
+                verdict.add(&c::SUDO_FLAGS);
+            }
+            if with_value.contains(&long.as_str()) && !text.contains('=') {
+                i += 1;
+            }
+        } else {
+            let letters = &text[1..];
+            if letters.contains(['S', 'A', 's', 'i']) {
+                verdict.add(&c::SUDO_FLAGS);
+            }
+            if let Some(last) = letters.chars().last()
+                && "ugCDhprtTU".contains(last)
+            {
+                i += 1;
+            }
+        }
+        i += 1;
+    }
+    i
 }
 
 /// Index of the first word after the options (skipping the values of `with_value`).
