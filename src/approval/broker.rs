@@ -132,7 +132,7 @@ impl ApprovalBroker {
 
     /// May `command` run in this session? Waits for a person when it is dangerous.
     pub async fn check(&self, ctx: CheckContext<'_>, command: &str) -> Gate {
-        if let Some(rule) = self.denied_by_rule(command) {
+        if let Some(rule) = denied_by_rule(&self.config, command) {
             tracing::warn!(command, rule, "approval: refused by approvals.deny");
             return Gate::Refused(format!(
                 "BLOCKED: this command matches the deny rule '{rule}' (approvals.deny in config.yaml). \
@@ -151,7 +151,7 @@ impl ApprovalBroker {
             tracing::info!(command, "approval: covered by a session approval");
             return Gate::Run;
         }
-        if self.config_allows(command, &dangers) {
+        if allowlisted(&self.config, command, &dangers) {
             tracing::info!(command, "approval: covered by command_allowlist");
             return Gate::Run;
         }
@@ -172,50 +172,6 @@ impl ApprovalBroker {
                 ))
             }
         }
-    }
-
-    /// The `approvals.deny` glob `command` matches, on its raw or its normalised text.
-    fn denied_by_rule(&self, command: &str) -> Option<&str> {
-        if self.config.deny.is_empty() {
-            return None;
-        }
-        let variants = [
-            command.trim().to_lowercase(),
-            detect::normalise(command).trim().to_owned(),
-        ];
-        self.config.deny.iter().map(String::as_str).find(|rule| {
-            let rule = rule.trim().to_lowercase();
-            glob::Pattern::new(&rule).is_ok_and(|p| variants.iter().any(|v| p.matches(v)))
-                || variants.contains(&rule)
-        })
-    }
-
-    /// `command_allowlist`: every class named, or the whole (simple) command listed.
-    fn config_allows(&self, command: &str, dangers: &[Danger]) -> bool {
-        let list = &self.config.allowlist;
-        if list.is_empty() {
-            return false;
-        }
-        let named = |d: &Danger| {
-            list.iter()
-                .filter_map(|entry| detect::named(entry))
-                .any(|class| class.key == d.key)
-        };
-        if dangers.iter().all(named) {
-            return true;
-        }
-        // A listed command covers itself only when nothing else is chained to it.
-        let command = command.trim();
-        let compound = ["\n", "&&", "||", ";", "&", "|", "<", ">", "`", "$("]
-            .iter()
-            .any(|op| command.contains(op));
-        !compound
-            && list.iter().any(|entry| {
-                let entry = entry.trim();
-                entry == command
-                    || (entry.contains(['*', '?', '['])
-                        && glob::Pattern::new(entry).is_ok_and(|p| p.matches(command)))
-            })
     }
 
     fn session_covers(&self, session_key: &str, keys: &[&str]) -> bool {
@@ -546,5 +502,100 @@ impl ApprovalBroker {
             // A prompt still in the outbox goes out settled, without live choices.
             self.show_outcome(&p.chat, p.prompt_outbox_id, &line).await;
         }
+    }
+}
+
+/// The `approvals.deny` glob `command` matches, on its raw or its normalised text.
+fn denied_by_rule<'a>(config: &'a ApprovalConfig, command: &str) -> Option<&'a str> {
+    if config.deny.is_empty() {
+        return None;
+    }
+    let variants = [
+        command.trim().to_lowercase(),
+        detect::normalise(command).trim().to_owned(),
+    ];
+    config.deny.iter().map(String::as_str).find(|rule| {
+        let rule = rule.trim().to_lowercase();
+        glob::Pattern::new(&rule).is_ok_and(|p| variants.iter().any(|v| p.matches(v)))
+            || variants.contains(&rule)
+    })
+}
+
+/// `command_allowlist`: every class named, or the whole (simple) command listed.
+fn allowlisted(config: &ApprovalConfig, command: &str, dangers: &[Danger]) -> bool {
+    let list = &config.allowlist;
+    if list.is_empty() {
+        return false;
+    }
+    let named = |d: &Danger| {
+        list.iter()
+            .filter_map(|entry| detect::named(entry))
+            .any(|class| class.key == d.key)
+    };
+    if dangers.iter().all(named) {
+        return true;
+    }
+    // A listed command covers itself only when nothing else is chained to it.
+    let command = command.trim();
+    let compound = ["\n", "&&", "||", ";", "&", "|", "<", ">", "`", "$("]
+        .iter()
+        .any(|op| command.contains(op));
+    !compound
+        && list.iter().any(|entry| {
+            let entry = entry.trim();
+            entry == command
+                || (entry.contains(['*', '?', '['])
+                    && glob::Pattern::new(entry).is_ok_and(|p| p.matches(command)))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn config(deny: &[&str], allowlist: &[&str]) -> ApprovalConfig {
+        ApprovalConfig {
+            mode: ApprovalMode::Manual,
+            timeout: Duration::from_secs(60),
+            deny: deny.iter().map(|s| s.to_string()).collect(),
+            allowlist: allowlist.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn dangers(command: &str) -> Vec<Danger> {
+        let scene = Scene::of_this_process("/nonexistent/hermes".into(), "/tmp".into());
+        detect::detect(command, &scene)
+    }
+
+    #[test]
+    fn deny_rules_match_raw_and_normalised_text() {
+        let c = config(&["git push --force*", "*shutdown*"], &[]);
+        assert_eq!(
+            denied_by_rule(&c, "git push --force origin"),
+            Some("git push --force*")
+        );
+        assert_eq!(
+            denied_by_rule(&c, "sudo SHUT'd'OWN -h now"),
+            Some("*shutdown*")
+        );
+        assert_eq!(denied_by_rule(&c, "git push origin"), None);
+    }
+
+    #[test]
+    fn the_allowlist_names_classes_or_whole_unchained_commands() {
+        let by_class = config(&[], &["recursive delete", "rm-absolute"]);
+        assert!(allowlisted(
+            &by_class,
+            "rm -rf /tmp/x",
+            &dangers("rm -rf /tmp/x")
+        ));
+        assert!(!allowlisted(&by_class, "rm -rf ~", &dangers("rm -rf ~")));
+        let by_command = config(&[], &["docker compose down", "systemctl restart app*"]);
+        let cmd = "systemctl restart app-web";
+        assert!(allowlisted(&by_command, cmd, &dangers(cmd)));
+        let chained = "systemctl restart app-web; rm -rf ~";
+        assert!(!allowlisted(&by_command, chained, &dangers(chained)));
     }
 }
