@@ -194,11 +194,17 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         bot_burst: y
             .number("delivery.bot_burst", &mut problems)
             .map(|b| b.max(1) as u32),
-        max_attempts: y
-            .number("delivery.max_attempts", &mut problems)
-            .map(|n| n.max(1) as u32)
-            .unwrap_or(12),
+        max_age: y
+            .number("delivery.max_age", &mut problems)
+            .map(|secs| Duration::from_secs(secs.max(60)))
+            .unwrap_or(DEFAULT_DELIVERY_MAX_AGE),
     };
+    if y.get("delivery.max_attempts").is_some() {
+        problems.push(Problem::warning(
+            "delivery.max_attempts",
+            "no longer used: a reply is retried until it is sent or `delivery.max_age` passes",
+        ));
+    }
     let http = read_http(&mut y, env, &mut problems);
     let mut source = source::Source {
         yaml: &mut y,

@@ -197,3 +197,28 @@ fn background_notification_levels_come_from_yaml_or_the_environment() {
         vec!["display.background_process_notifications".to_string()]
     );
 }
+
+#[test]
+fn delivery_retries_for_a_day_unless_max_age_says_otherwise() {
+    let base = "model:\n  default: m\n  base_url: http://x/v1\n";
+    let config = load_from(Path::new("/h"), base, &env(&[])).config.unwrap();
+    assert_eq!(config.delivery.max_age, Duration::from_secs(86_400));
+
+    let loaded = load_from(
+        Path::new("/h"),
+        &format!("{base}delivery:\n  max_age: 7200\n  max_attempts: 12\n"),
+        &env(&[]),
+    );
+    assert!(
+        loaded
+            .problems
+            .iter()
+            .any(|p| p.key == "delivery.max_attempts" && p.severity == Severity::Warning),
+        "{:?}",
+        loaded.problems
+    );
+    assert_eq!(
+        loaded.config.unwrap().delivery.max_age,
+        Duration::from_secs(7200)
+    );
+}

@@ -186,14 +186,30 @@ pub struct ProcessConfig {
 
 /// Send budget overrides: per chat (`delivery.rate_per_second`, `delivery.burst`) and for a
 /// whole bot (`delivery.bot_rate_per_second`, `delivery.bot_burst`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DeliveryConfig {
     pub rate_per_second: Option<f64>,
     pub burst: Option<u32>,
     pub bot_rate_per_second: Option<f64>,
     pub bot_burst: Option<u32>,
-    /// Attempts per message before it is marked failed.
-    pub max_attempts: u32,
+    /// How long a message that cannot be sent yet (the platform or the network is down,
+    /// rate limits, refused credentials) is retried before it is marked failed.
+    pub max_age: Duration,
+}
+
+/// The default `delivery.max_age`: a day.
+pub const DEFAULT_DELIVERY_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        DeliveryConfig {
+            rate_per_second: None,
+            burst: None,
+            bot_rate_per_second: None,
+            bot_burst: None,
+            max_age: DEFAULT_DELIVERY_MAX_AGE,
+        }
+    }
 }
 
 /// The daemon's HTTP server (webhooks, `/healthz`, `/readyz`).

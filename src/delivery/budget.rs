@@ -2,9 +2,10 @@
 //! (invariant 4). Replies wait for a token; typing only takes one when the bucket has room
 //! to spare, so it never delays a reply. A platform's `retry_after` blocks the bucket.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hermes_adapter::RateLimit;
+use tokio::time::Instant;
 
 #[derive(Debug)]
 pub struct TokenBucket {

@@ -4,6 +4,9 @@
 //! back the chat or the whole bot (as the platform scoped it), transient failures back off,
 //! a rejected markup falls back to plain text, and an edit whose message cannot be edited
 //! goes out as a new message. A revoked token leaves the row queued for after the fix.
+//! Failures that may pass (outages, rate limits, a refused token) are retried until the row
+//! has waited `delivery.max_age`; only then is it marked failed. A row the platform has is
+//! recorded as sent before the lane moves on, so it is never sent twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +30,40 @@ pub(super) struct Lane {
     pub(super) key: ChatKey,
     pub(super) chat: ChatRef,
     pub(super) notify: Arc<Notify>,
+}
+
+/// What to do after a failed attempt.
+enum Next {
+    /// Try again at once (changed: plain text instead of markup, a new message instead of
+    /// an edit).
+    Now,
+    /// Try again after this long (the budget holds a rate-limited chat back by itself).
+    Wait(Duration),
+    /// Put the row back and leave the chat alone for a while.
+    Requeue,
+    /// Failed for good.
+    GiveUp,
+}
+
+/// How long a row has waited: its age when the lane took it up, plus the lane's own clock
+/// since (which tests can run fast).
+struct Age {
+    at_start: Duration,
+    started: tokio::time::Instant,
+}
+
+impl Age {
+    fn of(row: &OutboxRow) -> Age {
+        let waited_ms = crate::store::now_ms().saturating_sub(row.created_at).max(0);
+        Age {
+            at_start: Duration::from_millis(waited_ms as u64),
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    fn now(&self) -> Duration {
+        self.at_start + self.started.elapsed()
+    }
 }
 
 /// What became of one row.
@@ -124,10 +161,13 @@ impl Lane {
         }
     }
 
-    /// Send one claimed row until it is sent or has failed for good.
+    /// Send one claimed row until it is sent, has failed for good, or has waited longer
+    /// than `delivery.max_age` through failures that may pass (outages, rate limits, a
+    /// refused token).
     async fn deliver(&self, sender: &Arc<dyn PlatformSender>, row: OutboxRow) -> Sent {
         let inner = &self.delivery.inner;
         let store = self.delivery.store();
+        let age = Age::of(&row);
         let mut action = self.action_for(sender, &row).await;
         let mut attempts = row.attempts as u32;
         let mut retry = RETRY;
@@ -143,20 +183,14 @@ impl Lane {
                 self.refresh(&row, &mut action, plain_only).await;
             }
             let error = match sender.send(action.clone()).await {
-                Ok(delivered) => {
-                    if let Err(e) = store.outbox_mark_sent(row.id, delivered.message_id).await {
-                        tracing::error!(error = %e, row = row.id, "delivery: sent, but could not mark the row sent");
-                    }
-                    return Sent::Done;
-                }
+                Ok(delivered) => return self.mark_sent(&row, delivered.message_id).await,
                 Err(e) => e,
             };
             attempts += 1;
-            let give_up = match (&error, &mut action) {
+            let next = match (&error, &mut action) {
                 (SendError::RateLimited { retry_after, scope }, _) => {
-                    tracing::warn!(chat = %row.chat.chat_id, ?retry_after, ?scope, "delivery: rate limited by the platform");
                     self.delivery.block(&row.chat, scope, *retry_after);
-                    false
+                    Next::Wait(*retry_after)
                 }
                 (
                     SendError::MarkupRejected(why),
@@ -165,7 +199,7 @@ impl Lane {
                     tracing::warn!(why = %why, row = row.id, "delivery: markup rejected; sending plain text");
                     body.markup = None;
                     plain_only = true;
-                    false
+                    Next::Now
                 }
                 (SendError::Rejected(why), Outbound::Edit { body, .. }) => {
                     tracing::warn!(why = %why, row = row.id, "delivery: the message cannot be edited; sending the change as a new message");
@@ -175,41 +209,100 @@ impl Lane {
                         reply_to: None,
                         choices: Vec::new(),
                     };
-                    false
+                    Next::Now
                 }
-                (SendError::Unauthorized(why), _) => {
-                    tracing::error!(platform = %row.chat.platform, why = %why, "delivery: the platform refused the bot's credentials; messages stay queued until the token is fixed");
+                (SendError::Unauthorized(_), _) => {
                     self.delivery.block(
                         &row.chat,
                         &hermes_adapter::RateScope::Bot,
                         UNAUTHORIZED_PAUSE,
                     );
-                    let _ = store
-                        .outbox_mark_attempt(row.id, error.to_string(), false)
-                        .await;
-                    return self.release(&row).await;
+                    Next::Requeue
                 }
-                (SendError::Transient(_), _) => attempts >= inner.config.max_attempts,
+                (SendError::Transient(_), _) => Next::Wait(retry.next_delay()),
                 (
                     SendError::MarkupRejected(_)
                     | SendError::Rejected(_)
                     | SendError::OutsideWindow(_)
                     | SendError::TooLong(_),
                     _,
-                ) => true,
+                ) => Next::GiveUp,
             };
-            let _ = store
+            let waited = age.now();
+            let give_up = match next {
+                Next::GiveUp => true,
+                Next::Now => false,
+                Next::Wait(_) | Next::Requeue => waited >= inner.config.max_age,
+            };
+            if let Err(e) = store
                 .outbox_mark_attempt(row.id, error.to_string(), give_up)
-                .await;
+                .await
+            {
+                tracing::error!(error = %e, row = row.id, "delivery: could not record a failed attempt");
+            }
             if give_up {
-                tracing::error!(error = %error, row = row.id, chat = %row.chat.chat_id, "delivery: giving up on a message");
+                tracing::error!(
+                    error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
+                    waited_s = waited.as_secs(),
+                    "delivery: giving up on a message; it is marked failed"
+                );
                 return Sent::Done;
             }
-            if let SendError::Transient(_) = error {
-                tokio::select! {
-                    _ = inner.shutdown.cancelled() => return self.release(&row).await,
-                    _ = tokio::time::sleep(retry.next_delay()) => {}
+            match next {
+                Next::Now | Next::GiveUp => {}
+                Next::Requeue => {
+                    tracing::error!(
+                        platform = %row.chat.platform, error = %error, row = row.id, attempts,
+                        waited_s = waited.as_secs(), gives_up_after_s = inner.config.max_age.as_secs(),
+                        "delivery: the platform refused the bot's credentials; messages stay queued until the token is fixed"
+                    );
+                    return self.release(&row).await;
                 }
+                Next::Wait(wait) => {
+                    // Said once, then at doubling intervals: an outage of a day is a few
+                    // lines, not thousands.
+                    if attempts.is_power_of_two() {
+                        tracing::warn!(
+                            error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
+                            retry_in = ?wait, waited_s = waited.as_secs(),
+                            gives_up_after_s = inner.config.max_age.as_secs(),
+                            "delivery: a message waits for the platform"
+                        );
+                    }
+                    if let SendError::Transient(_) = error {
+                        tokio::select! {
+                            _ = inner.shutdown.cancelled() => return self.release(&row).await,
+                            _ = tokio::time::sleep(wait) => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Record that the platform has the row. Until that is recorded the chat's queue
+    /// waits: moving on would leave the row pending, and it would be sent again.
+    async fn mark_sent(&self, row: &OutboxRow, message_id: Option<String>) -> Sent {
+        let inner = &self.delivery.inner;
+        let mut retry = RETRY;
+        loop {
+            let Err(e) = self
+                .delivery
+                .store()
+                .outbox_mark_sent(row.id, message_id.clone())
+                .await
+            else {
+                return Sent::Done;
+            };
+            if inner.shutdown.is_cancelled() {
+                tracing::error!(error = %e, row = row.id, "delivery: sent, but could not record it before shutdown; it may be sent again after the restart");
+                return Sent::Stop;
+            }
+            let wait = retry.next_delay();
+            tracing::error!(error = %e, row = row.id, retry_in = ?wait, "delivery: sent, but could not record it; the chat's queue waits until it is recorded");
+            tokio::select! {
+                _ = inner.shutdown.cancelled() => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         }
     }

@@ -7,16 +7,19 @@
 
 mod budget;
 mod lane;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hermes_adapter::{
     ChatKind, ChatRef, MessageBody, Outbound, Platform, PlatformSender, RateLimit, RateScope,
     WorkingPhase,
 };
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 

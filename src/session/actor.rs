@@ -175,8 +175,9 @@ impl SessionActor {
             attention: attention.clone(),
         };
         let task = self.services.tasks.spawn(async move {
+            // Dropped however the turn ends, a panic included: the indicator never outlives it.
+            let _working = working.drop_guard();
             let outcome = agent.run_turn(input, tools_ctx, &mut steer_rx).await;
-            working.cancel();
             (outcome, steer_rx)
         });
         *running = Some(RunningTurn {
@@ -186,6 +187,7 @@ impl SessionActor {
             steer,
             steered: Vec::new(),
             stop: None,
+            stop_commands: Vec::new(),
             started: Instant::now(),
             task,
             _recording: self.services.tasks.token(),

@@ -23,8 +23,13 @@ impl SessionActor {
                 let waiting = self.drop_waiting();
                 match running {
                     Some(turn) => {
-                        // Answered when the turn has really ended (see `turn_ended`).
-                        turn.stop = Some(StopReason::Stop { inbox_id });
+                        // Answered when the turn has really ended (see `turn_ended`); a
+                        // second /stop is answered with the first, and a /new already under
+                        // way stays what ends the turn.
+                        turn.stop_commands.push(inbox_id);
+                        if turn.stop != Some(StopReason::Reset) {
+                            turn.stop = Some(StopReason::Stop);
+                        }
                         turn.cancel.cancel();
                         self.finish(waiting, InboxState::Done, "stopped", None)
                             .await;

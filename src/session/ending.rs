@@ -1,8 +1,15 @@
 //! The end of a turn: what it answered, what it says, and the inbox states, recorded in one
-//! transaction (or the merged turn to start when it was interrupted).
+//! transaction, retried until it is recorded (or the merged turn to start when it was
+//! interrupted).
+
+use hermes_adapter::Backoff;
 
 use super::actor::joined_text;
 use super::*;
+use crate::store::StoreError;
+
+/// Retrying the record of a turn's end: 0.5 s, doubling, at most 10 s.
+const COMMIT_RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(10));
 
 impl SessionActor {
     /// Record how a turn ended; returns the merged turn to start when it was interrupted.
@@ -12,7 +19,8 @@ impl SessionActor {
         ended: Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     ) -> Option<Resume> {
         let Some((outcome, mut steer_rx)) = ended else {
-            let ids = turn.inputs.iter().filter_map(|i| i.inbox_id).collect();
+            let mut ids: Vec<i64> = turn.inputs.iter().filter_map(|i| i.inbox_id).collect();
+            ids.extend(&turn.stop_commands);
             let reply_to = turn.inputs.last().and_then(|i| i.message_id.clone());
             let notice =
                 "⚠️ Something went wrong inside the gateway while answering; please try again.";
@@ -37,8 +45,10 @@ impl SessionActor {
         }
         let mut inputs = turn.inputs.clone();
         inputs.extend(steered);
-        let ids: Vec<i64> = inputs.iter().filter_map(|i| i.inbox_id).collect();
+        let mut ids: Vec<i64> = inputs.iter().filter_map(|i| i.inbox_id).collect();
         let reply_to = inputs.last().and_then(|i| i.message_id.clone());
+        // The /stop commands end with the turn, whichever way it ended.
+        ids.extend(&turn.stop_commands);
 
         match (outcome, turn.stop) {
             (TurnOutcome::Cancelled { messages }, Some(StopReason::Interrupt)) => {
@@ -53,14 +63,12 @@ impl SessionActor {
                     carried: messages,
                 });
             }
-            (TurnOutcome::Cancelled { messages }, Some(StopReason::Stop { inbox_id })) => {
-                let mut all = ids;
-                all.push(inbox_id);
+            (TurnOutcome::Cancelled { messages }, Some(StopReason::Stop)) => {
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages,
                     outbox: self.reply_rows("⏹ Stopped.", reply_to),
-                    inbox_ids: all,
+                    inbox_ids: ids,
                     state: InboxState::Done,
                     outcome: "stopped".into(),
                 };
@@ -76,34 +84,26 @@ impl SessionActor {
             (
                 TurnOutcome::Answered { reply, messages }
                 | TurnOutcome::BudgetExhausted { reply, messages },
-                stop,
+                _,
             ) => {
-                let mut all = ids;
-                if let Some(StopReason::Stop { inbox_id }) = stop {
-                    all.push(inbox_id);
-                }
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages,
                     outbox: self.reply_rows(&reply, reply_to),
-                    inbox_ids: all,
+                    inbox_ids: ids,
                     state: InboxState::Done,
                     outcome: "answered".into(),
                 };
                 self.commit(record).await;
             }
-            (TurnOutcome::Failed { notice, messages }, stop) => {
+            (TurnOutcome::Failed { notice, messages }, _) => {
                 // Keep what the person said, so the conversation goes on from it.
                 let kept = messages.into_iter().filter(|m| m.role == "user").collect();
-                let mut all = ids;
-                if let Some(StopReason::Stop { inbox_id }) = stop {
-                    all.push(inbox_id);
-                }
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages: kept,
                     outbox: self.reply_rows(&notice, reply_to),
-                    inbox_ids: all,
+                    inbox_ids: ids,
                     state: InboxState::Failed,
                     outcome: "model unavailable".into(),
                 };
@@ -119,9 +119,36 @@ impl SessionActor {
             .reply_rows(&self.chat, markdown, reply_to)
     }
 
+    /// Record the end of a turn. A transaction that fails (a locked or full disk) is
+    /// retried until it is recorded: until then the conversation waits, since what comes
+    /// next builds on it. Only shutdown ends the retries; the inbox rows are still open
+    /// then, so the turn runs again after the restart.
     pub(super) async fn commit(&self, record: TurnRecord) {
-        if let Err(e) = self.services.delivery.commit(record).await {
-            tracing::error!(error = %e, session = %self.key, "session: could not record the end of a turn");
+        let shutdown = &self.services.shutdown;
+        let mut retry = COMMIT_RETRY;
+        let mut tries_in_shutdown = 0;
+        loop {
+            let error = match self.services.delivery.commit(record.clone()).await {
+                Ok(_) => return,
+                Err(StoreError::Closed) => {
+                    tracing::error!(session = %self.key, "session: the store has stopped; the end of a turn is not recorded (it runs again after a restart)");
+                    return;
+                }
+                Err(e) => e,
+            };
+            if shutdown.is_cancelled() {
+                tries_in_shutdown += 1;
+                if tries_in_shutdown >= 3 {
+                    tracing::error!(error = %error, session = %self.key, "session: could not record the end of a turn before shutdown; it runs again after the restart");
+                    return;
+                }
+            }
+            let wait = retry.next_delay();
+            tracing::error!(error = %error, session = %self.key, retry_in = ?wait, "session: could not record the end of a turn; retrying (the conversation waits)");
+            tokio::select! {
+                _ = shutdown.cancelled(), if tries_in_shutdown == 0 => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
         }
     }
 

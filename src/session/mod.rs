@@ -176,8 +176,8 @@ fn start_actor(
 enum StopReason {
     /// A new message interrupts it (busy mode `interrupt`).
     Interrupt,
-    /// `/stop`: the command's inbox id and message id.
-    Stop { inbox_id: i64 },
+    /// `/stop`.
+    Stop,
     /// `/new` or `/reset`.
     Reset,
 }
@@ -191,6 +191,9 @@ struct RunningTurn {
     /// Inputs handed to the turn as steering, in order.
     steered: Vec<UserInput>,
     stop: Option<StopReason>,
+    /// Inbox rows of the `/stop` commands that cancelled it: answered, all of them, when
+    /// its end is recorded.
+    stop_commands: Vec<i64>,
     started: Instant,
     task: JoinHandle<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     /// Counts in [`SessionServices::tasks`] until the turn's end is recorded, so shutdown

@@ -31,6 +31,8 @@ pub struct OutboxRow {
     /// For an edit: the outbox row whose platform message it changes.
     pub edit_of: Option<i64>,
     pub attempts: i64,
+    /// When it was queued (ms since the epoch): how long it has waited.
+    pub created_at: i64,
 }
 
 impl Store {
@@ -359,6 +361,7 @@ fn row_to_outbox(row: &Row<'_>) -> rusqlite::Result<Result<OutboxRow, String>> {
         choices,
         edit_of: row.get("edit_of")?,
         attempts: row.get("attempts")?,
+        created_at: row.get("created_at")?,
     }))
 }
 

@@ -1,0 +1,269 @@
+//! Delivery against a scripted platform, on tokio's paused clock: outages as long as the
+//! configured age, records that fail, and what the platform ends up with.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hermes_adapter::{
+    Capabilities, ChatKind, ChatRef, ChoiceLimits, Delivered, LengthUnit, MessageBody, Outbound,
+    Platform, PlatformSender, RateLimit, SendError, async_trait,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::Delivery;
+use crate::config::DeliveryConfig;
+use crate::store::Store;
+
+/// A platform that answers each send with the next scripted result (then success), and
+/// keeps the text of every message it accepted.
+struct ScriptedPlatform {
+    capabilities: Capabilities,
+    script: Mutex<VecDeque<Result<(), SendError>>>,
+    /// Fail every send with this once the script is used up.
+    then: Mutex<Option<SendError>>,
+    accepted: Mutex<Vec<String>>,
+    attempts: Mutex<u32>,
+}
+
+impl ScriptedPlatform {
+    fn new() -> Arc<Self> {
+        let fast = RateLimit {
+            per_second: 1000.0,
+            burst: 1000,
+        };
+        Arc::new(ScriptedPlatform {
+            capabilities: Capabilities {
+                max_message_len: 4096,
+                length_unit: LengthUnit::Chars,
+                choices: ChoiceLimits::NONE,
+                edits: true,
+                working: None,
+                threads: false,
+                per_chat_rate: fast,
+                group_chat_rate: fast,
+                per_bot_rate: None,
+            },
+            script: Mutex::new(VecDeque::new()),
+            then: Mutex::new(None),
+            accepted: Mutex::new(Vec::new()),
+            attempts: Mutex::new(0),
+        })
+    }
+
+    fn fail_next(&self, n: usize, error: SendError) {
+        let mut script = self.script.lock().unwrap();
+        script.extend((0..n).map(|_| Err(error.clone())));
+    }
+
+    fn fail_always(&self, error: SendError) {
+        *self.then.lock().unwrap() = Some(error);
+    }
+
+    fn accepted(&self) -> Vec<String> {
+        self.accepted.lock().unwrap().clone()
+    }
+
+    fn attempts(&self) -> u32 {
+        *self.attempts.lock().unwrap()
+    }
+}
+
+#[async_trait]
+impl PlatformSender for ScriptedPlatform {
+    fn platform(&self) -> Platform {
+        Platform::Telegram
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    fn render(&self, markdown: &str) -> Vec<MessageBody> {
+        vec![MessageBody::plain(markdown)]
+    }
+
+    async fn send(&self, action: Outbound) -> Result<Delivered, SendError> {
+        *self.attempts.lock().unwrap() += 1;
+        let scripted = self.script.lock().unwrap().pop_front();
+        let result = match scripted {
+            Some(result) => result,
+            None => match self.then.lock().unwrap().clone() {
+                Some(error) => Err(error),
+                None => Ok(()),
+            },
+        };
+        result?;
+        let Outbound::Text { body, .. } = action else {
+            panic!("only messages are sent here");
+        };
+        let mut accepted = self.accepted.lock().unwrap();
+        accepted.push(body.plain);
+        Ok(Delivered {
+            message_id: Some(accepted.len().to_string()),
+        })
+    }
+}
+
+fn chat() -> ChatRef {
+    ChatRef {
+        platform: Platform::Telegram,
+        account: None,
+        chat_id: "42".into(),
+        thread_id: None,
+        kind: ChatKind::Direct,
+    }
+}
+
+fn delivery(platform: &Arc<ScriptedPlatform>, max_age: Duration) -> (Delivery, Store) {
+    let store = Store::open_in_memory().unwrap();
+    let sender: Arc<dyn PlatformSender> = platform.clone();
+    let config = DeliveryConfig {
+        max_age,
+        ..DeliveryConfig::default()
+    };
+    let delivery = Delivery::new(
+        store.clone(),
+        HashMap::from([(Platform::Telegram, sender)]),
+        config,
+        CancellationToken::new(),
+    );
+    (delivery, store)
+}
+
+/// `(state, attempts)` of an outbox row.
+async fn row_state(store: &Store, id: i64) -> (String, i64) {
+    store
+        .call(move |conn| {
+            Ok(conn.query_row(
+                "SELECT state, attempts FROM outbox WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?)
+        })
+        .await
+        .unwrap()
+}
+
+/// Poll the row until it leaves the queue or `within` passes on the paused clock. The test
+/// never sleeps itself: the clock jumps to the lane's next timer whenever everything waits
+/// (the store thread included), so a timer of ours would race the lane.
+async fn settled(store: &Store, id: i64, within: Duration) -> (String, i64) {
+    let start = tokio::time::Instant::now();
+    for _ in 0..1_000_000 {
+        let (state, attempts) = row_state(store, id).await;
+        if (state != "pending" && state != "sending") || start.elapsed() >= within {
+            return (state, attempts);
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the row was polled a million times");
+}
+
+/// Poll until `span` has passed on the paused clock, checking the row stays queued.
+async fn stays_pending(store: &Store, id: i64, span: Duration) -> i64 {
+    let start = tokio::time::Instant::now();
+    for _ in 0..1_000_000 {
+        let (state, attempts) = row_state(store, id).await;
+        assert_eq!(state, "pending", "after {:?}", start.elapsed());
+        if start.elapsed() >= span {
+            return attempts;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the row was polled a million times");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_outlives_an_outage_of_an_hour_and_goes_out_once() {
+    let platform = ScriptedPlatform::new();
+    // At the 30 s cap an hour of failures is ~130 attempts: far past the 12 that used to
+    // mark a reply failed after about five minutes.
+    platform.fail_next(130, SendError::Transient("connection refused".into()));
+    let (delivery, store) = delivery(&platform, Duration::from_secs(24 * 3600));
+    let ids = delivery.reply(&chat(), "the answer", None).await.unwrap();
+
+    let (state, attempts) = settled(&store, ids[0], Duration::from_secs(2 * 3600)).await;
+    assert_eq!(state, "sent");
+    assert_eq!(attempts, 131);
+    assert_eq!(platform.accepted(), ["the answer"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_is_marked_failed_only_once_it_is_older_than_max_age() {
+    let platform = ScriptedPlatform::new();
+    platform.fail_always(SendError::Transient("502 Bad Gateway".into()));
+    let max_age = Duration::from_secs(3600);
+    let (delivery, store) = delivery(&platform, max_age);
+    let ids = delivery.reply(&chat(), "the answer", None).await.unwrap();
+
+    let attempts = stays_pending(&store, ids[0], max_age - Duration::from_secs(120)).await;
+    assert!(
+        attempts > 12,
+        "retried past the old attempt limit: {attempts}"
+    );
+
+    let (state, _) = settled(&store, ids[0], Duration::from_secs(600)).await;
+    assert_eq!(state, "failed");
+    let error: String = store
+        .call(move |conn| {
+            Ok(conn.query_row(
+                "SELECT last_error FROM outbox WHERE id = ?1",
+                [ids[0]],
+                |r| r.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert!(error.contains("502 Bad Gateway"), "{error}");
+    assert!(platform.accepted().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limits_and_a_refused_token_wait_too() {
+    let platform = ScriptedPlatform::new();
+    platform.fail_next(
+        3,
+        SendError::RateLimited {
+            retry_after: Duration::from_secs(600),
+            scope: hermes_adapter::RateScope::Chat,
+        },
+    );
+    platform.fail_next(20, SendError::Unauthorized("401 Unauthorized".into()));
+    let (delivery, store) = delivery(&platform, Duration::from_secs(24 * 3600));
+    delivery.start();
+    let ids = delivery.reply(&chat(), "the answer", None).await.unwrap();
+
+    let (state, attempts) = settled(&store, ids[0], Duration::from_secs(3 * 3600)).await;
+    assert_eq!((state.as_str(), attempts), ("sent", 24));
+    assert_eq!(platform.accepted(), ["the answer"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sent_reply_whose_record_fails_is_not_sent_again() {
+    let platform = ScriptedPlatform::new();
+    let (delivery, store) = delivery(&platform, Duration::from_secs(24 * 3600));
+    // The database refuses to record a row as sent, as a full disk would, for a while.
+    store
+        .call(|conn| {
+            Ok(conn.execute_batch(
+                "CREATE TRIGGER refuse_sent BEFORE UPDATE OF state ON outbox
+                 WHEN NEW.state = 'sent'
+                 BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+            )?)
+        })
+        .await
+        .unwrap();
+    delivery.start(); // the sweep that picks up pending rows every few seconds
+    let ids = delivery.reply(&chat(), "the answer", None).await.unwrap();
+    stays_pending(&store, ids[0], Duration::from_secs(120)).await;
+
+    store
+        .call(|conn| Ok(conn.execute_batch("DROP TRIGGER refuse_sent")?))
+        .await
+        .unwrap();
+    let (state, _) = settled(&store, ids[0], Duration::from_secs(600)).await;
+    assert_eq!(state, "sent");
+    assert_eq!(platform.accepted(), ["the answer"], "sent exactly once");
+    assert_eq!(platform.attempts(), 1);
+}

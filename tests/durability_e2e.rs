@@ -1,0 +1,85 @@
+//! Replies that cannot be lost, end to end: the database failing under the daemon (made to
+//! fail from outside with a trigger, as a full disk would), commands racing a turn's end,
+//! and a new bot token on an old database.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use hermes_testkit::eventually;
+use hermes_testkit::llm::Reply;
+
+/// A second connection to the daemon's database, as the test's hand on it.
+fn database(w: &World) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(w.home.dir.join("gateway.db")).unwrap();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    conn
+}
+
+/// Inbox rows still waiting to be handled.
+fn open_inbox_rows(w: &World) -> i64 {
+    database(w)
+        .query_row(
+            "SELECT COUNT(*) FROM inbox WHERE state = 'received'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_stop_does_not_leave_the_first_one_open() {
+    let w = World::allow_all().await;
+    let pidfile = w.home.dir.join("pid");
+    w.llm.push(Reply::terminal(&format!(
+        "echo $$ > {}; sleep 60",
+        pidfile.display()
+    )));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "sleep for a minute");
+    eventually(WAIT, "the command to start", || {
+        std::fs::read_to_string(&pidfile).ok()
+    })
+    .await;
+    w.telegram.dm(ALICE, "/stop");
+    w.telegram.dm(ALICE, "/stop");
+    let replies = w.replies(ALICE, 1).await;
+    assert_eq!(replies[0], "⏹ Stopped.");
+    eventually(WAIT, "every inbox row to be handled", || {
+        (open_inbox_rows(&w) == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_record_fails_is_recorded_when_the_database_recovers() {
+    let w = World::allow_all().await;
+    let d = w.start();
+    w.telegram.dm(ALICE, "warm up");
+    assert_eq!(w.replies(ALICE, 1).await, ["echo: warm up"]);
+
+    let db = database(&w);
+    db.execute_batch(
+        "CREATE TRIGGER refuse_done BEFORE UPDATE OF state ON inbox
+         WHEN NEW.state = 'done'
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+    )
+    .unwrap();
+    w.telegram.dm(ALICE, "hello");
+    eventually(WAIT, "the failed record to be logged", || {
+        d.log_text()
+            .contains("could not record the end of a turn")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 1, "nothing sent yet");
+
+    db.execute_batch("DROP TRIGGER refuse_done").unwrap();
+    let replies = w.replies(ALICE, 2).await;
+    assert_eq!(replies[1], "echo: hello");
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 2);
+    assert_eq!(w.llm.requests().len(), 2, "the turn was not run again");
+    assert_eq!(open_inbox_rows(&w), 0);
+}
