@@ -79,16 +79,25 @@ impl InboundSink for GatewaySink {
         self.record(event).await
     }
 
-    async fn load_cursor(&self, platform: Platform) -> Result<Option<String>, SinkError> {
+    async fn load_cursor(
+        &self,
+        platform: Platform,
+        key: &str,
+    ) -> Result<Option<String>, SinkError> {
         self.store
-            .load_cursor(platform.as_str())
+            .load_cursor(platform.as_str(), key)
             .await
             .map_err(|e| SinkError(e.to_string()))
     }
 
-    async fn save_cursor(&self, platform: Platform, cursor: String) -> Result<(), SinkError> {
+    async fn save_cursor(
+        &self,
+        platform: Platform,
+        key: &str,
+        cursor: String,
+    ) -> Result<(), SinkError> {
         self.store
-            .save_cursor(platform.as_str(), cursor)
+            .save_cursor(platform.as_str(), key, cursor)
             .await
             .map_err(|e| SinkError(e.to_string()))
     }
@@ -414,10 +423,10 @@ mod tests {
         async fn accept(&self, _: Inbound) -> Result<Accepted, SinkError> {
             Ok(Accepted::New)
         }
-        async fn load_cursor(&self, _: Platform) -> Result<Option<String>, SinkError> {
+        async fn load_cursor(&self, _: Platform, _: &str) -> Result<Option<String>, SinkError> {
             Ok(None)
         }
-        async fn save_cursor(&self, _: Platform, _: String) -> Result<(), SinkError> {
+        async fn save_cursor(&self, _: Platform, _: &str, _: String) -> Result<(), SinkError> {
             Ok(())
         }
         async fn delivery_report(

@@ -7,8 +7,10 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use hermes_testkit::daemon::Home;
 use hermes_testkit::eventually;
 use hermes_testkit::llm::Reply;
+use hermes_testkit::telegram::FakeTelegram;
 
 /// A second connection to the daemon's database, as the test's hand on it.
 fn database(w: &World) -> rusqlite::Connection {
@@ -82,4 +84,35 @@ async fn a_turn_whose_record_fails_is_recorded_when_the_database_recovers() {
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 2);
     assert_eq!(w.llm.requests().len(), 2, "the turn was not run again");
     assert_eq!(open_inbox_rows(&w), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_bot_token_on_an_old_database_loses_none_of_the_new_bots_messages() {
+    let w = World::allow_all().await;
+    let mut d = w.start();
+    // The first bot's polling offset and event ids end up past the second bot's ids.
+    for n in 1..=3 {
+        w.telegram.dm(ALICE, &format!("to the first bot {n}"));
+        w.replies(ALICE, n).await;
+    }
+    d.terminate();
+
+    // Another token, another bot: its update ids count from where the first bot's began.
+    let other = FakeTelegram::start_as(777_000).await;
+    Home::new(
+        &w.home.dir,
+        &other.base_url(),
+        &w.llm.base_url(),
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "",
+    );
+    let _d = w.start();
+    other.dm(ALICE, "to the second bot");
+    let t = other.clone();
+    let replies = eventually(WAIT, "the second bot's reply", || {
+        let sent = t.sent_texts(ALICE);
+        (!sent.is_empty()).then_some(sent)
+    })
+    .await;
+    assert_eq!(replies, ["echo: to the second bot"]);
 }

@@ -183,6 +183,20 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE approvals ADD COLUMN account TEXT;
     ALTER TABLE background_processes ADD COLUMN account TEXT;
     "#,
+    // 5: cursors are kept per bot (a new token must not resume at another bot's offset).
+    // The cursor of schema 4 does not say whose it is: it is kept under the empty key,
+    // which no adapter uses.
+    r#"
+    CREATE TABLE cursors_by_key (
+        platform TEXT NOT NULL,
+        key      TEXT NOT NULL,
+        value    TEXT NOT NULL,
+        PRIMARY KEY (platform, key)
+    );
+    INSERT INTO cursors_by_key (platform, key, value) SELECT platform, '', value FROM cursors;
+    DROP TABLE cursors;
+    ALTER TABLE cursors_by_key RENAME TO cursors;
+    "#,
 ];
 
 /// The newest schema in one piece, for a new database: the same tables, columns (in the
@@ -282,8 +296,10 @@ const SCHEMA: &str = r#"
     CREATE INDEX outbox_pending ON outbox(platform, chat_id, id) WHERE state = 'pending';
 
     CREATE TABLE cursors (
-        platform TEXT PRIMARY KEY,
-        value    TEXT NOT NULL
+        platform TEXT NOT NULL,
+        key      TEXT NOT NULL,
+        value    TEXT NOT NULL,
+        PRIMARY KEY (platform, key)
     );
 
     CREATE TABLE pairing_requests (
@@ -435,7 +451,8 @@ mod tests {
              VALUES ('telegram:7', 'telegram', '42', 'dm', '7', 'Ada', 'button', '100', 'cbq',
                  'appr:1:o', 'received', 0, 0);
              INSERT INTO outbox (platform, chat_id, chat_kind, plain, buttons, created_at)
-             VALUES ('telegram', '42', 'dm', 'prompt', '[[\"Deny\",\"appr:1:d\"]]', 0);",
+             VALUES ('telegram', '42', 'dm', 'prompt', '[[\"Deny\",\"appr:1:d\"]]', 0);
+             INSERT INTO cursors (platform, value) VALUES ('telegram', '12345');",
         )
         .unwrap();
         apply(&mut conn).unwrap();
@@ -450,6 +467,12 @@ mod tests {
         let chat = open[0].event.chat.clone();
         let rows = store.outbox_pending(&chat).await.unwrap();
         assert_eq!(rows[0].choices[0].id, "appr:1:d");
+        // A cursor that does not say whose it is resumes no bot.
+        assert_eq!(store.load_cursor("telegram", "bot1").await.unwrap(), None);
+        assert_eq!(
+            store.load_cursor("telegram", "").await.unwrap().as_deref(),
+            Some("12345")
+        );
     }
 
     /// Tables, columns, indexes and triggers, as SQLite describes them.

@@ -103,9 +103,16 @@ pub trait InboundSink: Send + Sync {
     async fn accept(&self, event: Inbound) -> Result<Accepted, SinkError>;
 
     /// Durable per-adapter state (e.g. the Telegram polling offset), so a restart resumes
-    /// where the last run stopped.
-    async fn load_cursor(&self, platform: Platform) -> Result<Option<String>, SinkError>;
-    async fn save_cursor(&self, platform: Platform, cursor: String) -> Result<(), SinkError>;
+    /// where the last run stopped. `key` names whose cursor it is (the bot's id): a cursor
+    /// of one bot must never be used for another.
+    async fn load_cursor(&self, platform: Platform, key: &str)
+    -> Result<Option<String>, SinkError>;
+    async fn save_cursor(
+        &self,
+        platform: Platform,
+        key: &str,
+        cursor: String,
+    ) -> Result<(), SinkError>;
 
     /// What the platform reported about a message the gateway sent, by the platform's
     /// message id (WhatsApp sent / delivered / read / failed).

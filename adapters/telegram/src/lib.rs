@@ -120,7 +120,10 @@ impl Adapter for TelegramAdapter {
         let Some(me) = self.identify(&shutdown).await? else {
             return Ok(());
         };
-        let mut offset: i32 = match sink.load_cursor(Platform::Telegram).await {
+        // The offset and event ids belong to this bot: another token (another bot) starts
+        // from its own offset, and its update ids cannot collide with this one's.
+        let cursor_key = format!("bot{}", me.id);
+        let mut offset: i32 = match sink.load_cursor(Platform::Telegram, &cursor_key).await {
             Ok(cursor) => cursor.and_then(|c| c.parse().ok()).unwrap_or(0),
             Err(e) => return Err(AdapterError::Other(e.to_string())),
         };
@@ -212,7 +215,7 @@ impl Adapter for TelegramAdapter {
             }
             if offset != before
                 && let Err(e) = sink
-                    .save_cursor(Platform::Telegram, offset.to_string())
+                    .save_cursor(Platform::Telegram, &cursor_key, offset.to_string())
                     .await
             {
                 tracing::warn!(error = %e, "telegram: could not save the polling offset");

@@ -21,7 +21,8 @@ pub struct BotIdentity {
 /// The event in an update, or `None` for updates the gateway does not handle (edits, service
 /// messages, other bots, channel posts).
 pub fn normalize(update: &Update, me: &BotIdentity) -> Option<Inbound> {
-    let event_id = format!("telegram:{}", update.id.0);
+    // Update ids count per bot: the bot's id keeps two bots' updates apart.
+    let event_id = format!("telegram:{}:{}", me.id, update.id.0);
     match &update.kind {
         UpdateKind::Message(message) => normalize_message(event_id, message, me),
         UpdateKind::CallbackQuery(query) => {
@@ -255,7 +256,7 @@ mod tests {
             &me(),
         )
         .unwrap();
-        assert_eq!(event.event_id, "telegram:5");
+        assert_eq!(event.event_id, "telegram:999:5");
         assert_eq!(event.chat.kind, ChatKind::Direct);
         assert_eq!(event.author.display_name, "Ada L");
         let m = as_message(event);

@@ -59,6 +59,8 @@ struct Inner {
 
 #[derive(Clone)]
 pub struct FakeTelegram {
+    /// The bot this fake is (`getMe`); [`BOT_ID`] unless started as another.
+    pub bot_id: i64,
     inner: Arc<Mutex<Inner>>,
     news: Arc<Notify>,
     pub addr: SocketAddr,
@@ -66,11 +68,17 @@ pub struct FakeTelegram {
 
 impl FakeTelegram {
     pub async fn start() -> FakeTelegram {
+        FakeTelegram::start_as(BOT_ID).await
+    }
+
+    /// A fake for another bot (another token): its update ids count from the same start.
+    pub async fn start_as(bot_id: i64) -> FakeTelegram {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let fake = FakeTelegram {
+            bot_id,
             inner: Arc::new(Mutex::new(Inner {
                 next_update_id: 100,
                 next_message_id: 5000,
@@ -129,7 +137,7 @@ impl FakeTelegram {
     ) -> i64 {
         let chat = json!({"id": chat_id, "type": "supergroup", "title": "Test group"});
         let replied = json!({"message_id": bot_message_id, "date": 0, "chat": chat, "text": "earlier",
-                             "from": {"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}});
+                             "from": {"id": self.bot_id, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}});
         self.message(chat, user_id, text, json!([]), Some(replied))
     }
 
@@ -175,7 +183,7 @@ impl FakeTelegram {
             "id": format!("cbq{id}"), "chat_instance": "ci", "data": data,
             "from": {"id": user_id, "is_bot": false, "first_name": format!("User{user_id}")},
             "message": {"message_id": message_id, "date": 0, "chat": chat, "text": "prompt",
-                        "from": {"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}}
+                        "from": {"id": self.bot_id, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}}
         }}));
         drop(inner);
         self.news.notify_waiters();
@@ -363,7 +371,7 @@ async fn handle(
     }
     let result = match method.as_str() {
         "getme" => {
-            json!({"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME,
+            json!({"id": fake.bot_id, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME,
                           "can_join_groups": true, "can_read_all_group_messages": false,
                           "supports_inline_queries": false, "can_connect_to_business": false, "has_main_web_app": false})
         }
@@ -384,7 +392,7 @@ async fn handle(
                 json!({"id": chat_id, "type": "supergroup", "title": "Test group"})
             };
             json!({"message_id": id, "date": 1_700_000_000, "chat": chat, "text": params["text"],
-                   "from": {"id": BOT_ID, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}})
+                   "from": {"id": fake.bot_id, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}})
         }
         _ => json!(true),
     };
