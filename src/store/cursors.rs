@@ -29,7 +29,9 @@ impl Store {
         value: String,
     ) -> Result<(), StoreError> {
         let (platform, key) = (platform.to_owned(), key.to_owned());
-        self.call(move |conn| {
+        // Relaxed: a cursor lost with the power only makes the platform send updates again,
+        // which the inbox recognises by their event ids.
+        self.call_relaxed(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO cursors (platform, key, value) VALUES (?1, ?2, ?3)
                  ON CONFLICT(platform, key) DO UPDATE SET value = excluded.value",

@@ -51,7 +51,20 @@ pub enum StoreError {
     Invalid(String),
 }
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+/// Work for the store thread: it runs on the connection and returns whether it succeeded
+/// and how to hand its result back (held until the result is durable).
+type Job = Box<dyn FnOnce(&mut Connection) -> Done + Send>;
+
+/// A job that has run.
+struct Done {
+    ok: bool,
+    /// Its write may be lost on power loss and nobody waits on that (cursor saves).
+    relaxed: bool,
+    answer: Box<dyn FnOnce() + Send>,
+}
+
+/// How many waiting jobs run before the group's one sync.
+const GROUP_MAX: usize = 64;
 
 /// A handle to the store thread. Cheap to clone; the thread ends when every handle is gone.
 #[derive(Clone)]
@@ -90,8 +103,10 @@ impl Store {
         thread::Builder::new()
             .name("hermes-store".into())
             .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    job(&mut conn);
+                while let Ok(first) = rx.recv() {
+                    let mut group = vec![first];
+                    group.extend(rx.try_iter().take(GROUP_MAX - 1));
+                    run_group(&mut conn, group);
                 }
             })
             .expect("spawning the store thread");
@@ -107,18 +122,94 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        self.submit(f, false).await
+    }
+
+    /// [`Store::call`] for a write that may be lost on power loss (it is answered before it
+    /// is on disk): what is redone or refetched harmlessly, like a polling cursor.
+    pub async fn call_relaxed<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.submit(f, true).await
+    }
+
+    async fn submit<T, F>(&self, f: F, relaxed: bool) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |conn| {
-            let _ = reply.send(f(conn));
+            let result = f(conn);
+            Done {
+                ok: result.is_ok(),
+                relaxed,
+                answer: Box::new(move || {
+                    let _ = reply.send(result);
+                }),
+            }
         });
         self.jobs.send(job).map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 }
 
+/// Run a group of jobs that were waiting together, answering each only once what it wrote
+/// is on disk (power loss included): the platform is told we have an update, and a message
+/// goes out, only after that. One sync serves the group: every job but the last commits
+/// without syncing (`synchronous = NORMAL`), the last with it (`FULL`), and in WAL mode a
+/// synced commit makes every commit before it durable too. When the last one wrote nothing
+/// (a read, a failure), an empty-ish synced write stands in for it.
+fn run_group(conn: &mut Connection, group: Vec<Job>) {
+    let last = group.len() - 1;
+    let mut unsynced = false;
+    let mut answers = Vec::with_capacity(group.len());
+    for (i, job) in group.into_iter().enumerate() {
+        let synced = i == last;
+        set_synchronous(conn, synced);
+        let before = conn.total_changes();
+        let done = job(conn);
+        let wrote = conn.total_changes() != before;
+        if wrote && !done.relaxed {
+            unsynced = !(synced && done.ok);
+        }
+        if done.relaxed && !unsynced {
+            (done.answer)();
+        } else {
+            answers.push(done.answer);
+        }
+    }
+    if unsynced && let Err(e) = sync(conn) {
+        // Answered anyway: the writes are committed, only not yet forced to disk.
+        tracing::error!(error = %e, "store: could not sync the database to disk");
+    }
+    answers.into_iter().for_each(|answer| answer());
+}
+
+fn set_synchronous(conn: &Connection, full: bool) {
+    let level = if full { "FULL" } else { "NORMAL" };
+    if let Err(e) = conn.pragma_update(None, "synchronous", level) {
+        tracing::error!(error = %e, "store: cannot set synchronous = {level}");
+    }
+}
+
+/// Force every commit so far to disk: a synced commit that rewrites the header's
+/// `user_version` (unused by the store) with its own value.
+fn sync(conn: &Connection) -> Result<(), StoreError> {
+    set_synchronous(conn, true);
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE; PRAGMA user_version = {version}; COMMIT;"
+    ))?;
+    Ok(())
+}
+
 fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Per group of jobs, NORMAL or FULL (see `run_group`).
+    conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     // Every query is prepared once and reused: re-parsing the same SQL was a tenth of the
@@ -164,4 +255,94 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synchronous(conn: &Connection) -> i64 {
+        conn.pragma_query_value(None, "synchronous", |r| r.get(0))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_write_is_answered_once_it_is_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("gateway.db")).unwrap();
+        let level = store
+            .call(|conn| {
+                conn.execute_batch("CREATE TABLE t (x)")?;
+                Ok(synchronous(conn))
+            })
+            .await
+            .unwrap();
+        assert_eq!(level, 2, "FULL: the commit syncs the WAL");
+    }
+
+    #[test]
+    fn a_group_of_writes_shares_one_sync_and_a_read_at_its_end_gets_one_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.db");
+        let mut conn = Connection::open(&path).unwrap();
+        configure(&conn).unwrap();
+        conn.execute_batch("CREATE TABLE t (x)").unwrap();
+        let wal = || {
+            std::fs::metadata(path.with_extension("db-wal"))
+                .unwrap()
+                .len()
+        };
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let job = |sql: &'static str| -> Job {
+            let (seen, events) = (seen.clone(), events.clone());
+            Box::new(move |conn: &mut Connection| {
+                seen.lock().unwrap().push(synchronous(conn));
+                conn.execute_batch(sql).unwrap();
+                events.lock().unwrap().push("ran");
+                Done {
+                    ok: true,
+                    relaxed: false,
+                    answer: Box::new(move || events.lock().unwrap().push("answered")),
+                }
+            })
+        };
+        let before = wal();
+        run_group(
+            &mut conn,
+            vec![
+                job("INSERT INTO t VALUES (1)"),
+                job("INSERT INTO t VALUES (2)"),
+                job("SELECT * FROM t"),
+            ],
+        );
+        assert_eq!(*seen.lock().unwrap(), [1, 1, 2]);
+        assert_eq!(
+            *events.lock().unwrap(),
+            ["ran", "ran", "ran", "answered", "answered", "answered"],
+            "answered only after the group's sync"
+        );
+        let frame = 4096 + 24;
+        assert_eq!(
+            wal() - before,
+            3 * frame,
+            "two unsynced commits and the sync that stands in for the read"
+        );
+
+        seen.lock().unwrap().clear();
+        let before = wal();
+        run_group(
+            &mut conn,
+            vec![
+                job("INSERT INTO t VALUES (3)"),
+                job("INSERT INTO t VALUES (4)"),
+            ],
+        );
+        assert_eq!(*seen.lock().unwrap(), [1, 2]);
+        assert_eq!(
+            wal() - before,
+            2 * frame,
+            "the last write's commit is the sync"
+        );
+    }
 }
