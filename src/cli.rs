@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Loaded, Severity};
 use crate::daemon::{self, Exit};
+use crate::secrets;
 use crate::store::{PairingError, Store};
 
 /// EX_CONFIG: configuration problem; systemd units list it in RestartPreventExitStatus.
@@ -102,13 +103,51 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr)
+        .with_writer(ScrubbedStderr)
         .try_init();
 }
 
+/// Log output: each formatted line passes [`secrets::scrub`] on its way to stderr.
+struct ScrubbedStderr;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for ScrubbedStderr {
+    type Writer = ScrubbedLine;
+
+    fn make_writer(&'a self) -> ScrubbedLine {
+        ScrubbedLine(Vec::new())
+    }
+}
+
+/// One log event, written out (scrubbed) when the formatter is done with it.
+struct ScrubbedLine(Vec<u8>);
+
+impl std::io::Write for ScrubbedLine {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for ScrubbedLine {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr().lock(),
+            secrets::scrub(&text).as_bytes(),
+        );
+    }
+}
+
 fn report(loaded: &Loaded) {
+    if let Some(config) = &loaded.config {
+        secrets::remember(config.secret_values.iter().map(|s| s.expose().to_owned()));
+    }
     for problem in &loaded.problems {
-        eprintln!("{problem}");
+        eprintln!("{}", secrets::scrub(&problem.to_string()));
     }
 }
 
@@ -175,7 +214,7 @@ fn check_config(home: PathBuf) -> ExitCode {
         println!("\nEffective settings:");
         println!("  model.provider = {}", c.model.provider);
         println!("  model.default = {}", c.model.model);
-        println!("  model.base_url = {}", c.model.base_url);
+        println!("  model.base_url = {}", secrets::scrub(&c.model.base_url));
         println!(
             "  model.api_key = {}",
             c.model

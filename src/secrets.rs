@@ -6,11 +6,57 @@
 //! variable is removed. Together with the process being non-dumpable this keeps tokens
 //! away from the commands the agent runs, even when the gateway runs as root (where
 //! non-dumpable does not stop a child). Configuration reads the copy.
+//!
+//! It also owns [`scrub`], the one filter every text leaving the daemon passes through
+//! (log lines, chat messages, tool output shown to the model): it blanks the values of
+//! known secrets (the variables above, `.env` secrets, the configured keys; see
+//! [`remember`]), credentials in URLs (`scheme://user:pass@`) and strings shaped like
+//! well-known API keys and tokens.
 
+use std::borrow::Cow;
 use std::ffi::CString;
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock, RwLock};
+
+use regex::Regex;
 
 static TAKEN: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// Secret values [`scrub`] blanks, longest first (so a secret containing another is
+/// blanked whole).
+static KNOWN: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Shorter values are not blanked wherever they appear: a four-letter password would
+/// blank ordinary words.
+const MIN_SECRET_LEN: usize = 8;
+
+/// What stands in for a blanked secret.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// `scheme://user:pass@` (or `scheme://token@`): the credentials of a URL.
+static URL_CREDENTIALS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@'\x22<>]+@").expect("valid regex")
+});
+
+/// Strings shaped like the API keys and tokens of well-known services.
+static KEY_SHAPES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"\b(?:",
+        r"sk-[A-Za-z0-9_-]{16,}", // OpenAI, Anthropic, OpenRouter, DeepSeek…
+        r"|xox[abposr]-[A-Za-z0-9-]{10,}", // Slack tokens
+        r"|xapp-[A-Za-z0-9-]{10,}", // Slack app-level token
+        r"|gh[pousr]_[A-Za-z0-9]{30,}", // GitHub
+        r"|github_pat_[A-Za-z0-9_]{30,}",
+        r"|AKIA[0-9A-Z]{16}",      // AWS access key id
+        r"|AIza[0-9A-Za-z_-]{35}", // Google API key
+        r"|EAA[A-Za-z0-9]{40,}",   // Meta (WhatsApp) access token
+        r"|hf_[A-Za-z0-9]{30,}",   // Hugging Face
+        r"|M[TNQ][A-Za-z0-9_-]{21,}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}", // Discord bot token
+        r")",
+        // A Telegram bot token, also inside a URL path (`/bot<token>/`).
+        r"|\d{6,12}:[A-Za-z0-9_-]{30,}",
+    ))
+    .expect("valid regex")
+});
 
 const MARKERS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH"];
 
@@ -49,7 +95,40 @@ pub unsafe fn take_from_environment() {
             }
         }
     }
+    remember(taken.iter().map(|(_, value)| value.clone()));
     let _ = TAKEN.set(taken);
+}
+
+/// Add secret values for [`scrub`] to blank (the configuration's keys and tokens).
+pub fn remember(values: impl IntoIterator<Item = String>) {
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    for value in values {
+        let value = value.trim().to_owned();
+        if value.chars().count() >= MIN_SECRET_LEN && !known.contains(&value) {
+            known.push(value);
+        }
+    }
+    known.sort_by_key(|v| std::cmp::Reverse(v.len()));
+}
+
+/// `text` with known secret values, URL credentials and key-shaped strings blanked.
+pub fn scrub(text: &str) -> Cow<'_, str> {
+    let mut out = Cow::Borrowed(text);
+    {
+        let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+        for secret in known.iter() {
+            if out.contains(secret.as_str()) {
+                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
+            }
+        }
+    }
+    if let Cow::Owned(s) = URL_CREDENTIALS.replace_all(&out, "${1}***@") {
+        out = Cow::Owned(s);
+    }
+    if let Cow::Owned(s) = KEY_SHAPES.replace_all(&out, REDACTED) {
+        out = Cow::Owned(s);
+    }
+    out
 }
 
 /// The secrets taken from the environment at start-up.
@@ -90,5 +169,46 @@ mod tests {
         for name in ["HOME", "PATH", "LANG", "HERMES_HOME", "TERM"] {
             assert!(!is_secret_name(name), "{name}");
         }
+    }
+
+    #[test]
+    fn scrub_blanks_known_values_url_credentials_and_key_shapes() {
+        remember(["correct-horse-battery".to_owned(), "short".to_owned()]);
+        let cases = [
+            (
+                "password is correct-horse-battery.",
+                "password is [REDACTED].",
+            ),
+            ("a short word stays", "a short word stays"),
+            (
+                "cannot reach https://alice:s3cret@llm.example.com/v1: refused",
+                "cannot reach https://***@llm.example.com/v1: refused",
+            ),
+            (
+                "git clone https://ghtoken@github.com/x/y",
+                "git clone https://***@github.com/x/y",
+            ),
+            (
+                "mail me at alice@example.com",
+                "mail me at alice@example.com",
+            ),
+            (
+                "Incorrect API key provided: sk-proj-abcdefghijklmnop1234",
+                "Incorrect API key provided: [REDACTED]",
+            ),
+            (
+                "url .../bot123456789:AAHk2Xy_abcdefghijklmnopqrstuvwxyz012/getMe",
+                "url .../bot[REDACTED]/getMe",
+            ),
+            ("token=xoxb-1234-5678-abcdefghij", "token=[REDACTED]"),
+            (
+                "nothing secret here: 12:30 and sk-short",
+                "nothing secret here: 12:30 and sk-short",
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(scrub(input), expected, "{input}");
+        }
+        assert!(matches!(scrub("plain text"), Cow::Borrowed(_)));
     }
 }

@@ -43,9 +43,11 @@ async fn a_secret_in_the_daemons_environment_never_reaches_a_tool() {
         "grep -a tok /proc/$PPID/mem",
         "python3 -c 'import os; print(os.environ)'",
     ];
+    // Each output reversed: tool output is scrubbed of known secrets on its way to the model,
+    // which would hide a leak from this test; reversed, the secret would get through.
     let command = routes
         .iter()
-        .map(|r| format!("echo \"== {r}\"; {r} 2>&1"))
+        .map(|r| format!("echo \"== {r}\"; {{ {r}; }} 2>&1 | tr '\\0' '\\n' | rev"))
         .collect::<Vec<_>>()
         .join("; ");
     w.llm.push(Reply::terminal(&command));
@@ -55,8 +57,13 @@ async fn a_secret_in_the_daemons_environment_never_reaches_a_tool() {
     w.replies(ALICE, 1).await;
     let outputs = tool_outputs(&w);
     assert!(outputs.contains("== env"), "the command ran: {outputs}");
+    let reversed: String = SECRET.chars().rev().collect();
     assert!(
-        !outputs.contains(SECRET),
+        outputs.contains("=HTAP"),
+        "the outputs were reversed: {outputs}"
+    );
+    assert!(
+        !outputs.contains(&reversed) && !outputs.contains(SECRET),
         "the secret leaked to a tool: {outputs}"
     );
 }
@@ -116,4 +123,67 @@ async fn the_database_is_private_and_a_readable_env_file_is_reported() {
             .then_some(())
     })
     .await;
+}
+
+/// The API key the test home configures (`model.api_key`).
+const API_KEY: &str = "sk-test-secret";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_error_that_echoes_the_key_is_shown_without_it() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::ErrorSaying {
+        status: 401,
+        message: format!("Incorrect API key provided: {API_KEY}. Check it."),
+    });
+    let mut d = w.start();
+    w.telegram.dm(ALICE, "hello");
+    let notice = w.replies(ALICE, 1).await.remove(0);
+    assert!(notice.contains("Incorrect API key provided"), "{notice}");
+    assert!(!notice.contains(API_KEY), "{notice}");
+    d.terminate();
+    assert!(!d.log_text().contains(API_KEY), "{}", d.log_text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_in_the_providers_url_reach_neither_the_chat_nor_the_log() {
+    let w = World::allow_all().await;
+    // Nothing listens there: the notice and the log say which URL failed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let config = w.home.dir.join("config.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap().replace(
+        &w.llm.base_url(),
+        &format!("http://alice:pa55word-in-url@127.0.0.1:{port}/v1"),
+    );
+    std::fs::write(&config, yaml).unwrap();
+    let d = w.start();
+    w.telegram.dm(ALICE, "hello");
+    let notice = w.replies(ALICE, 1).await.remove(0);
+    assert!(notice.contains("127.0.0.1"), "{notice}");
+    assert!(!notice.contains("pa55word-in-url"), "{notice}");
+    let log = d.log_text();
+    assert!(log.contains("llm: call failed"), "{log}");
+    assert!(!log.contains("pa55word-in-url"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_prints_a_configured_key_shows_the_model_a_blank() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "approvals:\n  mode: 'off'\n",
+    )
+    .await;
+    // The key is in config.yaml, which a command may still read with approvals off.
+    w.llm.push(Reply::terminal(&format!(
+        "grep api_key {}/config.yaml",
+        w.home.dir.display()
+    )));
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "find the key");
+    w.replies(ALICE, 1).await;
+    let outputs = tool_outputs(&w);
+    assert!(outputs.contains("api_key: [REDACTED]"), "{outputs}");
+    assert!(!outputs.contains(API_KEY), "{outputs}");
 }

@@ -309,6 +309,31 @@ async fn a_model_error_is_retried_and_a_dead_model_is_explained() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_sends_no_headers_times_out() {
+    let w = World::allow_all().await;
+    let config = w.home.dir.join("config.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap().replace(
+        "  max_attempts: 3\n",
+        "  max_attempts: 2\n  stream_idle_timeout: 1\n",
+    );
+    std::fs::write(&config, yaml).unwrap();
+    // Connected, and then nothing for a minute, twice.
+    for _ in 0..2 {
+        w.llm.push(Reply::Delayed(
+            Duration::from_secs(60),
+            Box::new(Reply::Error {
+                status: 500,
+                retry_after: None,
+            }),
+        ));
+    }
+    let _d = w.start();
+    w.telegram.dm(ALICE, "anyone there?");
+    let notice = w.replies(ALICE, 1).await.remove(0);
+    assert!(notice.contains("sent no response within"), "{notice}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_update_delivered_twice_is_answered_once() {
     let w = World::allow_all().await;
     let _d = w.start();

@@ -130,7 +130,9 @@ impl AgentRuntime {
                     tracing::info!(tool = %call.name, "agent: running a tool");
                     let result = self.tools.run(call, &tools_ctx).await;
                     cancelled = result.cancelled || cancel.is_cancelled();
-                    result.text
+                    // Whatever a command printed, the model (and the history) never sees a
+                    // secret.
+                    crate::secrets::scrub(&result.text).into_owned()
                 };
                 new_messages.push(StoredMessage {
                     role: "tool".into(),

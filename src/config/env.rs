@@ -28,6 +28,15 @@ impl EnvVars {
     }
 
     /// The value of `name` (process first), with empty values treated as unset.
+    /// The values of every variable whose name marks it a secret.
+    pub fn secret_values(&self) -> impl Iterator<Item = &str> {
+        self.dotenv
+            .iter()
+            .chain(self.process.iter())
+            .filter(|(name, _)| crate::secrets::is_secret_name(name))
+            .map(|(_, value)| value.as_str())
+    }
+
     pub fn get(&self, name: &str) -> Option<(&str, EnvSource)> {
         let found = match self.process.get(name) {
             Some(v) => Some((v.as_str(), EnvSource::Process)),

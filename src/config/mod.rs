@@ -304,6 +304,14 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         .collect();
     secret_env_names.extend(env.dotenv_names().map(str::to_owned));
 
+    let secret_values = env
+        .secret_values()
+        .map(str::to_owned)
+        .chain(y.secret_strings())
+        .filter(|v| !v.trim().is_empty())
+        .map(Secret::new)
+        .collect();
+
     let has_errors = problems.iter().any(|p| p.severity == Severity::Error);
     let config = match (model, has_errors) {
         (Some(model), false) => Some(Config {
@@ -320,6 +328,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             approvals,
             processes,
             secret_env_names,
+            secret_values,
         }),
         _ => None,
     };

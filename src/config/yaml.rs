@@ -32,6 +32,22 @@ impl YamlReader {
         })
     }
 
+    /// Every string stored under a key that names a secret (`api_key`, `token`,
+    /// `signing_secret`…), wherever it is in the file.
+    pub fn secret_strings(&self) -> Vec<String> {
+        fn walk(node: &Value, key: &str, out: &mut Vec<String>) {
+            match node {
+                Value::Object(map) => map.iter().for_each(|(k, v)| walk(v, k, out)),
+                Value::Array(items) => items.iter().for_each(|v| walk(v, key, out)),
+                Value::String(s) if crate::secrets::is_secret_name(key) => out.push(s.clone()),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, "", &mut out);
+        out
+    }
+
     /// The value at a dotted path, marking it used.
     pub fn get(&mut self, path: &str) -> Option<&Value> {
         let mut node = &self.root;

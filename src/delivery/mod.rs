@@ -129,6 +129,9 @@ impl Delivery {
     /// Markdown rendered by the chat's adapter: one body per message, each within the
     /// platform's limit as rendered.
     pub fn render(&self, chat: &ChatRef, markdown: &str) -> Vec<MessageBody> {
+        // Secrets never reach a chat, whoever wrote the text (the model, a tool's output in
+        // a notice, a provider's error).
+        let markdown = &*crate::secrets::scrub(markdown);
         match self.sender(chat.platform) {
             Some(sender) => sender.render(markdown),
             None => vec![MessageBody::plain(markdown)],

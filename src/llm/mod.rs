@@ -129,18 +129,31 @@ impl LlmClient {
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(key.expose());
         }
-        let response = request.send().await.map_err(|e| Attempt::Retry {
-            error: format!("cannot reach {url}: {}", without_url(e)),
-            after: None,
-        })?;
+        // A provider that takes the connection and then says nothing (no headers) is given
+        // as long as a silent stream would be.
+        let response =
+            match tokio::time::timeout(self.config.stream_idle_timeout, request.send()).await {
+                Ok(sent) => sent.map_err(|e| Attempt::Retry {
+                    error: format!("cannot reach {url}: {}", without_url(e)),
+                    after: None,
+                })?,
+                Err(_) => {
+                    return Err(Attempt::Retry {
+                        error: format!(
+                            "{url} sent no response within {:?}",
+                            self.config.stream_idle_timeout
+                        ),
+                        after: None,
+                    });
+                }
+            };
         let status = response.status();
         if !status.is_success() {
             let after = response
                 .headers()
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .map(|s| Duration::from_secs_f64(s.clamp(0.0, 60.0)));
+                .and_then(retry_after);
             let text = response.text().await.unwrap_or_default();
             let message = error_message(&text);
             return Err(if status.as_u16() == 429 || status.is_server_error() {
@@ -317,6 +330,13 @@ fn parse_full(value: &Value) -> Result<Completion, String> {
     Ok(acc.finish())
 }
 
+/// A `Retry-After` of seconds, at most a minute. Anything else (an HTTP date, `NaN`, text)
+/// is ignored: the backoff decides.
+fn retry_after(value: &str) -> Option<Duration> {
+    let seconds = value.trim().parse::<f64>().ok().filter(|s| s.is_finite())?;
+    Some(Duration::from_secs_f64(seconds.clamp(0.0, 60.0)))
+}
+
 /// The provider's error text, from `{"error":{"message":…}}` when it has that shape.
 fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
@@ -353,6 +373,24 @@ fn without_url(error: reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_takes_seconds_and_nothing_else() {
+        assert_eq!(retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(" 0.5 "), Some(Duration::from_millis(500)));
+        assert_eq!(retry_after("3600"), Some(Duration::from_secs(60)));
+        assert_eq!(retry_after("-1"), Some(Duration::ZERO));
+        for junk in [
+            "NaN",
+            "nan",
+            "inf",
+            "-inf",
+            "Wed, 21 Oct 2026 07:28:00 GMT",
+            "",
+        ] {
+            assert_eq!(retry_after(junk), None, "{junk}");
+        }
+    }
 
     #[test]
     fn streamed_tool_call_pieces_are_joined() {

@@ -32,7 +32,13 @@ pub enum Reply {
         status: u16,
         retry_after: Option<u64>,
     },
-    /// Wait, then answer.
+    /// An HTTP error status whose body's `error.message` is `message` (what a provider
+    /// says about a bad key, for one).
+    ErrorSaying {
+        status: u16,
+        message: String,
+    },
+    /// Wait, then answer (before the headers: the client is connected and hears nothing).
     Delayed(Duration, Box<Reply>),
 }
 
@@ -142,6 +148,11 @@ async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Respo
         delay += d;
         reply = *inner;
     }
+    if let Reply::ErrorSaying { status, message } = reply {
+        tokio::time::sleep(delay).await;
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return (status, Json(json!({"error": {"message": message}}))).into_response();
+    }
     if let Reply::Error {
         status,
         retry_after,
@@ -242,7 +253,9 @@ fn events_for(reply: &Reply) -> Vec<String> {
             ));
             events.push(chunk(json!({}), json!("tool_calls")));
         }
-        Reply::Error { .. } | Reply::Delayed(..) => unreachable!("handled before streaming"),
+        Reply::Error { .. } | Reply::ErrorSaying { .. } | Reply::Delayed(..) => {
+            unreachable!("handled before streaming")
+        }
     }
     events.push("[DONE]".into());
     events
