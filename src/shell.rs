@@ -50,6 +50,11 @@ pub fn group_of(child: &Child) -> Option<Pid> {
     child.id().map(|id| Pid::from_raw(id as i32))
 }
 
+/// Whether any process is left in a group.
+pub fn group_alive(pgid: Pid) -> bool {
+    killpg(pgid, None).is_ok()
+}
+
 /// Signal a whole process group; a group that is already gone is not an error.
 pub fn signal_group(pgid: Pid, signal: Signal) {
     if let Err(e) = killpg(pgid, signal)

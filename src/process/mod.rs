@@ -70,6 +70,8 @@ impl Notifications {
     }
 }
 const KILL_GRACE: Duration = Duration::from_secs(3);
+/// How long a write waits for a process to take its input.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where a process was started from; its reports go back there.
 #[derive(Debug, Clone)]
@@ -97,14 +99,22 @@ pub struct ExitInfo {
     pub code: Option<i32>,
     pub signal: Option<i32>,
     pub elapsed: Duration,
+    /// It left processes running in its group when it ended; they were stopped (nothing
+    /// would have tracked them).
+    pub stopped_leftovers: bool,
 }
 
 impl ExitInfo {
     pub fn describe(&self) -> String {
-        match (self.code, self.signal) {
+        let how = match (self.code, self.signal) {
             (Some(code), _) => format!("exit code {code}"),
             (None, Some(sig)) => format!("killed by signal {sig}"),
             _ => "ended".into(),
+        };
+        if self.stopped_leftovers {
+            format!("{how}; the processes it left running were stopped")
+        } else {
+            how
         }
     }
 }
@@ -177,6 +187,15 @@ pub enum ProcessError {
     StdinClosed(String),
     #[error("{id}: could not write: {error}")]
     Write { id: String, error: String },
+    /// The process did not take the text (it is not reading its input) before the turn
+    /// was stopped or the write's time ran out.
+    #[error("{id}: wrote {written} of {total} bytes; {why}")]
+    WriteStalled {
+        id: String,
+        written: usize,
+        total: usize,
+        why: &'static str,
+    },
 }
 
 impl Tracked {
@@ -280,11 +299,18 @@ impl ProcessRegistry {
                     child.wait().await.ok()
                 }
             };
+            // What it left in its group would run on untracked (and `kill` could no longer
+            // reach it once its id is free): stop it now, while the group id is still held.
+            let stopped_leftovers = shell::group_alive(t.pgid);
+            if stopped_leftovers {
+                shell::signal_group(t.pgid, Signal::SIGKILL);
+            }
             use std::os::unix::process::ExitStatusExt;
             let info = ExitInfo {
                 code: status.and_then(|s| s.code()),
                 signal: status.and_then(|s| s.signal()),
                 elapsed: t.started.elapsed(),
+                stopped_leftovers,
             };
             if !shutdown.is_cancelled() {
                 let _ = store.process_ended(&t.id, "finished").await;
@@ -435,15 +461,33 @@ impl ProcessRegistry {
         Ok(terminate(&t).await)
     }
 
-    /// Write to the process's standard input; returns the bytes written.
+    /// Write to the process's standard input; returns the bytes written. A process that
+    /// does not read its input cannot hold the turn: the write gives up when `cancel`
+    /// fires or after [`WRITE_TIMEOUT`], saying how much went in.
     pub async fn write(
         &self,
         session_key: &str,
         id: &str,
         data: &str,
+        cancel: &CancellationToken,
     ) -> Result<usize, ProcessError> {
         let t = self.get(session_key, id)?;
-        let mut stdin = t.stdin.lock().await;
+        let bytes = data.as_bytes();
+        let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
+        let stalled = |written: usize, why: &'static str| ProcessError::WriteStalled {
+            id: id.to_owned(),
+            written,
+            total: bytes.len(),
+            why,
+        };
+        const NOT_READING: &str = "the process is not reading its input";
+        const STOPPED: &str = "the turn was stopped";
+        // An earlier write may still hold the pipe (it waits for the process to read).
+        let mut stdin = tokio::select! {
+            stdin = t.stdin.lock() => stdin,
+            _ = cancel.cancelled() => return Err(stalled(0, STOPPED)),
+            _ = tokio::time::sleep_until(deadline) => return Err(stalled(0, NOT_READING)),
+        };
         let pipe = stdin
             .as_mut()
             .ok_or_else(|| ProcessError::StdinClosed(id.to_owned()))?;
@@ -451,9 +495,21 @@ impl ProcessRegistry {
             id: id.to_owned(),
             error: e.to_string(),
         };
-        pipe.write_all(data.as_bytes()).await.map_err(failed)?;
+        let mut written = 0;
+        while written < bytes.len() {
+            // A pipe write either takes some bytes or none, so stopping between polls
+            // loses nothing that was counted.
+            tokio::select! {
+                n = pipe.write(&bytes[written..]) => match n.map_err(failed)? {
+                    0 => return Err(stalled(written, "the process closed its input")),
+                    n => written += n,
+                },
+                _ = cancel.cancelled() => return Err(stalled(written, STOPPED)),
+                _ = tokio::time::sleep_until(deadline) => return Err(stalled(written, NOT_READING)),
+            }
+        }
         pipe.flush().await.map_err(failed)?;
-        Ok(data.len())
+        Ok(written)
     }
 
     /// Kill every running process of a session (`/stop all`); returns how many.
@@ -466,9 +522,8 @@ impl ProcessRegistry {
                 .cloned()
                 .collect()
         };
-        for t in &running {
-            terminate(t).await;
-        }
+        // Together: each may take its grace period.
+        futures_util::future::join_all(running.iter().map(|t| terminate(t))).await;
         running.len()
     }
 

@@ -88,7 +88,10 @@ mod registry {
         );
         assert_eq!(registry.poll("s1", &id).unwrap().new_output, "");
 
-        registry.write("s1", &id, "hello\n").await.unwrap();
+        registry
+            .write("s1", &id, "hello\n", &CancellationToken::new())
+            .await
+            .unwrap();
         let waited = registry
             .wait("s1", &id, Duration::from_secs(5), &attention)
             .await
@@ -184,17 +187,98 @@ mod limits {
         assert!(registry.poll("s", &id).is_err(), "forgotten after the TTL");
     }
 
+    #[tokio::test]
+    async fn a_process_that_never_reads_cannot_hold_a_write_past_the_turn() {
+        let (registry, _wakeups) = registry_with(Limits::default());
+        let (id, _) = registry.spawn(request("sleep 30", "s")).await.unwrap();
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            stop.cancel();
+        });
+        // More than a pipe holds (64 KiB): the write blocks until the turn stops.
+        let data = "x".repeat(1 << 20);
+        let started = std::time::Instant::now();
+        let result = registry.write("s", &id, &data, &cancel).await;
+        assert!(started.elapsed() < Duration::from_secs(3));
+        match result {
+            Err(ProcessError::WriteStalled { written, total, .. }) => {
+                assert!(written < total, "{written} of {total}");
+            }
+            other => panic!("{other:?}"),
+        }
+        registry.kill("s", &id).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn stop_all_stops_a_sessions_processes_together() {
+        let (registry, _wakeups) = registry_with(Limits::default());
+        // Each ignores SIGTERM, so each takes the whole grace period before SIGKILL.
+        for _ in 0..3 {
+            registry
+                .spawn(request("trap '' TERM; sleep 30 & wait", "s"))
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = std::time::Instant::now();
+        assert_eq!(registry.kill_session("s").await, 3);
+        let took = started.elapsed();
+        // One after another would be three grace periods (9 s).
+        assert!(took < Duration::from_secs(6), "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn what_a_finished_background_command_left_running_is_stopped() {
+        let (registry, _wakeups) = registry_with(Limits::default());
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("server-pid");
+        let (id, _) = registry
+            .spawn(request(
+                &format!("sleep 30 >/dev/null 2>&1 & echo $! > {}", marker.display()),
+                "s",
+            ))
+            .await
+            .unwrap();
+        let finished = registry
+            .wait("s", &id, Duration::from_secs(10), &CancellationToken::new())
+            .await
+            .unwrap();
+        let Waited::Finished { exit, .. } = finished else {
+            panic!("{finished:?}");
+        };
+        assert!(exit.stopped_leftovers, "{exit:?}");
+        assert!(exit.describe().contains("were stopped"));
+        let pid: i32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            stat.is_empty()
+                || stat
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, r)| r.starts_with('Z')),
+            "the leftover still runs: {stat}"
+        );
+    }
+
     #[test]
     fn notification_levels_decide_what_is_posted() {
         let ok = ExitInfo {
             code: Some(0),
             signal: None,
             elapsed: Duration::ZERO,
+            stopped_leftovers: false,
         };
         let failed = ExitInfo {
             code: Some(1),
             signal: None,
             elapsed: Duration::ZERO,
+            stopped_leftovers: false,
         };
         assert!(Notifications::Concise.progress() && Notifications::Concise.completion(&ok));
         assert!(!Notifications::Result.progress() && Notifications::Result.completion(&ok));

@@ -14,6 +14,10 @@ impl SessionActor {
     ) {
         match command {
             SessionCommand::Stop | SessionCommand::StopAll => {
+                // The turn first: it must not start anything new while its processes stop.
+                if let Some(turn) = running.as_ref() {
+                    turn.cancel.cancel();
+                }
                 if command == SessionCommand::StopAll || self.services.stop_kills_background {
                     let killed = self.services.processes.kill_session(&self.key).await;
                     if killed > 0 {

@@ -72,7 +72,7 @@ pub async fn run(registry: &ProcessRegistry, args: &Value, ctx: &ToolContext) ->
         "kill" => registry.kill(key, id).await.map(|s| stopped(id, s)),
         "write" => match args.get("data").and_then(Value::as_str) {
             Some(data) => registry
-                .write(key, id, data)
+                .write(key, id, data, &ctx.cancel)
                 .await
                 .map(|n| format!("wrote {n} bytes to {id}")),
             None => return "error: write needs `data`".into(),

@@ -20,6 +20,9 @@ pub enum CommandOutcome {
         code: Option<i32>,
         output: String,
         elapsed: Duration,
+        /// The command left processes running in its group (`server &`); they were stopped,
+        /// since nothing would track them.
+        stopped_leftovers: bool,
     },
     TimedOut {
         after: Duration,
@@ -35,11 +38,23 @@ impl CommandOutcome {
     /// The text the model reads.
     pub fn describe(&self) -> String {
         match self {
-            CommandOutcome::Exited { code, output, .. } => {
+            CommandOutcome::Exited {
+                code,
+                output,
+                stopped_leftovers,
+                ..
+            } => {
                 let code = code
                     .map(|c| c.to_string())
                     .unwrap_or_else(|| "killed by a signal".into());
-                format!("exit code: {code}\n{output}")
+                let leftovers = if *stopped_leftovers {
+                    "\nnote: processes the command left running in the background were stopped; \
+                     run a server or any long-running command with background=true to keep it \
+                     (it is then tracked and can be polled, written to and killed)"
+                } else {
+                    ""
+                };
+                format!("exit code: {code}{leftovers}\n{output}")
             }
             CommandOutcome::TimedOut { after, output } => format!(
                 "timed out after {}s; the command and everything it started were killed\n{output}",
@@ -146,11 +161,23 @@ impl Terminal {
             _ = tokio::time::sleep(timeout) => End::TimedOut,
             _ = cancel.cancelled() => End::Cancelled,
         };
-        if !matches!(end, End::Exited(_)) {
-            if let Some(group) = group {
-                shell::signal_group(group, Signal::SIGKILL);
+        let mut stopped_leftovers = false;
+        match (&end, group) {
+            (End::Exited(_), Some(group)) => {
+                // Whatever the command left in its group would run on untracked: stop it.
+                // (The group id cannot be reused while any member lives.)
+                if shell::group_alive(group) {
+                    shell::signal_group(group, Signal::SIGKILL);
+                    stopped_leftovers = true;
+                }
             }
-            let _ = child.wait().await;
+            (End::Exited(_), None) => {}
+            (_, group) => {
+                if let Some(group) = group {
+                    shell::signal_group(group, Signal::SIGKILL);
+                }
+                let _ = child.wait().await;
+            }
         }
         // Readers end when every process holding the pipes is gone; something the command left
         // running in the background may hold them open, so do not wait on it for long.
@@ -169,6 +196,7 @@ impl Terminal {
                 code,
                 output,
                 elapsed: started.elapsed(),
+                stopped_leftovers,
             },
             End::TimedOut => CommandOutcome::TimedOut {
                 after: timeout,
@@ -229,6 +257,35 @@ mod tests {
         // The background child was in the group and is gone too.
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid));
+    }
+
+    #[tokio::test]
+    async fn processes_a_finished_command_left_behind_are_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("server-pid");
+        let cmd = format!(
+            "sleep 30 >/dev/null 2>&1 & echo $! > {}; echo started",
+            marker.display()
+        );
+        let out = terminal(10)
+            .run(&cmd, None, None, &CancellationToken::new())
+            .await;
+        let text = out.describe();
+        assert!(text.starts_with("exit code: 0"), "{text}");
+        assert!(text.contains("background=true"), "{text}");
+        let pid: i32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid));
+
+        let plain = terminal(10)
+            .run("echo only me", None, None, &CancellationToken::new())
+            .await
+            .describe();
+        assert!(!plain.contains("note:"), "{plain}");
     }
 
     #[tokio::test]
