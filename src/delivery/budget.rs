@@ -68,6 +68,15 @@ impl TokenBucket {
         }
     }
 
+    /// Full and not held back: forgetting it loses nothing (a new one starts full).
+    pub fn is_rested(&mut self, now: Instant) -> bool {
+        if self.blocked_until.is_some_and(|u| u > now) {
+            return false;
+        }
+        self.refill(now);
+        self.tokens >= self.burst
+    }
+
     /// The platform said to wait.
     pub fn block_for(&mut self, wait: Duration, now: Instant) {
         let until = now + wait;

@@ -102,12 +102,21 @@ impl Delivery {
                     Ok(chats) => chats.iter().for_each(|chat| this.wake(chat)),
                     Err(e) => tracing::error!(error = %e, "delivery: cannot read the outbox"),
                 }
+                this.forget_rested_budgets();
                 tokio::select! {
                     _ = this.inner.shutdown.cancelled() => return,
                     _ = tokio::time::sleep(SWEEP_EVERY) => {}
                 }
             }
         });
+    }
+
+    /// Drop the budgets of chats that are full again: one per chat ever written to would
+    /// otherwise pile up for as long as the daemon runs.
+    fn forget_rested_budgets(&self) {
+        let now = Instant::now();
+        let mut budgets = self.inner.chat_budgets.lock().expect("budget lock");
+        budgets.retain(|_, bucket| !bucket.is_rested(now));
     }
 
     /// Wait for the lanes to stop after shutdown was signalled.

@@ -267,3 +267,31 @@ async fn a_sent_reply_whose_record_fails_is_not_sent_again() {
     assert_eq!(platform.accepted(), ["the answer"], "sent exactly once");
     assert_eq!(platform.attempts(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_budgets_of_quiet_chats_are_forgotten() {
+    let platform = ScriptedPlatform::new();
+    let (delivery, store) = delivery(&platform, Duration::from_secs(3600));
+    delivery.start();
+    let mut last = 0;
+    for n in 0..50 {
+        let chat = ChatRef {
+            chat_id: n.to_string(),
+            ..chat()
+        };
+        last = delivery.reply(&chat, "hi", None).await.unwrap()[0];
+    }
+    settled(&store, last, Duration::from_secs(60)).await;
+    assert!(!delivery.inner.chat_budgets.lock().unwrap().is_empty());
+    // A minute later every bucket is full again, and the sweep lets them go.
+    let start = tokio::time::Instant::now();
+    for _ in 0..1_000_000 {
+        if delivery.inner.chat_budgets.lock().unwrap().is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "budgets kept");
+        row_state(&store, last).await;
+        tokio::task::yield_now().await;
+    }
+    assert!(delivery.inner.chat_budgets.lock().unwrap().is_empty());
+}
