@@ -334,6 +334,44 @@ async fn a_provider_that_sends_no_headers_times_out() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_tool_output_outgrows_the_context_is_cut_to_fit() {
+    let w = World::allow_all().await;
+    let config = w.home.dir.join("config.yaml");
+    let yaml = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("context_length: 131072", "context_length: 8000");
+    std::fs::write(&config, yaml).unwrap();
+    // Three results of 9,000 characters each: more than the whole context (~32 KB).
+    for n in 0..3 {
+        w.llm.push(Reply::terminal(&format!(
+            "echo result{n}; head -c 9000 /dev/zero | tr '\\0' x"
+        )));
+    }
+    w.llm.push(Reply::text("built"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "build it");
+    assert_eq!(w.replies(ALICE, 1).await, ["built"]);
+    let last = w.llm.requests().pop().unwrap();
+    let sent: usize = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().map_or(0, str::len))
+        .sum();
+    assert!(
+        sent < 8000 * 4,
+        "{sent} bytes sent for a context of 8000 tokens"
+    );
+    let text = last["messages"].to_string();
+    assert!(
+        text.contains("outgrew the model's context"),
+        "nothing was cut from {} bytes",
+        text.len()
+    );
+    assert!(text.contains("result0") && text.contains("result2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_update_delivered_twice_is_answered_once() {
     let w = World::allow_all().await;
     let _d = w.start();

@@ -4,9 +4,12 @@
 //! turn then returns the messages it completed so far, always well-formed (every tool call
 //! has its result).
 
+mod context;
 mod prompt;
 
 pub use prompt::SystemPrompt;
+
+use context::{estimate_tokens, fit_tool_results, trim_history};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -23,6 +26,14 @@ pub struct AgentRuntime {
     pub max_iterations: u32,
     /// Rough token budget for history (model context length).
     pub context_tokens: usize,
+}
+
+impl AgentRuntime {
+    /// At most how much stored history a turn can use (bytes of text): what a turn needs
+    /// to load from the store.
+    pub fn history_bytes(&self) -> usize {
+        context::bytes_for(self.context_tokens)
+    }
 }
 
 /// What a turn works on.
@@ -72,13 +83,14 @@ impl AgentRuntime {
         let mut new_messages = input.carried;
         new_messages.push(StoredMessage::user(input.user_text));
         let system = self.prompt.render(&input.context);
-        let history = trim_history(
-            &input.history,
-            self.context_tokens.saturating_sub(estimate_tokens(&system)) * 3 / 4,
-        );
+        // What the conversation may take of the context; the rest is for the answer.
+        let budget = self.context_tokens.saturating_sub(estimate_tokens(&system)) * 3 / 4;
         let tools = self.tools.definitions();
 
         for _iteration in 0..self.max_iterations {
+            // This turn's own messages come first; the history gets what they leave.
+            let used = fit_tool_results(&mut new_messages, budget);
+            let history = trim_history(&input.history, budget.saturating_sub(used));
             let mut wire = vec![json!({"role": "system", "content": system})];
             wire.extend(history.iter().chain(new_messages.iter()).map(to_wire));
             let completion = match self.llm.complete(&wire, &tools, &cancel).await {
@@ -179,63 +191,9 @@ fn to_wire(m: &StoredMessage) -> Value {
     v
 }
 
-fn estimate_tokens(text: &str) -> usize {
-    text.len() / 4 + 4
-}
-
-/// The newest history that fits in `budget` tokens, never starting inside a tool exchange.
-fn trim_history(history: &[StoredMessage], budget: usize) -> Vec<StoredMessage> {
-    let mut used = 0;
-    let mut start = history.len();
-    for (i, m) in history.iter().enumerate().rev() {
-        let cost = estimate_tokens(m.content.as_deref().unwrap_or(""))
-            + m.tool_calls.as_deref().map_or(0, estimate_tokens);
-        if used + cost > budget {
-            break;
-        }
-        used += cost;
-        start = i;
-    }
-    // A tool result without its call (or the assistant message of a cut exchange) would be
-    // refused by the API: start at a user message.
-    while start < history.len() && history[start].role != "user" {
-        start += 1;
-    }
-    history[start..].to_vec()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn trimming_keeps_the_newest_and_starts_at_a_user_message() {
-        let mut h = Vec::new();
-        for i in 0..50 {
-            h.push(StoredMessage::user(format!(
-                "question {i} {}",
-                "x".repeat(400)
-            )));
-            h.push(StoredMessage {
-                role: "tool".into(),
-                content: Some("r".repeat(400)),
-                tool_calls: None,
-                tool_call_id: Some("c".into()),
-                tool_name: None,
-            });
-        }
-        let kept = trim_history(&h, 1000);
-        assert!(!kept.is_empty() && kept.len() < h.len());
-        assert_eq!(kept[0].role, "user");
-        assert!(
-            kept.last()
-                .unwrap()
-                .content
-                .as_deref()
-                .unwrap()
-                .starts_with("rrr")
-        );
-    }
 
     #[test]
     fn tool_messages_keep_their_call_ids_on_the_wire() {

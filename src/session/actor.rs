@@ -146,7 +146,7 @@ impl SessionActor {
         };
         self.session_id = Some(session.id.clone());
         let history = store
-            .session_messages(&session.id)
+            .session_tail(&session.id, self.services.agent.history_bytes())
             .await
             .unwrap_or_default();
         let cancel = self.services.shutdown.child_token();

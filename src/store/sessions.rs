@@ -131,22 +131,44 @@ impl Store {
         &self,
         session_id: &str,
     ) -> Result<Vec<StoredMessage>, StoreError> {
+        self.session_tail(session_id, usize::MAX).await
+    }
+
+    /// The newest messages of a session whose text adds up to at most `max_bytes` (oldest
+    /// first): a long conversation is not read whole for a turn that can use only its end.
+    pub async fn session_tail(
+        &self,
+        session_id: &str,
+        max_bytes: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
         let session_id = session_id.to_owned();
         self.call(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT role, content, tool_calls, tool_call_id, tool_name FROM messages
-                 WHERE session_id = ?1 ORDER BY id",
+                 WHERE session_id = ?1 ORDER BY id DESC",
             )?;
-            let rows = stmt.query_map([session_id], |r| {
-                Ok(StoredMessage {
+            let mut rows = stmt.query([session_id])?;
+            let mut tail = Vec::new();
+            let mut bytes = 0usize;
+            while let Some(r) = rows.next()? {
+                let message = StoredMessage {
                     role: r.get(0)?,
                     content: r.get(1)?,
                     tool_calls: r.get(2)?,
                     tool_call_id: r.get(3)?,
                     tool_name: r.get(4)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+                };
+                bytes = bytes.saturating_add(
+                    message.content.as_ref().map_or(0, String::len)
+                        + message.tool_calls.as_ref().map_or(0, String::len),
+                );
+                if bytes > max_bytes {
+                    break;
+                }
+                tail.push(message);
+            }
+            tail.reverse();
+            Ok(tail)
         })
         .await
     }
@@ -311,5 +333,34 @@ mod tests {
         let fresh = store.session_open("k", &chat, Some("7")).await.unwrap();
         assert_ne!(fresh.id, s.id);
         assert!(store.session_messages(&fresh.id).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_turn_reads_only_the_tail_of_a_long_history() {
+        let store = Store::open_in_memory().unwrap();
+        let chat = ChatRef {
+            platform: Platform::Telegram,
+            account: None,
+            chat_id: "1".into(),
+            thread_id: None,
+            kind: ChatKind::Direct,
+        };
+        let s = store.session_open("k", &chat, None).await.unwrap();
+        let messages = (0..100)
+            .map(|i| StoredMessage::user(format!("{i:03} {}", "x".repeat(96))))
+            .collect();
+        store.session_append(&s.id, messages).await.unwrap();
+        let tail = store.session_tail(&s.id, 1_050).await.unwrap();
+        let firsts: Vec<&str> = tail
+            .iter()
+            .map(|m| &m.content.as_deref().unwrap()[..3])
+            .collect();
+        assert_eq!(
+            firsts,
+            [
+                "090", "091", "092", "093", "094", "095", "096", "097", "098", "099"
+            ]
+        );
+        assert_eq!(store.session_messages(&s.id).await.unwrap().len(), 100);
     }
 }
