@@ -241,19 +241,13 @@ impl Router {
                         .await;
                 };
                 return self
-                    .decide_by_text(id, chat, author, decision, &message.message_id)
+                    .decide_by_text(id, chat, author, decision, message)
                     .await;
             }
             Some("deny") => {
                 let reason = (!args.is_empty()).then(|| args.to_owned());
                 return self
-                    .decide_by_text(
-                        id,
-                        chat,
-                        author,
-                        Decision::Deny(reason),
-                        &message.message_id,
-                    )
+                    .decide_by_text(id, chat, author, Decision::Deny(reason), message)
                     .await;
             }
             Some("stop") if args.eq_ignore_ascii_case("all") => {
@@ -347,25 +341,36 @@ impl Router {
         self.end(id, state, note, None).await;
     }
 
+    /// `/approve` or `/deny` as text: on the prompt it replies to (like pressing one of its
+    /// buttons), else on the oldest delivered request of the sender's own session.
     async fn decide_by_text(
         &self,
         id: i64,
         chat: &ChatRef,
         author: &Author,
         decision: Decision,
-        message_id: &str,
+        message: &InboundMessage,
     ) {
-        let key = session_key(chat, &author.user_id, &self.config.sessions);
+        let message_id = &message.message_id;
+        let (target, nothing) = match &message.reply_to {
+            Some(prompt) => (
+                Target::Prompt(prompt.clone()),
+                "The message you replied to is not a request waiting for approval (it was decided or expired, or it is not a prompt).",
+            ),
+            None => (
+                Target::OldestOf(session_key(chat, &author.user_id, &self.config.sessions)),
+                "None of your commands is waiting for approval here.",
+            ),
+        };
         let (state, text) = match self
             .approvals
-            .resolve(chat, Target::OldestOf(key), decision, &author.display_name)
+            .resolve(chat, target, decision, &author.display_name)
             .await
         {
             Resolution::Resolved { outcome, .. } => (InboxState::Done, outcome),
-            Resolution::NothingPending | Resolution::OtherChat => (
-                InboxState::Refused,
-                "None of your commands is waiting for approval here.".to_owned(),
-            ),
+            Resolution::NothingPending | Resolution::OtherChat => {
+                (InboxState::Refused, nothing.to_owned())
+            }
         };
         let reply = Reply {
             chat: chat.clone(),

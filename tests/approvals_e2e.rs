@@ -412,6 +412,64 @@ async fn writing_a_dangerous_command_into_a_background_shell_asks_too() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_command_replying_to_a_prompt_acts_on_that_prompt() {
+    let bob = 5151;
+    let w = World::new(
+        &["TELEGRAM_ALLOWED_USERS=4242,5151"],
+        "delivery:\n  rate_per_second: 10\n  burst: 5\n",
+    )
+    .await;
+    let group = -100_889;
+    let alices = victim(&w, "alices");
+    let bobs = victim(&w, "bobs");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", alices.display())));
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", bobs.display())));
+    w.llm.push(Reply::text("alice's turn ended"));
+    let _d = w.start();
+    w.telegram.group(group, ALICE, "delete mine", true);
+    let alices_prompt = prompt(&w, group, 1).await;
+    w.telegram.group(group, bob, "delete mine too", true);
+    let bobs_prompt = prompt(&w, group, 2).await;
+
+    // Bob answers Alice's prompt, as he could with its buttons: his own request waits on.
+    w.telegram
+        .group_reply_to_bot(group, bob, "/deny", alices_prompt.0);
+    let t = w.telegram.clone();
+    eventually(WAIT, "Alice's turn to end", || {
+        t.sent_texts(group)
+            .contains(&"alice's turn ended".to_string())
+            .then_some(())
+    })
+    .await;
+    settle().await;
+    assert!(alices.exists() && bobs.exists());
+    assert!(
+        !edits(&w, alices_prompt.0).is_empty(),
+        "Alice's prompt shows the outcome"
+    );
+    assert!(
+        edits(&w, bobs_prompt.0).is_empty(),
+        "Bob's request still waits"
+    );
+
+    // A reply to something that is not a waiting prompt decides nothing.
+    w.telegram
+        .group_reply_to_bot(group, bob, "/approve", alices_prompt.0);
+    eventually(WAIT, "the refusal", || {
+        t.sent_texts(group)
+            .iter()
+            .any(|s| s.contains("not a request waiting for approval"))
+            .then_some(())
+    })
+    .await;
+    settle().await;
+    assert!(bobs.exists(), "a stale reply approved another request");
+    w.telegram.group(group, bob, "/stop", true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_commands_act_on_the_senders_own_session_only() {
     let bob = 5151;
     // Eight messages and edits go to one group here; Telegram's group budget (one every

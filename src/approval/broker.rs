@@ -32,6 +32,9 @@ pub enum Target {
     Id(i64),
     /// The oldest request of this session whose prompt has gone out (text commands).
     OldestOf(String),
+    /// The request whose prompt is the platform message with this id (a text command sent
+    /// as a reply to the prompt).
+    Prompt(String),
 }
 
 /// What became of a decision.
@@ -443,6 +446,29 @@ impl ApprovalBroker {
                         None => false,
                     };
                     if delivered {
+                        chosen = Some(id);
+                        break;
+                    }
+                }
+                match chosen {
+                    Some(id) => id,
+                    None => return Resolution::NothingPending,
+                }
+            }
+            Target::Prompt(message_id) => {
+                let candidates: Vec<(i64, i64)> = {
+                    let pending = self.pending.lock().expect("pending lock");
+                    pending
+                        .iter()
+                        .filter(|(_, p)| p.chat.same_chat(chat))
+                        .filter_map(|(id, p)| Some((*id, p.prompt_row?)))
+                        .collect()
+                };
+                let mut chosen = None;
+                for (id, row) in candidates {
+                    if let Ok(Some(sent_as)) = self.store.outbox_platform_id(row).await
+                        && sent_as == message_id
+                    {
                         chosen = Some(id);
                         break;
                     }

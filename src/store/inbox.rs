@@ -203,6 +203,7 @@ fn legacy_event(row: &Row<'_>) -> rusqlite::Result<Result<Inbound, String>> {
             addressed: row.get("addressed")?,
             attachments: Vec::new(),
             unsupported: row.get("unsupported")?,
+            reply_to: None,
         }),
         "button" => InboundKind::Press(Press {
             press_id: row

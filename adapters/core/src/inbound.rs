@@ -52,6 +52,10 @@ pub struct InboundMessage {
     /// names what it was so the person can be told.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
+    /// The platform's id of the message this one replies to, if it is a reply (`/approve`
+    /// as a reply to a prompt acts on that prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
 }
 
 /// A file that came with a message; its bytes are fetched on demand through

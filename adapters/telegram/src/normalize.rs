@@ -77,6 +77,7 @@ fn normalize_message(event_id: String, message: &Message, me: &BotIdentity) -> O
             addressed,
             attachments: Vec::new(),
             unsupported,
+            reply_to: message.reply_to_message().map(|r| r.id.0.to_string()),
         }),
     })
 }
@@ -328,7 +329,9 @@ mod tests {
             &me(),
         )
         .unwrap();
-        assert!(as_message(event).addressed);
+        let message = as_message(event);
+        assert!(message.addressed);
+        assert_eq!(message.reply_to.as_deref(), Some("9"));
     }
 
     #[test]
