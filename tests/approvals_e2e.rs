@@ -708,3 +708,56 @@ async fn strangers_and_other_chats_cannot_decide() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_that_cannot_be_recorded_leaves_no_live_buttons() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "kept");
+    let _d = w.start();
+    w.telegram.dm(ALICE, "warm up");
+    w.replies(ALICE, 1).await;
+    // Tying a request to its prompt fails, as a full disk would make it.
+    let db = rusqlite::Connection::open(w.home.dir.join("gateway.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_prompt BEFORE UPDATE OF prompt_outbox_id ON approvals
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+    )
+    .unwrap();
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("could not ask"));
+    w.telegram.dm(ALICE, "delete it");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the turn's answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"could not ask".to_string())
+            .then_some(())
+    })
+    .await;
+    settle().await;
+    assert!(target.exists(), "the command ran");
+    assert!(
+        tool_results(&w).iter().any(|r| r.contains("NOT run")),
+        "{:?}",
+        tool_results(&w)
+    );
+    // The prompt says what happened, and any copy of it that went out with buttons was
+    // edited since (an edit without buttons takes them away).
+    let texts: Vec<String> = ["sendMessage", "editMessageText"]
+        .iter()
+        .flat_map(|m| w.telegram.calls(m))
+        .filter_map(|c| c.params["text"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("could not be recorded")),
+        "{texts:?}"
+    );
+    for (message_id, _) in w.telegram.prompts(ALICE) {
+        let edits = edits(&w, message_id);
+        assert!(
+            edits.iter().any(|e| e.get("reply_markup").is_none()),
+            "prompt {message_id} kept its buttons"
+        );
+    }
+}

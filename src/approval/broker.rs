@@ -296,16 +296,20 @@ impl ApprovalBroker {
             _ = ctx.cancel.cancelled() => Ending::Cancelled(None),
         };
         // Whoever removes the entry owns the outcome. If a decider got there first (a press
-        // at the very moment of the timeout), its decision stands.
+        // at the very moment of the timeout), its decision stands: it sends it right after
+        // the removal, with no await in between, so waiting for it is brief.
         let ending = match ending {
             decided @ Ending::Decided(..) => decided,
-            other => match self.pending.lock().expect("pending lock").remove(&id) {
-                Some(_) => other,
-                None => match decision.try_recv() {
-                    Ok(v) => Ending::Decided(v.decision, v.by, Some(v.outcome)),
-                    Err(_) => other,
-                },
-            },
+            other => {
+                let removed = self.pending.lock().expect("pending lock").remove(&id);
+                match removed {
+                    Some(_) => other,
+                    None => match decision.await {
+                        Ok(v) => Ending::Decided(v.decision, v.by, Some(v.outcome)),
+                        Err(_) => other,
+                    },
+                }
+            }
         };
         // A decision never starts a command whose turn was stopped meanwhile.
         let ending = match ending {
@@ -577,6 +581,7 @@ fn allowlisted(config: &ApprovalConfig, command: &str, dangers: &[Danger]) -> bo
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use super::*;
@@ -593,6 +598,109 @@ mod tests {
     fn dangers(command: &str) -> Vec<Danger> {
         let scene = Scene::of_this_process("/nonexistent/hermes".into(), "/tmp".into());
         detect::detect(command, &scene)
+    }
+
+    /// A broker over an in-memory store, with no platform: prompts stay queued, which is
+    /// all a button press needs.
+    fn broker(timeout: Duration) -> Arc<ApprovalBroker> {
+        let store = Store::open_in_memory().unwrap();
+        let delivery = Delivery::new(
+            store.clone(),
+            std::collections::HashMap::new(),
+            crate::config::DeliveryConfig::default(),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let config = ApprovalConfig {
+            timeout,
+            ..config(&[], &[])
+        };
+        let scene = Scene::of_this_process("/nonexistent/hermes".into(), "/tmp".into());
+        Arc::new(ApprovalBroker::new(store, delivery, config, scene))
+    }
+
+    fn chat() -> ChatRef {
+        ChatRef {
+            platform: hermes_adapter::Platform::Telegram,
+            account: None,
+            chat_id: "42".into(),
+            thread_id: None,
+            kind: hermes_adapter::ChatKind::Direct,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_press_at_the_moment_of_the_timeout_has_one_outcome_everyone_agrees_on() {
+        let timeout = Duration::from_secs(60);
+        let mut seen = std::collections::BTreeSet::new();
+        for offset_ms in [-1_000i64, -1, 0, 0, 0, 1, 1_000] {
+            let broker = broker(timeout);
+            let asking = {
+                let broker = broker.clone();
+                tokio::spawn(async move {
+                    let cancel = tokio_util::sync::CancellationToken::new();
+                    let ctx = CheckContext {
+                        session_key: "k",
+                        chat: &chat(),
+                        cancel: &cancel,
+                        workdir: Path::new("/tmp"),
+                        background: false,
+                    };
+                    broker.check(ctx, "rm -rf /srv/data").await
+                })
+            };
+            // Its prompt row is noted in the same poll that starts the request's timer.
+            let id = loop {
+                let listed = broker
+                    .pending
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|(_, p)| p.prompt_row.is_some())
+                    .map(|(id, _)| *id);
+                if let Some(id) = listed {
+                    break id;
+                }
+                tokio::task::yield_now().await;
+            };
+            let at = timeout.as_millis() as i64 + offset_ms;
+            tokio::time::sleep(Duration::from_millis(at.max(0) as u64)).await;
+            let pressed = broker
+                .resolve(&chat(), Target::Id(id), Decision::Once, "Ada")
+                .await;
+            let gate = asking.await.unwrap();
+            let state: String = broker
+                .store
+                .call(move |conn| {
+                    Ok(
+                        conn.query_row("SELECT state FROM approvals WHERE id = ?1", [id], |r| {
+                            r.get(0)
+                        })?,
+                    )
+                })
+                .await
+                .unwrap();
+            match pressed {
+                Resolution::Resolved { outcome, .. } => {
+                    assert!(outcome.starts_with("✅"), "{outcome}");
+                    assert!(
+                        matches!(gate, Gate::Run),
+                        "the presser was told {outcome:?}"
+                    );
+                    assert_eq!(state, "approved_once");
+                    seen.insert("pressed");
+                }
+                Resolution::NothingPending => {
+                    assert!(matches!(&gate, Gate::Refused(why) if why.contains("NOT run")));
+                    assert_eq!(state, "expired");
+                    seen.insert("expired");
+                }
+                Resolution::OtherChat => panic!("same chat"),
+            }
+        }
+        assert!(
+            seen.contains("pressed") && seen.contains("expired"),
+            "{seen:?}"
+        );
     }
 
     #[test]
