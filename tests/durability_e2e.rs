@@ -116,3 +116,30 @@ async fn a_new_bot_token_on_an_old_database_loses_none_of_the_new_bots_messages(
     .await;
     assert_eq!(replies, ["echo: to the second bot"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_redelivered_while_its_first_copy_is_answered_is_answered_once() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::Delayed(
+        Duration::from_millis(1500),
+        Box::new(Reply::text("slow answer")),
+    ));
+    let _d = w.start();
+    let update = w.telegram.dm(ALICE, "take your time");
+    let llm = w.llm.clone();
+    eventually(WAIT, "the model to be asked", || {
+        (!llm.requests().is_empty()).then_some(())
+    })
+    .await;
+    // Telegram serves it again (a lost confirmation) while the turn still runs.
+    w.telegram.redeliver(update);
+    let t = w.telegram.clone();
+    eventually(WAIT, "the redelivery", || {
+        (t.times_served(update) >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(w.replies(ALICE, 1).await, ["slow answer"]);
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 1);
+    assert_eq!(w.llm.requests().len(), 1, "the copy started no second turn");
+}
