@@ -55,6 +55,22 @@ pub fn group_alive(pgid: Pid) -> bool {
     killpg(pgid, None).is_ok()
 }
 
+/// Whether the process whose pid a test wrote to `pidfile` is gone (or only a zombie).
+#[cfg(test)]
+pub fn pid_in_file_is_gone(pidfile: &Path) -> bool {
+    let pid: i32 = std::fs::read_to_string(pidfile)
+        .expect("the pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
 /// Signal a whole process group; a group that is already gone is not an error.
 pub fn signal_group(pgid: Pid, signal: Signal) {
     if let Err(e) = killpg(pgid, signal)

@@ -33,17 +33,8 @@ fn open_inbox_rows(w: &World) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_stop_does_not_leave_the_first_one_open() {
     let w = World::allow_all().await;
-    let pidfile = w.home.dir.join("pid");
-    w.llm.push(Reply::terminal(&format!(
-        "echo $$ > {}; sleep 60",
-        pidfile.display()
-    )));
     let _d = w.start();
-    w.telegram.dm(ALICE, "sleep for a minute");
-    eventually(WAIT, "the command to start", || {
-        std::fs::read_to_string(&pidfile).ok()
-    })
-    .await;
+    alice_runs_a_long_command(&w).await;
     w.telegram.dm(ALICE, "/stop");
     w.telegram.dm(ALICE, "/stop");
     let replies = w.replies(ALICE, 1).await;

@@ -237,17 +237,8 @@ async fn a_second_message_interrupts_the_first_turn_and_only_the_merged_answer_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_kills_a_running_command_at_once() {
     let w = World::allow_all().await;
-    let pidfile = w.home.dir.join("pid");
-    w.llm.push(Reply::terminal(&format!(
-        "echo $$ > {}; sleep 60",
-        pidfile.display()
-    )));
     let _d = w.start();
-    w.telegram.dm(ALICE, "sleep for a minute");
-    let pid: i32 = eventually(WAIT, "the command to start", || {
-        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
-    })
-    .await;
+    let pid = alice_runs_a_long_command(&w).await;
     let stopped_at = std::time::Instant::now();
     w.telegram.dm(ALICE, "/stop");
     let replies = w.replies(ALICE, 1).await;

@@ -296,7 +296,11 @@ impl ProcessRegistry {
                 status = child.wait() => status.ok(),
                 _ = shutdown.cancelled() => {
                     shell::signal_group(t.pgid, Signal::SIGKILL);
-                    child.wait().await.ok()
+                    let _ = child.wait().await;
+                    // Still "running" as far as the registry knows: the shutdown
+                    // (`stop_all`) records it and tells its chat, whichever of the two
+                    // gets there first.
+                    return;
                 }
             };
             // What it left in its group would run on untracked (and `kill` could no longer

@@ -250,19 +250,10 @@ mod limits {
         };
         assert!(exit.stopped_leftovers, "{exit:?}");
         assert!(exit.describe().contains("were stopped"));
-        let pid: i32 = std::fs::read_to_string(&marker)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         assert!(
-            stat.is_empty()
-                || stat
-                    .rsplit_once(") ")
-                    .is_some_and(|(_, r)| r.starts_with('Z')),
-            "the leftover still runs: {stat}"
+            crate::shell::pid_in_file_is_gone(&marker),
+            "the leftover still runs"
         );
     }
 

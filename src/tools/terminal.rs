@@ -249,14 +249,9 @@ mod tests {
             .await;
         assert!(matches!(out, CommandOutcome::TimedOut { .. }), "{out:?}");
         assert!(start.elapsed() < Duration::from_secs(5));
-        let pid: i32 = std::fs::read_to_string(&marker)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
         // The background child was in the group and is gone too.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid));
+        assert!(shell::pid_in_file_is_gone(&marker));
     }
 
     #[tokio::test]
@@ -273,13 +268,8 @@ mod tests {
         let text = out.describe();
         assert!(text.starts_with("exit code: 0"), "{text}");
         assert!(text.contains("background=true"), "{text}");
-        let pid: i32 = std::fs::read_to_string(&marker)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid));
+        assert!(shell::pid_in_file_is_gone(&marker));
 
         let plain = terminal(10)
             .run("echo only me", None, None, &CancellationToken::new())
@@ -310,15 +300,5 @@ mod tests {
         assert!(t.is_secret("MY_DOTENV_THING"));
         assert!(!t.is_secret("PASSED_TOKEN"));
         assert!(!t.is_secret("PATH"));
-    }
-
-    fn is_zombie(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.split(") ")
-                    .nth(1)
-                    .is_some_and(|rest| rest.starts_with('Z'))
-            })
-            .unwrap_or(true)
     }
 }

@@ -53,6 +53,21 @@ impl World {
     }
 }
 
+/// Have Alice start a turn that runs a minute-long command; returns the command's pid once
+/// it runs (the daemon must be started).
+pub async fn alice_runs_a_long_command(w: &World) -> i32 {
+    let pidfile = w.home.dir.join("long-command-pid");
+    w.llm.push(hermes_testkit::llm::Reply::terminal(&format!(
+        "echo $$ > {}; sleep 60",
+        pidfile.display()
+    )));
+    w.telegram.dm(ALICE, "sleep for a minute");
+    hermes_testkit::eventually(WAIT, "the command to start", || {
+        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
+    })
+    .await
+}
+
 /// Nothing more arrives in `chat` for a while (used after the expected replies).
 pub async fn settle() {
     tokio::time::sleep(Duration::from_millis(800)).await;
