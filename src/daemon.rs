@@ -79,6 +79,45 @@ impl InboundSink for GatewaySink {
         self.record(event).await
     }
 
+    /// Each event recorded in order without waiting for the disk, then one sync for all of
+    /// them; only then are the new ones dispatched (and the adapter acknowledges them).
+    async fn accept_batch(&self, mut events: Vec<Inbound>) -> Vec<Result<Accepted, SinkError>> {
+        if events.len() == 1 {
+            // One synced write beats an unsynced one and a sync.
+            return vec![self.record(events.remove(0)).await];
+        }
+        let mut results = Vec::with_capacity(events.len());
+        let mut new = Vec::new();
+        for event in events {
+            match self.store.inbox_record_unsynced(event.clone()).await {
+                Ok(Some(id)) => {
+                    new.push(InboxRow { id, event });
+                    results.push(Ok(Accepted::New));
+                }
+                Ok(None) => {
+                    tracing::info!(event = %event.event_id, "inbox: duplicate delivery ignored");
+                    results.push(Ok(Accepted::Duplicate));
+                }
+                Err(e) => {
+                    results.push(Err(SinkError(e.to_string())));
+                    break;
+                }
+            }
+        }
+        if let Err(e) = self.store.sync().await {
+            // Recorded, not known to be on disk: say so for all, and let the adapter record
+            // them again (a second record is recognised as a duplicate).
+            tracing::error!(error = %e, "inbox: could not sync a batch of events");
+            for result in results.iter_mut() {
+                *result = Err(SinkError(e.to_string()));
+            }
+        }
+        for row in new {
+            self.router.submit(row);
+        }
+        results
+    }
+
     async fn load_cursor(
         &self,
         platform: Platform,

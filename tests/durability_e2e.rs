@@ -134,3 +134,49 @@ async fn an_update_redelivered_while_its_first_copy_is_answered_is_answered_once
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 1);
     assert_eq!(w.llm.requests().len(), 1, "the copy started no second turn");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_that_cannot_be_recorded_holds_back_the_rest_of_its_batch() {
+    let w = World::allow_all().await;
+    let d = w.start();
+    w.telegram.dm(ALICE, "warm up");
+    w.replies(ALICE, 1).await;
+    let db = database(&w);
+    db.execute_batch(
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON inbox WHEN NEW.text = 'poison'
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+    )
+    .unwrap();
+    // One getUpdates answer with three updates; the middle one cannot be recorded.
+    w.telegram.group(-100_777, ALICE, "first", true);
+    w.telegram.group(-100_778, ALICE, "poison", true);
+    w.telegram.group(-100_779, ALICE, "third", true);
+    eventually(WAIT, "the failed record to be logged", || {
+        d.log_text().contains("cannot record update").then_some(())
+    })
+    .await;
+    let texts = |db: &rusqlite::Connection| -> Vec<String> {
+        let mut stmt = db
+            .prepare("SELECT text FROM inbox WHERE text IS NOT NULL ORDER BY id")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        texts(&db),
+        ["warm up", "first"],
+        "nothing after the failure"
+    );
+
+    db.execute_batch("DROP TRIGGER refuse_poison").unwrap();
+    eventually(WAIT, "the rest of the batch", || {
+        (texts(&db).len() == 4).then_some(())
+    })
+    .await;
+    assert_eq!(texts(&db), ["warm up", "first", "poison", "third"]);
+    for chat in [-100_777, -100_778, -100_779] {
+        w.replies(chat, 1).await;
+    }
+}

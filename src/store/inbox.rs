@@ -46,12 +46,26 @@ impl Store {
     /// recorded before (a redelivery). The whole event is kept as a versioned JSON payload;
     /// the columns beside it are for queries and people reading the database.
     pub async fn inbox_record(&self, event: Inbound) -> Result<Option<i64>, StoreError> {
+        self.inbox_record_as(event, false).await
+    }
+
+    /// [`Store::inbox_record`], answered before the record is synced to disk: for events of
+    /// one batch, followed by [`Store::sync`] before the platform is told we have them.
+    pub async fn inbox_record_unsynced(&self, event: Inbound) -> Result<Option<i64>, StoreError> {
+        self.inbox_record_as(event, true).await
+    }
+
+    async fn inbox_record_as(
+        &self,
+        event: Inbound,
+        relaxed: bool,
+    ) -> Result<Option<i64>, StoreError> {
         let payload = serde_json::to_string(&Payload {
             v: PAYLOAD_VERSION,
             event: &event,
         })
         .map_err(|e| StoreError::Invalid(format!("event not serialisable: {e}")))?;
-        self.call(move |conn| {
+        let record = move |conn: &mut rusqlite::Connection| {
             let now = now_ms();
             let (kind, message_id, text) = match &event.kind {
                 InboundKind::Message(m) => (
@@ -92,8 +106,12 @@ impl Store {
                     now,
                 ])?;
             Ok((inserted == 1).then(|| conn.last_insert_rowid()))
-        })
-        .await
+        };
+        if relaxed {
+            self.call_relaxed(record).await
+        } else {
+            self.call(record).await
+        }
     }
 
     /// Move rows to an end state, with a short note on the outcome.

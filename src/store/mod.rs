@@ -53,13 +53,16 @@ pub enum StoreError {
 
 /// Work for the store thread: it runs on the connection and returns whether it succeeded
 /// and how to hand its result back (held until the result is durable).
-type Job = Box<dyn FnOnce(&mut Connection) -> Done + Send>;
+struct Job {
+    /// What it writes may be lost on power loss, and it is answered before it is synced
+    /// (cursor saves, inbox records a sync will cover before the platform is told).
+    relaxed: bool,
+    run: Box<dyn FnOnce(&mut Connection) -> Done + Send>,
+}
 
 /// A job that has run.
 struct Done {
     ok: bool,
-    /// Its write may be lost on power loss and nobody waits on that (cursor saves).
-    relaxed: bool,
     answer: Box<dyn FnOnce() + Send>,
 }
 
@@ -103,10 +106,12 @@ impl Store {
         thread::Builder::new()
             .name("hermes-store".into())
             .spawn(move || {
+                // Whether commits since the last sync may still be only in the page cache.
+                let mut dirty = false;
                 while let Ok(first) = rx.recv() {
                     let mut group = vec![first];
                     group.extend(rx.try_iter().take(GROUP_MAX - 1));
-                    run_group(&mut conn, group);
+                    run_group(&mut conn, group, &mut dirty);
                 }
             })
             .expect("spawning the store thread");
@@ -135,55 +140,68 @@ impl Store {
         self.submit(f, true).await
     }
 
+    /// Returns once every write so far is on disk (relaxed ones included).
+    pub async fn sync(&self) -> Result<(), StoreError> {
+        self.call(|_| Ok(())).await
+    }
+
     async fn submit<T, F>(&self, f: F, relaxed: bool) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
-            let result = f(conn);
-            Done {
-                ok: result.is_ok(),
-                relaxed,
-                answer: Box::new(move || {
-                    let _ = reply.send(result);
-                }),
-            }
-        });
+        let job = Job {
+            relaxed,
+            run: Box::new(move |conn| {
+                let result = f(conn);
+                Done {
+                    ok: result.is_ok(),
+                    answer: Box::new(move || {
+                        let _ = reply.send(result);
+                    }),
+                }
+            }),
+        };
         self.jobs.send(job).map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 }
 
-/// Run a group of jobs that were waiting together, answering each only once what it wrote
-/// is on disk (power loss included): the platform is told we have an update, and a message
-/// goes out, only after that. One sync serves the group: every job but the last commits
-/// without syncing (`synchronous = NORMAL`), the last with it (`FULL`), and in WAL mode a
-/// synced commit makes every commit before it durable too. When the last one wrote nothing
-/// (a read, a failure), an empty-ish synced write stands in for it.
-fn run_group(conn: &mut Connection, group: Vec<Job>) {
-    let last = group.len() - 1;
-    let mut unsynced = false;
+/// Run a group of jobs that were waiting together, answering each (but relaxed ones) only
+/// once everything committed up to it is on disk, power loss included: the platform is told
+/// we have an update, and a message goes out, only after that. One sync serves the group:
+/// every job commits without syncing (`synchronous = NORMAL`) except the last one that is
+/// not relaxed, which commits with it (`FULL`); in WAL mode a synced commit makes every
+/// commit before it durable too. When that job wrote nothing (a read, a failure, a sync
+/// barrier) while unsynced commits remain, a tiny synced write stands in for it. `dirty`
+/// carries unsynced (relaxed) commits over to the next group.
+fn run_group(conn: &mut Connection, group: Vec<Job>, dirty: &mut bool) {
+    let last_durable = group.iter().rposition(|job| !job.relaxed);
+    let mut must_sync = false;
     let mut answers = Vec::with_capacity(group.len());
     for (i, job) in group.into_iter().enumerate() {
-        let synced = i == last;
-        set_synchronous(conn, synced);
+        let full = Some(i) == last_durable;
+        set_synchronous(conn, full);
         let before = conn.total_changes();
-        let done = job(conn);
-        let wrote = conn.total_changes() != before;
-        if wrote && !done.relaxed {
-            unsynced = !(synced && done.ok);
+        let done = (job.run)(conn);
+        if conn.total_changes() != before {
+            *dirty = !(full && done.ok);
         }
-        if done.relaxed && !unsynced {
+        if job.relaxed {
             (done.answer)();
         } else {
+            must_sync |= *dirty;
             answers.push(done.answer);
         }
     }
-    if unsynced && let Err(e) = sync(conn) {
-        // Answered anyway: the writes are committed, only not yet forced to disk.
-        tracing::error!(error = %e, "store: could not sync the database to disk");
+    if must_sync && *dirty {
+        match sync(conn) {
+            Ok(()) => *dirty = false,
+            // Answered anyway: the writes are committed, only not yet forced to disk (a
+            // retry could double what is not idempotent).
+            Err(e) => tracing::error!(error = %e, "store: could not sync the database to disk"),
+        }
     }
     answers.into_iter().for_each(|answer| answer());
 }
@@ -280,69 +298,127 @@ mod tests {
         assert_eq!(level, 2, "FULL: the commit syncs the WAL");
     }
 
-    #[test]
-    fn a_group_of_writes_shares_one_sync_and_a_read_at_its_end_gets_one_added() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gateway.db");
-        let mut conn = Connection::open(&path).unwrap();
-        configure(&conn).unwrap();
-        conn.execute_batch("CREATE TABLE t (x)").unwrap();
-        let wal = || {
-            std::fs::metadata(path.with_extension("db-wal"))
+    /// Jobs that note the `synchronous` level they ran under and when they ran and were
+    /// answered, on a file database whose WAL growth counts the commits.
+    struct Bench {
+        conn: Connection,
+        path: std::path::PathBuf,
+        seen: Arc<std::sync::Mutex<Vec<i64>>>,
+        events: Arc<std::sync::Mutex<Vec<&'static str>>>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Bench {
+        fn new() -> Bench {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("gateway.db");
+            let conn = Connection::open(&path).unwrap();
+            configure(&conn).unwrap();
+            conn.execute_batch("CREATE TABLE t (x)").unwrap();
+            Bench {
+                conn,
+                path,
+                seen: Default::default(),
+                events: Default::default(),
+                _dir: dir,
+            }
+        }
+
+        fn job(&self, sql: &'static str, relaxed: bool) -> Job {
+            let (seen, events) = (self.seen.clone(), self.events.clone());
+            Job {
+                relaxed,
+                run: Box::new(move |conn: &mut Connection| {
+                    seen.lock().unwrap().push(synchronous(conn));
+                    conn.execute_batch(sql).unwrap();
+                    events.lock().unwrap().push("ran");
+                    Done {
+                        ok: true,
+                        answer: Box::new(move || events.lock().unwrap().push("answered")),
+                    }
+                }),
+            }
+        }
+
+        fn wal(&self) -> u64 {
+            std::fs::metadata(self.path.with_extension("db-wal"))
                 .unwrap()
                 .len()
-        };
-        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let job = |sql: &'static str| -> Job {
-            let (seen, events) = (seen.clone(), events.clone());
-            Box::new(move |conn: &mut Connection| {
-                seen.lock().unwrap().push(synchronous(conn));
-                conn.execute_batch(sql).unwrap();
-                events.lock().unwrap().push("ran");
-                Done {
-                    ok: true,
-                    relaxed: false,
-                    answer: Box::new(move || events.lock().unwrap().push("answered")),
-                }
-            })
-        };
-        let before = wal();
-        run_group(
-            &mut conn,
-            vec![
-                job("INSERT INTO t VALUES (1)"),
-                job("INSERT INTO t VALUES (2)"),
-                job("SELECT * FROM t"),
-            ],
-        );
-        assert_eq!(*seen.lock().unwrap(), [1, 1, 2]);
+        }
+
+        fn take(&self) -> (Vec<i64>, Vec<&'static str>) {
+            (
+                std::mem::take(&mut *self.seen.lock().unwrap()),
+                std::mem::take(&mut *self.events.lock().unwrap()),
+            )
+        }
+    }
+
+    const FRAME: u64 = 4096 + 24;
+
+    #[test]
+    fn a_group_of_writes_shares_one_sync_and_a_read_at_its_end_gets_one_added() {
+        let mut b = Bench::new();
+        let mut dirty = false;
+        let before = b.wal();
+        let group = vec![
+            b.job("INSERT INTO t VALUES (1)", false),
+            b.job("INSERT INTO t VALUES (2)", false),
+            b.job("SELECT * FROM t", false),
+        ];
+        run_group(&mut b.conn, group, &mut dirty);
+        let (seen, events) = b.take();
+        assert_eq!(seen, [1, 1, 2]);
         assert_eq!(
-            *events.lock().unwrap(),
+            events,
             ["ran", "ran", "ran", "answered", "answered", "answered"],
             "answered only after the group's sync"
         );
-        let frame = 4096 + 24;
         assert_eq!(
-            wal() - before,
-            3 * frame,
+            b.wal() - before,
+            3 * FRAME,
             "two unsynced commits and the sync that stands in for the read"
         );
+        assert!(!dirty);
 
-        seen.lock().unwrap().clear();
-        let before = wal();
-        run_group(
-            &mut conn,
-            vec![
-                job("INSERT INTO t VALUES (3)"),
-                job("INSERT INTO t VALUES (4)"),
-            ],
-        );
-        assert_eq!(*seen.lock().unwrap(), [1, 2]);
+        let before = b.wal();
+        let group = vec![
+            b.job("INSERT INTO t VALUES (3)", false),
+            b.job("INSERT INTO t VALUES (4)", false),
+        ];
+        run_group(&mut b.conn, group, &mut dirty);
+        assert_eq!(b.take().0, [1, 2]);
         assert_eq!(
-            wal() - before,
-            2 * frame,
+            b.wal() - before,
+            2 * FRAME,
             "the last write's commit is the sync"
         );
+    }
+
+    #[test]
+    fn relaxed_writes_are_answered_at_once_and_synced_by_the_next_durable_job() {
+        let mut b = Bench::new();
+        let mut dirty = false;
+        let before = b.wal();
+        let group = vec![b.job("INSERT INTO t VALUES (1)", true)];
+        run_group(&mut b.conn, group, &mut dirty);
+        let (seen, events) = b.take();
+        assert_eq!(seen, [1], "a relaxed write alone is not synced");
+        assert_eq!(events, ["ran", "answered"]);
+        assert!(dirty);
+        assert_eq!(b.wal() - before, FRAME);
+
+        // A read that must see durable state (a sync barrier) forces the sync.
+        let before = b.wal();
+        let group = vec![b.job("SELECT 1", false)];
+        run_group(&mut b.conn, group, &mut dirty);
+        assert!(!dirty);
+        assert_eq!(b.wal() - before, FRAME, "the stand-in sync");
+
+        // Nothing outstanding: a read costs nothing.
+        let before = b.wal();
+        let group = vec![b.job("SELECT 1", false)];
+        run_group(&mut b.conn, group, &mut dirty);
+        assert_eq!(b.wal(), before);
     }
 }

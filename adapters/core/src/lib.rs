@@ -102,6 +102,23 @@ pub enum Accepted {
 pub trait InboundSink: Send + Sync {
     async fn accept(&self, event: Inbound) -> Result<Accepted, SinkError>;
 
+    /// Several events of one platform batch, in order, all durable when it returns (a sink
+    /// may write them with one sync instead of one each). The answer holds a result per
+    /// event up to and including the first failure; the events after it were not tried
+    /// (the adapter records them one at a time, in order).
+    async fn accept_batch(&self, events: Vec<Inbound>) -> Vec<Result<Accepted, SinkError>> {
+        let mut results = Vec::with_capacity(events.len());
+        for event in events {
+            let result = self.accept(event).await;
+            let failed = result.is_err();
+            results.push(result);
+            if failed {
+                break;
+            }
+        }
+        results
+    }
+
     /// Durable per-adapter state (e.g. the Telegram polling offset), so a restart resumes
     /// where the last run stopped. `key` names whose cursor it is (the bot's id): a cursor
     /// of one bot must never be used for another.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_adapter::{
-    Accepted, Adapter, AdapterError, Backoff, CancellationToken, InboundKind, InboundSink,
+    Accepted, Adapter, AdapterError, Backoff, CancellationToken, Inbound, InboundKind, InboundSink,
     Liveness, Platform, PlatformSender, async_trait,
 };
 use teloxide_core::payloads::GetUpdatesSetters;
@@ -168,50 +168,46 @@ impl Adapter for TelegramAdapter {
                 }
             };
             let before = offset;
-            for update in updates {
-                let next = update.id.0 as i32 + 1;
-                if let Some(event) = normalize(&update, &me) {
-                    // The offset must not pass an update the sink has not recorded.
-                    let mut retry = RECONNECT;
-                    // A press is held open before it is recorded: the daemon may dispatch it,
-                    // and send its notice, before `accept` has even returned here.
-                    let notice = match &event.kind {
-                        InboundKind::Press(press) => Some(self.presses.open(&press.press_id)),
-                        _ => None,
-                    };
-                    loop {
-                        match sink.accept(event.clone()).await {
-                            Ok(accepted) => {
-                                if let (InboundKind::Press(press), Some(notice)) =
-                                    (&event.kind, notice)
-                                {
-                                    // Recorded: answer it now, whatever the daemon is doing
-                                    // (a redelivered press has no notice coming).
-                                    let notice = (accepted == Accepted::New).then_some(notice);
-                                    self.presses.acknowledge(
-                                        &self.bot,
-                                        press.press_id.clone(),
-                                        notice,
-                                    );
-                                }
-                                break;
-                            }
-                            Err(e) => {
-                                let wait = retry.next_delay();
-                                tracing::error!(error = %e, event = %event.event_id, "telegram: cannot record update; retrying");
-                                if sleep_or_shutdown(wait, &shutdown).await {
-                                    return Ok(());
-                                }
-                            }
-                        }
-                    }
-                } else {
-                    tracing::debug!(
+            let mut events = Vec::new();
+            for update in &updates {
+                match normalize(update, &me) {
+                    Some(event) => events.push(event),
+                    None => tracing::debug!(
                         update = update.id.0,
                         "telegram: update carries nothing for the gateway"
-                    );
+                    ),
                 }
-                offset = offset.max(next);
+            }
+            // A press is held open before it is recorded: the daemon may dispatch it, and
+            // send its notice, before the sink has even returned here.
+            let mut notices: Vec<_> = events
+                .iter()
+                .map(|event| match &event.kind {
+                    InboundKind::Press(press) => Some(self.presses.open(&press.press_id)),
+                    _ => None,
+                })
+                .collect();
+            // The whole batch is recorded with one sync; what failed is recorded one at a
+            // time, in order. The offset must not pass an update the sink has not recorded.
+            let mut results = sink.accept_batch(events.clone()).await.into_iter();
+            for (event, notice) in events.iter().zip(notices.iter_mut()) {
+                let accepted = match results.next() {
+                    Some(Ok(accepted)) => accepted,
+                    _ => match record(sink.as_ref(), event, &shutdown).await {
+                        Some(accepted) => accepted,
+                        None => return Ok(()),
+                    },
+                };
+                if let (InboundKind::Press(press), Some(notice)) = (&event.kind, notice.take()) {
+                    // Recorded: answer it now, whatever the daemon is doing (a redelivered
+                    // press has no notice coming).
+                    let notice = (accepted == Accepted::New).then_some(notice);
+                    self.presses
+                        .acknowledge(&self.bot, press.press_id.clone(), notice);
+                }
+            }
+            if let Some(last) = updates.last() {
+                offset = offset.max(last.id.0 as i32 + 1);
             }
             if offset != before
                 && let Err(e) = sink
@@ -219,6 +215,27 @@ impl Adapter for TelegramAdapter {
                     .await
             {
                 tracing::warn!(error = %e, "telegram: could not save the polling offset");
+            }
+        }
+    }
+}
+
+/// Record one event, retrying until the sink has it; `None` when shutdown came first.
+async fn record(
+    sink: &dyn InboundSink,
+    event: &Inbound,
+    shutdown: &CancellationToken,
+) -> Option<Accepted> {
+    let mut retry = RECONNECT;
+    loop {
+        match sink.accept(event.clone()).await {
+            Ok(accepted) => return Some(accepted),
+            Err(e) => {
+                let wait = retry.next_delay();
+                tracing::error!(error = %e, event = %event.event_id, "telegram: cannot record update; retrying");
+                if sleep_or_shutdown(wait, shutdown).await {
+                    return None;
+                }
             }
         }
     }
