@@ -105,6 +105,11 @@ fn init_logging() {
         .with_ansi(ansi)
         .with_writer(ScrubbedStderr)
         .try_init();
+    // A panic message can quote anything (a payload, a URL): it goes through the log, and
+    // so through the scrubber, instead of straight to stderr.
+    std::panic::set_hook(Box::new(|info| {
+        tracing::error!(panic = %info, "a task panicked");
+    }));
 }
 
 /// Log output: each formatted line passes [`secrets::scrub`] on its way to stderr.
@@ -143,9 +148,7 @@ impl Drop for ScrubbedLine {
 }
 
 fn report(loaded: &Loaded) {
-    if let Some(config) = &loaded.config {
-        secrets::remember(config.secret_values.iter().map(|s| s.expose().to_owned()));
-    }
+    loaded.remember_secrets();
     for problem in &loaded.problems {
         eprintln!("{}", secrets::scrub(&problem.to_string()));
     }
@@ -179,11 +182,11 @@ async fn run(home: PathBuf) -> ExitCode {
     match daemon::run(config, shutdown).await {
         Ok(Exit::Stopped) => ExitCode::SUCCESS,
         Ok(Exit::ConfigRejected(why)) => {
-            eprintln!("hermes-gateway: {why}");
+            eprintln!("hermes-gateway: {}", secrets::scrub(&why));
             ExitCode::from(EXIT_CONFIG)
         }
         Err(e) => {
-            eprintln!("hermes-gateway: {e:#}");
+            eprintln!("hermes-gateway: {}", secrets::scrub(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -209,12 +212,19 @@ async fn wait_for_signal() {
 
 fn check_config(home: PathBuf) -> ExitCode {
     let loaded = config::load(&home);
+    loaded.remember_secrets();
+    // Every line scrubbed: this output is pasted into bug reports.
+    macro_rules! println {
+        ($($arg:tt)*) => {
+            ::std::println!("{}", secrets::scrub(&format!($($arg)*)))
+        };
+    }
     println!("hermes-gateway configuration from {}", home.display());
     if let Some(c) = &loaded.config {
         println!("\nEffective settings:");
         println!("  model.provider = {}", c.model.provider);
         println!("  model.default = {}", c.model.model);
-        println!("  model.base_url = {}", secrets::scrub(&c.model.base_url));
+        println!("  model.base_url = {}", c.model.base_url);
         println!(
             "  model.api_key = {}",
             c.model

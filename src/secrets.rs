@@ -34,7 +34,8 @@ pub const REDACTED: &str = "[REDACTED]";
 
 /// `scheme://user:pass@` (or `scheme://token@`): the credentials of a URL.
 static URL_CREDENTIALS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@'\x22<>]+@").expect("valid regex")
+    // Up to the last `@` before the path: a password may hold an unencoded `@`.
+    Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#'\x22<>]*@").expect("valid regex")
 });
 
 /// Strings shaped like the API keys and tokens of well-known services.
@@ -46,12 +47,18 @@ static KEY_SHAPES: LazyLock<Regex> = LazyLock::new(|| {
         r"|xapp-[A-Za-z0-9-]{10,}", // Slack app-level token
         r"|gh[pousr]_[A-Za-z0-9]{30,}", // GitHub
         r"|github_pat_[A-Za-z0-9_]{30,}",
-        r"|AKIA[0-9A-Z]{16}",      // AWS access key id
-        r"|AIza[0-9A-Za-z_-]{35}", // Google API key
-        r"|EAA[A-Za-z0-9]{40,}",   // Meta (WhatsApp) access token
-        r"|hf_[A-Za-z0-9]{30,}",   // Hugging Face
+        r"|AKIA[0-9A-Z]{16}",                     // AWS access key id
+        r"|AIza[0-9A-Za-z_-]{35}",                // Google API key
+        r"|EAA[A-Za-z0-9]{40,}",                  // Meta (WhatsApp) access token
+        r"|hf_[A-Za-z0-9]{30,}",                  // Hugging Face
+        r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}", // Stripe
+        r"|glpat-[A-Za-z0-9_-]{20,}",             // GitLab
+        r"|eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}", // a JWT
+        r"|hooks\.slack\.com/services/[A-Za-z0-9/]{20,}", // Slack incoming webhook
         r"|M[TNQ][A-Za-z0-9_-]{21,}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}", // Discord bot token
         r")",
+        // An Authorization header's token (after a word boundary of its own).
+        r"|(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}=*",
         // A Telegram bot token, also inside a URL path (`/bot<token>/`).
         r"|\d{6,12}:[A-Za-z0-9_-]{30,}",
     ))
@@ -64,6 +71,28 @@ const MARKERS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     MARKERS.iter().any(|m| upper.contains(m))
+}
+
+/// Whether a variable's value is a secret to blank wherever it appears: the name has a
+/// marker as one of its `_`-separated words (or ending one, or in the plural: `APIKEY`,
+/// `TOKENS`), and does not name something about a secret rather than the secret itself
+/// (`GIT_AUTHOR_NAME`, `SSH_AUTH_SOCK`, `*_FILE`, `*_PATH`). Stricter than
+/// [`is_secret_name`], which decides what children never see.
+pub fn holds_secret_value(name: &str) -> bool {
+    const ABOUT: &[&str] = &[
+        "NAME", "EMAIL", "USER", "USERNAME", "SOCK", "FILE", "PATH", "DIR", "URL", "HOST", "PORT",
+        "TYPE", "MODE", "ID",
+    ];
+    let upper = name.to_ascii_uppercase();
+    let words: Vec<&str> = upper.split('_').filter(|w| !w.is_empty()).collect();
+    if words.last().is_some_and(|last| ABOUT.contains(last)) {
+        return false;
+    }
+    words.iter().any(|word| {
+        MARKERS
+            .iter()
+            .any(|m| word.ends_with(m) || word.strip_prefix(m).is_some_and(|rest| rest == "S"))
+    })
 }
 
 /// Move the secret variables out of the process environment.
@@ -95,7 +124,12 @@ pub unsafe fn take_from_environment() {
             }
         }
     }
-    remember(taken.iter().map(|(_, value)| value.clone()));
+    remember(
+        taken
+            .iter()
+            .filter(|(name, _)| holds_secret_value(name))
+            .map(|(_, value)| value.clone()),
+    );
     let _ = TAKEN.set(taken);
 }
 
@@ -172,6 +206,35 @@ mod tests {
     }
 
     #[test]
+    fn only_names_of_secret_values_have_their_values_blanked() {
+        for name in [
+            "TELEGRAM_BOT_TOKEN",
+            "OPENAI_API_KEY",
+            "OPENROUTER_APIKEY",
+            "SLACK_SIGNING_SECRET",
+            "DB_PASSWORD",
+            "BASIC_AUTH",
+            "HF_TOKENS",
+            "api_key",
+            "token",
+        ] {
+            assert!(holds_secret_value(name), "{name}");
+        }
+        for name in [
+            "GIT_AUTHOR_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "SSH_AUTH_SOCK",
+            "XAUTHORITY",
+            "GOOGLE_APPLICATION_CREDENTIALS_FILE",
+            "KEYBOARD_LAYOUT",
+            "PATH",
+            "TOKEN_URL",
+        ] {
+            assert!(!holds_secret_value(name), "{name}");
+        }
+    }
+
+    #[test]
     fn scrub_blanks_known_values_url_credentials_and_key_shapes() {
         remember(["correct-horse-battery".to_owned(), "short".to_owned()]);
         let cases = [
@@ -201,6 +264,22 @@ mod tests {
                 "url .../bot[REDACTED]/getMe",
             ),
             ("token=xoxb-1234-5678-abcdefghij", "token=[REDACTED]"),
+            (
+                "https://u:p@ss@db.example.com/x",
+                "https://***@db.example.com/x",
+            ),
+            (
+                "-H 'Authorization: Bearer abcdef0123456789abcdef'",
+                "-H 'Authorization: [REDACTED]'",
+            ),
+            (
+                "STRIPE=sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+                "STRIPE=[REDACTED]",
+            ),
+            (
+                "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                "jwt [REDACTED]",
+            ),
             (
                 "nothing secret here: 12:30 and sk-short",
                 "nothing secret here: 12:30 and sk-short",

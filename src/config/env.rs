@@ -27,16 +27,16 @@ impl EnvVars {
         }
     }
 
-    /// The value of `name` (process first), with empty values treated as unset.
-    /// The values of every variable whose name marks it a secret.
+    /// The values of every variable whose name says it holds a secret value.
     pub fn secret_values(&self) -> impl Iterator<Item = &str> {
         self.dotenv
             .iter()
             .chain(self.process.iter())
-            .filter(|(name, _)| crate::secrets::is_secret_name(name))
+            .filter(|(name, _)| crate::secrets::holds_secret_value(name))
             .map(|(_, value)| value.as_str())
     }
 
+    /// The value of `name` (process first), with empty values treated as unset.
     pub fn get(&self, name: &str) -> Option<(&str, EnvSource)> {
         let found = match self.process.get(name) {
             Some(v) => Some((v.as_str(), EnvSource::Process)),

@@ -28,9 +28,18 @@ pub struct Loaded {
     pub problems: Vec<Problem>,
     /// Keys in `config.yaml` (and variables in `.env`) that hermes-gateway does not use.
     pub unused: Vec<String>,
+    /// The values of the secrets the configuration holds (keys and tokens from the
+    /// environment, `.env` and `config.yaml`), for [`crate::secrets::scrub`] to blank, even
+    /// when the configuration has errors.
+    pub secret_values: Vec<Secret>,
 }
 
 impl Loaded {
+    /// Have [`crate::secrets::scrub`] blank the configuration's secrets from here on.
+    pub fn remember_secrets(&self) {
+        crate::secrets::remember(self.secret_values.iter().map(|s| s.expose().to_owned()));
+    }
+
     pub fn errors(&self) -> impl Iterator<Item = &Problem> {
         self.problems
             .iter()
@@ -328,7 +337,6 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             approvals,
             processes,
             secret_env_names,
-            secret_values,
         }),
         _ => None,
     };
@@ -336,6 +344,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         config,
         problems,
         unused,
+        secret_values,
     }
 }
 

@@ -242,9 +242,6 @@ pub struct Config {
     pub processes: ProcessConfig,
     /// Names of every secret value, so tools can scrub them from child environments.
     pub secret_env_names: Vec<String>,
-    /// The values of the secrets the configuration holds (keys and tokens from the
-    /// environment, `.env` and `config.yaml`), for [`crate::secrets::scrub`] to blank.
-    pub secret_values: Vec<Secret>,
 }
 
 impl Config {

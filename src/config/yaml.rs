@@ -39,7 +39,7 @@ impl YamlReader {
             match node {
                 Value::Object(map) => map.iter().for_each(|(k, v)| walk(v, k, out)),
                 Value::Array(items) => items.iter().for_each(|v| walk(v, key, out)),
-                Value::String(s) if crate::secrets::is_secret_name(key) => out.push(s.clone()),
+                Value::String(s) if crate::secrets::holds_secret_value(key) => out.push(s.clone()),
                 _ => {}
             }
         }

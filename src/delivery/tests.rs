@@ -281,17 +281,19 @@ async fn the_budgets_of_quiet_chats_are_forgotten() {
         };
         last = delivery.reply(&chat, "hi", None).await.unwrap()[0];
     }
-    settled(&store, last, Duration::from_secs(60)).await;
-    assert!(!delivery.inner.chat_budgets.lock().unwrap().is_empty());
-    // A minute later every bucket is full again, and the sweep lets them go.
+    // The sends make a budget per chat; a sweep after they are full again lets them go.
     let start = tokio::time::Instant::now();
+    let mut most = 0;
     for _ in 0..1_000_000 {
-        if delivery.inner.chat_budgets.lock().unwrap().is_empty() {
+        let kept = delivery.inner.chat_budgets.lock().unwrap().len();
+        most = most.max(kept);
+        if kept == 0 && row_state(&store, last).await.0 == "sent" {
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(120), "budgets kept");
         row_state(&store, last).await;
         tokio::task::yield_now().await;
     }
+    assert!(most > 0, "no budget was ever made");
     assert!(delivery.inner.chat_budgets.lock().unwrap().is_empty());
 }

@@ -154,7 +154,8 @@ impl LlmClient {
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(retry_after);
-            let text = response.text().await.unwrap_or_default();
+            let body = self.read_body(response, MAX_ERROR_BODY).await;
+            let text = String::from_utf8_lossy(&body.unwrap_or_default()).into_owned();
             let message = error_message(&text);
             return Err(if status.as_u16() == 429 || status.is_server_error() {
                 Attempt::Retry {
@@ -175,7 +176,11 @@ impl LlmClient {
             .is_some_and(|v| v.contains("text/event-stream"));
         if !is_stream {
             // Some servers ignore `stream: true`; accept a plain JSON completion too.
-            let value: Value = response.json().await.map_err(|e| Attempt::Retry {
+            let body = self
+                .read_body(response, MAX_COMPLETION_BODY)
+                .await
+                .map_err(|error| Attempt::Retry { error, after: None })?;
+            let value: Value = serde_json::from_slice(&body).map_err(|e| Attempt::Retry {
                 error: format!("unreadable response: {e}"),
                 after: None,
             })?;
@@ -185,6 +190,30 @@ impl LlmClient {
             });
         }
         self.read_stream(response).await
+    }
+
+    /// A whole (non-streamed) body, at most `max` bytes, read within the idle timeout.
+    async fn read_body(&self, response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+        let read = async {
+            let mut body = Vec::new();
+            let mut chunks = response.bytes_stream();
+            while let Some(chunk) = chunks.next().await {
+                let chunk = chunk.map_err(|e| format!("the response broke: {e}"))?;
+                if body.len() + chunk.len() > max {
+                    return Err(format!("the response is larger than {max} bytes"));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(body)
+        };
+        tokio::time::timeout(self.config.stream_idle_timeout, read)
+            .await
+            .map_err(|_| {
+                format!(
+                    "the response was not complete within {:?}",
+                    self.config.stream_idle_timeout
+                )
+            })?
     }
 
     async fn read_stream(&self, response: reqwest::Response) -> Result<Completion, Attempt> {
@@ -329,6 +358,11 @@ fn parse_full(value: &Value) -> Result<Completion, String> {
     acc.absorb(&json!({"choices": [{"delta": delta, "finish_reason": value.pointer("/choices/0/finish_reason")}]}));
     Ok(acc.finish())
 }
+
+/// The most of an error response that is read (its message is shown, shortened).
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// The most of a non-streamed completion that is read.
+const MAX_COMPLETION_BODY: usize = 16 * 1024 * 1024;
 
 /// A `Retry-After` of seconds, at most a minute. Anything else (an HTTP date, `NaN`, text)
 /// is ignored: the backoff decides.

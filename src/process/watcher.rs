@@ -89,13 +89,15 @@ impl Watcher {
             let wake = Wakeup {
                 process_id: t.id.clone(),
                 origin: t.origin.clone(),
-                text: format!(
+                // Read by the model like a tool result: no secrets in it.
+                text: crate::secrets::scrub(&format!(
                     "[Background process {} (`{}`) finished: {} after {}s. Last output:\n{last}\n]\nContinue the task if anything is left to do; otherwise tell the person the result.",
                     t.id,
                     short(&t.command),
                     info.describe(),
                     info.elapsed.as_secs()
-                ),
+                ))
+                .into_owned(),
             };
             let _ = self.registry.wakeups.send(wake);
         }

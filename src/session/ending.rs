@@ -10,6 +10,8 @@ use crate::store::StoreError;
 
 /// Retrying the record of a turn's end: 0.5 s, doubling, at most 10 s.
 const COMMIT_RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(10));
+/// How long a failure to record a turn's end is retried before the turn is given up.
+const COMMIT_GIVE_UP: Duration = Duration::from_secs(600);
 
 impl SessionActor {
     /// Record how a turn ended; returns the merged turn to start when it was interrupted.
@@ -119,12 +121,15 @@ impl SessionActor {
             .reply_rows(&self.chat, markdown, reply_to)
     }
 
-    /// Record the end of a turn. A transaction that fails (a locked or full disk) is
-    /// retried until it is recorded: until then the conversation waits, since what comes
-    /// next builds on it. Only shutdown ends the retries; the inbox rows are still open
-    /// then, so the turn runs again after the restart.
+    /// Record the end of a turn. A transaction that fails in a way that may pass (a locked
+    /// or full disk) is retried for up to [`COMMIT_GIVE_UP`]: until then the conversation
+    /// waits, since what comes next builds on it. Then, or at once for a failure that will
+    /// not pass, the turn's messages are marked failed and the person is told. Shutdown ends
+    /// the retries too; the inbox rows are still open then, so the turn runs again after the
+    /// restart.
     pub(super) async fn commit(&self, record: TurnRecord) {
         let shutdown = &self.services.shutdown;
+        let started = tokio::time::Instant::now();
         let mut retry = COMMIT_RETRY;
         let mut tries_in_shutdown = 0;
         loop {
@@ -142,6 +147,8 @@ impl SessionActor {
                     tracing::error!(error = %error, session = %self.key, "session: could not record the end of a turn before shutdown; it runs again after the restart");
                     return;
                 }
+            } else if !error.may_pass() || started.elapsed() >= COMMIT_GIVE_UP {
+                return self.give_up(record, error).await;
             }
             let wait = retry.next_delay();
             tracing::error!(error = %error, session = %self.key, retry_in = ?wait, "session: could not record the end of a turn; retrying (the conversation waits)");
@@ -149,6 +156,23 @@ impl SessionActor {
                 _ = shutdown.cancelled(), if tries_in_shutdown == 0 => {}
                 _ = tokio::time::sleep(wait) => {}
             }
+        }
+    }
+
+    /// The end of a turn cannot be recorded: mark what it answered failed and say so (one
+    /// try; if that fails too, the rows stay open and the turn runs again after a restart).
+    async fn give_up(&self, record: TurnRecord, error: StoreError) {
+        tracing::error!(error = %error, session = %self.key, "session: giving up on recording the end of a turn; its messages are marked failed");
+        let notice = "⚠️ I could not save this conversation (database error), so my answer was lost. Please send your message again.";
+        let reply_to = record.outbox.first().and_then(|r| r.reply_to.clone());
+        let fallback = TurnRecord::outcome(
+            record.inbox_ids,
+            InboxState::Failed,
+            "could not record the turn",
+            self.reply_rows(notice, reply_to),
+        );
+        if let Err(e) = self.services.delivery.commit(fallback).await {
+            tracing::error!(error = %e, session = %self.key, "session: could not mark the turn failed either; it runs again after a restart");
         }
     }
 

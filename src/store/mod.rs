@@ -51,6 +51,29 @@ pub enum StoreError {
     Invalid(String),
 }
 
+impl StoreError {
+    /// Whether trying again may succeed: a locked or full disk, an I/O error, a constraint
+    /// (a trigger) may pass; a damaged database, a value too big or bad data will not.
+    pub fn may_pass(&self) -> bool {
+        use rusqlite::ErrorCode::*;
+        match self {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => !matches!(
+                e.code,
+                DatabaseCorrupt
+                    | NotADatabase
+                    | TooBig
+                    | TypeMismatch
+                    | ApiMisuse
+                    | ParameterOutOfRange
+                    | ReadOnly
+            ),
+            StoreError::Sqlite(_) | StoreError::Invalid(_) | StoreError::TooNew { .. } => false,
+            StoreError::Open { .. } => true,
+            StoreError::Closed => false,
+        }
+    }
+}
+
 /// Work for the store thread: it runs on the connection and returns whether it succeeded
 /// and how to hand its result back (held until the result is durable).
 struct Job {
@@ -185,6 +208,12 @@ fn run_group(conn: &mut Connection, group: Vec<Job>, dirty: &mut bool) {
         set_synchronous(conn, full);
         let before = conn.total_changes();
         let done = (job.run)(conn);
+        if !conn.is_autocommit() {
+            // A job left its transaction open (a failed COMMIT may do that): end it, or every
+            // later write would join it and be lost with it.
+            tracing::error!("store: a transaction was left open; rolling it back");
+            let _ = conn.execute_batch("ROLLBACK");
+        }
         if conn.total_changes() != before {
             *dirty = !(full && done.ok);
         }
@@ -215,12 +244,13 @@ fn set_synchronous(conn: &Connection, full: bool) {
 
 /// Force every commit so far to disk: a synced commit that rewrites the header's
 /// `user_version` (unused by the store) with its own value.
-fn sync(conn: &Connection) -> Result<(), StoreError> {
+fn sync(conn: &mut Connection) -> Result<(), StoreError> {
     set_synchronous(conn, true);
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE; PRAGMA user_version = {version}; COMMIT;"
-    ))?;
+    // A transaction value rolls back if the commit fails.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.pragma_update(None, "user_version", version)?;
+    tx.commit()?;
     Ok(())
 }
 
@@ -282,6 +312,33 @@ mod tests {
     fn synchronous(conn: &Connection) -> i64 {
         conn.pragma_query_value(None, "synchronous", |r| r.get(0))
             .unwrap()
+    }
+
+    #[test]
+    fn failures_that_may_pass_are_told_from_those_that_will_not() {
+        let sqlite = |code| {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(code),
+                None,
+            ))
+        };
+        for passing in [
+            rusqlite::ffi::SQLITE_BUSY,
+            rusqlite::ffi::SQLITE_LOCKED,
+            rusqlite::ffi::SQLITE_FULL,
+            rusqlite::ffi::SQLITE_IOERR,
+            rusqlite::ffi::SQLITE_CONSTRAINT,
+        ] {
+            assert!(sqlite(passing).may_pass(), "{passing}");
+        }
+        for lasting in [
+            rusqlite::ffi::SQLITE_CORRUPT,
+            rusqlite::ffi::SQLITE_NOTADB,
+            rusqlite::ffi::SQLITE_TOOBIG,
+        ] {
+            assert!(!sqlite(lasting).may_pass(), "{lasting}");
+        }
+        assert!(!StoreError::Invalid("bad row".into()).may_pass());
     }
 
     #[tokio::test]
