@@ -23,6 +23,7 @@ use crate::config::{ApprovalMode, Config};
 use crate::delivery::Delivery;
 use crate::http;
 use crate::llm::LlmClient;
+use crate::media::MediaPreparer;
 use crate::process::{Limits, ProcessRegistry, Wakeup};
 use crate::router::{COMMANDS, Router};
 use crate::session::SessionServices;
@@ -271,6 +272,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         prompt,
         max_iterations: config.agent.max_turns,
         context_tokens: config.model.context_length,
+        image_input: config.agent.image_input,
     });
     let services = Arc::new(SessionServices {
         store: store.clone(),
@@ -280,6 +282,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         approvals: approvals.clone(),
         processes: processes.clone(),
         stop_kills_background: config.processes.stop_kills_background,
+        media: Arc::new(MediaPreparer::new(
+            config.agent.image_input,
+            config.home.join("cache").join("documents"),
+        )),
         shutdown: shutdown.clone(),
         tasks: TaskTracker::new(),
     });

@@ -11,6 +11,7 @@ pub mod delivery;
 pub mod home;
 pub mod http;
 pub mod llm;
+pub mod media;
 pub mod platforms;
 pub mod process;
 pub mod router;

@@ -207,7 +207,7 @@ impl Router {
                 .await;
         }
         let text = message.text.trim();
-        if text.is_empty() {
+        if text.is_empty() && message.attachments.is_empty() {
             return self
                 .end(
                     id,
@@ -261,6 +261,7 @@ impl Router {
                 message_id: Some(message.message_id.clone()),
                 author: author.clone(),
                 text: text.to_owned(),
+                attachments: message.attachments.clone(),
             }),
         };
         let key = session_key(chat, &author.user_id, &self.config.sessions);
@@ -275,6 +276,7 @@ impl Router {
             message_id: None,
             author: author.clone(),
             text: wakeup.text.clone(),
+            attachments: Vec::new(),
         });
         session::route(
             &self.directory,

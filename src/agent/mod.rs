@@ -26,6 +26,8 @@ pub struct AgentRuntime {
     pub max_iterations: u32,
     /// Rough token budget for history (model context length).
     pub context_tokens: usize,
+    /// How images reach the model (`agent.image_input_mode`).
+    pub image_input: crate::media::ImageInputMode,
 }
 
 impl AgentRuntime {
@@ -44,6 +46,8 @@ pub struct TurnInput {
     pub carried: Vec<StoredMessage>,
     /// The new user text.
     pub user_text: String,
+    /// Images that came with it (`data:` URLs), sent as image parts of its message.
+    pub images: Vec<String>,
     /// Who and where, for the system prompt.
     pub context: String,
 }
@@ -82,6 +86,10 @@ impl AgentRuntime {
         let cancel = tools_ctx.cancel.clone();
         let mut new_messages = input.carried;
         new_messages.push(StoredMessage::user(input.user_text));
+        // The person's message of this turn: it carries the images on the wire (the stored
+        // text says what was sent; the history keeps no image bytes).
+        let with_images = new_messages.len() - 1;
+        let mut images = input.images;
         let system = self.prompt.render(&input.context);
         // What the conversation may take of the context; the rest is for the answer.
         let budget = self.context_tokens.saturating_sub(estimate_tokens(&system)) * 3 / 4;
@@ -92,9 +100,34 @@ impl AgentRuntime {
             let used = fit_tool_results(&mut new_messages, budget);
             let history = trim_history(&input.history, budget.saturating_sub(used));
             let mut wire = vec![json!({"role": "system", "content": system})];
-            wire.extend(history.iter().chain(new_messages.iter()).map(to_wire));
+            wire.extend(history.iter().map(to_wire));
+            wire.extend(new_messages.iter().enumerate().map(|(i, m)| {
+                let mut message = to_wire(m);
+                if i == with_images && !images.is_empty() {
+                    message["content"] = image_parts(m.content.as_deref().unwrap_or(""), &images);
+                }
+                message
+            }));
             let completion = match self.llm.complete(&wire, &tools, &cancel).await {
                 Ok(c) => c,
+                Err(LlmError::Refused { status, .. })
+                    if !images.is_empty()
+                        && self.image_input == crate::media::ImageInputMode::Auto
+                        && (400..500).contains(&status) =>
+                {
+                    // `auto`: a model that refuses images answers without them, and says so.
+                    tracing::warn!(
+                        status,
+                        "agent: the model refused the images; going on without them"
+                    );
+                    images.clear();
+                    if let Some(content) = &mut new_messages[with_images].content {
+                        content.push_str(
+                            "\n[The images could not be shown to you: this model does not accept them. Tell the person plainly that you cannot see their images with the current model.]",
+                        );
+                    }
+                    continue;
+                }
                 Err(LlmError::Cancelled) => {
                     return TurnOutcome::Cancelled {
                         messages: new_messages,
@@ -174,6 +207,17 @@ impl AgentRuntime {
             messages: new_messages,
         }
     }
+}
+
+/// A message's text and images as OpenAI content parts.
+fn image_parts(text: &str, images: &[String]) -> Value {
+    let mut parts = vec![json!({"type": "text", "text": text})];
+    parts.extend(
+        images
+            .iter()
+            .map(|url| json!({"type": "image_url", "image_url": {"url": url}})),
+    );
+    Value::Array(parts)
 }
 
 /// A stored message as an OpenAI chat message.

@@ -145,6 +145,16 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .unwrap_or(90)
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
+        image_input: match y.string("agent.image_input_mode", &mut problems) {
+            None => crate::media::ImageInputMode::Auto,
+            Some(mode) => crate::media::ImageInputMode::parse(&mode).unwrap_or_else(|| {
+                problems.push(Problem::error(
+                    "agent.image_input_mode",
+                    format!("{mode:?} is not an image input mode; use auto, native or text"),
+                ));
+                crate::media::ImageInputMode::Auto
+            }),
+        },
     };
     let busy_mode = match y
         .string("display.busy_input_mode", &mut problems)

@@ -121,6 +121,8 @@ pub struct AgentConfig {
     pub max_turns: u32,
     /// Extra system prompt text (`agent.system_prompt`).
     pub system_prompt: Option<String>,
+    /// How images reach the model (`agent.image_input_mode`).
+    pub image_input: crate::media::ImageInputMode,
 }
 
 /// The `terminal` tool.

@@ -155,6 +155,7 @@ impl SessionActor {
             history,
             carried,
             user_text,
+            images: Vec::new(),
             context: self.context(&inputs),
         };
         let agent = self.services.agent.clone();
@@ -163,9 +164,17 @@ impl SessionActor {
             &self.services.tasks,
             self.services.delivery.clone(),
             self.chat.clone(),
-            regarding,
+            regarding.clone(),
             cancel.clone(),
         );
+        let media = TurnMedia {
+            attachments: inputs.iter().flat_map(|i| i.attachments.clone()).collect(),
+            preparer: self.services.media.clone(),
+            delivery: self.services.delivery.clone(),
+            chat: self.chat.clone(),
+            reply_to: regarding,
+            cancel: cancel.clone(),
+        };
         let attention = CancellationToken::new();
         let tools_ctx = ToolContext {
             session_key: self.key.clone(),
@@ -177,6 +186,10 @@ impl SessionActor {
         let task = self.services.tasks.spawn(async move {
             // Dropped however the turn ends, a panic included: the indicator never outlives it.
             let _working = working.drop_guard();
+            let input = match media.prepare(input).await {
+                Ok(input) => input,
+                Err(nothing_to_read) => return (nothing_to_read, steer_rx),
+            };
             let outcome = agent.run_turn(input, tools_ctx, &mut steer_rx).await;
             (outcome, steer_rx)
         });
@@ -244,6 +257,54 @@ impl SessionActor {
             self.chat.chat_id,
             latest.display_name,
         )
+    }
+}
+
+/// The files of a turn's messages, fetched in the turn's own task when it starts.
+struct TurnMedia {
+    attachments: Vec<hermes_adapter::Attachment>,
+    preparer: Arc<crate::media::MediaPreparer>,
+    delivery: crate::delivery::Delivery,
+    chat: ChatRef,
+    reply_to: Option<String>,
+    cancel: CancellationToken,
+}
+
+impl TurnMedia {
+    /// The turn's input with what the files became; what could not be read is told to the
+    /// person at once. A turn left with nothing to read ends with those notices.
+    async fn prepare(self, mut input: TurnInput) -> Result<TurnInput, TurnOutcome> {
+        if self.attachments.is_empty() {
+            return Ok(input);
+        }
+        let sender = self.delivery.sender(self.chat.platform).cloned();
+        let prepared = self
+            .preparer
+            .prepare(sender.as_ref(), &self.attachments, &self.cancel)
+            .await;
+        let mut parts: Vec<String> = Vec::new();
+        if !input.user_text.trim().is_empty() {
+            parts.push(std::mem::take(&mut input.user_text));
+        }
+        parts.extend(prepared.text);
+        input.user_text = parts.join("\n\n");
+        input.images = prepared.images;
+        if input.user_text.trim().is_empty() && input.images.is_empty() {
+            return Err(TurnOutcome::Failed {
+                notice: prepared.notices.join("\n\n"),
+                messages: Vec::new(),
+            });
+        }
+        for notice in prepared.notices {
+            if let Err(e) = self
+                .delivery
+                .reply(&self.chat, &notice, self.reply_to.clone())
+                .await
+            {
+                tracing::error!(error = %e, "session: could not queue a notice about a file");
+            }
+        }
+        Ok(input)
     }
 }
 

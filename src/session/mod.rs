@@ -57,6 +57,8 @@ pub struct UserInput {
     /// session each message has its own author.
     pub author: Author,
     pub text: String,
+    /// Files that came with it (fetched when its turn starts).
+    pub attachments: Vec<hermes_adapter::Attachment>,
 }
 
 /// Commands that act on the session itself.
@@ -80,6 +82,8 @@ pub struct SessionServices {
     pub processes: Arc<ProcessRegistry>,
     /// `/stop` also kills background processes.
     pub stop_kills_background: bool,
+    /// Turns the files people send into what the model reads.
+    pub media: Arc<crate::media::MediaPreparer>,
     /// Cancelled on daemon shutdown; every turn's token is a child of it.
     pub shutdown: CancellationToken,
     /// Turns (until their end is recorded) and working indicators, so shutdown can wait

@@ -3,11 +3,12 @@
 //! stripped from the text.
 
 use hermes_adapter::{
-    Author, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage, Platform, Press,
+    Attachment, Author, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage,
+    MediaKind as MediaKind_, Platform, Press,
 };
 use teloxide_core::types::{
-    Chat, MaybeInaccessibleMessage, MediaKind, Message, MessageEntityKind, MessageKind, Update,
-    UpdateKind, User,
+    Chat, FileMeta, MaybeInaccessibleMessage, MediaKind, Message, MessageEntityKind, MessageKind,
+    Update, UpdateKind, User,
 };
 
 /// Who the bot is (from `getMe`).
@@ -57,9 +58,9 @@ fn normalize_message(event_id: String, message: &Message, me: &BotIdentity) -> O
     }
     let chat = chat_ref(&message.chat, topic(message));
     let raw_text = message.text().or(message.caption());
-    let unsupported = raw_text
-        .is_none()
-        .then(|| describe_media(&common.media_kind));
+    let attachments = attachments(&common.media_kind);
+    let unsupported =
+        (raw_text.is_none() && attachments.is_empty()).then(|| describe_media(&common.media_kind));
     let (text, addressed) = match raw_text {
         Some(text) => addressing(message, text, me, chat.kind == ChatKind::Direct),
         None => (
@@ -75,7 +76,7 @@ fn normalize_message(event_id: String, message: &Message, me: &BotIdentity) -> O
             message_id: message.id.0.to_string(),
             text,
             addressed,
-            attachments: Vec::new(),
+            attachments,
             unsupported,
             reply_to: message.reply_to_message().map(|r| r.id.0.to_string()),
         }),
@@ -190,6 +191,73 @@ fn author(user: &User) -> Author {
         username: user.username.clone(),
         is_bot: user.is_bot,
     }
+}
+
+/// The largest a bot may download through the public Bot API's `getFile`.
+const PUBLIC_API_FILE_LIMIT: u32 = 20 * 1024 * 1024;
+
+/// The files a message carries, to fetch on demand by their `file_id`: the largest size of
+/// a photo the Bot API will serve, documents (images among them, by their MIME type), voice
+/// notes, audio and video.
+fn attachments(media: &MediaKind) -> Vec<Attachment> {
+    let file = |kind, meta: &FileMeta, mime: Option<String>, name: Option<String>| Attachment {
+        kind,
+        mime,
+        name,
+        size: Some(u64::from(meta.size)).filter(|&s| s > 0),
+        handle: meta.id.0.clone(),
+    };
+    match media {
+        MediaKind::Photo(p) => {
+            let servable = p
+                .photo
+                .iter()
+                .filter(|s| s.file.size <= PUBLIC_API_FILE_LIMIT);
+            let largest = servable
+                .max_by_key(|s| (s.width * s.height, s.file.size))
+                .or_else(|| p.photo.iter().min_by_key(|s| s.file.size));
+            largest
+                .map(|s| file(MediaKind_::Image, &s.file, Some("image/jpeg".into()), None))
+                .into_iter()
+                .collect()
+        }
+        MediaKind::Document(d) => {
+            let mime = mime(&d.document.mime_type);
+            let kind = match &mime {
+                Some(m) if m.starts_with("image/") => MediaKind_::Image,
+                _ => MediaKind_::Document,
+            };
+            vec![file(
+                kind,
+                &d.document.file,
+                mime,
+                d.document.file_name.clone(),
+            )]
+        }
+        MediaKind::Voice(v) => vec![file(
+            MediaKind_::Voice,
+            &v.voice.file,
+            mime(&v.voice.mime_type).or(Some("audio/ogg".into())),
+            None,
+        )],
+        MediaKind::Audio(a) => vec![file(
+            MediaKind_::Audio,
+            &a.audio.file,
+            mime(&a.audio.mime_type),
+            a.audio.file_name.clone(),
+        )],
+        MediaKind::Video(v) => vec![file(
+            MediaKind_::Video,
+            &v.video.file,
+            mime(&v.video.mime_type),
+            v.video.file_name.clone(),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+fn mime<M: ToString>(m: &Option<M>) -> Option<String> {
+    m.as_ref().map(ToString::to_string)
 }
 
 fn describe_media(media: &MediaKind) -> String {
@@ -332,6 +400,53 @@ mod tests {
         let message = as_message(event);
         assert!(message.addressed);
         assert_eq!(message.reply_to.as_deref(), Some("9"));
+    }
+
+    #[test]
+    fn files_become_attachments_and_the_largest_servable_photo_is_chosen() {
+        let size = |id: &str, w: u32, bytes: u32| {
+            serde_json::json!({"file_id": id, "file_unique_id": id, "file_size": bytes,
+                               "width": w, "height": w})
+        };
+        let photo = normalize(
+            &update(serde_json::json!({
+                "update_id": 8,
+                "message": {
+                    "message_id": 13, "date": 0, "chat": {"id": 7, "type": "private", "first_name": "Ada"},
+                    "from": {"id": 7, "is_bot": false, "first_name": "Ada"},
+                    "photo": [size("small", 90, 1_000), size("large", 1280, 200_000),
+                              size("huge", 4000, 30 * 1024 * 1024)]
+                }
+            })),
+            &me(),
+        )
+        .unwrap();
+        let message = as_message(photo);
+        assert_eq!(message.unsupported, None);
+        assert_eq!(message.attachments.len(), 1);
+        assert_eq!(message.attachments[0].handle, "large");
+        assert_eq!(message.attachments[0].kind, MediaKind_::Image);
+
+        let document = normalize(
+            &update(serde_json::json!({
+                "update_id": 9,
+                "message": {
+                    "message_id": 14, "date": 0, "chat": {"id": 7, "type": "private", "first_name": "Ada"},
+                    "from": {"id": 7, "is_bot": false, "first_name": "Ada"},
+                    "caption": "the scan",
+                    "document": {"file_id": "scan", "file_unique_id": "scan", "file_size": 5,
+                                 "file_name": "scan.png", "mime_type": "image/png"}
+                }
+            })),
+            &me(),
+        )
+        .unwrap();
+        let message = as_message(document);
+        assert_eq!(message.text, "the scan");
+        let file = &message.attachments[0];
+        assert_eq!(file.kind, MediaKind_::Image);
+        assert_eq!(file.name.as_deref(), Some("scan.png"));
+        assert_eq!(file.mime.as_deref(), Some("image/png"));
     }
 
     #[test]

@@ -6,15 +6,15 @@
 use std::time::Duration;
 
 use hermes_adapter::{
-    Capabilities, ChatRef, Choice, ChoiceLimits, CommandSpec, Delivered, LengthUnit, MessageBody,
-    Outbound, Platform, PlatformSender, RateLimit, RateScope, SendError, WorkingIndicator,
-    WorkingPhase, async_trait,
+    Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, CommandSpec, Delivered, FetchError,
+    LengthUnit, MessageBody, Outbound, Platform, PlatformSender, RateLimit, RateScope, SendError,
+    WorkingIndicator, WorkingPhase, async_trait,
 };
 use teloxide_core::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
 use teloxide_core::prelude::*;
 use teloxide_core::types::{
-    BotCommand, ChatAction, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode,
-    ReplyParameters, ThreadId,
+    BotCommand, ChatAction, FileId, InlineKeyboardButton, InlineKeyboardMarkup, MessageId,
+    ParseMode, ReplyParameters, ThreadId,
 };
 use teloxide_core::{ApiError, RequestError};
 
@@ -161,6 +161,52 @@ impl PlatformSender for TelegramSender {
                 "sending files to Telegram is not supported yet".into(),
             )),
         }
+    }
+
+    /// `getFile`, then the download, stopped as soon as it passes `max_bytes`.
+    async fn fetch_media(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, FetchError> {
+        use futures_util::StreamExt;
+        use teloxide_core::net::Download;
+
+        if let Some(size) = attachment.size.filter(|&s| s > max_bytes) {
+            return Err(FetchError::TooLarge {
+                size,
+                max: max_bytes,
+            });
+        }
+        let file = self
+            .bot
+            .get_file(FileId(attachment.handle.clone()))
+            .send()
+            .await
+            .map_err(map_error)?;
+        let size = u64::from(file.meta.size);
+        if size > max_bytes {
+            return Err(FetchError::TooLarge {
+                size,
+                max: max_bytes,
+            });
+        }
+        let mut bytes = Vec::with_capacity(size.min(max_bytes) as usize);
+        let mut download = self.bot.download_file_stream(&file.path);
+        while let Some(chunk) = download.next().await {
+            // The URL names the token: keep it out of the error.
+            let chunk = chunk.map_err(|e| {
+                SendError::Transient(format!("the download failed: {}", e.without_url()))
+            })?;
+            if (bytes.len() + chunk.len()) as u64 > max_bytes {
+                return Err(FetchError::TooLarge {
+                    size: (bytes.len() + chunk.len()) as u64,
+                    max: max_bytes,
+                });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
     async fn register_commands(&self, commands: &[CommandSpec]) -> Result<(), SendError> {

@@ -55,6 +55,10 @@ struct Inner {
     subscribers: Vec<tokio::sync::mpsc::UnboundedSender<Call>>,
     /// When each `getUpdates` request arrived (calls are recorded when they are answered).
     poll_arrivals: Vec<Instant>,
+    /// Files people sent, by `file_id`: served by `getFile` and `/file/bot<token>/<path>`.
+    files: std::collections::HashMap<String, Vec<u8>>,
+    /// How many times each file was downloaded.
+    downloads: std::collections::HashMap<String, usize>,
 }
 
 #[derive(Clone)]
@@ -89,6 +93,7 @@ impl FakeTelegram {
         };
         let app = Router::new()
             .route("/{bot}/{method}", post(handle))
+            .route("/file/{bot}/{*path}", axum::routing::get(download))
             .with_state(fake.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -125,6 +130,76 @@ impl FakeTelegram {
         } else {
             self.message(chat, user_id, text, json!([]), None)
         }
+    }
+
+    /// A private message carrying a file: `media` is the message's media part (e.g.
+    /// `json!({"photo": [...]})`), built by [`FakeTelegram::photo`] and friends.
+    pub fn dm_with(&self, user_id: i64, caption: Option<&str>, media: Value) -> i64 {
+        let chat =
+            json!({"id": user_id, "type": "private", "first_name": format!("User{user_id}")});
+        let mut inner = self.inner.lock().unwrap();
+        inner.next_update_id += 1;
+        inner.next_message_id += 1;
+        let id = inner.next_update_id;
+        let mut message = json!({
+            "message_id": inner.next_message_id, "date": 1_700_000_000, "chat": chat,
+            "from": {"id": user_id, "is_bot": false, "first_name": format!("User{user_id}"), "username": format!("user{user_id}")}
+        });
+        if let Some(caption) = caption {
+            message["caption"] = json!(caption);
+        }
+        for (key, value) in media.as_object().cloned().unwrap_or_default() {
+            message[key] = value;
+        }
+        inner
+            .queue
+            .push(json!({"update_id": id, "message": message}));
+        drop(inner);
+        self.news.notify_waiters();
+        id
+    }
+
+    /// Keep `bytes` as a file to serve; returns its `file_id`.
+    pub fn add_file(&self, bytes: Vec<u8>) -> String {
+        let mut inner = self.inner.lock().unwrap();
+        let id = format!("file-{}", inner.files.len() + 1);
+        inner.files.insert(id.clone(), bytes);
+        id
+    }
+
+    /// The media part of a photo message: one size of the given bytes.
+    pub fn photo(&self, bytes: Vec<u8>) -> Value {
+        let size = bytes.len();
+        let id = self.add_file(bytes);
+        json!({"photo": [{"file_id": id, "file_unique_id": format!("u-{id}"), "file_size": size,
+                          "width": 640, "height": 480}]})
+    }
+
+    /// The media part of a document message.
+    pub fn document(&self, name: &str, mime: &str, bytes: Vec<u8>) -> Value {
+        let size = bytes.len();
+        let id = self.add_file(bytes);
+        json!({"document": {"file_id": id, "file_unique_id": format!("u-{id}"), "file_size": size,
+                            "file_name": name, "mime_type": mime}})
+    }
+
+    /// The media part of a voice note.
+    pub fn voice(&self, bytes: Vec<u8>) -> Value {
+        let size = bytes.len();
+        let id = self.add_file(bytes);
+        json!({"voice": {"file_id": id, "file_unique_id": format!("u-{id}"), "file_size": size,
+                         "duration": 2, "mime_type": "audio/ogg"}})
+    }
+
+    /// How many times a file was downloaded.
+    pub fn downloads(&self, file_id: &str) -> usize {
+        self.inner
+            .lock()
+            .unwrap()
+            .downloads
+            .get(file_id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// A group message replying to one of the bot's messages.
@@ -375,6 +450,21 @@ async fn handle(
                           "can_join_groups": true, "can_read_all_group_messages": false,
                           "supports_inline_queries": false, "can_connect_to_business": false, "has_main_web_app": false})
         }
+        "getfile" => {
+            let id = params["file_id"].as_str().unwrap_or_default().to_owned();
+            match inner.files.get(&id) {
+                Some(bytes) => json!({"file_id": id, "file_unique_id": format!("u-{id}"),
+                                      "file_size": bytes.len(), "file_path": format!("documents/{id}")}),
+                None => {
+                    return (
+                        StatusCode::BAD_REQUEST,
+                        Json(
+                            json!({"ok": false, "error_code": 400, "description": "Bad Request: invalid file_id"}),
+                        ),
+                    );
+                }
+            }
+        }
         "getwebhookinfo" => {
             json!({"url": "", "has_custom_certificate": false, "pending_update_count": 0})
         }
@@ -397,6 +487,20 @@ async fn handle(
         _ => json!(true),
     };
     (StatusCode::OK, ok(result))
+}
+
+/// `GET /file/bot<token>/<file_path>`: a file's bytes.
+async fn download(
+    State(fake): State<FakeTelegram>,
+    Path((_bot, path)): Path<(String, String)>,
+) -> (axum::http::StatusCode, Vec<u8>) {
+    let id = path.rsplit('/').next().unwrap_or_default().to_owned();
+    let mut inner = fake.inner.lock().unwrap();
+    *inner.downloads.entry(id.clone()).or_default() += 1;
+    match inner.files.get(&id) {
+        Some(bytes) => (axum::http::StatusCode::OK, bytes.clone()),
+        None => (axum::http::StatusCode::NOT_FOUND, Vec::new()),
+    }
 }
 
 async fn get_updates(fake: &FakeTelegram, params: Value) -> Json<Value> {

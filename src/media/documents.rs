@@ -1,0 +1,254 @@
+//! Documents people send: short text files go to the model inline; anything else is saved
+//! under `$HERMES_HOME/cache/documents/` (private, pruned after a day and kept within a count
+//! and a size) and the model is told the path, so its tools can open it.
+
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// Text files up to this size are given to the model inline.
+const INLINE_MAX: usize = 100 * 1024;
+/// Saved documents older than this are removed.
+const KEEP_FOR: Duration = Duration::from_secs(24 * 3600);
+/// At most this many saved documents, and this many bytes of them; the oldest go first.
+const KEEP_FILES: usize = 200;
+const KEEP_BYTES: u64 = 512 * 1024 * 1024;
+
+/// File extensions read as text whatever the MIME type says.
+const TEXT_EXTENSIONS: &[&str] = &[
+    "txt", "md", "markdown", "csv", "tsv", "json", "jsonl", "yaml", "yml", "toml", "xml", "html",
+    "htm", "css", "js", "ts", "py", "rs", "go", "java", "c", "h", "cpp", "hpp", "sh", "log", "ini",
+    "cfg", "conf", "sql", "rb", "php", "kt", "swift",
+];
+
+/// Where documents are kept.
+pub struct Documents {
+    dir: PathBuf,
+}
+
+impl Documents {
+    pub fn new(dir: PathBuf) -> Self {
+        Documents { dir }
+    }
+
+    /// What the model is told about a document: its text, or where it was saved.
+    pub async fn take(
+        &self,
+        name: &str,
+        mime: Option<&str>,
+        bytes: Vec<u8>,
+    ) -> Result<String, String> {
+        if bytes.len() <= INLINE_MAX
+            && is_text_like(name, mime)
+            && let Ok(text) = std::str::from_utf8(&bytes)
+            && !text.contains('\0')
+        {
+            let fence = fence_for(text);
+            return Ok(format!(
+                "[The person sent the file {name}:]\n{fence}\n{}\n{fence}",
+                text.trim_end()
+            ));
+        }
+        let dir = self.dir.clone();
+        let file_name = format!(
+            "{}-{:06x}-{}",
+            crate::store::now_ms(),
+            rand::random::<u32>() & 0xff_ffff,
+            safe_name(name)
+        );
+        let size = bytes.len();
+        let path = tokio::task::spawn_blocking(move || save(&dir, &file_name, &bytes))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("saving it failed: {e}"))?;
+        Ok(format!(
+            "[The person sent the file {name} ({size} bytes); it is saved at {}.]",
+            path.display()
+        ))
+    }
+}
+
+/// Write the file (0600, in a 0700 directory) after pruning what is old or over the bounds.
+fn save(dir: &std::path::Path, file_name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    prune(dir, bytes.len() as u64);
+    let path = dir.join(file_name);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    std::io::Write::write_all(&mut file, bytes)?;
+    Ok(path)
+}
+
+/// Remove documents older than a day, then the oldest until one more of `incoming` bytes
+/// fits within the count and the size.
+fn prune(dir: &std::path::Path, incoming: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = SystemTime::now();
+    let mut kept: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let modified = meta.modified().unwrap_or(now);
+        if now.duration_since(modified).unwrap_or_default() > KEEP_FOR {
+            let _ = std::fs::remove_file(entry.path());
+        } else {
+            kept.push((modified, meta.len(), entry.path()));
+        }
+    }
+    kept.sort();
+    let mut total: u64 = kept.iter().map(|(_, len, _)| len).sum::<u64>() + incoming;
+    let mut count = kept.len() + 1;
+    for (_, len, path) in kept {
+        if count <= KEEP_FILES && total <= KEEP_BYTES {
+            break;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            count -= 1;
+            total -= len;
+        }
+    }
+}
+
+fn is_text_like(name: &str, mime: Option<&str>) -> bool {
+    let by_mime = mime.is_some_and(|m| {
+        m.starts_with("text/")
+            || [
+                "application/json",
+                "application/xml",
+                "application/x-yaml",
+                "application/yaml",
+                "application/toml",
+                "application/javascript",
+                "application/x-sh",
+                "application/sql",
+            ]
+            .contains(&m)
+    });
+    let by_extension = name
+        .rsplit_once('.')
+        .is_some_and(|(_, ext)| TEXT_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()));
+    by_mime || by_extension
+}
+
+/// A code fence longer than any run of backticks in `text`.
+fn fence_for(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+/// A file name safe to put on disk: letters, digits, `.`, `-`, `_`; no leading dots; short.
+fn safe_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let trimmed = cleaned.trim_start_matches('.');
+    let short: String = trimmed
+        .chars()
+        .rev()
+        .take(100)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    if short.is_empty() {
+        "document".into()
+    } else {
+        short
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn short_text_is_inlined_and_the_rest_saved_privately() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = Documents::new(dir.path().join("documents"));
+        let inline = docs
+            .take(
+                "notes.md",
+                Some("text/markdown"),
+                b"# Plan\nuse ```code```".to_vec(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            inline.contains("# Plan") && inline.contains("````"),
+            "{inline}"
+        );
+
+        let saved = docs
+            .take(
+                "../../etc/passwd.pdf",
+                Some("application/pdf"),
+                vec![0u8; 10],
+            )
+            .await
+            .unwrap();
+        let path = saved
+            .split("saved at ")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(".]");
+        let path = std::path::Path::new(path);
+        assert!(path.starts_with(dir.path().join("documents")), "{saved}");
+        assert!(
+            path.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .ends_with("_.._etc_passwd.pdf")
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let dir_mode = std::fs::metadata(dir.path().join("documents"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+
+        let big_text = "x".repeat(INLINE_MAX + 1);
+        let saved = docs
+            .take("big.txt", Some("text/plain"), big_text.into_bytes())
+            .await
+            .unwrap();
+        assert!(saved.contains("saved at"), "{saved}");
+    }
+
+    #[test]
+    fn the_oldest_documents_go_when_there_are_too_many() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..KEEP_FILES + 5 {
+            std::fs::write(dir.path().join(format!("{i:04}")), b"x").unwrap();
+        }
+        prune(dir.path(), 1);
+        let left = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(left, KEEP_FILES - 1, "room for the incoming one");
+    }
+}

@@ -1,0 +1,186 @@
+//! Media that came with a message, made into what the model reads before the turn starts:
+//! images as image parts of the person's message (`agent.image_input_mode`), documents
+//! inlined when they are short text and saved under `$HERMES_HOME/cache/documents/`
+//! otherwise (`documents`), and a plain notice for what cannot be read (too large, a failed
+//! download, voice without speech-to-text, video). Fetching runs in the turn's own task, so
+//! it never holds up the router or another chat, and it stops with the turn.
+
+mod documents;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use base64::Engine;
+use hermes_adapter::{Attachment, FetchError, MediaKind, PlatformSender};
+use tokio_util::sync::CancellationToken;
+
+pub use documents::Documents;
+
+/// The most of an image that is fetched for the model.
+const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+/// The most of any other file that is fetched (Telegram's public Bot API serves 20 MB).
+const MAX_FILE_BYTES: u64 = 20 * 1024 * 1024;
+
+/// How images reach the model (Hermes `agent.image_input_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageInputMode {
+    /// As image parts; when the provider refuses them, the turn goes on without them and
+    /// the person is told.
+    Auto,
+    /// As image parts, always.
+    Native,
+    /// Described by an auxiliary vision model (not available yet: the person is told).
+    Text,
+}
+
+impl ImageInputMode {
+    pub fn parse(value: &str) -> Option<ImageInputMode> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(ImageInputMode::Auto),
+            "native" => Some(ImageInputMode::Native),
+            "text" => Some(ImageInputMode::Text),
+            _ => None,
+        }
+    }
+}
+
+/// What a turn's attachments became.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// Added to the person's text: inlined documents, where saved files are, what was sent.
+    pub text: Vec<String>,
+    /// Images for the model, as `data:` URLs.
+    pub images: Vec<String>,
+    /// For the person, at once: what could not be read, and why.
+    pub notices: Vec<String>,
+}
+
+/// Turns attachments into [`Prepared`] input.
+pub struct MediaPreparer {
+    pub image_input: ImageInputMode,
+    pub documents: Documents,
+}
+
+impl MediaPreparer {
+    pub fn new(image_input: ImageInputMode, documents_dir: PathBuf) -> Self {
+        MediaPreparer {
+            image_input,
+            documents: Documents::new(documents_dir),
+        }
+    }
+
+    /// Fetch and convert every attachment (one at a time; a cancelled turn stops here).
+    pub async fn prepare(
+        &self,
+        sender: Option<&Arc<dyn PlatformSender>>,
+        attachments: &[Attachment],
+        cancel: &CancellationToken,
+    ) -> Prepared {
+        let mut prepared = Prepared::default();
+        for attachment in attachments {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let what = describe(attachment);
+            let Some(sender) = sender else {
+                prepared.notices.push(format!(
+                    "⚠️ I could not open {what}: its platform is not connected."
+                ));
+                continue;
+            };
+            match attachment.kind {
+                MediaKind::Image if self.image_input == ImageInputMode::Text => {
+                    prepared.notices.push(format!(
+                        "⚠️ I could not look at {what}: image descriptions (`agent.image_input_mode: text`) need an auxiliary vision model, which is not available yet. Set `agent.image_input_mode: auto` to send images to the model itself."
+                    ));
+                }
+                MediaKind::Image => match fetch(sender, attachment, MAX_IMAGE_BYTES, cancel).await {
+                    Ok(bytes) => {
+                        let mime = attachment
+                            .mime
+                            .clone()
+                            .filter(|m| m.starts_with("image/"))
+                            .unwrap_or_else(|| "image/jpeg".into());
+                        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                        prepared.images.push(format!("data:{mime};base64,{data}"));
+                        prepared.text.push(format!("[The person sent {what}.]"));
+                    }
+                    Err(why) => prepared.notices.push(could_not_open(&what, &why)),
+                },
+                MediaKind::Document => {
+                    match fetch(sender, attachment, MAX_FILE_BYTES, cancel).await {
+                        Ok(bytes) => {
+                            let name = attachment.name.as_deref().unwrap_or("document");
+                            match self
+                                .documents
+                                .take(name, attachment.mime.as_deref(), bytes)
+                                .await
+                            {
+                                Ok(text) => prepared.text.push(text),
+                                Err(e) => prepared.notices.push(format!(
+                                    "⚠️ I could not keep {what} ({e})."
+                                )),
+                            }
+                        }
+                        Err(why) => prepared.notices.push(could_not_open(&what, &why)),
+                    }
+                }
+                MediaKind::Voice | MediaKind::Audio => prepared.notices.push(format!(
+                    "🎤 I can't listen to {what}: speech-to-text is not set up for this gateway. Please type your message."
+                )),
+                MediaKind::Video => prepared
+                    .notices
+                    .push(format!("🎬 I can't watch {what} yet. Please describe it in words.")),
+            }
+        }
+        prepared
+    }
+}
+
+/// Fetch with a cap; the error says what to tell the person.
+async fn fetch(
+    sender: &Arc<dyn PlatformSender>,
+    attachment: &Attachment,
+    max: u64,
+    cancel: &CancellationToken,
+) -> Result<Vec<u8>, String> {
+    let fetched = tokio::select! {
+        r = sender.fetch_media(attachment, max) => r,
+        _ = cancel.cancelled() => return Err("the turn was stopped".into()),
+    };
+    fetched.map_err(|e| match e {
+        FetchError::TooLarge { size, max } => format!(
+            "it is too large ({}; the limit is {})",
+            megabytes(size),
+            megabytes(max)
+        ),
+        FetchError::Unsupported => "this platform's files cannot be fetched".into(),
+        FetchError::Failed(e) => {
+            tracing::warn!(error = %e, "media: a download failed");
+            format!("the download failed: {e}")
+        }
+    })
+}
+
+fn could_not_open(what: &str, why: &str) -> String {
+    format!("⚠️ I could not open {what}: {why}.")
+}
+
+fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// "the photo", "the file report.pdf", "the voice message".
+fn describe(attachment: &Attachment) -> String {
+    let name = attachment.name.as_deref().map(|n| format!(" {n}"));
+    match attachment.kind {
+        MediaKind::Image => match name {
+            Some(name) => format!("the image{name}"),
+            None => "a photo".into(),
+        },
+        MediaKind::Document => format!("the file{}", name.unwrap_or_default()),
+        MediaKind::Voice => "voice messages".into(),
+        MediaKind::Audio => format!("the audio{}", name.unwrap_or_default()),
+        MediaKind::Video => "videos".into(),
+    }
+}

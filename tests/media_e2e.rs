@@ -1,0 +1,161 @@
+//! Files people send, end to end: the real daemon fetches them through teloxide from the fake
+//! Bot API (`getFile`, then the file URL) and hands the model what it can read.
+
+mod common;
+
+use common::*;
+use hermes_testkit::eventually;
+use hermes_testkit::llm::Reply;
+use serde_json::Value;
+
+/// The content of the last user message of the `n`-th model request (0-based).
+fn user_content(w: &World, n: usize) -> Value {
+    let requests = w.llm.requests();
+    let messages = requests[n]["messages"].as_array().unwrap().clone();
+    messages.iter().rev().find(|m| m["role"] == "user").unwrap()["content"].clone()
+}
+
+/// A few bytes that look like a JPEG.
+fn jpeg() -> Vec<u8> {
+    let mut bytes = vec![0xff, 0xd8, 0xff, 0xe0];
+    bytes.extend((0..2000u32).map(|i| (i % 251) as u8));
+    bytes
+}
+
+async fn model_asked(w: &World, count: usize) {
+    let llm = w.llm.clone();
+    eventually(WAIT, "the model to be asked", || {
+        (llm.requests().len() >= count).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_photo_with_a_caption_reaches_the_model_as_an_image_part() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::text("a test pattern"));
+    let _d = w.start();
+    let photo = w.telegram.photo(jpeg());
+    w.telegram.dm_with(ALICE, Some("what is this?"), photo);
+    assert_eq!(w.replies(ALICE, 1).await, ["a test pattern"]);
+    let content = user_content(&w, 0);
+    let parts = content.as_array().expect("content parts");
+    assert_eq!(parts[0]["type"], "text");
+    assert!(parts[0]["text"].as_str().unwrap().contains("what is this?"));
+    assert_eq!(parts[1]["type"], "image_url");
+    let url = parts[1]["image_url"]["url"].as_str().unwrap();
+    use base64::Engine;
+    let data = url.strip_prefix("data:image/jpeg;base64,").expect(url);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    assert_eq!(bytes, jpeg(), "the bytes the person sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_refuses_images_answers_without_them_and_says_so() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::ErrorSaying {
+        status: 400,
+        message: "this model does not support image input".into(),
+    });
+    w.llm
+        .push(Reply::text("I can't see images with this model."));
+    let _d = w.start();
+    let photo = w.telegram.photo(jpeg());
+    w.telegram.dm_with(ALICE, Some("look"), photo);
+    assert_eq!(
+        w.replies(ALICE, 1).await,
+        ["I can't see images with this model."]
+    );
+    let retried = user_content(&w, 1);
+    let text = retried.as_str().expect("plain text, no image parts");
+    assert!(
+        text.contains("look") && text.contains("cannot see their images"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_text_document_is_inlined_and_a_binary_one_saved_for_the_tools() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::text("read the notes"));
+    w.llm.push(Reply::text("read the report"));
+    let _d = w.start();
+    // About 60 KB of text.
+    let notes: String = (0..2500)
+        .map(|i| format!("line {i:04} of the notes\n"))
+        .collect();
+    assert!(notes.len() > 50_000 && notes.len() < 100 * 1024);
+    let doc = w
+        .telegram
+        .document("notes.txt", "text/plain", notes.clone().into_bytes());
+    w.telegram.dm_with(ALICE, None, doc);
+    w.replies(ALICE, 1).await;
+    let text = user_content(&w, 0).as_str().unwrap().to_owned();
+    assert!(text.contains("notes.txt") && text.contains("line 2499 of the notes"));
+
+    let pdf: Vec<u8> = b"%PDF-1.7\n\x00\x01binary".to_vec();
+    let doc = w
+        .telegram
+        .document("report.pdf", "application/pdf", pdf.clone());
+    w.telegram.dm_with(ALICE, Some("summarise it"), doc);
+    w.replies(ALICE, 2).await;
+    let text = user_content(&w, 1).as_str().unwrap().to_owned();
+    let path = text
+        .split("saved at ")
+        .nth(1)
+        .and_then(|rest| rest.split(".]").next())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(path.starts_with(&w.home.dir.join("cache/documents").display().to_string()));
+    assert_eq!(std::fs::read(path).unwrap(), pdf);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_cannot_be_read_gets_a_plain_answer_and_no_model_call() {
+    let w = World::allow_all().await;
+    let _d = w.start();
+    let huge = w.telegram.document(
+        "huge.bin",
+        "application/octet-stream",
+        vec![7u8; 21 * 1024 * 1024],
+    );
+    let file_id = huge["document"]["file_id"].as_str().unwrap().to_owned();
+    w.telegram.dm_with(ALICE, None, huge);
+    let notice = w.replies(ALICE, 1).await.remove(0);
+    assert!(
+        notice.contains("huge.bin") && notice.contains("too large"),
+        "{notice}"
+    );
+    assert_eq!(
+        w.telegram.downloads(&file_id),
+        0,
+        "refused before downloading"
+    );
+
+    let voice = w.telegram.voice(vec![1, 2, 3]);
+    w.telegram.dm_with(ALICE, None, voice);
+    let notice = w.replies(ALICE, 2).await.remove(1);
+    assert!(notice.contains("speech-to-text"), "{notice}");
+    settle().await;
+    assert!(w.llm.requests().is_empty(), "nothing for the model to read");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_cannot_be_read_is_told_and_the_caption_still_answered() {
+    let w = World::allow_all().await;
+    let _d = w.start();
+    // A voice note with a caption: the caption is answered, the voice gets a notice.
+    let voice = w.telegram.voice(vec![1, 2, 3]);
+    w.telegram.dm_with(ALICE, Some("and also this"), voice);
+    model_asked(&w, 1).await;
+    let replies = w.replies(ALICE, 2).await;
+    assert!(
+        replies.iter().any(|r| r.contains("speech-to-text")),
+        "{replies:?}"
+    );
+    assert!(
+        replies.iter().any(|r| r == "echo: and also this"),
+        "{replies:?}"
+    );
+}
