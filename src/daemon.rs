@@ -285,6 +285,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         media: Arc::new(MediaPreparer::new(
             config.agent.image_input,
             config.home.join("cache").join("documents"),
+            &config.agent.stt,
         )),
         shutdown: shutdown.clone(),
         tasks: TaskTracker::new(),

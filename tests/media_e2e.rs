@@ -159,3 +159,45 @@ async fn a_file_that_cannot_be_read_is_told_and_the_caption_still_answered() {
         "{replies:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_note_is_transcribed_echoed_and_answered() {
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            "VOICE_TOOLS_OPENAI_KEY=sk-voice-test-0123456789",
+        ],
+        "",
+    )
+    .await;
+    let config = w.home.dir.join("config.yaml");
+    let mut yaml = std::fs::read_to_string(&config).unwrap();
+    yaml.push_str(&format!(
+        "stt:\n  openai:\n    base_url: {}\n",
+        w.llm.base_url()
+    ));
+    std::fs::write(&config, yaml).unwrap();
+    w.llm.transcribe_as("turn on the lights");
+    w.llm.push(Reply::text("lights on"));
+    let _d = w.start();
+    let audio: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
+    let voice = w.telegram.voice(audio.clone());
+    w.telegram.dm_with(ALICE, None, voice);
+    let replies = w.replies(ALICE, 2).await;
+    assert!(
+        replies[0].contains("turn on the lights"),
+        "the echo first: {replies:?}"
+    );
+    assert_eq!(replies[1], "lights on");
+    let text = user_content(&w, 0).as_str().unwrap().to_owned();
+    assert!(text.contains("\"turn on the lights\""), "{text}");
+    let calls = w.llm.transcriptions();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].model.as_deref(), Some("whisper-1"));
+    assert_eq!(calls[0].response_format.as_deref(), Some("text"));
+    assert_eq!(
+        calls[0].authorization.as_deref(),
+        Some("Bearer sk-voice-test-0123456789")
+    );
+    assert_eq!(calls[0].audio, audio, "the voice note's bytes");
+}

@@ -145,6 +145,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .unwrap_or(90)
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
+        stt: read_stt(&mut y, env, &mut problems),
         image_input: match y.string("agent.image_input_mode", &mut problems) {
             None => crate::media::ImageInputMode::Auto,
             Some(mode) => crate::media::ImageInputMode::parse(&mode).unwrap_or_else(|| {
@@ -433,6 +434,57 @@ fn read_model(
         max_attempts,
         stream_idle_timeout,
     })
+}
+
+/// `stt.*`: the OpenAI-compatible provider when it is chosen (or nothing else is) and a key
+/// is found (`stt.openai.api_key`, `VOICE_TOOLS_OPENAI_KEY`, `OPENAI_API_KEY`).
+fn read_stt(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> SttConfig {
+    let enabled = y.boolean("stt.enabled", problems).unwrap_or(true);
+    let echo_transcripts = y
+        .boolean("stt_echo_transcripts", problems)
+        .or_else(|| y.boolean("stt.echo_transcripts", problems))
+        .unwrap_or(true);
+    let provider = y.string("stt.provider", problems);
+    let model = y
+        .string("stt.openai.model", problems)
+        .unwrap_or_else(|| "whisper-1".into());
+    let base_url = y
+        .string("stt.openai.base_url", problems)
+        .or_else(|| env.value("STT_OPENAI_BASE_URL"))
+        .unwrap_or_else(|| "https://api.openai.com/v1".into());
+    if let Err(e) = validate_http_url(&base_url) {
+        problems.push(Problem::error("stt.openai.base_url", e));
+    }
+    let api_key = y
+        .string("stt.openai.api_key", problems)
+        .or_else(|| env.value("VOICE_TOOLS_OPENAI_KEY"))
+        .or_else(|| env.value("OPENAI_API_KEY"));
+    const HOW: &str =
+        "set `stt.provider: openai` in config.yaml and VOICE_TOOLS_OPENAI_KEY in .env";
+    let openai = match (enabled, provider.as_deref(), api_key) {
+        (false, _, _) => Err("speech-to-text is turned off (`stt.enabled: false`)".to_owned()),
+        (true, None | Some("openai"), Some(key)) => Ok(SttOpenAi {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key: Secret::new(key),
+            model,
+        }),
+        (true, None | Some("openai"), None) => Err(format!(
+            "speech-to-text has no API key; to enable it, {HOW}"
+        )),
+        (true, Some(other), _) => {
+            problems.push(Problem::warning(
+                "stt.provider",
+                format!("{other:?} is not built into hermes-gateway; voice messages are not transcribed (use openai)"),
+            ));
+            Err(format!(
+                "the speech-to-text provider {other:?} is not available here; to enable it, {HOW}"
+            ))
+        }
+    };
+    SttConfig {
+        openai,
+        echo_transcripts,
+    }
 }
 
 fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> TerminalConfig {

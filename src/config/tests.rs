@@ -222,3 +222,45 @@ fn delivery_retries_for_a_day_unless_max_age_says_otherwise() {
         Duration::from_secs(7200)
     );
 }
+
+#[test]
+fn speech_to_text_needs_the_openai_provider_and_a_key() {
+    let base = "model:\n  default: m\n  base_url: http://x/v1\n";
+    let load = |yaml: &str, vars: &[(&str, &str)]| {
+        load_from(Path::new("/h"), &format!("{base}{yaml}"), &env(vars))
+    };
+    let none = load("", &[]).config.unwrap().agent.stt;
+    assert!(none.openai.unwrap_err().contains("VOICE_TOOLS_OPENAI_KEY"));
+    assert!(none.echo_transcripts);
+
+    let stt = load(
+        "stt:\n  echo_transcripts: false\n  openai:\n    model: gpt-4o-mini-transcribe\n",
+        &[
+            ("VOICE_TOOLS_OPENAI_KEY", "sk-v"),
+            ("STT_OPENAI_BASE_URL", "http://stt/v1/"),
+        ],
+    )
+    .config
+    .unwrap()
+    .agent
+    .stt;
+    let openai = stt.openai.unwrap();
+    assert_eq!(
+        (
+            openai.base_url.as_str(),
+            openai.model.as_str(),
+            openai.api_key.expose()
+        ),
+        ("http://stt/v1", "gpt-4o-mini-transcribe", "sk-v")
+    );
+    assert!(!stt.echo_transcripts);
+
+    let local = load("stt:\n  provider: local\n", &[("OPENAI_API_KEY", "sk-o")]);
+    assert!(
+        local
+            .problems
+            .iter()
+            .any(|p| p.key == "stt.provider" && p.severity == Severity::Warning)
+    );
+    assert!(local.config.unwrap().agent.stt.openai.is_err());
+}

@@ -123,6 +123,25 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     /// How images reach the model (`agent.image_input_mode`).
     pub image_input: crate::media::ImageInputMode,
+    /// Speech-to-text for voice messages (`stt.*`).
+    pub stt: SttConfig,
+}
+
+/// Speech-to-text (`stt.*`, Hermes names). Only the OpenAI-compatible provider is built in.
+#[derive(Debug, Clone)]
+pub struct SttConfig {
+    /// Usable: enabled, the `openai` provider, and a key. Otherwise why not, for the person.
+    pub openai: Result<SttOpenAi, String>,
+    /// Echo the transcript to the person (`stt.echo_transcripts`, default true).
+    pub echo_transcripts: bool,
+}
+
+/// An OpenAI-compatible `/audio/transcriptions` endpoint.
+#[derive(Debug, Clone)]
+pub struct SttOpenAi {
+    pub base_url: String,
+    pub api_key: Secret,
+    pub model: String,
 }
 
 /// The `terminal` tool.

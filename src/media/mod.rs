@@ -6,6 +6,7 @@
 //! it never holds up the router or another chat, and it stops with the turn.
 
 mod documents;
+mod stt;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use hermes_adapter::{Attachment, FetchError, MediaKind, PlatformSender};
 use tokio_util::sync::CancellationToken;
 
 pub use documents::Documents;
+pub use stt::Transcriber;
 
 /// The most of an image that is fetched for the model.
 const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
@@ -51,21 +53,31 @@ pub struct Prepared {
     pub text: Vec<String>,
     /// Images for the model, as `data:` URLs.
     pub images: Vec<String>,
-    /// For the person, at once: what could not be read, and why.
+    /// For the person, at once: transcripts echoed back (`stt.echo_transcripts`), and
+    /// what could not be read, and why.
     pub notices: Vec<String>,
 }
 
 /// Turns attachments into [`Prepared`] input.
 pub struct MediaPreparer {
-    pub image_input: ImageInputMode,
-    pub documents: Documents,
+    image_input: ImageInputMode,
+    documents: Documents,
+    /// Speech-to-text, or why there is none (told to the person).
+    stt: Result<Transcriber, String>,
+    echo_transcripts: bool,
 }
 
 impl MediaPreparer {
-    pub fn new(image_input: ImageInputMode, documents_dir: PathBuf) -> Self {
+    pub fn new(
+        image_input: ImageInputMode,
+        documents_dir: PathBuf,
+        stt: &crate::config::SttConfig,
+    ) -> Self {
         MediaPreparer {
             image_input,
             documents: Documents::new(documents_dir),
+            stt: stt.openai.clone().map(Transcriber::new),
+            echo_transcripts: stt.echo_transcripts,
         }
     }
 
@@ -94,19 +106,21 @@ impl MediaPreparer {
                         "⚠️ I could not look at {what}: image descriptions (`agent.image_input_mode: text`) need an auxiliary vision model, which is not available yet. Set `agent.image_input_mode: auto` to send images to the model itself."
                     ));
                 }
-                MediaKind::Image => match fetch(sender, attachment, MAX_IMAGE_BYTES, cancel).await {
-                    Ok(bytes) => {
-                        let mime = attachment
-                            .mime
-                            .clone()
-                            .filter(|m| m.starts_with("image/"))
-                            .unwrap_or_else(|| "image/jpeg".into());
-                        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-                        prepared.images.push(format!("data:{mime};base64,{data}"));
-                        prepared.text.push(format!("[The person sent {what}.]"));
+                MediaKind::Image => {
+                    match fetch(sender, attachment, MAX_IMAGE_BYTES, cancel).await {
+                        Ok(bytes) => {
+                            let mime = attachment
+                                .mime
+                                .clone()
+                                .filter(|m| m.starts_with("image/"))
+                                .unwrap_or_else(|| "image/jpeg".into());
+                            let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                            prepared.images.push(format!("data:{mime};base64,{data}"));
+                            prepared.text.push(format!("[The person sent {what}.]"));
+                        }
+                        Err(why) => prepared.notices.push(could_not_open(&what, &why)),
                     }
-                    Err(why) => prepared.notices.push(could_not_open(&what, &why)),
-                },
+                }
                 MediaKind::Document => {
                     match fetch(sender, attachment, MAX_FILE_BYTES, cancel).await {
                         Ok(bytes) => {
@@ -117,23 +131,77 @@ impl MediaPreparer {
                                 .await
                             {
                                 Ok(text) => prepared.text.push(text),
-                                Err(e) => prepared.notices.push(format!(
-                                    "⚠️ I could not keep {what} ({e})."
-                                )),
+                                Err(e) => prepared
+                                    .notices
+                                    .push(format!("⚠️ I could not keep {what} ({e}).")),
                             }
                         }
                         Err(why) => prepared.notices.push(could_not_open(&what, &why)),
                     }
                 }
-                MediaKind::Voice | MediaKind::Audio => prepared.notices.push(format!(
-                    "🎤 I can't listen to {what}: speech-to-text is not set up for this gateway. Please type your message."
+                MediaKind::Voice | MediaKind::Audio => {
+                    self.listen(sender, attachment, &what, cancel, &mut prepared)
+                        .await
+                }
+                MediaKind::Video => prepared.notices.push(format!(
+                    "🎬 I can't watch {what} yet. Please describe it in words."
                 )),
-                MediaKind::Video => prepared
-                    .notices
-                    .push(format!("🎬 I can't watch {what} yet. Please describe it in words.")),
             }
         }
         prepared
+    }
+}
+
+impl MediaPreparer {
+    /// A voice note or audio file, transcribed; the transcript goes in quoted (as Hermes
+    /// does) and, with `stt.echo_transcripts`, back to the person.
+    async fn listen(
+        &self,
+        sender: &Arc<dyn PlatformSender>,
+        attachment: &Attachment,
+        what: &str,
+        cancel: &CancellationToken,
+        prepared: &mut Prepared,
+    ) {
+        let transcriber = match &self.stt {
+            Ok(t) => t,
+            Err(why) => {
+                prepared.notices.push(format!(
+                    "🎤 I can't listen to {what}: {why}. Please type your message."
+                ));
+                return;
+            }
+        };
+        let audio = match fetch(sender, attachment, MAX_FILE_BYTES, cancel).await {
+            Ok(audio) => audio,
+            Err(why) => return prepared.notices.push(could_not_open(what, &why)),
+        };
+        let mime = attachment.mime.as_deref().unwrap_or("audio/ogg");
+        let name = attachment.name.clone().unwrap_or_else(|| {
+            let extension = mime.rsplit('/').next().unwrap_or("ogg");
+            format!("voice.{extension}")
+        });
+        let heard = tokio::select! {
+            r = transcriber.transcribe(audio, &name, mime) => r,
+            _ = cancel.cancelled() => return,
+        };
+        match heard {
+            Ok(text) if !text.is_empty() => {
+                if self.echo_transcripts {
+                    prepared.notices.push(format!("🎙️ \"{text}\""));
+                }
+                prepared.text.push(format!("\"{text}\""));
+            }
+            Ok(_) => prepared
+                .notices
+                .push(format!("🎤 I could not make out any words in {what}.")),
+            Err(e) => {
+                tracing::warn!(error = %e, "media: transcription failed");
+                prepared.notices.push(format!(
+                    "⚠️ I could not transcribe {what}: the speech-to-text service failed. Please try again, or type it."
+                ));
+            }
+        }
     }
 }
 
@@ -179,7 +247,7 @@ fn describe(attachment: &Attachment) -> String {
             None => "a photo".into(),
         },
         MediaKind::Document => format!("the file{}", name.unwrap_or_default()),
-        MediaKind::Voice => "voice messages".into(),
+        MediaKind::Voice => "your voice message".into(),
         MediaKind::Audio => format!("the audio{}", name.unwrap_or_default()),
         MediaKind::Video => "videos".into(),
     }

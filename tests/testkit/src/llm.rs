@@ -69,6 +69,19 @@ struct Inner {
     script: VecDeque<Reply>,
     requests: Vec<Value>,
     timings: Vec<Timing>,
+    /// What `/audio/transcriptions` answers (`None`: a 500).
+    transcript: Option<String>,
+    transcriptions: Vec<Transcription>,
+}
+
+/// One `/audio/transcriptions` request, from its multipart form.
+#[derive(Debug, Clone, Default)]
+pub struct Transcription {
+    pub authorization: Option<String>,
+    pub model: Option<String>,
+    pub response_format: Option<String>,
+    /// The bytes of the `file` part.
+    pub audio: Vec<u8>,
 }
 
 #[derive(Clone)]
@@ -91,6 +104,7 @@ impl FakeLlm {
         };
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
+            .route("/v1/audio/transcriptions", post(transcribe))
             .with_state(fake.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -100,6 +114,15 @@ impl FakeLlm {
 
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// Answer speech-to-text requests with `text`.
+    pub fn transcribe_as(&self, text: &str) {
+        self.inner.lock().unwrap().transcript = Some(text.to_owned());
+    }
+
+    pub fn transcriptions(&self) -> Vec<Transcription> {
+        self.inner.lock().unwrap().transcriptions.clone()
     }
 
     pub fn push(&self, reply: Reply) {
@@ -129,6 +152,72 @@ pub fn last_user_text(request: &Value) -> String {
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default()
         .to_owned()
+}
+
+/// `POST /audio/transcriptions` (OpenAI's form: `file`, `model`, `response_format`).
+async fn transcribe(
+    State(fake): State<FakeLlm>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    let header = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let mut call = Transcription {
+        authorization: header(header::AUTHORIZATION),
+        ..Default::default()
+    };
+    let boundary = header(header::CONTENT_TYPE)
+        .and_then(|t| {
+            t.split("boundary=")
+                .nth(1)
+                .map(|b| b.trim_matches('"').to_owned())
+        })
+        .unwrap_or_default();
+    let delimiter = format!("--{boundary}");
+    for part in split_bytes(&body, delimiter.as_bytes()) {
+        let Some(at) = find_bytes(part, b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&part[..at]).to_string();
+        let mut value = &part[at + 4..];
+        if value.ends_with(b"\r\n") {
+            value = &value[..value.len() - 2];
+        }
+        let text = || String::from_utf8_lossy(value).to_string();
+        if head.contains("name=\"file\"") {
+            call.audio = value.to_vec();
+        } else if head.contains("name=\"model\"") {
+            call.model = Some(text());
+        } else if head.contains("name=\"response_format\"") {
+            call.response_format = Some(text());
+        }
+    }
+    let mut inner = fake.inner.lock().unwrap();
+    let format = call.response_format.clone();
+    inner.transcriptions.push(call);
+    match (inner.transcript.clone(), format.as_deref()) {
+        (None, _) => (StatusCode::INTERNAL_SERVER_ERROR, "transcription failed").into_response(),
+        (Some(text), Some("text")) => (StatusCode::OK, text).into_response(),
+        (Some(text), _) => Json(json!({"text": text})).into_response(),
+    }
+}
+
+fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn split_bytes<'a>(mut rest: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
+    let mut parts = Vec::new();
+    while let Some(at) = find_bytes(rest, delimiter) {
+        parts.push(&rest[..at]);
+        rest = &rest[at + delimiter.len()..];
+    }
+    parts.push(rest);
+    parts
 }
 
 async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Response {
