@@ -286,6 +286,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             config.agent.image_input,
             config.home.join("cache").join("documents"),
             &config.agent.stt,
+            crate::approval::Scene::of_this_process(
+                config.home.clone(),
+                config.terminal.cwd.clone(),
+            ),
         )),
         shutdown: shutdown.clone(),
         tasks: TaskTracker::new(),

@@ -201,3 +201,52 @@ async fn a_voice_note_is_transcribed_echoed_and_answered() {
     );
     assert_eq!(calls[0].audio, audio, "the voice note's bytes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_tags_send_files_after_the_text_and_never_a_secret() {
+    let w = World::allow_all().await;
+    let dir = w.home.dir.join("work");
+    let chart = dir.join("chart.png");
+    let report = dir.join("report.pdf");
+    let memo = dir.join("memo.ogg");
+    std::fs::write(&chart, b"\x89PNG chart").unwrap();
+    std::fs::write(&report, b"%PDF report").unwrap();
+    std::fs::write(&memo, b"OggS memo").unwrap();
+    w.llm.push(Reply::text(format!(
+        "Here is the chart.\nMEDIA:{}\nThe report: `MEDIA:{}`\nMEDIA:{}\nAnd the keys: MEDIA:{}",
+        chart.display(),
+        report.display(),
+        memo.display(),
+        w.home.dir.join(".env").display()
+    )));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "send me the files");
+    let t = w.telegram.clone();
+    let files = eventually(WAIT, "three files", || {
+        let sent = t.sent_files(ALICE);
+        (sent.len() >= 3).then_some(sent)
+    })
+    .await;
+    let text = w.replies(ALICE, 1).await.remove(0);
+    assert!(text.starts_with("Here is the chart."), "{text}");
+    assert!(!text.contains("MEDIA:"), "{text}");
+    assert!(text.contains("not sent to chats"), "{text}");
+    let sent: Vec<(&str, &str, &[u8])> = files
+        .iter()
+        .map(|f| (f.method.as_str(), f.name.as_str(), f.bytes.as_slice()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("sendphoto", "chart.png", &b"\x89PNG chart"[..]),
+            ("senddocument", "report.pdf", &b"%PDF report"[..]),
+            ("sendvoice", "memo.ogg", &b"OggS memo"[..]),
+        ]
+    );
+    // The text went out before the files.
+    let text_at = w.telegram.calls("sendMessage")[0].at;
+    let photo_at = w.telegram.calls("sendPhoto")[0].at;
+    assert!(text_at <= photo_at);
+    settle().await;
+    assert_eq!(w.telegram.sent_files(ALICE).len(), 3, "the .env never went");
+}

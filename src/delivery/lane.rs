@@ -134,6 +134,13 @@ impl Lane {
     /// The action a row stands for: a message, or an edit of the message an earlier row
     /// sent (a new message when that one cannot be edited).
     async fn action_for(&self, sender: &Arc<dyn PlatformSender>, row: &OutboxRow) -> Outbound {
+        if let Some(file) = &row.file {
+            return Outbound::File {
+                chat: row.chat.clone(),
+                file: file.clone(),
+                reply_to: row.reply_to.clone(),
+            };
+        }
         let target = match row.edit_of {
             Some(of) if sender.capabilities().edits => {
                 match self.delivery.store().outbox_platform_id(of).await {

@@ -167,6 +167,7 @@ impl Delivery {
                 body,
                 reply_to: if i == 0 { reply_to.clone() } else { None },
                 choices: vec![],
+                file: None,
             })
             .collect()
     }

@@ -6,6 +6,7 @@
 //! it never holds up the router or another chat, and it stops with the turn.
 
 mod documents;
+mod outgoing;
 mod stt;
 
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use hermes_adapter::{Attachment, FetchError, MediaKind, PlatformSender};
 use tokio_util::sync::CancellationToken;
 
 pub use documents::Documents;
+pub use outgoing::take_media;
 pub use stt::Transcriber;
 
 /// The most of an image that is fetched for the model.
@@ -65,6 +67,8 @@ pub struct MediaPreparer {
     /// Speech-to-text, or why there is none (told to the person).
     stt: Result<Transcriber, String>,
     echo_transcripts: bool,
+    /// Where things are, for what the agent may send.
+    scene: crate::approval::Scene,
 }
 
 impl MediaPreparer {
@@ -72,13 +76,32 @@ impl MediaPreparer {
         image_input: ImageInputMode,
         documents_dir: PathBuf,
         stt: &crate::config::SttConfig,
+        scene: crate::approval::Scene,
     ) -> Self {
         MediaPreparer {
             image_input,
             documents: Documents::new(documents_dir),
             stt: stt.openai.clone().map(Transcriber::new),
             echo_transcripts: stt.echo_transcripts,
+            scene,
         }
+    }
+
+    /// The agent's final text without its `MEDIA:` tags, and the files to send after it;
+    /// what cannot be sent is said at the end of the text.
+    pub fn outgoing(&self, text: &str) -> (String, Vec<hermes_adapter::OutboundFile>) {
+        let (mut cleaned, files) = take_media(text, &self.scene);
+        let mut sendable = Vec::new();
+        for file in files {
+            match file {
+                Ok(file) => sendable.push(file),
+                Err(why) => {
+                    cleaned.push_str("\n\n");
+                    cleaned.push_str(&why);
+                }
+            }
+        }
+        (cleaned.trim().to_owned(), sendable)
     }
 
     /// Fetch and convert every attachment (one at a time; a cancelled turn stops here).

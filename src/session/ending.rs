@@ -91,7 +91,7 @@ impl SessionActor {
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages,
-                    outbox: self.reply_rows(&reply, reply_to),
+                    outbox: self.answer_rows(&reply, reply_to),
                     inbox_ids: ids,
                     state: InboxState::Done,
                     outcome: "answered".into(),
@@ -113,6 +113,24 @@ impl SessionActor {
             }
         }
         None
+    }
+
+    /// The agent's answer: its text, then the files it named with `MEDIA:` tags, in order.
+    fn answer_rows(&self, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {
+        let (text, files) = self.services.media.outgoing(markdown);
+        let mut rows = if text.is_empty() && !files.is_empty() {
+            Vec::new()
+        } else {
+            self.reply_rows(&text, reply_to.clone())
+        };
+        rows.extend(files.into_iter().map(|file| NewOutboxRow {
+            chat: self.chat.clone(),
+            body: hermes_adapter::MessageBody::plain(format!("[file] {}", file.name)),
+            reply_to: None,
+            choices: Vec::new(),
+            file: Some(file),
+        }));
+        rows
     }
 
     pub(super) fn reply_rows(&self, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {

@@ -197,6 +197,10 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE cursors;
     ALTER TABLE cursors_by_key RENAME TO cursors;
     "#,
+    // 6: the outbox carries files (`action = 'file'`, the file as JSON).
+    r#"
+    ALTER TABLE outbox ADD COLUMN file TEXT;
+    "#,
 ];
 
 /// The newest schema in one piece, for a new database: the same tables, columns (in the
@@ -291,7 +295,8 @@ const SCHEMA: &str = r#"
         action TEXT NOT NULL DEFAULT 'message',
         edit_of INTEGER,
         delivery_status TEXT,
-        delivery_detail TEXT
+        delivery_detail TEXT,
+        file TEXT
     );
     CREATE INDEX outbox_pending ON outbox(platform, chat_id, id) WHERE state = 'pending';
 

@@ -6,7 +6,7 @@
 //! edit after it.
 //! Pending rows survive restarts; rows caught mid-send by a crash are sent again.
 
-use hermes_adapter::{ChatRef, Choice, DeliveryStatus, MessageBody, Platform};
+use hermes_adapter::{ChatRef, Choice, DeliveryStatus, MessageBody, OutboundFile, Platform};
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
@@ -18,6 +18,9 @@ pub struct NewOutboxRow {
     pub body: MessageBody,
     pub reply_to: Option<String>,
     pub choices: Vec<Choice>,
+    /// A file to send instead of a text (`body` then says what it is, for people reading
+    /// the database).
+    pub file: Option<OutboundFile>,
 }
 
 /// A queued message or edit.
@@ -30,6 +33,8 @@ pub struct OutboxRow {
     pub choices: Vec<Choice>,
     /// For an edit: the outbox row whose platform message it changes.
     pub edit_of: Option<i64>,
+    /// A file to send.
+    pub file: Option<OutboundFile>,
     pub attempts: i64,
     /// When it was queued (ms since the epoch): how long it has waited.
     pub created_at: i64,
@@ -292,14 +297,21 @@ pub(super) fn enqueue_in(
 ) -> Result<Vec<i64>, StoreError> {
     rows.iter()
         .map(|row| {
-            insert_in(
+            let id = insert_in(
                 tx,
                 &row.chat,
                 &row.body,
                 row.reply_to.as_deref(),
                 &row.choices,
                 None,
-            )
+            )?;
+            if let Some(file) = &row.file {
+                let json =
+                    serde_json::to_string(file).map_err(|e| StoreError::Invalid(e.to_string()))?;
+                tx.prepare_cached("UPDATE outbox SET action = 'file', file = ?1 WHERE id = ?2")?
+                    .execute(params![json, id])?;
+            }
+            Ok(id)
         })
         .collect()
 }
@@ -350,6 +362,13 @@ fn row_to_outbox(row: &Row<'_>) -> rusqlite::Result<Result<OutboxRow, String>> {
         },
         None => Vec::new(),
     };
+    let file = match row.get::<_, Option<String>>("file")? {
+        Some(json) => match serde_json::from_str(&json) {
+            Ok(file) => Some(file),
+            Err(e) => return Ok(Err(format!("unreadable file {json:?}: {e}"))),
+        },
+        None => None,
+    };
     Ok(Ok(OutboxRow {
         id: row.get("id")?,
         chat,
@@ -360,6 +379,7 @@ fn row_to_outbox(row: &Row<'_>) -> rusqlite::Result<Result<OutboxRow, String>> {
         reply_to: row.get("reply_to")?,
         choices,
         edit_of: row.get("edit_of")?,
+        file,
         attempts: row.get("attempts")?,
         created_at: row.get("created_at")?,
     }))
@@ -412,6 +432,7 @@ mod tests {
                 body: MessageBody::plain(*t),
                 reply_to: None,
                 choices: vec![deny()],
+                file: None,
             })
             .collect()
     }

@@ -77,7 +77,7 @@ pub enum WorkingPhase {
 }
 
 /// A file to send.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutboundFile {
     pub path: PathBuf,
     pub name: String,

@@ -7,14 +7,17 @@ use std::time::Duration;
 
 use hermes_adapter::{
     Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, CommandSpec, Delivered, FetchError,
-    LengthUnit, MessageBody, Outbound, Platform, PlatformSender, RateLimit, RateScope, SendError,
-    WorkingIndicator, WorkingPhase, async_trait,
+    LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender, RateLimit,
+    RateScope, SendError, WorkingIndicator, WorkingPhase, async_trait,
 };
-use teloxide_core::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
+use teloxide_core::payloads::{
+    EditMessageTextSetters, SendAudioSetters, SendChatActionSetters, SendDocumentSetters,
+    SendMessageSetters, SendPhotoSetters, SendVoiceSetters,
+};
 use teloxide_core::prelude::*;
 use teloxide_core::types::{
-    BotCommand, ChatAction, FileId, InlineKeyboardButton, InlineKeyboardMarkup, MessageId,
-    ParseMode, ReplyParameters, ThreadId,
+    BotCommand, ChatAction, FileId, InlineKeyboardButton, InlineKeyboardMarkup, InputFile,
+    MessageId, ParseMode, ReplyParameters, ThreadId,
 };
 use teloxide_core::{ApiError, RequestError};
 
@@ -157,9 +160,11 @@ impl PlatformSender for TelegramSender {
                 }
                 Ok(Delivered::default())
             }
-            Outbound::File { .. } => Err(SendError::Rejected(
-                "sending files to Telegram is not supported yet".into(),
-            )),
+            Outbound::File {
+                chat,
+                file,
+                reply_to,
+            } => self.send_file(&chat, &file, reply_to.as_deref()).await,
         }
     }
 
@@ -224,6 +229,54 @@ impl PlatformSender for TelegramSender {
 }
 
 impl TelegramSender {
+    /// A file as what it is: images as photos, `.ogg`/`.opus` as voice, other audio as
+    /// audio, the rest as documents.
+    async fn send_file(
+        &self,
+        chat: &ChatRef,
+        file: &OutboundFile,
+        reply_to: Option<&str>,
+    ) -> Result<Delivered, SendError> {
+        if !file.path.is_file() {
+            // Gone since it was queued: retrying would not bring it back.
+            return Err(SendError::Rejected(format!(
+                "{} is no longer there",
+                file.name
+            )));
+        }
+        let chat_id = chat_id(chat)?;
+        let input = InputFile::file(file.path.clone()).file_name(file.name.clone());
+        let reply = reply_to
+            .and_then(|r| r.parse().ok())
+            .map(|id| ReplyParameters::new(MessageId(id)).allow_sending_without_reply());
+        let thread = thread_id(chat);
+        let caption = file.caption.clone();
+        macro_rules! send_as {
+            ($method:ident) => {{
+                let mut request = self.bot.$method(chat_id, input);
+                if let Some(caption) = caption {
+                    request = request.caption(caption);
+                }
+                if let Some(reply) = reply {
+                    request = request.reply_parameters(reply);
+                }
+                if let Some(thread) = thread {
+                    request = request.message_thread_id(thread);
+                }
+                request.send().await.map_err(map_error)?
+            }};
+        }
+        let sent = match FileKind::of(file) {
+            FileKind::Photo => send_as!(send_photo),
+            FileKind::Voice => send_as!(send_voice),
+            FileKind::Audio => send_as!(send_audio),
+            FileKind::Document => send_as!(send_document),
+        };
+        Ok(Delivered {
+            message_id: Some(sent.id.0.to_string()),
+        })
+    }
+
     /// Two choices a row.
     fn keyboard(&self, choices: &[Choice]) -> InlineKeyboardMarkup {
         let limit = self.capabilities.choices.label_len;
@@ -235,6 +288,30 @@ impl TelegramSender {
                 })
                 .collect::<Vec<_>>()
         }))
+    }
+}
+
+/// How Telegram shows a file.
+enum FileKind {
+    Photo,
+    Voice,
+    Audio,
+    Document,
+}
+
+impl FileKind {
+    fn of(file: &OutboundFile) -> FileKind {
+        let extension = std::path::Path::new(&file.name)
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .unwrap_or_default();
+        match extension.as_str() {
+            "png" | "jpg" | "jpeg" | "gif" | "webp" => FileKind::Photo,
+            "ogg" | "opus" => FileKind::Voice,
+            "mp3" | "m4a" | "wav" | "flac" | "aac" => FileKind::Audio,
+            _ => FileKind::Document,
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 
 pub use classes::{Class, named};
+pub use paths::{Place, protected_places};
 pub use text::normalise;
 
 /// Longest command judged by parsing; longer ones are asked about as they are.

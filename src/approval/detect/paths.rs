@@ -120,6 +120,12 @@ fn target(arg: &Arg, cwd: Option<&Path>) -> Option<Target> {
     }))
 }
 
+/// The protected places a resolved path is (for checks outside commands, such as files
+/// the agent asks to send).
+pub fn protected_places(path: &Path, scene: &Scene) -> Vec<Place> {
+    exact_places(path, scene)
+}
+
 fn exact_places(path: &Path, scene: &Scene) -> Vec<Place> {
     let mut found = Vec::new();
     let text = path.to_string_lossy();

@@ -5,6 +5,7 @@
 pub mod conformance;
 pub mod daemon;
 pub mod llm;
+pub mod multipart;
 pub mod telegram;
 
 use std::time::Duration;

@@ -170,30 +170,13 @@ async fn transcribe(
         authorization: header(header::AUTHORIZATION),
         ..Default::default()
     };
-    let boundary = header(header::CONTENT_TYPE)
-        .and_then(|t| {
-            t.split("boundary=")
-                .nth(1)
-                .map(|b| b.trim_matches('"').to_owned())
-        })
-        .unwrap_or_default();
-    let delimiter = format!("--{boundary}");
-    for part in split_bytes(&body, delimiter.as_bytes()) {
-        let Some(at) = find_bytes(part, b"\r\n\r\n") else {
-            continue;
-        };
-        let head = String::from_utf8_lossy(&part[..at]).to_string();
-        let mut value = &part[at + 4..];
-        if value.ends_with(b"\r\n") {
-            value = &value[..value.len() - 2];
-        }
-        let text = || String::from_utf8_lossy(value).to_string();
-        if head.contains("name=\"file\"") {
-            call.audio = value.to_vec();
-        } else if head.contains("name=\"model\"") {
-            call.model = Some(text());
-        } else if head.contains("name=\"response_format\"") {
-            call.response_format = Some(text());
+    let content_type = header(header::CONTENT_TYPE).unwrap_or_default();
+    for part in crate::multipart::parse(&content_type, &body) {
+        match part.name.as_str() {
+            "file" => call.audio = part.bytes.clone(),
+            "model" => call.model = Some(part.text()),
+            "response_format" => call.response_format = Some(part.text()),
+            _ => {}
         }
     }
     let mut inner = fake.inner.lock().unwrap();
@@ -204,20 +187,6 @@ async fn transcribe(
         (Some(text), Some("text")) => (StatusCode::OK, text).into_response(),
         (Some(text), _) => Json(json!({"text": text})).into_response(),
     }
-}
-
-fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn split_bytes<'a>(mut rest: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
-    let mut parts = Vec::new();
-    while let Some(at) = find_bytes(rest, delimiter) {
-        parts.push(&rest[..at]);
-        rest = &rest[at + delimiter.len()..];
-    }
-    parts.push(rest);
-    parts
 }
 
 async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Response {

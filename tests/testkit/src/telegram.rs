@@ -59,6 +59,19 @@ struct Inner {
     files: std::collections::HashMap<String, Vec<u8>>,
     /// How many times each file was downloaded.
     downloads: std::collections::HashMap<String, usize>,
+    /// Files the bot uploaded, in order.
+    sent_files: Vec<SentFile>,
+}
+
+/// A file the bot sent (`sendPhoto`, `sendDocument`, `sendVoice`, `sendAudio`).
+#[derive(Debug, Clone)]
+pub struct SentFile {
+    /// The method, lower-case (`sendphoto`, …).
+    pub method: String,
+    pub chat_id: i64,
+    pub name: String,
+    pub bytes: Vec<u8>,
+    pub caption: Option<String>,
 }
 
 #[derive(Clone)]
@@ -189,6 +202,18 @@ impl FakeTelegram {
         let id = self.add_file(bytes);
         json!({"voice": {"file_id": id, "file_unique_id": format!("u-{id}"), "file_size": size,
                          "duration": 2, "mime_type": "audio/ogg"}})
+    }
+
+    /// Files the bot uploaded to `chat_id`, in order.
+    pub fn sent_files(&self, chat_id: i64) -> Vec<SentFile> {
+        self.inner
+            .lock()
+            .unwrap()
+            .sent_files
+            .iter()
+            .filter(|f| f.chat_id == chat_id)
+            .cloned()
+            .collect()
     }
 
     /// How many times a file was downloaded.
@@ -392,6 +417,7 @@ fn ok(result: Value) -> Json<Value> {
 async fn handle(
     State(fake): State<FakeTelegram>,
     Path((bot, method)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> (axum::http::StatusCode, Json<Value>) {
     use axum::http::StatusCode;
@@ -402,7 +428,29 @@ async fn handle(
         );
     }
     let method = method.to_ascii_lowercase();
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let mut params: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+    // Uploads come as a form: its fields become the params, its file is kept.
+    let mut upload = None;
+    for part in crate::multipart::parse(&content_type, &body) {
+        match &part.filename {
+            Some(name) => {
+                params["_file_field"] = json!(part.name);
+                upload = Some(SentFile {
+                    method: method.to_ascii_lowercase(),
+                    name: name.clone(),
+                    bytes: part.bytes.clone(),
+                    chat_id: 0,
+                    caption: None,
+                });
+            }
+            None => params[part.name.as_str()] = json!(part.text()),
+        }
+    }
     if method == "getupdates" {
         return (StatusCode::OK, get_updates(&fake, params).await);
     }
@@ -432,6 +480,15 @@ async fn handle(
     };
     params["_ok"] = json!(answer.is_none());
     let mut inner = fake.inner.lock().unwrap();
+    if let (Some(mut file), None) = (upload, &answer) {
+        file.chat_id = params["chat_id"]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .or_else(|| params["chat_id"].as_i64())
+            .unwrap_or(0);
+        file.caption = params["caption"].as_str().map(str::to_owned);
+        inner.sent_files.push(file);
+    }
     if answer.is_none() && method == "sendmessage" {
         params["_message_id"] = json!(inner.next_message_id + 1);
     }
@@ -467,6 +524,17 @@ async fn handle(
         }
         "getwebhookinfo" => {
             json!({"url": "", "has_custom_certificate": false, "pending_update_count": 0})
+        }
+        "sendphoto" | "senddocument" | "sendvoice" | "sendaudio" => {
+            inner.next_message_id += 1;
+            let chat_id = params["chat_id"]
+                .as_str()
+                .and_then(|c| c.parse::<i64>().ok())
+                .unwrap_or(0);
+            json!({"message_id": inner.next_message_id, "date": 1_700_000_000,
+                   "chat": {"id": chat_id, "type": "private", "first_name": "Someone"},
+                   "document": {"file_id": "sent", "file_unique_id": "sent"},
+                   "from": {"id": fake.bot_id, "is_bot": true, "first_name": "Hermes", "username": BOT_USERNAME}})
         }
         "sendmessage" | "editmessagetext" => {
             inner.next_message_id += 1;
