@@ -250,3 +250,26 @@ async fn media_tags_send_files_after_the_text_and_never_a_secret() {
     settle().await;
     assert_eq!(w.telegram.sent_files(ALICE).len(), 3, "the .env never went");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_album_is_one_message() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::text("two pictures"));
+    let _d = w.start();
+    let mut first = w.telegram.photo(jpeg());
+    first["media_group_id"] = "album-1".into();
+    let mut second = w.telegram.photo(vec![0xff, 0xd8, 0xff, 0xe1, 1, 2, 3]);
+    second["media_group_id"] = "album-1".into();
+    w.telegram.dm_with(ALICE, Some("compare these"), first);
+    // The second item comes a moment later, as Telegram sends them.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    w.telegram.dm_with(ALICE, None, second);
+    assert_eq!(w.replies(ALICE, 1).await, ["two pictures"]);
+    settle().await;
+    assert_eq!(w.llm.requests().len(), 1, "one turn for the album");
+    let content = user_content(&w, 0);
+    let parts = content.as_array().expect("content parts");
+    let images = parts.iter().filter(|p| p["type"] == "image_url").count();
+    assert_eq!(images, 2, "{content}");
+    assert!(parts[0]["text"].as_str().unwrap().contains("compare these"));
+}

@@ -20,7 +20,7 @@ use hermes_adapter::{
 };
 use teloxide_core::payloads::GetUpdatesSetters;
 use teloxide_core::prelude::*;
-use teloxide_core::types::AllowedUpdate;
+use teloxide_core::types::{AllowedUpdate, Update, UpdateKind};
 use teloxide_core::{ApiError, RequestError};
 
 pub use html::render as render_html;
@@ -140,7 +140,7 @@ impl Adapter for TelegramAdapter {
                 _ = shutdown.cancelled() => return Ok(()),
                 r = request.send() => r,
             };
-            let updates = match result {
+            let mut updates = match result {
                 Ok(updates) => {
                     self.liveness.beat();
                     backoff.reset();
@@ -167,17 +167,38 @@ impl Adapter for TelegramAdapter {
                     continue;
                 }
             };
+            // An album comes as one update per item: give the rest a moment to arrive,
+            // reading again from the same offset (nothing is confirmed until recorded).
+            for _ in 0..ALBUM_ROUNDS {
+                if !ends_in_album(&updates) {
+                    break;
+                }
+                if sleep_or_shutdown(ALBUM_WAIT, &shutdown).await {
+                    return Ok(());
+                }
+                let again = self
+                    .bot
+                    .get_updates()
+                    .offset(offset)
+                    .timeout(0)
+                    .allowed_updates(vec![AllowedUpdate::Message, AllowedUpdate::CallbackQuery]);
+                match again.send().await {
+                    Ok(more) if more.len() > updates.len() => updates = more,
+                    _ => break,
+                }
+            }
             let before = offset;
-            let mut events = Vec::new();
+            let mut events: Vec<(Inbound, Option<String>)> = Vec::new();
             for update in &updates {
                 match normalize(update, &me) {
-                    Some(event) => events.push(event),
+                    Some(event) => events.push((event, album_of(update))),
                     None => tracing::debug!(
                         update = update.id.0,
                         "telegram: update carries nothing for the gateway"
                     ),
                 }
             }
+            let events = merge_albums(events);
             // A press is held open before it is recorded: the daemon may dispatch it, and
             // send its notice, before the sink has even returned here.
             let mut notices: Vec<_> = events
@@ -218,6 +239,49 @@ impl Adapter for TelegramAdapter {
             }
         }
     }
+}
+
+/// How long to wait for the rest of an album, and how many times.
+const ALBUM_WAIT: Duration = Duration::from_millis(800);
+const ALBUM_ROUNDS: usize = 3;
+
+/// The album (media group) a message belongs to.
+fn album_of(update: &Update) -> Option<String> {
+    match &update.kind {
+        UpdateKind::Message(m) => m.media_group_id().map(|g| g.0.clone()),
+        _ => None,
+    }
+}
+
+fn ends_in_album(updates: &[Update]) -> bool {
+    updates.last().is_some_and(|u| album_of(u).is_some())
+}
+
+/// The items of one album as one message: the first item's event (its id), every item's
+/// files, and the captions joined.
+fn merge_albums(events: Vec<(Inbound, Option<String>)>) -> Vec<Inbound> {
+    let mut merged: Vec<(Inbound, Option<String>)> = Vec::new();
+    for (event, album) in events {
+        if let (Some(album), Some((first, Some(first_album)))) = (&album, merged.last_mut())
+            && album == first_album
+            && first.chat == event.chat
+            && let (InboundKind::Message(into), InboundKind::Message(item)) =
+                (&mut first.kind, event.kind.clone())
+        {
+            into.attachments.extend(item.attachments);
+            if !item.text.is_empty() {
+                if !into.text.is_empty() {
+                    into.text.push_str("\n\n");
+                }
+                into.text.push_str(&item.text);
+            }
+            into.addressed |= item.addressed;
+            into.unsupported = None;
+            continue;
+        }
+        merged.push((event, album));
+    }
+    merged.into_iter().map(|(event, _)| event).collect()
 }
 
 /// Record one event, retrying until the sink has it; `None` when shutdown came first.
