@@ -261,6 +261,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     );
     processes.reap_orphans().await;
     delivery.start();
+    let describer = Arc::new(crate::media::Describer::new(&config.vision));
     let agent = Arc::new(AgentRuntime {
         llm: LlmClient::new(config.model.clone()),
         tools: Toolbox::new(
@@ -273,6 +274,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         max_iterations: config.agent.max_turns,
         context_tokens: config.model.context_length,
         image_input: config.agent.image_input,
+        describer: describer.configured.then(|| describer.clone()),
     });
     let services = Arc::new(SessionServices {
         store: store.clone(),
@@ -290,6 +292,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
                 config.home.clone(),
                 config.terminal.cwd.clone(),
             ),
+            describer.clone(),
         )),
         shutdown: shutdown.clone(),
         tasks: TaskTracker::new(),

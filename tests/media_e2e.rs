@@ -170,13 +170,10 @@ async fn a_voice_note_is_transcribed_echoed_and_answered() {
         "",
     )
     .await;
-    let config = w.home.dir.join("config.yaml");
-    let mut yaml = std::fs::read_to_string(&config).unwrap();
-    yaml.push_str(&format!(
-        "stt:\n  openai:\n    base_url: {}\n",
-        w.llm.base_url()
-    ));
-    std::fs::write(&config, yaml).unwrap();
+    configure(
+        &w,
+        &format!("stt:\n  openai:\n    base_url: {}\n", w.llm.base_url()),
+    );
     w.llm.transcribe_as("turn on the lights");
     w.llm.push(Reply::text("lights on"));
     let _d = w.start();
@@ -272,4 +269,60 @@ async fn an_album_is_one_message() {
     let images = parts.iter().filter(|p| p["type"] == "image_url").count();
     assert_eq!(images, 2, "{content}");
     assert!(parts[0]["text"].as_str().unwrap().contains("compare these"));
+}
+
+/// Append `yaml` to the test home's config.
+fn configure(w: &World, yaml: &str) {
+    let config = w.home.dir.join("config.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(yaml);
+    std::fs::write(&config, text).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_text_mode_a_vision_model_describes_the_photo_first() {
+    let w = World::allow_all().await;
+    configure(
+        &w,
+        "agent:\n  image_input_mode: text\nauxiliary:\n  vision:\n    model: fake-vision\n",
+    );
+    w.llm.push(Reply::text("A red square on white."));
+    w.llm.push(Reply::text("It is a red square."));
+    let _d = w.start();
+    let photo = w.telegram.photo(jpeg());
+    w.telegram.dm_with(ALICE, Some("what is it?"), photo);
+    assert_eq!(w.replies(ALICE, 1).await, ["It is a red square."]);
+    let requests = w.llm.requests();
+    assert_eq!(requests[0]["model"], "fake-vision");
+    assert!(
+        requests[0]["messages"]
+            .to_string()
+            .contains("data:image/jpeg;base64,")
+    );
+    let text = user_content(&w, 1).as_str().expect("text only").to_owned();
+    assert!(
+        text.contains("what is it?") && text.contains("A red square on white."),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_auto_mode_a_refused_image_is_described_by_the_vision_model() {
+    let w = World::allow_all().await;
+    configure(&w, "auxiliary:\n  vision:\n    model: fake-vision\n");
+    w.llm.push(Reply::ErrorSaying {
+        status: 400,
+        message: "image input is not supported".into(),
+    });
+    w.llm.push(Reply::text("A cat on a sofa."));
+    w.llm.push(Reply::text("That is a cat."));
+    let _d = w.start();
+    let photo = w.telegram.photo(jpeg());
+    w.telegram.dm_with(ALICE, Some("look"), photo);
+    assert_eq!(w.replies(ALICE, 1).await, ["That is a cat."]);
+    let requests = w.llm.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1]["model"], "fake-vision");
+    let text = user_content(&w, 2).as_str().expect("text only").to_owned();
+    assert!(text.contains("A cat on a sofa."), "{text}");
 }

@@ -28,9 +28,34 @@ pub struct AgentRuntime {
     pub context_tokens: usize,
     /// How images reach the model (`agent.image_input_mode`).
     pub image_input: crate::media::ImageInputMode,
+    /// An auxiliary vision model set up to describe images the model refuses (`auto`).
+    pub describer: Option<std::sync::Arc<crate::media::Describer>>,
 }
 
 impl AgentRuntime {
+    /// What replaces images the model refused: their descriptions, or a note to say so.
+    async fn describe_instead(
+        &self,
+        images: &[String],
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> String {
+        const CANNOT_SEE: &str = "\n[The images could not be shown to you: this model does not accept them. Tell the person plainly that you cannot see their images with the current model.]";
+        let Some(describer) = &self.describer else {
+            return CANNOT_SEE.to_owned();
+        };
+        let mut note = String::new();
+        for (i, image) in images.iter().enumerate() {
+            match describer.describe(image, cancel).await {
+                Ok(seen) => note.push_str(&format!("\n[Image {} shows: {seen}]", i + 1)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "agent: the image description failed");
+                    return CANNOT_SEE.to_owned();
+                }
+            }
+        }
+        note
+    }
+
     /// At most how much stored history a turn can use (bytes of text): what a turn needs
     /// to load from the store.
     pub fn history_bytes(&self) -> usize {
@@ -115,16 +140,17 @@ impl AgentRuntime {
                         && self.image_input == crate::media::ImageInputMode::Auto
                         && (400..500).contains(&status) =>
                 {
-                    // `auto`: a model that refuses images answers without them, and says so.
+                    // `auto`: a model that refuses images gets them described, when an
+                    // auxiliary vision model is set up; else it answers without them and
+                    // says so.
                     tracing::warn!(
                         status,
                         "agent: the model refused the images; going on without them"
                     );
+                    let note = self.describe_instead(&images, &cancel).await;
                     images.clear();
                     if let Some(content) = &mut new_messages[with_images].content {
-                        content.push_str(
-                            "\n[The images could not be shown to you: this model does not accept them. Tell the person plainly that you cannot see their images with the current model.]",
-                        );
+                        content.push_str(&note);
                     }
                     continue;
                 }

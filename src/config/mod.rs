@@ -128,6 +128,9 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     };
 
     let model = read_model(&mut y, env, &mut problems);
+    let vision = model
+        .as_ref()
+        .map(|main| read_vision(&mut y, env, main, &mut problems));
     let agent = AgentConfig {
         max_turns: env
             .value("HERMES_MAX_ITERATIONS")
@@ -336,6 +339,10 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let config = match (model, has_errors) {
         (Some(model), false) => Some(Config {
             home: home.to_path_buf(),
+            vision: vision.unwrap_or_else(|| VisionConfig {
+                model: model.clone(),
+                configured: false,
+            }),
             model,
             agent,
             busy_mode,
@@ -434,6 +441,52 @@ fn read_model(
         max_attempts,
         stream_idle_timeout,
     })
+}
+
+/// `auxiliary.vision.*`: a model, endpoint, key and timeout of its own, each falling back
+/// on the main model's (a key for an endpoint of its own falls back on `OPENAI_API_KEY`).
+fn read_vision(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    main: &ModelConfig,
+    problems: &mut Vec<Problem>,
+) -> VisionConfig {
+    let model = y
+        .string("auxiliary.vision.model", problems)
+        .filter(|m| !m.trim().is_empty());
+    let base_url = y
+        .string("auxiliary.vision.base_url", problems)
+        .filter(|u| !u.trim().is_empty());
+    if let Some(url) = &base_url
+        && let Err(e) = validate_http_url(url)
+    {
+        problems.push(Problem::error("auxiliary.vision.base_url", e));
+    }
+    let api_key = y
+        .string("auxiliary.vision.api_key", problems)
+        .filter(|k| !k.trim().is_empty())
+        .map(Secret::new)
+        .or_else(|| match &base_url {
+            Some(_) => env.value("OPENAI_API_KEY").map(Secret::new),
+            None => main.api_key.clone(),
+        });
+    let timeout = y
+        .number("auxiliary.vision.timeout", problems)
+        .unwrap_or(120)
+        .max(5);
+    let configured = model.is_some() || base_url.is_some();
+    VisionConfig {
+        model: ModelConfig {
+            model: model.unwrap_or_else(|| main.model.clone()),
+            base_url: base_url
+                .map(|u| u.trim_end_matches('/').to_owned())
+                .unwrap_or_else(|| main.base_url.clone()),
+            api_key,
+            stream_idle_timeout: Duration::from_secs(timeout),
+            ..main.clone()
+        },
+        configured,
+    }
 }
 
 /// `stt.*`: the OpenAI-compatible provider when it is chosen (or nothing else is) and a key

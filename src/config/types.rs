@@ -114,6 +114,16 @@ pub struct ModelConfig {
     pub stream_idle_timeout: Duration,
 }
 
+/// The auxiliary vision model (`auxiliary.vision.*`): describes images for a model that
+/// cannot see them. Unset parts come from the main model.
+#[derive(Debug, Clone)]
+pub struct VisionConfig {
+    pub model: ModelConfig,
+    /// Set in `config.yaml` (a model or an endpoint of its own), so worth asking when the
+    /// main model has just refused an image.
+    pub configured: bool,
+}
+
 /// The agent loop.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -250,6 +260,8 @@ pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8090";
 pub struct Config {
     pub home: PathBuf,
     pub model: ModelConfig,
+    /// The model that describes images (`auxiliary.vision.*`).
+    pub vision: VisionConfig,
     pub agent: AgentConfig,
     pub busy_mode: BusyMode,
     pub terminal: TerminalConfig,

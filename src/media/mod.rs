@@ -8,6 +8,7 @@
 mod documents;
 mod outgoing;
 mod stt;
+mod vision;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 pub use documents::Documents;
 pub use outgoing::take_media;
 pub use stt::Transcriber;
+pub use vision::Describer;
 
 /// The most of an image that is fetched for the model.
 const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
@@ -69,6 +71,8 @@ pub struct MediaPreparer {
     echo_transcripts: bool,
     /// Where things are, for what the agent may send.
     scene: crate::approval::Scene,
+    /// Describes images in `text` mode.
+    describer: Arc<Describer>,
 }
 
 impl MediaPreparer {
@@ -77,6 +81,7 @@ impl MediaPreparer {
         documents_dir: PathBuf,
         stt: &crate::config::SttConfig,
         scene: crate::approval::Scene,
+        describer: Arc<Describer>,
     ) -> Self {
         MediaPreparer {
             image_input,
@@ -84,6 +89,7 @@ impl MediaPreparer {
             stt: stt.openai.clone().map(Transcriber::new),
             echo_transcripts: stt.echo_transcripts,
             scene,
+            describer,
         }
     }
 
@@ -124,11 +130,6 @@ impl MediaPreparer {
                 continue;
             };
             match attachment.kind {
-                MediaKind::Image if self.image_input == ImageInputMode::Text => {
-                    prepared.notices.push(format!(
-                        "⚠️ I could not look at {what}: image descriptions (`agent.image_input_mode: text`) need an auxiliary vision model, which is not available yet. Set `agent.image_input_mode: auto` to send images to the model itself."
-                    ));
-                }
                 MediaKind::Image => {
                     match fetch(sender, attachment, MAX_IMAGE_BYTES, cancel).await {
                         Ok(bytes) => {
@@ -138,8 +139,23 @@ impl MediaPreparer {
                                 .filter(|m| m.starts_with("image/"))
                                 .unwrap_or_else(|| "image/jpeg".into());
                             let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-                            prepared.images.push(format!("data:{mime};base64,{data}"));
-                            prepared.text.push(format!("[The person sent {what}.]"));
+                            let image = format!("data:{mime};base64,{data}");
+                            if self.image_input == ImageInputMode::Text {
+                                match self.describer.describe(&image, cancel).await {
+                                    Ok(seen) => prepared.text.push(format!(
+                                        "[The person sent {what}. It shows: {seen}]"
+                                    )),
+                                    Err(e) => {
+                                        tracing::warn!(error = %e, "media: the image description failed");
+                                        prepared.notices.push(format!(
+                                        "⚠️ I could not look at {what}: the image description failed (check `auxiliary.vision`)."
+                                    ));
+                                    }
+                                }
+                            } else {
+                                prepared.images.push(image);
+                                prepared.text.push(format!("[The person sent {what}.]"));
+                            }
                         }
                         Err(why) => prepared.notices.push(could_not_open(&what, &why)),
                     }
