@@ -274,6 +274,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         max_iterations: config.agent.max_turns,
         context_tokens: config.model.context_length,
         image_input: config.agent.image_input,
+        tool_progress: config.agent.tool_progress,
         describer: describer.configured.then(|| describer.clone()),
     });
     let services = Arc::new(SessionServices {

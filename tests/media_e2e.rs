@@ -326,3 +326,65 @@ async fn in_auto_mode_a_refused_image_is_described_by_the_vision_model() {
     let text = user_content(&w, 2).as_str().expect("text only").to_owned();
     assert!(text.contains("A cat on a sofa."), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_progress_is_one_message_edited_as_tools_start() {
+    let w = World::allow_all().await;
+    configure(&w, "display:\n  tool_progress: all\n");
+    w.llm.push(Reply::terminal("echo one"));
+    w.llm.push(Reply::terminal("echo two"));
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "run two things");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"done".to_string())
+            .then_some(())
+    })
+    .await;
+    let sent = w.telegram.sent_texts(ALICE);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(
+        sent[0].contains("terminal") && sent[0].contains("echo one"),
+        "{sent:?}"
+    );
+    let progress_id = w.telegram.calls("sendMessage")[0].params["_message_id"]
+        .as_i64()
+        .unwrap();
+    let t = w.telegram.clone();
+    let edited = eventually(WAIT, "the progress edit", || {
+        t.calls("editMessageText")
+            .into_iter()
+            .filter(|c| c.params["message_id"].as_i64() == Some(progress_id))
+            .filter_map(|c| c.params["text"].as_str().map(str::to_owned))
+            .find(|text| text.contains("echo two"))
+    })
+    .await;
+    assert!(edited.contains("echo one"), "{edited}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_progress_new_shows_a_tool_once_while_it_repeats() {
+    let w = World::allow_all().await;
+    configure(&w, "display:\n  tool_progress: new\n");
+    w.llm.push(Reply::terminal("echo one"));
+    w.llm.push(Reply::terminal("echo two"));
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "run two things");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"done".to_string())
+            .then_some(())
+    })
+    .await;
+    settle().await;
+    let sent = w.telegram.sent_texts(ALICE);
+    assert!(
+        sent[0].contains("echo one") && !sent[0].contains("echo two"),
+        "{sent:?}"
+    );
+    assert!(w.telegram.calls("editMessageText").is_empty());
+}

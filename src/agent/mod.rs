@@ -28,11 +28,33 @@ pub struct AgentRuntime {
     pub context_tokens: usize,
     /// How images reach the model (`agent.image_input_mode`).
     pub image_input: crate::media::ImageInputMode,
+    /// Tool calls shown in the chat as they start (`display.tool_progress`).
+    pub tool_progress: crate::config::ToolProgress,
     /// An auxiliary vision model set up to describe images the model refuses (`auto`).
     pub describer: Option<std::sync::Arc<crate::media::Describer>>,
 }
 
 impl AgentRuntime {
+    /// A line in the chat for a tool that starts (`new`: only when the tool changes).
+    fn show_progress(
+        &self,
+        progress: &Option<mpsc::UnboundedSender<String>>,
+        call: &crate::llm::ToolCall,
+        last_tool: &mut Option<String>,
+    ) {
+        use crate::config::ToolProgress;
+        let Some(progress) = progress else { return };
+        let repeated = last_tool.as_deref() == Some(call.name.as_str());
+        *last_tool = Some(call.name.clone());
+        match self.tool_progress {
+            ToolProgress::Off => {}
+            ToolProgress::New if repeated => {}
+            ToolProgress::New | ToolProgress::All => {
+                let _ = progress.send(progress_line(call));
+            }
+        }
+    }
+
     /// What replaces images the model refused: their descriptions, or a note to say so.
     async fn describe_instead(
         &self,
@@ -73,6 +95,8 @@ pub struct TurnInput {
     pub user_text: String,
     /// Images that came with it (`data:` URLs), sent as image parts of its message.
     pub images: Vec<String>,
+    /// Where to say which tool starts (`display.tool_progress`), one line each.
+    pub progress: Option<mpsc::UnboundedSender<String>>,
     /// Who and where, for the system prompt.
     pub context: String,
 }
@@ -115,6 +139,7 @@ impl AgentRuntime {
         // text says what was sent; the history keeps no image bytes).
         let with_images = new_messages.len() - 1;
         let mut images = input.images;
+        let mut last_tool: Option<String> = None;
         let system = self.prompt.render(&input.context);
         // What the conversation may take of the context; the rest is for the answer.
         let budget = self.context_tokens.saturating_sub(estimate_tokens(&system)) * 3 / 4;
@@ -199,6 +224,7 @@ impl AgentRuntime {
                     "not run: the turn was interrupted".to_owned()
                 } else {
                     tracing::info!(tool = %call.name, "agent: running a tool");
+                    self.show_progress(&input.progress, call, &mut last_tool);
                     let result = self.tools.run(call, &tools_ctx).await;
                     cancelled = result.cancelled || cancel.is_cancelled();
                     // Whatever a command printed, the model (and the history) never sees a
@@ -232,6 +258,27 @@ impl AgentRuntime {
             reply,
             messages: new_messages,
         }
+    }
+}
+
+/// "💻 terminal: `ls -la`": the tool and what it was asked, on one short line.
+fn progress_line(call: &crate::llm::ToolCall) -> String {
+    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or_default();
+    let (icon, detail) = match call.name.as_str() {
+        "terminal" => ("💻", text("command").to_owned()),
+        "process" => ("⚙️", format!("{} {}", text("action"), text("id"))),
+        _ => ("⚡", String::new()),
+    };
+    let first_line = detail.lines().next().unwrap_or_default().trim();
+    let mut short: String = first_line.chars().take(40).collect();
+    if short.len() < detail.trim().len() {
+        short.push('…');
+    }
+    if short.trim().is_empty() {
+        format!("{icon} {}", call.name)
+    } else {
+        format!("{icon} {}: `{}`", call.name, short.replace('`', "'"))
     }
 }
 

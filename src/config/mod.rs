@@ -149,6 +149,18 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
         stt: read_stt(&mut y, env, &mut problems),
+        tool_progress: match y.string("display.tool_progress", &mut problems).as_deref() {
+            None | Some("off") | Some("false") => ToolProgress::Off,
+            Some("new") => ToolProgress::New,
+            Some("all") | Some("verbose") | Some("true") => ToolProgress::All,
+            Some(other) => {
+                problems.push(Problem::error(
+                    "display.tool_progress",
+                    format!("{other:?} is not a progress mode; use off, new or all"),
+                ));
+                ToolProgress::Off
+            }
+        },
         image_input: match y.string("agent.image_input_mode", &mut problems) {
             None => crate::media::ImageInputMode::Auto,
             Some(mode) => crate::media::ImageInputMode::parse(&mode).unwrap_or_else(|| {

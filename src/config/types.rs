@@ -135,6 +135,17 @@ pub struct AgentConfig {
     pub image_input: crate::media::ImageInputMode,
     /// Speech-to-text for voice messages (`stt.*`).
     pub stt: SttConfig,
+    /// Tool calls shown in the chat as they start (`display.tool_progress`).
+    pub tool_progress: ToolProgress,
+}
+
+/// `display.tool_progress` (Hermes semantics): one message per turn, edited as its tools
+/// start; `new` adds a line only when the tool changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolProgress {
+    Off,
+    New,
+    All,
 }
 
 /// Speech-to-text (`stt.*`, Hermes names). Only the OpenAI-compatible provider is built in.

@@ -222,6 +222,19 @@ impl Delivery {
         Ok(())
     }
 
+    /// Show `markdown` in place of what the message of row `row` says (its first rendered
+    /// message, when it no longer fits one), through the chat's lane.
+    pub async fn edit(&self, row: i64, chat: &ChatRef, markdown: &str) -> Result<(), StoreError> {
+        let body = self
+            .render(chat, markdown)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| MessageBody::plain(markdown));
+        let chat = self.inner.store.outbox_edit(row, body).await?;
+        self.wake(&chat);
+        Ok(())
+    }
+
     /// Make sure the chat's lane runs and looks at the outbox again.
     pub fn wake(&self, chat: &ChatRef) {
         let key = chat_key(chat);

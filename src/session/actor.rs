@@ -151,15 +151,25 @@ impl SessionActor {
             .unwrap_or_default();
         let cancel = self.services.shutdown.child_token();
         let (steer, mut steer_rx) = mpsc::unbounded_channel();
+        let regarding = inputs.last().and_then(|i| i.message_id.clone());
+        let progress = (self.services.agent.tool_progress != crate::config::ToolProgress::Off)
+            .then(|| {
+                spawn_progress(
+                    &self.services.tasks,
+                    self.services.delivery.clone(),
+                    self.chat.clone(),
+                    regarding.clone(),
+                )
+            });
         let input = TurnInput {
             history,
             carried,
             user_text,
             images: Vec::new(),
+            progress,
             context: self.context(&inputs),
         };
         let agent = self.services.agent.clone();
-        let regarding = inputs.last().and_then(|i| i.message_id.clone());
         let working = spawn_working(
             &self.services.tasks,
             self.services.delivery.clone(),
@@ -332,6 +342,42 @@ async fn join(
         Some(turn) => (&mut turn.task).await.ok(),
         None => std::future::pending().await,
     }
+}
+
+/// The turn's progress message: the first tool line is sent as a message (a reply to the
+/// message being answered), each later one edits it to show every line so far. Ends when
+/// the turn drops its sender.
+fn spawn_progress(
+    tasks: &TaskTracker,
+    delivery: Delivery,
+    chat: ChatRef,
+    reply_to: Option<String>,
+) -> mpsc::UnboundedSender<String> {
+    let (lines, mut rx) = mpsc::unbounded_channel::<String>();
+    tasks.spawn(async move {
+        let mut shown = String::new();
+        let mut message: Option<i64> = None;
+        while let Some(line) = rx.recv().await {
+            if !shown.is_empty() {
+                shown.push('\n');
+            }
+            shown.push_str(&line);
+            let done = match message {
+                None => match delivery.reply(&chat, &shown, reply_to.clone()).await {
+                    Ok(ids) => {
+                        message = ids.first().copied();
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                },
+                Some(row) => delivery.edit(row, &chat, &shown).await,
+            };
+            if let Err(e) = done {
+                tracing::warn!(error = %e, "session: could not show tool progress");
+            }
+        }
+    });
+    lines
 }
 
 /// Show the working indicator for the message being answered, refresh it as the platform

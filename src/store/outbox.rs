@@ -232,6 +232,33 @@ impl Store {
         .await
     }
 
+    /// Change what the message of row `id` says: an edit queued behind it, or, when an edit
+    /// of it is still waiting to go out, that edit rewritten (only the latest text matters,
+    /// so a message edited often queues one edit at a time). Returns the chat to wake.
+    pub async fn outbox_edit(&self, id: i64, body: MessageBody) -> Result<ChatRef, StoreError> {
+        self.call(move |conn| {
+            let tx = conn.transaction()?;
+            let row = tx
+                .prepare_cached("SELECT * FROM outbox WHERE id = ?1")?
+                .query_row([id], row_to_outbox)
+                .optional()?
+                .ok_or_else(|| StoreError::Invalid(format!("no outbox row {id}")))?
+                .map_err(StoreError::Invalid)?;
+            let rewritten = tx
+                .prepare_cached(
+                    "UPDATE outbox SET markup = ?1, plain = ?2
+                     WHERE edit_of = ?3 AND state = 'pending'",
+                )?
+                .execute(params![body.markup, body.plain, id])?;
+            if rewritten == 0 {
+                insert_in(&tx, &row.chat, &body, None, &[], Some(id))?;
+            }
+            tx.commit()?;
+            Ok(row.chat)
+        })
+        .await
+    }
+
     /// What a row says now (a row being retried may have been settled meanwhile).
     pub async fn outbox_content(
         &self,
@@ -576,5 +603,42 @@ mod tests {
         let old = decode_choices(r#"[["Deny","appr:1:d"]]"#).unwrap();
         assert_eq!(old[0].id, "appr:1:d");
         assert_eq!(old[0].label, "Deny");
+    }
+
+    #[tokio::test]
+    async fn a_message_edited_often_queues_one_edit_at_a_time() {
+        let store = Store::open_in_memory().unwrap();
+        let ids = store
+            .outbox_enqueue(vec![NewOutboxRow {
+                chat: chat(),
+                body: MessageBody::plain("one"),
+                reply_to: None,
+                choices: vec![],
+                file: None,
+            }])
+            .await
+            .unwrap();
+        store
+            .outbox_edit(ids[0], MessageBody::plain("one\ntwo"))
+            .await
+            .unwrap();
+        store
+            .outbox_edit(ids[0], MessageBody::plain("one\ntwo\nthree"))
+            .await
+            .unwrap();
+        let pending = store.outbox_pending(&chat()).await.unwrap();
+        assert_eq!(pending.len(), 2, "the message and one edit");
+        assert_eq!(pending[1].edit_of, Some(ids[0]));
+        assert_eq!(pending[1].body.plain, "one\ntwo\nthree");
+
+        // Once that edit went out, the next one is a new row.
+        store.outbox_mark_sent(pending[1].id, None).await.unwrap();
+        store
+            .outbox_edit(ids[0], MessageBody::plain("four"))
+            .await
+            .unwrap();
+        let pending = store.outbox_pending(&chat()).await.unwrap();
+        assert_eq!(pending.len(), 2);
+        assert_eq!(pending[1].body.plain, "four");
     }
 }
