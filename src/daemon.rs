@@ -285,6 +285,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         approvals: approvals.clone(),
         processes: processes.clone(),
         stop_kills_background: config.processes.stop_kills_background,
+        streaming: config.agent.streaming.clone(),
         media: Arc::new(MediaPreparer::new(
             config.agent.image_input,
             config.home.join("cache").join("documents"),

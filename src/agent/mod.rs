@@ -97,6 +97,8 @@ pub struct TurnInput {
     pub images: Vec<String>,
     /// Where to say which tool starts (`display.tool_progress`), one line each.
     pub progress: Option<mpsc::UnboundedSender<String>>,
+    /// Where the answer's text goes as it is written (`streaming.*`).
+    pub stream: Option<mpsc::UnboundedSender<crate::llm::StreamDelta>>,
     /// Who and where, for the system prompt.
     pub context: String,
 }
@@ -158,7 +160,11 @@ impl AgentRuntime {
                 }
                 message
             }));
-            let completion = match self.llm.complete(&wire, &tools, &cancel).await {
+            let completion = match self
+                .llm
+                .complete_streaming(&wire, &tools, &cancel, input.stream.as_ref())
+                .await
+            {
                 Ok(c) => c,
                 Err(LlmError::Refused { status, .. })
                     if !images.is_empty()

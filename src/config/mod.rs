@@ -149,6 +149,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
         stt: read_stt(&mut y, env, &mut problems),
+        streaming: read_streaming(&mut y, &mut problems),
         tool_progress: match y.string("display.tool_progress", &mut problems).as_deref() {
             None | Some("off") | Some("false") => ToolProgress::Off,
             Some("new") => ToolProgress::New,
@@ -452,6 +453,49 @@ fn read_model(
         context_length,
         max_attempts,
         stream_idle_timeout,
+    })
+}
+
+/// `streaming.*`: off unless `streaming.enabled` (and `transport` is not `off`).
+fn read_streaming(y: &mut YamlReader, problems: &mut Vec<Problem>) -> Option<StreamingConfig> {
+    let enabled = y.boolean("streaming.enabled", problems).unwrap_or(false);
+    let transport = y.string("streaming.transport", problems);
+    let edit_interval = match y.string("streaming.edit_interval", problems) {
+        None => Duration::from_secs(1),
+        Some(text) => match text.trim().parse::<f64>() {
+            Ok(secs) if secs.is_finite() && secs > 0.0 => {
+                Duration::from_secs_f64(secs.clamp(0.1, 60.0))
+            }
+            _ => {
+                problems.push(Problem::error(
+                    "streaming.edit_interval",
+                    format!("expected seconds, found {text:?}"),
+                ));
+                Duration::from_secs(1)
+            }
+        },
+    };
+    let buffer_threshold = y
+        .number("streaming.buffer_threshold", problems)
+        .unwrap_or(24) as usize;
+    let cursor = y
+        .string("streaming.cursor", problems)
+        .unwrap_or_else(|| " ▉".into());
+    match transport.as_deref() {
+        None | Some("auto") | Some("edit") => {}
+        Some("off") => return None,
+        Some(other) => {
+            problems.push(Problem::error(
+                "streaming.transport",
+                format!("{other:?} is not a transport; use auto, edit or off"),
+            ));
+            return None;
+        }
+    }
+    enabled.then_some(StreamingConfig {
+        edit_interval,
+        buffer_threshold,
+        cursor,
     })
 }
 

@@ -137,6 +137,20 @@ pub struct AgentConfig {
     pub stt: SttConfig,
     /// Tool calls shown in the chat as they start (`display.tool_progress`).
     pub tool_progress: ToolProgress,
+    /// Answers shown as they are written (`streaming.*`); `None` when off.
+    pub streaming: Option<StreamingConfig>,
+}
+
+/// `streaming.*` (Hermes names): the answer appears as one message edited in place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamingConfig {
+    /// Time between edits (`streaming.edit_interval`, default 1 s; the chat's budget may
+    /// space them further).
+    pub edit_interval: Duration,
+    /// Characters written before the message first appears (`streaming.buffer_threshold`).
+    pub buffer_threshold: usize,
+    /// Shown at the end while the answer is being written (`streaming.cursor`).
+    pub cursor: String,
 }
 
 /// `display.tool_progress` (Hermes semantics): one message per turn, edited as its tools

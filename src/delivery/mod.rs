@@ -168,6 +168,7 @@ impl Delivery {
                 reply_to: if i == 0 { reply_to.clone() } else { None },
                 choices: vec![],
                 file: None,
+                edit_of: None,
             })
             .collect()
     }

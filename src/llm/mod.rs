@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use hermes_adapter::Backoff;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ModelConfig;
@@ -43,6 +44,14 @@ pub enum LlmError {
     /// The provider refused the request (bad key, unknown model, bad request).
     #[error("the model provider refused the request (HTTP {status}): {message}")]
     Refused { status: u16, message: String },
+}
+
+/// The answer's text as it arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamDelta {
+    /// A new attempt: what came before is void.
+    Restart,
+    Text(String),
 }
 
 /// Talks to one OpenAI-compatible endpoint.
@@ -86,6 +95,18 @@ impl LlmClient {
         tools: &[Value],
         cancel: &CancellationToken,
     ) -> Result<Completion, LlmError> {
+        self.complete_streaming(messages, tools, cancel, None).await
+    }
+
+    /// [`LlmClient::complete`], handing the text to `deltas` as it arrives (each attempt
+    /// starts with [`StreamDelta::Restart`]: a retried call writes its answer anew).
+    pub async fn complete_streaming(
+        &self,
+        messages: &[Value],
+        tools: &[Value],
+        cancel: &CancellationToken,
+        deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
+    ) -> Result<Completion, LlmError> {
         let mut body = json!({
             "model": self.config.model,
             "messages": messages,
@@ -98,7 +119,7 @@ impl LlmClient {
         for attempt in 1..=self.config.max_attempts {
             let outcome = tokio::select! {
                 _ = cancel.cancelled() => return Err(LlmError::Cancelled),
-                r = self.attempt(&body) => r,
+                r = self.attempt(&body, deltas) => r,
             };
             match outcome {
                 Ok(completion) => return Ok(completion),
@@ -123,7 +144,14 @@ impl LlmClient {
         })
     }
 
-    async fn attempt(&self, body: &Value) -> Result<Completion, Attempt> {
+    async fn attempt(
+        &self,
+        body: &Value,
+        deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
+    ) -> Result<Completion, Attempt> {
+        if let Some(deltas) = deltas {
+            let _ = deltas.send(StreamDelta::Restart);
+        }
         let url = format!("{}/chat/completions", self.config.base_url);
         let mut request = self.http.post(&url).json(body);
         if let Some(key) = &self.config.api_key {
@@ -189,7 +217,7 @@ impl LlmClient {
                 after: None,
             });
         }
-        self.read_stream(response).await
+        self.read_stream(response, deltas).await
     }
 
     /// A whole (non-streamed) body, at most `max` bytes, read within the idle timeout.
@@ -216,7 +244,11 @@ impl LlmClient {
             })?
     }
 
-    async fn read_stream(&self, response: reqwest::Response) -> Result<Completion, Attempt> {
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
+    ) -> Result<Completion, Attempt> {
         let mut stream = response.bytes_stream();
         let mut lines = SseLines::default();
         let mut acc = StreamAccumulator::default();
@@ -264,7 +296,13 @@ impl LlmClient {
                         after: None,
                     });
                 }
+                let before = acc.content.len();
                 acc.absorb(&value);
+                if let Some(deltas) = deltas
+                    && acc.content.len() > before
+                {
+                    let _ = deltas.send(StreamDelta::Text(acc.content[before..].to_owned()));
+                }
             }
         }
     }

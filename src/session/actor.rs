@@ -161,12 +161,43 @@ impl SessionActor {
                     regarding.clone(),
                 )
             });
+        // Streaming where the platform can edit a message; a turn answering in place of an
+        // earlier attempt (an interrupt, a crash) continues that attempt's message.
+        let can_edit = self
+            .services
+            .delivery
+            .sender(self.chat.platform)
+            .is_some_and(|s| s.capabilities().edits);
+        let (stream, streamed) = match self.services.streaming.clone().filter(|_| can_edit) {
+            Some(config) => {
+                let inbox_ids: Vec<i64> = inputs.iter().filter_map(|i| i.inbox_id).collect();
+                let earlier = match self.stream_row.take() {
+                    Some(row) => Some(row),
+                    None => store
+                        .outbox_stream_row(inbox_ids.clone())
+                        .await
+                        .unwrap_or_default(),
+                };
+                let (deltas, handle) = stream::spawn_stream(
+                    &self.services.tasks,
+                    self.services.delivery.clone(),
+                    self.chat.clone(),
+                    regarding.clone(),
+                    config,
+                    earlier,
+                    inbox_ids.first().copied(),
+                );
+                (Some(deltas), Some(handle))
+            }
+            None => (None, None),
+        };
         let input = TurnInput {
             history,
             carried,
             user_text,
             images: Vec::new(),
             progress,
+            stream,
             context: self.context(&inputs),
         };
         let agent = self.services.agent.clone();
@@ -211,6 +242,7 @@ impl SessionActor {
             steered: Vec::new(),
             stop: None,
             stop_commands: Vec::new(),
+            stream: streamed,
             started: Instant::now(),
             task,
             _recording: self.services.tasks.token(),

@@ -5,6 +5,7 @@
 use hermes_adapter::Backoff;
 
 use super::actor::joined_text;
+use super::stream::Streamed;
 use super::*;
 use crate::store::StoreError;
 
@@ -17,21 +18,27 @@ impl SessionActor {
     /// Record how a turn ended; returns the merged turn to start when it was interrupted.
     pub(super) async fn turn_ended(
         &mut self,
-        turn: RunningTurn,
+        mut turn: RunningTurn,
         ended: Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     ) -> Option<Resume> {
+        // The stream ends with the turn (its sender went with the turn's input).
+        let streamed = match turn.stream.take() {
+            Some(handle) => handle.await.unwrap_or_default(),
+            None => Streamed::default(),
+        };
         let Some((outcome, mut steer_rx)) = ended else {
             let mut ids: Vec<i64> = turn.inputs.iter().filter_map(|i| i.inbox_id).collect();
             ids.extend(&turn.stop_commands);
             let reply_to = turn.inputs.last().and_then(|i| i.message_id.clone());
             let notice =
                 "⚠️ Something went wrong inside the gateway while answering; please try again.";
-            self.finish(
+            let outbox = continue_stream(self.reply_rows(notice, reply_to), streamed.row);
+            self.commit(TurnRecord::outcome(
                 ids,
                 InboxState::Failed,
                 "turn panicked",
-                Some((notice.to_owned(), reply_to)),
-            )
+                outbox,
+            ))
             .await;
             return None;
         };
@@ -57,6 +64,8 @@ impl SessionActor {
                 // Answer the earlier and the new text together, continuing the partial work
                 // (which already holds the earlier text).
                 let user_text = joined_text(&self.interrupting);
+                // The answer in its place continues the streamed message.
+                self.stream_row = streamed.row;
                 let mut merged = inputs;
                 merged.append(&mut self.interrupting);
                 return Some(Resume {
@@ -66,10 +75,15 @@ impl SessionActor {
                 });
             }
             (TurnOutcome::Cancelled { messages }, Some(StopReason::Stop)) => {
+                // A streamed answer keeps what was written, marked as stopped.
+                let stopped = match streamed.text.trim() {
+                    "" => "⏹ Stopped.".to_owned(),
+                    text => format!("{text}\n\n⏹ Stopped."),
+                };
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages,
-                    outbox: self.reply_rows("⏹ Stopped.", reply_to),
+                    outbox: continue_stream(self.reply_rows(&stopped, reply_to), streamed.row),
                     inbox_ids: ids,
                     state: InboxState::Done,
                     outcome: "stopped".into(),
@@ -77,7 +91,15 @@ impl SessionActor {
                 self.commit(record).await;
             }
             (_, Some(StopReason::Reset)) => {
-                self.finish(ids, InboxState::Done, "reset", None).await;
+                let outbox = match streamed.row {
+                    Some(row) => continue_stream(
+                        self.reply_rows("⏹ Stopped (new session).", None),
+                        Some(row),
+                    ),
+                    None => Vec::new(),
+                };
+                self.commit(TurnRecord::outcome(ids, InboxState::Done, "reset", outbox))
+                    .await;
             }
             (TurnOutcome::Cancelled { .. }, None) => {
                 // Shutdown: the inbox rows stay open and the turn runs again after a restart.
@@ -91,7 +113,7 @@ impl SessionActor {
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages,
-                    outbox: self.answer_rows(&reply, reply_to),
+                    outbox: continue_stream(self.answer_rows(&reply, reply_to), streamed.row),
                     inbox_ids: ids,
                     state: InboxState::Done,
                     outcome: "answered".into(),
@@ -104,7 +126,7 @@ impl SessionActor {
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages: kept,
-                    outbox: self.reply_rows(&notice, reply_to),
+                    outbox: continue_stream(self.reply_rows(&notice, reply_to), streamed.row),
                     inbox_ids: ids,
                     state: InboxState::Failed,
                     outcome: "model unavailable".into(),
@@ -129,6 +151,7 @@ impl SessionActor {
             reply_to: None,
             choices: Vec::new(),
             file: Some(file),
+            edit_of: None,
         }));
         rows
     }
@@ -222,4 +245,16 @@ impl SessionActor {
         )
         .await;
     }
+}
+
+/// A streamed answer's last word: the first message of `rows` becomes the final edit of the
+/// streamed message (which may never have gone out: then it is sent as a new one).
+fn continue_stream(mut rows: Vec<NewOutboxRow>, row: Option<i64>) -> Vec<NewOutboxRow> {
+    if let Some(row) = row
+        && let Some(first) = rows.iter_mut().find(|r| r.file.is_none())
+    {
+        first.edit_of = Some(row);
+        first.reply_to = None;
+    }
+    rows
 }

@@ -30,6 +30,7 @@ use crate::tools::ToolContext;
 mod actor;
 mod commands;
 mod ending;
+mod stream;
 
 /// How long an actor without work lives on.
 const IDLE_RETIRE: Duration = Duration::from_secs(600);
@@ -84,6 +85,8 @@ pub struct SessionServices {
     pub stop_kills_background: bool,
     /// Turns the files people send into what the model reads.
     pub media: Arc<crate::media::MediaPreparer>,
+    /// Answers shown as they are written (`streaming.*`), where the platform edits.
+    pub streaming: Option<crate::config::StreamingConfig>,
     /// Cancelled on daemon shutdown; every turn's token is a child of it.
     pub shutdown: CancellationToken,
     /// Turns (until their end is recorded) and working indicators, so shutdown can wait
@@ -168,6 +171,7 @@ fn start_actor(
         session_id: None,
         queued: VecDeque::new(),
         interrupting: Vec::new(),
+        stream_row: None,
     };
     // Not tracked: an idle actor holds nothing to finish. A running turn is (see
     // `RunningTurn::_recording`).
@@ -198,6 +202,8 @@ struct RunningTurn {
     /// Inbox rows of the `/stop` commands that cancelled it: answered, all of them, when
     /// its end is recorded.
     stop_commands: Vec<i64>,
+    /// Its streamed answer, when streaming.
+    stream: Option<JoinHandle<stream::Streamed>>,
     started: Instant,
     task: JoinHandle<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     /// Counts in [`SessionServices::tasks`] until the turn's end is recorded, so shutdown
@@ -217,6 +223,8 @@ struct SessionActor {
     queued: VecDeque<Vec<UserInput>>,
     /// Messages that interrupted the running turn, to be answered together with it.
     interrupting: Vec<UserInput>,
+    /// The streamed message of an interrupted turn, for the turn that answers in its place.
+    stream_row: Option<i64>,
 }
 
 /// A turn to start in place of an interrupted one.

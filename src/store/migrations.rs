@@ -201,6 +201,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE outbox ADD COLUMN file TEXT;
     "#,
+    // 7: a streamed answer names the inbox row it answers, so a turn run again after a
+    // crash edits it instead of sending a second copy.
+    r#"
+    ALTER TABLE outbox ADD COLUMN stream_for INTEGER;
+    CREATE INDEX outbox_stream ON outbox(stream_for) WHERE stream_for IS NOT NULL;
+    "#,
 ];
 
 /// The newest schema in one piece, for a new database: the same tables, columns (in the
@@ -296,7 +302,8 @@ const SCHEMA: &str = r#"
         edit_of INTEGER,
         delivery_status TEXT,
         delivery_detail TEXT,
-        file TEXT
+        file TEXT,
+        stream_for INTEGER
     );
     CREATE INDEX outbox_pending ON outbox(platform, chat_id, id) WHERE state = 'pending';
 
@@ -376,6 +383,7 @@ const SCHEMA: &str = r#"
     
     CREATE INDEX outbox_by_platform_id ON outbox(platform, platform_message_id)
         WHERE platform_message_id IS NOT NULL;
+    CREATE INDEX outbox_stream ON outbox(stream_for) WHERE stream_for IS NOT NULL;
 "#;
 
 /// Bring the database up to the newest schema.

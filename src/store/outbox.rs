@@ -21,6 +21,8 @@ pub struct NewOutboxRow {
     /// A file to send instead of a text (`body` then says what it is, for people reading
     /// the database).
     pub file: Option<OutboundFile>,
+    /// An edit of the message of this earlier row instead of a new message.
+    pub edit_of: Option<i64>,
 }
 
 /// A queued message or edit.
@@ -259,6 +261,33 @@ impl Store {
         .await
     }
 
+    /// Note that row `id` is the streamed answer to inbox row `inbox_id`, so a turn run
+    /// again after a crash edits it instead of sending a second copy.
+    pub async fn outbox_set_stream_for(&self, id: i64, inbox_id: i64) -> Result<(), StoreError> {
+        self.call(move |conn| {
+            conn.prepare_cached("UPDATE outbox SET stream_for = ?1 WHERE id = ?2")?
+                .execute([inbox_id, id])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The latest streamed answer to any of these inbox rows.
+    pub async fn outbox_stream_row(&self, inbox_ids: Vec<i64>) -> Result<Option<i64>, StoreError> {
+        self.call(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT MAX(id) FROM outbox WHERE stream_for = ?1 AND action = 'message'",
+            )?;
+            let mut latest = None;
+            for inbox in inbox_ids {
+                let found: Option<i64> = stmt.query_row([inbox], |r| r.get(0))?;
+                latest = latest.max(found);
+            }
+            Ok(latest)
+        })
+        .await
+    }
+
     /// What a row says now (a row being retried may have been settled meanwhile).
     pub async fn outbox_content(
         &self,
@@ -330,7 +359,7 @@ pub(super) fn enqueue_in(
                 &row.body,
                 row.reply_to.as_deref(),
                 &row.choices,
-                None,
+                row.edit_of,
             )?;
             if let Some(file) = &row.file {
                 let json =
@@ -460,6 +489,7 @@ mod tests {
                 reply_to: None,
                 choices: vec![deny()],
                 file: None,
+                edit_of: None,
             })
             .collect()
     }
@@ -615,6 +645,7 @@ mod tests {
                 reply_to: None,
                 choices: vec![],
                 file: None,
+                edit_of: None,
             }])
             .await
             .unwrap();

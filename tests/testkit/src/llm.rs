@@ -40,6 +40,12 @@ pub enum Reply {
     },
     /// Wait, then answer (before the headers: the client is connected and hears nothing).
     Delayed(Duration, Box<Reply>),
+    /// A text written slowly: `pieces` of it, one every `every`.
+    Paced {
+        text: String,
+        pieces: usize,
+        every: Duration,
+    },
 }
 
 impl Reply {
@@ -206,6 +212,32 @@ async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Respo
         delay += d;
         reply = *inner;
     }
+    // A paced text: the same events, each after `every`.
+    let mut pace = Duration::ZERO;
+    if let Reply::Paced {
+        text,
+        pieces,
+        every,
+    } = &reply
+    {
+        pace = *every;
+        let chars: Vec<char> = text.chars().collect();
+        let size = chars.len().div_ceil((*pieces).max(1)).max(1);
+        let mut events = Vec::new();
+        for piece in chars.chunks(size) {
+            events.push(
+                json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
+                       "choices": [{"index": 0, "delta": {"content": piece.iter().collect::<String>()}, "finish_reason": null}]})
+                .to_string(),
+            );
+        }
+        events.push(
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            .to_string(),
+        );
+        return stream_events(&fake, index, events, delay, pace);
+    }
     if let Reply::ErrorSaying { status, message } = reply {
         tokio::time::sleep(delay).await;
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -227,6 +259,17 @@ async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Respo
         return response;
     }
     let events = events_for(&reply);
+    stream_events(&fake, index, events, delay, pace)
+}
+
+/// Serve `events` as an SSE stream: the first after `delay`, each later one after `pace`.
+fn stream_events(
+    fake: &FakeLlm,
+    index: usize,
+    events: Vec<String>,
+    delay: Duration,
+    pace: Duration,
+) -> Response {
     let guard = DropCounter {
         counter: fake.dropped_streams.clone(),
         finished: false,
@@ -234,7 +277,11 @@ async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Respo
     };
     let stream = futures_util::stream::unfold(
         (events.into_iter(), delay, guard),
-        |(mut events, delay, mut guard): (std::vec::IntoIter<String>, Duration, DropCounter)| async move {
+        move |(mut events, delay, mut guard): (
+            std::vec::IntoIter<String>,
+            Duration,
+            DropCounter,
+        )| async move {
             if !delay.is_zero() {
                 // The delay happens inside the stream: the client is connected and waiting.
                 tokio::time::sleep(delay).await;
@@ -242,7 +289,7 @@ async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Respo
             match events.next() {
                 Some(event) => Some((
                     Ok::<Bytes, Infallible>(Bytes::from(format!("data: {event}\n\n"))),
-                    (events, Duration::ZERO, guard),
+                    (events, pace, guard),
                 )),
                 None => {
                     guard.disarm();
@@ -311,7 +358,10 @@ fn events_for(reply: &Reply) -> Vec<String> {
             ));
             events.push(chunk(json!({}), json!("tool_calls")));
         }
-        Reply::Error { .. } | Reply::ErrorSaying { .. } | Reply::Delayed(..) => {
+        Reply::Error { .. }
+        | Reply::ErrorSaying { .. }
+        | Reply::Delayed(..)
+        | Reply::Paced { .. } => {
             unreachable!("handled before streaming")
         }
     }
