@@ -146,3 +146,29 @@ async fn a_crash_mid_stream_is_finished_in_the_same_message() {
     settle().await;
     assert_eq!(t.calls("sendMessage").len(), 1, "never a second copy");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_stream_is_replaced_by_the_answer_to_both_messages() {
+    let w = streaming_world().await;
+    w.llm.push(paced(&"first ".repeat(60), 30, 200));
+    w.llm.push(Reply::text("One answer to both."));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "first question");
+    let id = first_message(&w).await;
+    w.telegram.dm(ALICE, "actually, this instead");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the answer in the same message", || {
+        edits_of(&w, id)
+            .iter()
+            .filter_map(|e| e.params["text"].as_str().map(visible))
+            .any(|text| text == "One answer to both.")
+            .then_some(())
+    })
+    .await;
+    settle().await;
+    assert_eq!(
+        t.calls("sendMessage").len(),
+        1,
+        "the partial text was replaced"
+    );
+}
