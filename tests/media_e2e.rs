@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use hermes_testkit::daemon::Daemon;
 use hermes_testkit::eventually;
 use hermes_testkit::llm::Reply;
 use serde_json::Value;
@@ -327,14 +328,15 @@ async fn in_auto_mode_a_refused_image_is_described_by_the_vision_model() {
     assert!(text.contains("A cat on a sofa."), "{text}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tool_progress_is_one_message_edited_as_tools_start() {
+/// A turn that runs `echo one` and `echo two` with `display.tool_progress: mode`, until its
+/// answer ("done") is in the chat; the daemon is returned to keep it running.
+async fn two_commands_with_progress(mode: &str) -> (World, Daemon) {
     let w = World::allow_all().await;
-    configure(&w, "display:\n  tool_progress: all\n");
+    configure(&w, &format!("display:\n  tool_progress: {mode}\n"));
     w.llm.push(Reply::terminal("echo one"));
     w.llm.push(Reply::terminal("echo two"));
     w.llm.push(Reply::text("done"));
-    let _d = w.start();
+    let daemon = w.start();
     w.telegram.dm(ALICE, "run two things");
     let t = w.telegram.clone();
     eventually(WAIT, "the answer", || {
@@ -343,6 +345,12 @@ async fn tool_progress_is_one_message_edited_as_tools_start() {
             .then_some(())
     })
     .await;
+    (w, daemon)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_progress_is_one_message_edited_as_tools_start() {
+    let (w, _d) = two_commands_with_progress("all").await;
     let sent = w.telegram.sent_texts(ALICE);
     assert_eq!(sent.len(), 2, "{sent:?}");
     assert!(
@@ -366,20 +374,7 @@ async fn tool_progress_is_one_message_edited_as_tools_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_progress_new_shows_a_tool_once_while_it_repeats() {
-    let w = World::allow_all().await;
-    configure(&w, "display:\n  tool_progress: new\n");
-    w.llm.push(Reply::terminal("echo one"));
-    w.llm.push(Reply::terminal("echo two"));
-    w.llm.push(Reply::text("done"));
-    let _d = w.start();
-    w.telegram.dm(ALICE, "run two things");
-    let t = w.telegram.clone();
-    eventually(WAIT, "the answer", || {
-        t.sent_texts(ALICE)
-            .contains(&"done".to_string())
-            .then_some(())
-    })
-    .await;
+    let (w, _d) = two_commands_with_progress("new").await;
     settle().await;
     let sent = w.telegram.sent_texts(ALICE);
     assert!(
