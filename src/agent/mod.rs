@@ -169,7 +169,7 @@ impl AgentRuntime {
                 Err(LlmError::Refused { status, .. })
                     if !images.is_empty()
                         && self.image_input == crate::media::ImageInputMode::Auto
-                        && (400..500).contains(&status) =>
+                        && matches!(status, 400 | 415 | 422) =>
                 {
                     // `auto`: a model that refuses images gets them described, when an
                     // auxiliary vision model is set up; else it answers without them and

@@ -130,7 +130,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let model = read_model(&mut y, env, &mut problems);
     let vision = model
         .as_ref()
-        .map(|main| read_vision(&mut y, env, main, &mut problems));
+        .map(|main| read_vision(&mut y, main, &mut problems));
     let agent = AgentConfig {
         max_turns: env
             .value("HERMES_MAX_ITERATIONS")
@@ -148,7 +148,12 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .unwrap_or(90)
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
-        stt: read_stt(&mut y, env, &mut problems),
+        stt: read_stt(
+            &mut y,
+            env,
+            model.as_ref().map(|m| m.provider.as_str()),
+            &mut problems,
+        ),
         streaming: read_streaming(&mut y, &mut problems),
         tool_progress: match y.string("display.tool_progress", &mut problems).as_deref() {
             None | Some("off") | Some("false") => ToolProgress::Off,
@@ -500,10 +505,9 @@ fn read_streaming(y: &mut YamlReader, problems: &mut Vec<Problem>) -> Option<Str
 }
 
 /// `auxiliary.vision.*`: a model, endpoint, key and timeout of its own, each falling back
-/// on the main model's (a key for an endpoint of its own falls back on `OPENAI_API_KEY`).
+/// on the main model's (an endpoint of its own uses only its own key).
 fn read_vision(
     y: &mut YamlReader,
-    env: &EnvVars,
     main: &ModelConfig,
     problems: &mut Vec<Problem>,
 ) -> VisionConfig {
@@ -522,8 +526,10 @@ fn read_vision(
         .string("auxiliary.vision.api_key", problems)
         .filter(|k| !k.trim().is_empty())
         .map(Secret::new)
+        // An endpoint of its own gets no other key: the main model's key is for the main
+        // endpoint only.
         .or_else(|| match &base_url {
-            Some(_) => env.value("OPENAI_API_KEY").map(Secret::new),
+            Some(_) => None,
             None => main.api_key.clone(),
         });
     let timeout = y
@@ -546,8 +552,14 @@ fn read_vision(
 }
 
 /// `stt.*`: the OpenAI-compatible provider when it is chosen (or nothing else is) and a key
-/// is found (`stt.openai.api_key`, `VOICE_TOOLS_OPENAI_KEY`, `OPENAI_API_KEY`).
-fn read_stt(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> SttConfig {
+/// is found (`stt.openai.api_key`, `VOICE_TOOLS_OPENAI_KEY`, or `OPENAI_API_KEY` when the
+/// main model is OpenAI's too).
+fn read_stt(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    main_provider: Option<&str>,
+    problems: &mut Vec<Problem>,
+) -> SttConfig {
     let enabled = y.boolean("stt.enabled", problems).unwrap_or(true);
     let echo_transcripts = y
         .boolean("stt_echo_transcripts", problems)
@@ -564,10 +576,16 @@ fn read_stt(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> S
     if let Err(e) = validate_http_url(&base_url) {
         problems.push(Problem::error("stt.openai.base_url", e));
     }
+    // OPENAI_API_KEY only when it is known to be OpenAI's: a `custom` provider reads it for
+    // its own endpoint, and that key must not go to another service with people's voices.
     let api_key = y
         .string("stt.openai.api_key", problems)
         .or_else(|| env.value("VOICE_TOOLS_OPENAI_KEY"))
-        .or_else(|| env.value("OPENAI_API_KEY"));
+        .or_else(|| {
+            (main_provider == Some("openai"))
+                .then(|| env.value("OPENAI_API_KEY"))
+                .flatten()
+        });
     const HOW: &str =
         "set `stt.provider: openai` in config.yaml and VOICE_TOOLS_OPENAI_KEY in .env";
     let openai = match (enabled, provider.as_deref(), api_key) {

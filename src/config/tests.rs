@@ -232,6 +232,9 @@ fn speech_to_text_needs_the_openai_provider_and_a_key() {
     let none = load("", &[]).config.unwrap().agent.stt;
     assert!(none.openai.unwrap_err().contains("VOICE_TOOLS_OPENAI_KEY"));
     assert!(none.echo_transcripts);
+    // A custom provider's OPENAI_API_KEY is for its endpoint: never sent to OpenAI.
+    let custom = load("", &[("OPENAI_API_KEY", "sk-for-the-custom-endpoint")]);
+    assert!(custom.config.unwrap().agent.stt.openai.is_err());
 
     let stt = load(
         "stt:\n  echo_transcripts: false\n  openai:\n    model: gpt-4o-mini-transcribe\n",

@@ -22,6 +22,8 @@ use crate::store::OutboxRow;
 const LANE_IDLE: Duration = Duration::from_secs(30);
 /// Retrying a transient failure: 0.5 s, doubling, at most 30 s.
 const RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+/// Failed attempts after which a file is given up (and the person told).
+const FILE_ATTEMPTS: u32 = 5;
 /// How long a platform that refused the bot's credentials is left alone.
 const UNAUTHORIZED_PAUSE: Duration = Duration::from_secs(60);
 
@@ -236,9 +238,13 @@ impl Lane {
                 ) => Next::GiveUp,
             };
             let waited = age.now();
+            // A file that keeps failing is more likely too big or too slow for the link
+            // than held up by an outage: it must not hold the chat's queue for a day.
+            let is_file = matches!(action, Outbound::File { .. });
             let give_up = match next {
                 Next::GiveUp => true,
                 Next::Now => false,
+                Next::Wait(_) if is_file && attempts >= FILE_ATTEMPTS => true,
                 Next::Wait(_) | Next::Requeue => waited >= inner.config.max_age,
             };
             if let Err(e) = store
@@ -246,6 +252,12 @@ impl Lane {
                 .await
             {
                 tracing::error!(error = %e, row = row.id, "delivery: could not record a failed attempt");
+            }
+            if give_up && let Outbound::File { file, .. } = &action {
+                let notice = format!("⚠️ I could not send the file {}: {error}.", file.name);
+                if let Err(e) = self.delivery.reply(&row.chat, &notice, None).await {
+                    tracing::error!(error = %e, "delivery: could not queue a notice");
+                }
             }
             if give_up {
                 tracing::error!(

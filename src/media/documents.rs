@@ -50,12 +50,7 @@ impl Documents {
             ));
         }
         let dir = self.dir.clone();
-        let file_name = format!(
-            "{}-{:06x}-{}",
-            crate::store::now_ms(),
-            rand::random::<u32>() & 0xff_ffff,
-            safe_name(name)
-        );
+        let file_name = kept_name(name);
         let size = bytes.len();
         let path = tokio::task::spawn_blocking(move || save(&dir, &file_name, &bytes))
             .await
@@ -68,12 +63,49 @@ impl Documents {
     }
 }
 
-/// Write the file (0600, in a 0700 directory) after pruning what is old or over the bounds.
-fn save(dir: &std::path::Path, file_name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+/// Create `dir` (0700) if needed and make sure it is a directory of its own, not a link
+/// to somewhere else: what is pruned in it is deleted.
+pub(super) fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a directory of the gateway's own",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a file name is one the gateway gave (`<ms>-<6 hex>-<name>`): only those are
+/// ever pruned.
+fn ours(name: &str) -> bool {
+    let mut parts = name.splitn(3, '-');
+    let (Some(ms), Some(tag), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    !ms.is_empty()
+        && ms.bytes().all(|b| b.is_ascii_digit())
+        && tag.len() == 6
+        && tag.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A file name the gateway gives a kept file.
+pub(super) fn kept_name(name: &str) -> String {
+    format!(
+        "{}-{:06x}-{}",
+        crate::store::now_ms(),
+        rand::random::<u32>() & 0xff_ffff,
+        safe_name(name)
+    )
+}
+
+/// Write the file (0600, in a 0700 directory) after pruning what is old or over the bounds.
+fn save(dir: &std::path::Path, file_name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    private_dir(dir)?;
     prune(dir, bytes.len() as u64);
     let path = dir.join(file_name);
     let mut file = std::fs::OpenOptions::new()
@@ -86,14 +118,17 @@ fn save(dir: &std::path::Path, file_name: &str, bytes: &[u8]) -> std::io::Result
 }
 
 /// Remove documents older than a day, then the oldest until one more of `incoming` bytes
-/// fits within the count and the size.
-fn prune(dir: &std::path::Path, incoming: u64) {
+/// fits within the count and the size (only files the gateway named).
+pub(super) fn prune(dir: &std::path::Path, incoming: u64) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     let now = SystemTime::now();
     let mut kept: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
     for entry in entries.flatten() {
+        if !ours(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
         let Ok(meta) = entry.metadata() else { continue };
         if !meta.is_file() {
             continue;
@@ -183,6 +218,17 @@ fn safe_name(name: &str) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_documents_directory_that_is_a_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let link = dir.path().join("documents");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        assert!(private_dir(&link).is_err());
+        assert!(private_dir(&dir.path().join("real")).is_ok());
+    }
+
     #[tokio::test]
     async fn short_text_is_inlined_and_the_rest_saved_privately() {
         let dir = tempfile::tempdir().unwrap();
@@ -245,10 +291,13 @@ mod tests {
     fn the_oldest_documents_go_when_there_are_too_many() {
         let dir = tempfile::tempdir().unwrap();
         for i in 0..KEEP_FILES + 5 {
-            std::fs::write(dir.path().join(format!("{i:04}")), b"x").unwrap();
+            std::fs::write(dir.path().join(format!("{i:04}-abcdef-x")), b"x").unwrap();
         }
+        // Not the gateway's: never touched.
+        std::fs::write(dir.path().join("precious.txt"), b"keep").unwrap();
         prune(dir.path(), 1);
         let left = std::fs::read_dir(dir.path()).unwrap().count();
-        assert_eq!(left, KEEP_FILES - 1, "room for the incoming one");
+        assert_eq!(left, KEEP_FILES - 1 + 1, "room for the incoming one");
+        assert!(dir.path().join("precious.txt").exists());
     }
 }

@@ -30,12 +30,12 @@ const MAX_FILE_BYTES: u64 = 20 * 1024 * 1024;
 /// How images reach the model (Hermes `agent.image_input_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImageInputMode {
-    /// As image parts; when the provider refuses them, the turn goes on without them and
-    /// the person is told.
+    /// As image parts; when the provider refuses them, they are described by the auxiliary
+    /// vision model if one is set up, else the turn goes on without them and says so.
     Auto,
     /// As image parts, always.
     Native,
-    /// Described by an auxiliary vision model (not available yet: the person is told).
+    /// Described by an auxiliary vision model first (`auxiliary.vision.*`).
     Text,
 }
 
@@ -93,10 +93,18 @@ impl MediaPreparer {
         }
     }
 
-    /// The agent's final text without its `MEDIA:` tags, and the files to send after it;
-    /// what cannot be sent is said at the end of the text.
-    pub fn outgoing(&self, text: &str) -> (String, Vec<hermes_adapter::OutboundFile>) {
-        let (mut cleaned, files) = take_media(text, &self.scene);
+    /// The agent's final text without its `MEDIA:` tags, and the files to send after it
+    /// (private copies); what cannot be sent is said at the end of the text.
+    pub async fn outgoing(&self, text: &str) -> (String, Vec<hermes_adapter::OutboundFile>) {
+        if !text.contains("MEDIA:") {
+            return (text.to_owned(), Vec::new());
+        }
+        let (owned, scene) = (text.to_owned(), self.scene.clone());
+        let copies = self.scene.hermes_home.join("cache").join("outgoing");
+        let taken = tokio::task::spawn_blocking(move || take_media(&owned, &scene, &copies)).await;
+        let Ok((mut cleaned, files)) = taken else {
+            return (text.to_owned(), Vec::new());
+        };
         let mut sendable = Vec::new();
         for file in files {
             match file {
@@ -129,7 +137,18 @@ impl MediaPreparer {
                 ));
                 continue;
             };
-            match attachment.kind {
+            // Models take these image formats; any other image is a file like any other.
+            let kind = match attachment.kind {
+                MediaKind::Image
+                    if !attachment.mime.as_deref().is_none_or(|m| {
+                        ["image/jpeg", "image/png", "image/gif", "image/webp"].contains(&m)
+                    }) =>
+                {
+                    MediaKind::Document
+                }
+                kind => kind,
+            };
+            match kind {
                 MediaKind::Image => {
                     match fetch(sender, attachment, MAX_IMAGE_BYTES, cancel).await {
                         Ok(bytes) => {

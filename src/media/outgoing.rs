@@ -21,8 +21,14 @@ static MEDIA_TAG: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid regex")
 });
 
-/// The text without its `MEDIA:` tags, and the files to send (or why each cannot be).
-pub fn take_media(text: &str, scene: &Scene) -> (String, Vec<Result<OutboundFile, String>>) {
+/// The text without its `MEDIA:` tags, and the files to send (or why each cannot be). Each
+/// file sent is a private copy made in `copies` at the moment it was checked, so what is
+/// uploaded later (after retries, after a restart) is what was checked.
+pub fn take_media(
+    text: &str,
+    scene: &Scene,
+    copies: &Path,
+) -> (String, Vec<Result<OutboundFile, String>>) {
     if !text.contains("MEDIA:") {
         return (text.to_owned(), Vec::new());
     }
@@ -32,7 +38,7 @@ pub fn take_media(text: &str, scene: &Scene) -> (String, Vec<Result<OutboundFile
             .find_map(|i| caps.get(i))
             .map(|m| m.as_str().trim_end_matches(['.', ',', ';', ')']))
             .unwrap_or_default();
-        files.push(sendable(raw, scene));
+        files.push(sendable(raw, scene, copies));
         ""
     });
     let cleaned = cleaned
@@ -45,13 +51,22 @@ pub fn take_media(text: &str, scene: &Scene) -> (String, Vec<Result<OutboundFile
     (cleaned, files)
 }
 
-/// The file at `raw` if it may be sent; else why not, for the person.
-fn sendable(raw: &str, scene: &Scene) -> Result<OutboundFile, String> {
+/// A private copy of the file at `raw` if it may be sent; else why not, for the person.
+/// The check runs on the path asked for and again on the file actually opened (a link
+/// swapped in between is caught), and the gateway's secret files are recognised by their
+/// inode too (a hard link elsewhere is caught).
+fn sendable(raw: &str, scene: &Scene, copies: &Path) -> Result<OutboundFile, String> {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+
     let expanded = match raw.strip_prefix("~/") {
         Some(rest) => scene.home.join(rest),
+        None if Path::new(raw).is_relative() => scene.cwd.join(raw),
         None => PathBuf::from(raw),
     };
     let shown = expanded.display().to_string();
+    let refused =
+        || format!("⚠️ I did not send `{shown}`: files in that place are not sent to chats.");
     let path = std::fs::canonicalize(&expanded)
         .map_err(|_| format!("⚠️ I could not send `{shown}`: there is no such file."))?;
     // Compared resolved to resolved: a home reached through a symlink is still the home.
@@ -59,16 +74,28 @@ fn sendable(raw: &str, scene: &Scene) -> Result<OutboundFile, String> {
     let scene = Scene {
         home: canonical(&scene.home),
         hermes_home: canonical(&scene.hermes_home),
+        cwd: canonical(&scene.cwd),
         ..scene.clone()
     };
     if let Some(place) = refused_place(&path, &scene) {
         tracing::warn!(path = %path.display(), ?place, "media: refused to send a protected file");
-        return Err(format!(
-            "⚠️ I did not send `{shown}`: files in that place are not sent to chats."
-        ));
+        return Err(refused());
     }
-    let meta =
-        std::fs::metadata(&path).map_err(|e| format!("⚠️ I could not send `{shown}`: {e}."))?;
+    let mut file =
+        std::fs::File::open(&path).map_err(|e| format!("⚠️ I could not send `{shown}`: {e}."))?;
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .unwrap_or_else(|_| path.clone());
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("⚠️ I could not send `{shown}`: {e}."))?;
+    let secret_inode = [".env", "config.yaml", "gateway.db", "auth.json"]
+        .iter()
+        .filter_map(|name| std::fs::metadata(scene.hermes_home.join(name)).ok())
+        .any(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+    if secret_inode || refused_place(&opened, &scene).is_some() {
+        tracing::warn!(path = %opened.display(), "media: refused to send a protected file");
+        return Err(refused());
+    }
     if !meta.is_file() {
         return Err(format!("⚠️ I could not send `{shown}`: it is not a file."));
     }
@@ -81,12 +108,36 @@ fn sendable(raw: &str, scene: &Scene) -> Result<OutboundFile, String> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
+    let copy = keep_copy(&mut file, &name, meta.len(), copies)
+        .map_err(|e| format!("⚠️ I could not send `{shown}`: keeping a copy failed ({e})."))?;
     Ok(OutboundFile {
-        path,
+        path: copy,
         name,
         mime: None,
         caption: None,
     })
+}
+
+/// Copy what was opened into the private directory of files waiting to be sent.
+fn keep_copy(
+    file: &mut std::fs::File,
+    name: &str,
+    size: u64,
+    copies: &Path,
+) -> std::io::Result<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    super::documents::private_dir(copies)?;
+    super::documents::prune(copies, size);
+    let path = copies.join(super::documents::kept_name(name));
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    std::io::copy(&mut file.take(MAX_SEND_BYTES + 1), &mut out)?;
+    Ok(path)
 }
 
 fn refused_place(path: &Path, scene: &Scene) -> Option<Place> {
@@ -96,6 +147,28 @@ fn refused_place(path: &Path, scene: &Scene) -> Option<Place> {
         .any(|p| text.starts_with(p))
     {
         return Some(Place::ProcessMemory);
+    }
+    // Nothing of the gateway's own home (its secrets, its database, other chats' files),
+    // unless it is in a working directory for commands set up inside it.
+    let in_workdir = scene.cwd != scene.hermes_home
+        && scene.cwd.starts_with(&scene.hermes_home)
+        && path.starts_with(&scene.cwd);
+    if path.starts_with(&scene.hermes_home) && !in_workdir {
+        return Some(Place::GatewaySecret);
+    }
+    const PRIVATE: &[&str] = &[
+        ".gnupg",
+        ".config/gcloud",
+        ".azure",
+        ".password-store",
+        ".bash_history",
+        ".zsh_history",
+        ".python_history",
+        ".psql_history",
+        ".mysql_history",
+    ];
+    if PRIVATE.iter().any(|p| path.starts_with(scene.home.join(p))) {
+        return Some(Place::Credentials);
     }
     protected_places(path, scene).into_iter().find(|place| {
         matches!(
@@ -127,6 +200,10 @@ mod tests {
         let sneaky = dir.path().join("innocent.txt");
         std::os::unix::fs::symlink(hermes_home.join(".env"), &sneaky).unwrap();
         let scene = Scene::of_this_process(hermes_home.clone(), dir.path().to_path_buf());
+        let copies = hermes_home.join("cache").join("outgoing");
+        // A hard link to a secret is the secret too.
+        let hard = dir.path().join("notes.txt");
+        std::fs::hard_link(hermes_home.join(".env"), &hard).unwrap();
 
         let text = format!(
             "Here is the chart:\nMEDIA:{}\nand `MEDIA:{}` too, plus MEDIA:\"{}\" and MEDIA:/nope/missing.pdf.",
@@ -134,20 +211,39 @@ mod tests {
             sneaky.display(),
             hermes_home.join(".env").display()
         );
-        let (cleaned, files) = take_media(&text, &scene);
+        let (cleaned, files) = take_media(&text, &scene, &copies);
         assert!(!cleaned.contains("MEDIA:"), "{cleaned}");
         assert!(cleaned.starts_with("Here is the chart:"), "{cleaned}");
         assert_eq!(files.len(), 4);
-        assert_eq!(
-            files[0].as_ref().unwrap().path,
-            chart.canonicalize().unwrap()
+        let sent = files[0].as_ref().unwrap();
+        assert_eq!(sent.name, "chart.png");
+        assert!(
+            sent.path.starts_with(&copies),
+            "a private copy: {:?}",
+            sent.path
         );
-        assert_eq!(files[0].as_ref().unwrap().name, "chart.png");
+        assert_eq!(std::fs::read(&sent.path).unwrap(), b"png");
         assert!(files[1].as_ref().unwrap_err().contains("not sent to chats"));
         assert!(files[2].as_ref().unwrap_err().contains("not sent to chats"));
         assert!(files[3].as_ref().unwrap_err().contains("no such file"));
 
-        let (plain, none) = take_media("no tags here", &scene);
+        let (_, hard_linked) = take_media(&format!("MEDIA:{}", hard.display()), &scene, &copies);
+        assert!(
+            hard_linked[0]
+                .as_ref()
+                .unwrap_err()
+                .contains("not sent to chats")
+        );
+
+        let (_, hard_linked) = take_media(&format!("MEDIA:{}", hard.display()), &scene, &copies);
+        assert!(
+            hard_linked[0]
+                .as_ref()
+                .unwrap_err()
+                .contains("not sent to chats")
+        );
+
+        let (plain, none) = take_media("no tags here", &scene, &copies);
         assert_eq!((plain.as_str(), none.len()), ("no tags here", 0));
     }
 }

@@ -86,7 +86,8 @@ impl SessionActor {
             }
             BusyMode::Queue => self.queued.push_back(vec![message]),
             BusyMode::Steer => {
-                if turn.steer.send(message.text.clone()).is_ok() {
+                // Files cannot join a running turn: a message with files waits its turn.
+                if message.attachments.is_empty() && turn.steer.send(message.text.clone()).is_ok() {
                     turn.steered.push(message);
                 } else {
                     self.queued.push_back(vec![message]);
@@ -324,6 +325,12 @@ impl TurnMedia {
             .preparer
             .prepare(sender.as_ref(), &self.attachments, &self.cancel)
             .await;
+        if self.cancel.is_cancelled() {
+            // Stopped or interrupted while fetching: nothing to tell about the files.
+            return Err(TurnOutcome::Cancelled {
+                messages: Vec::new(),
+            });
+        }
         let mut parts: Vec<String> = Vec::new();
         if !input.user_text.trim().is_empty() {
             parts.push(std::mem::take(&mut input.user_text));

@@ -32,7 +32,8 @@ impl SessionActor {
             let reply_to = turn.inputs.last().and_then(|i| i.message_id.clone());
             let notice =
                 "⚠️ Something went wrong inside the gateway while answering; please try again.";
-            let outbox = continue_stream(self.reply_rows(notice, reply_to), streamed.row);
+            let outbox =
+                continue_stream(&self.chat, self.reply_rows(notice, reply_to), streamed.row);
             self.commit(TurnRecord::outcome(
                 ids,
                 InboxState::Failed,
@@ -67,6 +68,15 @@ impl SessionActor {
                 // The answer in its place continues the streamed message.
                 self.stream_row = streamed.row;
                 let mut merged = inputs;
+                if !messages.is_empty() {
+                    // What the files became is in the carried messages already; only images
+                    // (not kept in messages) are fetched again.
+                    for input in &mut merged {
+                        input
+                            .attachments
+                            .retain(|a| a.kind == hermes_adapter::MediaKind::Image);
+                    }
+                }
                 merged.append(&mut self.interrupting);
                 return Some(Resume {
                     inputs: merged,
@@ -83,7 +93,11 @@ impl SessionActor {
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages,
-                    outbox: continue_stream(self.reply_rows(&stopped, reply_to), streamed.row),
+                    outbox: continue_stream(
+                        &self.chat,
+                        self.reply_rows(&stopped, reply_to),
+                        streamed.row,
+                    ),
                     inbox_ids: ids,
                     state: InboxState::Done,
                     outcome: "stopped".into(),
@@ -93,6 +107,7 @@ impl SessionActor {
             (_, Some(StopReason::Reset)) => {
                 let outbox = match streamed.row {
                     Some(row) => continue_stream(
+                        &self.chat,
                         self.reply_rows("⏹ Stopped (new session).", None),
                         Some(row),
                     ),
@@ -113,7 +128,11 @@ impl SessionActor {
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages,
-                    outbox: continue_stream(self.answer_rows(&reply, reply_to), streamed.row),
+                    outbox: continue_stream(
+                        &self.chat,
+                        self.answer_rows(&reply, reply_to).await,
+                        streamed.row,
+                    ),
                     inbox_ids: ids,
                     state: InboxState::Done,
                     outcome: "answered".into(),
@@ -126,7 +145,11 @@ impl SessionActor {
                 let record = TurnRecord {
                     session_id: self.session_id.clone(),
                     messages: kept,
-                    outbox: continue_stream(self.reply_rows(&notice, reply_to), streamed.row),
+                    outbox: continue_stream(
+                        &self.chat,
+                        self.reply_rows(&notice, reply_to),
+                        streamed.row,
+                    ),
                     inbox_ids: ids,
                     state: InboxState::Failed,
                     outcome: "model unavailable".into(),
@@ -138,8 +161,8 @@ impl SessionActor {
     }
 
     /// The agent's answer: its text, then the files it named with `MEDIA:` tags, in order.
-    fn answer_rows(&self, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {
-        let (text, files) = self.services.media.outgoing(markdown);
+    async fn answer_rows(&self, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {
+        let (text, files) = self.services.media.outgoing(markdown).await;
         let mut rows = if text.is_empty() && !files.is_empty() {
             Vec::new()
         } else {
@@ -249,12 +272,29 @@ impl SessionActor {
 
 /// A streamed answer's last word: the first message of `rows` becomes the final edit of the
 /// streamed message (which may never have gone out: then it is sent as a new one).
-fn continue_stream(mut rows: Vec<NewOutboxRow>, row: Option<i64>) -> Vec<NewOutboxRow> {
-    if let Some(row) = row
-        && let Some(first) = rows.iter_mut().find(|r| r.file.is_none())
-    {
-        first.edit_of = Some(row);
-        first.reply_to = None;
+fn continue_stream(
+    chat: &ChatRef,
+    mut rows: Vec<NewOutboxRow>,
+    row: Option<i64>,
+) -> Vec<NewOutboxRow> {
+    let Some(row) = row else { return rows };
+    match rows.iter_mut().find(|r| r.file.is_none()) {
+        Some(first) => {
+            first.edit_of = Some(row);
+            first.reply_to = None;
+        }
+        // Only files: the streamed message still loses its cursor.
+        None => rows.insert(
+            0,
+            NewOutboxRow {
+                chat: chat.clone(),
+                body: hermes_adapter::MessageBody::plain("📎"),
+                reply_to: None,
+                choices: Vec::new(),
+                file: None,
+                edit_of: Some(row),
+            },
+        ),
     }
     rows
 }

@@ -49,10 +49,18 @@ impl TelegramAdapter {
         let url = reqwest::Url::parse(&settings.api_url).map_err(|e| {
             AdapterError::Config(format!("bad Telegram API URL {:?}: {e}", settings.api_url))
         })?;
-        let bot = Bot::new(settings.token.clone()).set_api_url(url);
+        let bot = Bot::new(settings.token.clone()).set_api_url(url.clone());
+        // Files move tens of megabytes: their requests get minutes, not the seconds a
+        // message gets.
+        let files_client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(FILE_TIMEOUT)
+            .build()
+            .map_err(|e| AdapterError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let files_bot = Bot::with_client(settings.token.clone(), files_client).set_api_url(url);
         let presses = OpenPresses::default();
         Ok(TelegramAdapter {
-            sender: Arc::new(TelegramSender::new(bot.clone(), presses.clone())),
+            sender: Arc::new(TelegramSender::new(bot.clone(), files_bot, presses.clone())),
             bot,
             liveness: Liveness::default(),
             poll_timeout: settings.poll_timeout,
@@ -240,6 +248,9 @@ impl Adapter for TelegramAdapter {
         }
     }
 }
+
+/// How long one file upload or download may take.
+const FILE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long to wait for the rest of an album, and how many times.
 const ALBUM_WAIT: Duration = Duration::from_millis(800);

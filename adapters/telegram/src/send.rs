@@ -30,14 +30,17 @@ const MAX_MESSAGE_LEN: usize = 4096;
 /// The sending half of the Telegram adapter.
 pub struct TelegramSender {
     bot: Bot,
+    /// The same bot with a client for files (longer timeouts).
+    files_bot: Bot,
     capabilities: Capabilities,
     presses: OpenPresses,
 }
 
 impl TelegramSender {
-    pub(crate) fn new(bot: Bot, presses: OpenPresses) -> Self {
+    pub(crate) fn new(bot: Bot, files_bot: Bot, presses: OpenPresses) -> Self {
         TelegramSender {
             bot,
+            files_bot,
             presses,
             capabilities: Capabilities {
                 max_message_len: MAX_MESSAGE_LEN,
@@ -184,7 +187,7 @@ impl PlatformSender for TelegramSender {
             });
         }
         let file = self
-            .bot
+            .files_bot
             .get_file(FileId(attachment.handle.clone()))
             .send()
             .await
@@ -197,7 +200,7 @@ impl PlatformSender for TelegramSender {
             });
         }
         let mut bytes = Vec::with_capacity(size.min(max_bytes) as usize);
-        let mut download = self.bot.download_file_stream(&file.path);
+        let mut download = self.files_bot.download_file_stream(&file.path);
         while let Some(chunk) = download.next().await {
             // The URL names the token: keep it out of the error.
             let chunk = chunk.map_err(|e| {
@@ -253,7 +256,7 @@ impl TelegramSender {
         let caption = file.caption.clone();
         macro_rules! send_as {
             ($method:ident) => {{
-                let mut request = self.bot.$method(chat_id, input);
+                let mut request = self.files_bot.$method(chat_id, input);
                 if let Some(caption) = caption {
                     request = request.caption(caption);
                 }
