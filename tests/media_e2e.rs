@@ -383,3 +383,21 @@ async fn tool_progress_new_shows_a_tool_once_while_it_repeats() {
     );
     assert!(w.telegram.calls("editMessageText").is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_steer_mode_a_photo_waits_for_its_own_turn() {
+    let w = World::allow_all().await;
+    configure(&w, "display:\n  busy_input_mode: steer\n");
+    w.llm.push(Reply::terminal("sleep 1"));
+    w.llm.push(Reply::text("slept"));
+    w.llm.push(Reply::text("a test pattern"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "sleep a second");
+    model_asked(&w, 1).await;
+    let photo = w.telegram.photo(jpeg());
+    w.telegram.dm_with(ALICE, Some("and this?"), photo);
+    assert_eq!(w.replies(ALICE, 2).await, ["slept", "a test pattern"]);
+    let content = user_content(&w, 2);
+    let parts = content.as_array().expect("the photo in its own turn");
+    assert!(parts.iter().any(|p| p["type"] == "image_url"));
+}

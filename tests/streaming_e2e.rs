@@ -172,3 +172,27 @@ async fn an_interrupted_stream_is_replaced_by_the_answer_to_both_messages() {
         "the partial text was replaced"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_answer_of_only_files_loses_its_cursor() {
+    let w = streaming_world().await;
+    let chart = w.home.dir.join("work").join("chart.png");
+    std::fs::write(&chart, b"\x89PNG chart").unwrap();
+    w.llm
+        .push(paced(&format!("MEDIA:{}", chart.display()), 6, 150));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "the chart please");
+    let id = first_message(&w).await;
+    let t = w.telegram.clone();
+    eventually(WAIT, "the chart", || {
+        (!t.sent_files(ALICE).is_empty()).then_some(())
+    })
+    .await;
+    eventually(WAIT, "the cursor gone", || {
+        edits_of(&w, id)
+            .last()
+            .and_then(|e| e.params["text"].as_str().map(visible))
+            .filter(|text| !text.contains('▉'))
+    })
+    .await;
+}
