@@ -401,3 +401,33 @@ async fn in_steer_mode_a_photo_waits_for_its_own_turn() {
     let parts = content.as_array().expect("the photo in its own turn");
     assert!(parts.iter().any(|p| p["type"] == "image_url"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_carries_at_most_ten_images() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::text("many pictures"));
+    let _d = w.start();
+    for n in 0..11 {
+        let mut photo = w.telegram.photo(jpeg());
+        photo["media_group_id"] = "big-album".into();
+        let caption = (n == 0).then_some("all of these");
+        w.telegram.dm_with(ALICE, caption, photo);
+    }
+    let replies = w.replies(ALICE, 2).await;
+    assert!(
+        replies.iter().any(|r| r.contains("at most 10 images")),
+        "{replies:?}"
+    );
+    assert!(
+        replies.contains(&"many pictures".to_string()),
+        "{replies:?}"
+    );
+    let content = user_content(&w, 0);
+    let images = content
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "image_url")
+        .count();
+    assert_eq!(images, 10);
+}

@@ -183,6 +183,25 @@ impl Delivery {
         self.queue(self.reply_rows(chat, markdown, reply_to)).await
     }
 
+    /// Queue the first message of a streamed answer to inbox row `answers` (see
+    /// [`Store::outbox_enqueue_streamed`]) and start sending it.
+    pub async fn stream_start(
+        &self,
+        chat: &ChatRef,
+        markdown: &str,
+        reply_to: Option<String>,
+        answers: Option<i64>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let rows = self.reply_rows(chat, markdown, reply_to);
+        let ids = self
+            .inner
+            .store
+            .outbox_enqueue_streamed(rows, answers)
+            .await?;
+        self.wake(chat);
+        Ok(ids)
+    }
+
     /// Queue prepared rows and start sending them.
     pub async fn queue(&self, rows: Vec<NewOutboxRow>) -> Result<Vec<i64>, StoreError> {
         let chats = chats_of(&rows);

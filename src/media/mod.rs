@@ -24,6 +24,10 @@ pub use vision::Describer;
 
 /// The most of an image that is fetched for the model.
 const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+/// At most this many images go to the model with one turn, and this much of them (as sent,
+/// base64 included): each goes with every model call of the turn.
+const MAX_IMAGES: usize = 10;
+const MAX_IMAGE_TOTAL: usize = 24 * 1024 * 1024;
 /// The most of any other file that is fetched (Telegram's public Bot API serves 20 MB).
 const MAX_FILE_BYTES: u64 = 20 * 1024 * 1024;
 
@@ -126,6 +130,7 @@ impl MediaPreparer {
         cancel: &CancellationToken,
     ) -> Prepared {
         let mut prepared = Prepared::default();
+        let mut image_bytes = 0;
         for attachment in attachments {
             if cancel.is_cancelled() {
                 break;
@@ -171,7 +176,17 @@ impl MediaPreparer {
                                     ));
                                     }
                                 }
+                            } else if prepared.images.len() >= MAX_IMAGES
+                                || image_bytes + image.len() > MAX_IMAGE_TOTAL
+                            {
+                                // Every image goes with every model call of the turn: a
+                                // turn carries only so many.
+                                prepared.notices.push(format!(
+                                    "⚠️ I could not look at {what}: one message can carry at most {MAX_IMAGES} images ({} in all).",
+                                    megabytes(MAX_IMAGE_TOTAL as u64)
+                                ));
                             } else {
+                                image_bytes += image.len();
                                 prepared.images.push(image);
                                 prepared.text.push(format!("[The person sent {what}.]"));
                             }

@@ -64,15 +64,12 @@ pub(super) fn spawn_stream(
             let showing = format!("{}{}", streamed.text, config.cursor);
             match streamed.row {
                 None if streamed.text.chars().count() >= config.buffer_threshold => {
-                    match delivery.reply(&chat, &showing, reply_to.clone()).await {
+                    match delivery
+                        .stream_start(&chat, &showing, reply_to.clone(), answers)
+                        .await
+                    {
                         Ok(ids) => {
                             streamed.row = ids.first().copied();
-                            if let (Some(row), Some(inbox)) = (streamed.row, answers)
-                                && let Err(e) =
-                                    delivery.store().outbox_set_stream_for(row, inbox).await
-                            {
-                                tracing::warn!(error = %e, "session: could not tie the streamed message to its message");
-                            }
                             shown = streamed.text.clone();
                             last_edit = tokio::time::Instant::now();
                         }

@@ -261,13 +261,23 @@ impl Store {
         .await
     }
 
-    /// Note that row `id` is the streamed answer to inbox row `inbox_id`, so a turn run
-    /// again after a crash edits it instead of sending a second copy.
-    pub async fn outbox_set_stream_for(&self, id: i64, inbox_id: i64) -> Result<(), StoreError> {
+    /// Queue the rows of a streamed answer to inbox row `inbox_id`, the first tied to it in
+    /// the same transaction, so a turn run again after a crash finds it and edits it instead
+    /// of sending a second copy.
+    pub async fn outbox_enqueue_streamed(
+        &self,
+        rows: Vec<NewOutboxRow>,
+        inbox_id: Option<i64>,
+    ) -> Result<Vec<i64>, StoreError> {
         self.call(move |conn| {
-            conn.prepare_cached("UPDATE outbox SET stream_for = ?1 WHERE id = ?2")?
-                .execute([inbox_id, id])?;
-            Ok(())
+            let tx = conn.transaction()?;
+            let ids = enqueue_in(&tx, &rows)?;
+            if let (Some(first), Some(inbox)) = (ids.first(), inbox_id) {
+                tx.prepare_cached("UPDATE outbox SET stream_for = ?1 WHERE id = ?2")?
+                    .execute([inbox, *first])?;
+            }
+            tx.commit()?;
+            Ok(ids)
         })
         .await
     }
