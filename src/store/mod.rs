@@ -129,12 +129,11 @@ impl Store {
         thread::Builder::new()
             .name("hermes-store".into())
             .spawn(move || {
-                // Whether commits since the last sync may still be only in the page cache.
-                let mut dirty = false;
+                let mut state = SyncState::default();
                 while let Ok(first) = rx.recv() {
                     let mut group = vec![first];
                     group.extend(rx.try_iter().take(GROUP_MAX - 1));
-                    run_group(&mut conn, group, &mut dirty);
+                    run_group(&mut conn, group, &mut state);
                 }
             })
             .expect("spawning the store thread");
@@ -197,15 +196,15 @@ impl Store {
 /// every job commits without syncing (`synchronous = NORMAL`) except the last one that is
 /// not relaxed, which commits with it (`FULL`); in WAL mode a synced commit makes every
 /// commit before it durable too. When that job wrote nothing (a read, a failure, a sync
-/// barrier) while unsynced commits remain, a tiny synced write stands in for it. `dirty`
+/// barrier) while unsynced commits remain, a tiny synced write stands in for it. `state`
 /// carries unsynced (relaxed) commits over to the next group.
-fn run_group(conn: &mut Connection, group: Vec<Job>, dirty: &mut bool) {
+fn run_group(conn: &mut Connection, group: Vec<Job>, state: &mut SyncState) {
     let last_durable = group.iter().rposition(|job| !job.relaxed);
     let mut must_sync = false;
     let mut answers = Vec::with_capacity(group.len());
     for (i, job) in group.into_iter().enumerate() {
         let full = Some(i) == last_durable;
-        set_synchronous(conn, full);
+        state.level(conn, full);
         let before = conn.total_changes();
         let done = (job.run)(conn);
         if !conn.is_autocommit() {
@@ -215,18 +214,19 @@ fn run_group(conn: &mut Connection, group: Vec<Job>, dirty: &mut bool) {
             let _ = conn.execute_batch("ROLLBACK");
         }
         if conn.total_changes() != before {
-            *dirty = !(full && done.ok);
+            state.dirty = !(full && done.ok);
         }
         if job.relaxed {
             (done.answer)();
         } else {
-            must_sync |= *dirty;
+            must_sync |= state.dirty;
             answers.push(done.answer);
         }
     }
-    if must_sync && *dirty {
+    if must_sync && state.dirty {
+        state.level(conn, true);
         match sync(conn) {
-            Ok(()) => *dirty = false,
+            Ok(()) => state.dirty = false,
             // Answered anyway: the writes are committed, only not yet forced to disk (a
             // retry could double what is not idempotent).
             Err(e) => tracing::error!(error = %e, "store: could not sync the database to disk"),
@@ -235,17 +235,36 @@ fn run_group(conn: &mut Connection, group: Vec<Job>, dirty: &mut bool) {
     answers.into_iter().for_each(|answer| answer());
 }
 
-fn set_synchronous(conn: &Connection, full: bool) {
-    let level = if full { "FULL" } else { "NORMAL" };
-    if let Err(e) = conn.pragma_update(None, "synchronous", level) {
-        tracing::error!(error = %e, "store: cannot set synchronous = {level}");
+/// What the store thread knows between groups.
+#[derive(Default)]
+struct SyncState {
+    /// Commits since the last sync may still be only in the page cache.
+    dirty: bool,
+    /// The connection's `synchronous` level (`true`: FULL), once set: set again only when
+    /// it changes, not for every job.
+    full: Option<bool>,
+}
+
+impl SyncState {
+    fn level(&mut self, conn: &Connection, full: bool) {
+        if self.full == Some(full) {
+            return;
+        }
+        let level = if full { "FULL" } else { "NORMAL" };
+        match conn.pragma_update(None, "synchronous", level) {
+            Ok(()) => self.full = Some(full),
+            Err(e) => {
+                self.full = None;
+                tracing::error!(error = %e, "store: cannot set synchronous = {level}");
+            }
+        }
     }
 }
 
 /// Force every commit so far to disk: a synced commit that rewrites the header's
 /// `user_version` (unused by the store) with its own value.
+/// (`synchronous` must be FULL: see [`SyncState::level`].)
 fn sync(conn: &mut Connection) -> Result<(), StoreError> {
-    set_synchronous(conn, true);
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     // A transaction value rolls back if the commit fails.
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -416,14 +435,14 @@ mod tests {
     #[test]
     fn a_group_of_writes_shares_one_sync_and_a_read_at_its_end_gets_one_added() {
         let mut b = Bench::new();
-        let mut dirty = false;
+        let mut state = SyncState::default();
         let before = b.wal();
         let group = vec![
             b.job("INSERT INTO t VALUES (1)", false),
             b.job("INSERT INTO t VALUES (2)", false),
             b.job("SELECT * FROM t", false),
         ];
-        run_group(&mut b.conn, group, &mut dirty);
+        run_group(&mut b.conn, group, &mut state);
         let (seen, events) = b.take();
         assert_eq!(seen, [1, 1, 2]);
         assert_eq!(
@@ -436,14 +455,14 @@ mod tests {
             3 * FRAME,
             "two unsynced commits and the sync that stands in for the read"
         );
-        assert!(!dirty);
+        assert!(!state.dirty);
 
         let before = b.wal();
         let group = vec![
             b.job("INSERT INTO t VALUES (3)", false),
             b.job("INSERT INTO t VALUES (4)", false),
         ];
-        run_group(&mut b.conn, group, &mut dirty);
+        run_group(&mut b.conn, group, &mut state);
         assert_eq!(b.take().0, [1, 2]);
         assert_eq!(
             b.wal() - before,
@@ -455,27 +474,27 @@ mod tests {
     #[test]
     fn relaxed_writes_are_answered_at_once_and_synced_by_the_next_durable_job() {
         let mut b = Bench::new();
-        let mut dirty = false;
+        let mut state = SyncState::default();
         let before = b.wal();
         let group = vec![b.job("INSERT INTO t VALUES (1)", true)];
-        run_group(&mut b.conn, group, &mut dirty);
+        run_group(&mut b.conn, group, &mut state);
         let (seen, events) = b.take();
         assert_eq!(seen, [1], "a relaxed write alone is not synced");
         assert_eq!(events, ["ran", "answered"]);
-        assert!(dirty);
+        assert!(state.dirty);
         assert_eq!(b.wal() - before, FRAME);
 
         // A read that must see durable state (a sync barrier) forces the sync.
         let before = b.wal();
         let group = vec![b.job("SELECT 1", false)];
-        run_group(&mut b.conn, group, &mut dirty);
-        assert!(!dirty);
+        run_group(&mut b.conn, group, &mut state);
+        assert!(!state.dirty);
         assert_eq!(b.wal() - before, FRAME, "the stand-in sync");
 
         // Nothing outstanding: a read costs nothing.
         let before = b.wal();
         let group = vec![b.job("SELECT 1", false)];
-        run_group(&mut b.conn, group, &mut dirty);
+        run_group(&mut b.conn, group, &mut state);
         assert_eq!(b.wal(), before);
     }
 }
