@@ -70,8 +70,8 @@ fn cut_middle(text: &str) -> Option<String> {
     if text.len() <= 3 * KEEP_EACH_END || text.contains(CUT_NOTE) {
         return None;
     }
-    let head_end = floor_boundary(text, KEEP_EACH_END);
-    let tail_start = ceil_boundary(text, text.len() - KEEP_EACH_END);
+    let head_end = text.floor_char_boundary(KEEP_EACH_END);
+    let tail_start = text.ceil_char_boundary(text.len() - KEEP_EACH_END);
     let cut = tail_start - head_end;
     Some(format!(
         "{}\n[… {cut} bytes {CUT_NOTE} …]\n{}",
@@ -81,20 +81,6 @@ fn cut_middle(text: &str) -> Option<String> {
 }
 
 const CUT_NOTE: &str = "cut: this turn's tool output outgrew the model's context";
-
-fn floor_boundary(text: &str, mut at: usize) -> usize {
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
-
-fn ceil_boundary(text: &str, mut at: usize) -> usize {
-    while !text.is_char_boundary(at) {
-        at += 1;
-    }
-    at
-}
 
 #[cfg(test)]
 mod tests {
