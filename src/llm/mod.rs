@@ -222,26 +222,7 @@ impl LlmClient {
 
     /// A whole (non-streamed) body, at most `max` bytes, read within the idle timeout.
     async fn read_body(&self, response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
-        let read = async {
-            let mut body = Vec::new();
-            let mut chunks = response.bytes_stream();
-            while let Some(chunk) = chunks.next().await {
-                let chunk = chunk.map_err(|e| format!("the response broke: {e}"))?;
-                if body.len() + chunk.len() > max {
-                    return Err(format!("the response is larger than {max} bytes"));
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(body)
-        };
-        tokio::time::timeout(self.config.stream_idle_timeout, read)
-            .await
-            .map_err(|_| {
-                format!(
-                    "the response was not complete within {:?}",
-                    self.config.stream_idle_timeout
-                )
-            })?
+        read_capped(response, max, self.config.stream_idle_timeout).await
     }
 
     async fn read_stream(
@@ -395,6 +376,30 @@ fn parse_full(value: &Value) -> Result<Completion, String> {
     }
     acc.absorb(&json!({"choices": [{"delta": delta, "finish_reason": value.pointer("/choices/0/finish_reason")}]}));
     Ok(acc.finish())
+}
+
+/// A whole response body, refused once it passes `max` bytes or takes longer than
+/// `within` (a provider that trickles or floods cannot hold or fill the daemon).
+pub(crate) async fn read_capped(
+    response: reqwest::Response,
+    max: usize,
+    within: Duration,
+) -> Result<Vec<u8>, String> {
+    let read = async {
+        let mut body = Vec::new();
+        let mut chunks = response.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|e| format!("the response broke: {}", e.without_url()))?;
+            if body.len() + chunk.len() > max {
+                return Err(format!("the response is larger than {max} bytes"));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    };
+    tokio::time::timeout(within, read)
+        .await
+        .map_err(|_| format!("the response was not complete within {within:?}"))?
 }
 
 /// The most of an error response that is read (its message is shown, shortened).

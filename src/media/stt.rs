@@ -79,13 +79,7 @@ impl Transcriber {
                 )
             })?;
         let status = response.status();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| format!("the answer broke: {}", e.without_url()))?;
-        if bytes.len() > MAX_ANSWER {
-            return Err("the answer is too large".into());
-        }
+        let bytes = crate::llm::read_capped(response, MAX_ANSWER, TIMEOUT).await?;
         let text = String::from_utf8_lossy(&bytes).into_owned();
         if !status.is_success() {
             let short: String = text.chars().take(300).collect();
