@@ -238,11 +238,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         shutdown.clone(),
     );
 
+    // Where things are: what approvals judge commands against and media what may be sent.
+    let scene = crate::approval::Scene::of_this_process(
+        config.home.clone(),
+        config.terminal.cwd.clone(),
+    );
     let approvals = Arc::new(ApprovalBroker::new(
         store.clone(),
         delivery.clone(),
         config.approvals.clone(),
-        crate::approval::Scene::of_this_process(config.home.clone(), config.terminal.cwd.clone()),
+        scene.clone(),
     ));
     if config.approvals.mode == ApprovalMode::Off {
         tracing::warn!("approvals.mode is off: dangerous commands run without asking anyone");
@@ -290,10 +295,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             config.agent.image_input,
             config.home.join("cache").join("documents"),
             &config.agent.stt,
-            crate::approval::Scene::of_this_process(
-                config.home.clone(),
-                config.terminal.cwd.clone(),
-            ),
+            scene,
             describer.clone(),
         )),
         shutdown: shutdown.clone(),

@@ -32,6 +32,14 @@ pub fn take_media(
     if !text.contains("MEDIA:") {
         return (text.to_owned(), Vec::new());
     }
+    // Compared resolved to resolved: a home reached through a symlink is still the home.
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let scene = &Scene {
+        home: canonical(&scene.home),
+        hermes_home: canonical(&scene.hermes_home),
+        cwd: canonical(&scene.cwd),
+        ..scene.clone()
+    };
     let mut files = Vec::new();
     let cleaned = MEDIA_TAG.replace_all(text, |caps: &regex::Captures<'_>| {
         let raw = (1..=4)
@@ -52,6 +60,7 @@ pub fn take_media(
 }
 
 /// A private copy of the file at `raw` if it may be sent; else why not, for the person.
+/// `scene`'s directories are resolved already.
 /// The check runs on the path asked for and again on the file actually opened (a link
 /// swapped in between is caught), and the gateway's secret files are recognised by their
 /// inode too (a hard link elsewhere is caught).
@@ -69,15 +78,7 @@ fn sendable(raw: &str, scene: &Scene, copies: &Path) -> Result<OutboundFile, Str
         || format!("⚠️ I did not send `{shown}`: files in that place are not sent to chats.");
     let path = std::fs::canonicalize(&expanded)
         .map_err(|_| format!("⚠️ I could not send `{shown}`: there is no such file."))?;
-    // Compared resolved to resolved: a home reached through a symlink is still the home.
-    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let scene = Scene {
-        home: canonical(&scene.home),
-        hermes_home: canonical(&scene.hermes_home),
-        cwd: canonical(&scene.cwd),
-        ..scene.clone()
-    };
-    if let Some(place) = refused_place(&path, &scene) {
+    if let Some(place) = refused_place(&path, scene) {
         tracing::warn!(path = %path.display(), ?place, "media: refused to send a protected file");
         return Err(refused());
     }
@@ -92,7 +93,7 @@ fn sendable(raw: &str, scene: &Scene, copies: &Path) -> Result<OutboundFile, Str
         .iter()
         .filter_map(|name| std::fs::metadata(scene.hermes_home.join(name)).ok())
         .any(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
-    if secret_inode || refused_place(&opened, &scene).is_some() {
+    if secret_inode || refused_place(&opened, scene).is_some() {
         tracing::warn!(path = %opened.display(), "media: refused to send a protected file");
         return Err(refused());
     }
