@@ -17,10 +17,11 @@ use base64::Engine;
 use hermes_adapter::{Attachment, FetchError, MediaKind, PlatformSender};
 use tokio_util::sync::CancellationToken;
 
-pub use documents::Documents;
-pub use outgoing::take_media;
-pub use stt::Transcriber;
 pub use vision::Describer;
+
+use documents::Documents;
+use outgoing::take_media;
+use stt::Transcriber;
 
 /// The most of an image that is fetched for the model.
 const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;

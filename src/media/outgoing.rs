@@ -236,14 +236,6 @@ mod tests {
                 .contains("not sent to chats")
         );
 
-        let (_, hard_linked) = take_media(&format!("MEDIA:{}", hard.display()), &scene, &copies);
-        assert!(
-            hard_linked[0]
-                .as_ref()
-                .unwrap_err()
-                .contains("not sent to chats")
-        );
-
         let (plain, none) = take_media("no tags here", &scene, &copies);
         assert_eq!((plain.as_str(), none.len()), ("no tags here", 0));
     }
