@@ -239,10 +239,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     );
 
     // Where things are: what approvals judge commands against and media what may be sent.
-    let scene = crate::approval::Scene::of_this_process(
-        config.home.clone(),
-        config.terminal.cwd.clone(),
-    );
+    let scene =
+        crate::approval::Scene::of_this_process(config.home.clone(), config.terminal.cwd.clone());
     let approvals = Arc::new(ApprovalBroker::new(
         store.clone(),
         delivery.clone(),

@@ -411,14 +411,23 @@ async fn writing_a_dangerous_command_into_a_background_shell_asks_too() {
     w.telegram.dm(ALICE, "/stop all");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_text_command_replying_to_a_prompt_acts_on_that_prompt() {
-    let bob = 5151;
-    let w = World::new(
+/// Alice's colleague, allowed too.
+const BOB: i64 = 5151;
+
+/// Alice and Bob both allowed, in a group that gets several messages and edits: Telegram's
+/// group budget (one every three seconds) is not what these tests are about.
+async fn alice_and_bob() -> World {
+    World::new(
         &["TELEGRAM_ALLOWED_USERS=4242,5151"],
         "delivery:\n  rate_per_second: 10\n  burst: 5\n",
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_command_replying_to_a_prompt_acts_on_that_prompt() {
+    let bob = BOB;
+    let w = alice_and_bob().await;
     let group = -100_889;
     let alices = victim(&w, "alices");
     let bobs = victim(&w, "bobs");
@@ -471,14 +480,8 @@ async fn a_text_command_replying_to_a_prompt_acts_on_that_prompt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_commands_act_on_the_senders_own_session_only() {
-    let bob = 5151;
-    // Eight messages and edits go to one group here; Telegram's group budget (one every
-    // three seconds) is not what this test is about.
-    let w = World::new(
-        &["TELEGRAM_ALLOWED_USERS=4242,5151"],
-        "delivery:\n  rate_per_second: 10\n  burst: 5\n",
-    )
-    .await;
+    let bob = BOB;
+    let w = alice_and_bob().await;
     let group = -100_888;
     let first = victim(&w, "first");
     let second = victim(&w, "second");
