@@ -264,7 +264,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     );
     processes.reap_orphans().await;
     delivery.start();
-    let describer = Arc::new(crate::media::Describer::new(&config.vision));
+    let describer =
+        crate::media::Describer::needed(&config.vision, config.agent.image_input).map(Arc::new);
     let agent = Arc::new(AgentRuntime {
         llm: LlmClient::new(config.model.clone()),
         tools: Toolbox::new(
@@ -278,7 +279,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         context_tokens: config.model.context_length,
         image_input: config.agent.image_input,
         tool_progress: config.agent.tool_progress,
-        describer: describer.configured.then(|| describer.clone()),
+        describer: describer.clone(),
     });
     let services = Arc::new(SessionServices {
         store: store.clone(),

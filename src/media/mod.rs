@@ -77,7 +77,7 @@ pub struct MediaPreparer {
     /// Where things are, for what the agent may send.
     scene: crate::approval::Scene,
     /// Describes images in `text` mode.
-    describer: Arc<Describer>,
+    describer: Option<Arc<Describer>>,
 }
 
 impl MediaPreparer {
@@ -86,7 +86,7 @@ impl MediaPreparer {
         documents_dir: PathBuf,
         stt: &crate::config::SttConfig,
         scene: crate::approval::Scene,
-        describer: Arc<Describer>,
+        describer: Option<Arc<Describer>>,
     ) -> Self {
         MediaPreparer {
             image_input,
@@ -166,7 +166,11 @@ impl MediaPreparer {
                             let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
                             let image = format!("data:{mime};base64,{data}");
                             if self.image_input == ImageInputMode::Text {
-                                match self.describer.describe(&image, cancel).await {
+                                let described = match &self.describer {
+                                    Some(describer) => describer.describe(&image, cancel).await,
+                                    None => Err("no vision model".into()),
+                                };
+                                match described {
                                     Ok(seen) => prepared.text.push(format!(
                                         "[The person sent {what}. It shows: {seen}]"
                                     )),

@@ -12,16 +12,16 @@ const PROMPT: &str = "Describe this image for someone who cannot see it: what it
 
 pub struct Describer {
     llm: LlmClient,
-    /// Set up on purpose (`auxiliary.vision.model` or `.base_url`), not only the main model.
-    pub configured: bool,
 }
 
 impl Describer {
-    pub fn new(config: &VisionConfig) -> Self {
-        Describer {
+    /// The describer a configuration needs: for `text` mode, and for `auto` when a vision
+    /// model is set up on purpose (asking the main model again after it refused images
+    /// would fail the same way). `None` otherwise: no client is built.
+    pub fn needed(config: &VisionConfig, mode: super::ImageInputMode) -> Option<Self> {
+        (mode == super::ImageInputMode::Text || config.configured).then(|| Describer {
             llm: LlmClient::new(config.model.clone()),
-            configured: config.configured,
-        }
+        })
     }
 
     /// What the image (a `data:` URL) shows; the error is for the log.
