@@ -15,7 +15,14 @@ impl SessionActor {
         match command {
             SessionCommand::Stop | SessionCommand::StopAll => {
                 // The turn first: it must not start anything new while its processes stop.
-                if let Some(turn) = running.as_ref() {
+                // It is answered when it has really ended (see `turn_ended`); a second /stop
+                // is answered with the first, and a /new already under way stays what ends
+                // the turn.
+                if let Some(turn) = running.as_mut() {
+                    turn.stop_commands.push(inbox_id);
+                    if turn.stop != Some(StopReason::Reset) {
+                        turn.stop = Some(StopReason::Stop);
+                    }
                     turn.cancel.cancel();
                 }
                 if command == SessionCommand::StopAll || self.services.stop_kills_background {
@@ -25,25 +32,11 @@ impl SessionActor {
                     }
                 }
                 let waiting = self.drop_waiting();
-                match running {
-                    Some(turn) => {
-                        // Answered when the turn has really ended (see `turn_ended`); a
-                        // second /stop is answered with the first, and a /new already under
-                        // way stays what ends the turn.
-                        turn.stop_commands.push(inbox_id);
-                        if turn.stop != Some(StopReason::Reset) {
-                            turn.stop = Some(StopReason::Stop);
-                        }
-                        turn.cancel.cancel();
-                        self.finish(waiting, InboxState::Done, "stopped", None)
-                            .await;
-                    }
-                    None => {
-                        self.finish(waiting, InboxState::Done, "stopped", None)
-                            .await;
-                        self.say(inbox_id, &message_id, "Nothing is running right now.")
-                            .await;
-                    }
+                self.finish(waiting, InboxState::Done, "stopped", None)
+                    .await;
+                if running.is_none() {
+                    self.say(inbox_id, &message_id, "Nothing is running right now.")
+                        .await;
                 }
             }
             SessionCommand::New => {
