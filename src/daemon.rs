@@ -56,19 +56,30 @@ struct GatewaySink {
 impl GatewaySink {
     /// Record `event`; a new one is dispatched.
     async fn record(&self, event: Inbound) -> Result<Accepted, SinkError> {
-        let id = self
-            .store
-            .inbox_record(event.clone())
-            .await
-            .map_err(|e| SinkError(e.to_string()))?;
-        match id {
-            Some(id) => {
-                self.router.submit(InboxRow { id, event });
-                Ok(Accepted::New)
-            }
+        let (accepted, new) = self.write(event, false).await?;
+        if let Some(row) = new {
+            self.router.submit(row);
+        }
+        Ok(accepted)
+    }
+
+    /// Write `event` to the inbox (`unsynced`: before it is on disk), returning the row
+    /// to dispatch when it is new.
+    async fn write(
+        &self,
+        event: Inbound,
+        unsynced: bool,
+    ) -> Result<(Accepted, Option<InboxRow>), SinkError> {
+        let written = if unsynced {
+            self.store.inbox_record_unsynced(event.clone()).await
+        } else {
+            self.store.inbox_record(event.clone()).await
+        };
+        match written.map_err(|e| SinkError(e.to_string()))? {
+            Some(id) => Ok((Accepted::New, Some(InboxRow { id, event }))),
             None => {
                 tracing::info!(event = %event.event_id, "inbox: duplicate delivery ignored");
-                Ok(Accepted::Duplicate)
+                Ok((Accepted::Duplicate, None))
             }
         }
     }
@@ -90,17 +101,13 @@ impl InboundSink for GatewaySink {
         let mut results = Vec::with_capacity(events.len());
         let mut new = Vec::new();
         for event in events {
-            match self.store.inbox_record_unsynced(event.clone()).await {
-                Ok(Some(id)) => {
-                    new.push(InboxRow { id, event });
-                    results.push(Ok(Accepted::New));
-                }
-                Ok(None) => {
-                    tracing::info!(event = %event.event_id, "inbox: duplicate delivery ignored");
-                    results.push(Ok(Accepted::Duplicate));
+            match self.write(event, true).await {
+                Ok((accepted, row)) => {
+                    new.extend(row);
+                    results.push(Ok(accepted));
                 }
                 Err(e) => {
-                    results.push(Err(SinkError(e.to_string())));
+                    results.push(Err(e));
                     break;
                 }
             }
