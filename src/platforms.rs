@@ -8,6 +8,8 @@ pub fn read_settings(source: &mut dyn SettingsSource) -> Vec<Box<dyn PlatformSet
     let mut platforms = Vec::new();
     #[cfg(feature = "telegram")]
     platforms.extend(hermes_telegram::settings(source));
+    #[cfg(feature = "discord")]
+    platforms.extend(hermes_discord::settings(source));
     let _ = &source; // a build with no platform features reads nothing
     platforms
 }

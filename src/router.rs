@@ -41,6 +41,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         argument: None,
     },
     CommandSpec {
+        name: "reset",
+        description: "Start a fresh conversation (same as /new)",
+        argument: None,
+    },
+    CommandSpec {
         name: "stop",
         description: "Stop what the agent is doing",
         argument: Some("all: also kill background processes"),

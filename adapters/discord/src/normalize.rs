@@ -1,0 +1,394 @@
+//! Discord events (serenity's models) → the gateway's [`Inbound`]: where a message lives (DM,
+//! server channel, thread), who wrote it, whether it is addressed to the bot (DM, mention,
+//! reply to the bot, a free-response channel, a thread the bot opened), the bot's mention
+//! stripped, attachments; button presses and slash commands.
+
+use hermes_adapter::{
+    Attachment, Author, ChatKind, ChatRef, CommandCall, Inbound, InboundKind, InboundMessage,
+    MediaKind, Platform, Press,
+};
+use serenity::model::application::{
+    CommandDataOptionValue, CommandInteraction, ComponentInteraction,
+};
+use serenity::model::channel::{Message, MessageFlags, MessageType};
+use serenity::model::user::User;
+
+use crate::interactions::HANDLE_PREFIX;
+
+/// The bot, as READY and `/users/@me` name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub user_id: String,
+    pub application_id: String,
+    pub name: String,
+}
+
+/// What kind of channel an event happened in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    Direct,
+    /// A server text channel (or anything that is not a thread).
+    Channel,
+    /// A thread; `owner` is who opened it.
+    Thread {
+        parent: String,
+        owner: Option<String>,
+    },
+}
+
+/// How the adapter reads messages (from its settings).
+#[derive(Debug, Clone, Default)]
+pub struct Reading {
+    /// Channels where every message is for the bot.
+    pub free_response_channels: Vec<String>,
+}
+
+/// The command that is really a question (`/ask <question>`): recorded as a message.
+pub const ASK: &str = "ask";
+
+/// Where a channel's messages (and their answers) go.
+pub fn chat_ref(place: &Place, channel_id: &str, guild_id: Option<String>) -> ChatRef {
+    let (chat_id, thread_id, kind) = match place {
+        Place::Direct => (channel_id.to_owned(), None, ChatKind::Direct),
+        Place::Channel => (channel_id.to_owned(), None, ChatKind::Group),
+        Place::Thread { parent, .. } => {
+            (parent.clone(), Some(channel_id.to_owned()), ChatKind::Group)
+        }
+    };
+    ChatRef {
+        platform: Platform::Discord,
+        account: guild_id,
+        chat_id,
+        thread_id,
+        kind,
+    }
+}
+
+/// The channel a [`ChatRef`] sends to: the thread where there is one.
+pub fn channel_of(chat: &ChatRef) -> &str {
+    chat.thread_id.as_deref().unwrap_or(&chat.chat_id)
+}
+
+/// A person's message as an [`Inbound`]; `None` for what the gateway does not answer (its
+/// own messages, system messages such as joins and pins).
+pub fn message(msg: &Message, me: &Identity, place: &Place, reading: &Reading) -> Option<Inbound> {
+    if msg.author.id.to_string() == me.user_id
+        || !matches!(msg.kind, MessageType::Regular | MessageType::InlineReply)
+        || msg.webhook_id.is_some()
+    {
+        return None;
+    }
+    let channel = msg.channel_id.to_string();
+    let mentioned = msg.mentions.iter().any(|u| u.id.to_string() == me.user_id);
+    let replied_to_bot = msg
+        .referenced_message
+        .as_ref()
+        .is_some_and(|m| m.author.id.to_string() == me.user_id);
+    let free = |id: &str| reading.free_response_channels.iter().any(|c| c == id);
+    let addressed = match place {
+        Place::Direct => true,
+        Place::Channel => mentioned || replied_to_bot || free(&channel),
+        Place::Thread { parent, owner } => {
+            mentioned
+                || replied_to_bot
+                || free(&channel)
+                || free(parent)
+                || owner.as_deref() == Some(me.user_id.as_str())
+        }
+    };
+    let voice = msg
+        .flags
+        .is_some_and(|f| f.contains(MessageFlags::IS_VOICE_MESSAGE));
+    let attachments: Vec<Attachment> = msg
+        .attachments
+        .iter()
+        .map(|a| Attachment {
+            kind: media_kind(a.content_type.as_deref(), voice),
+            mime: a.content_type.clone(),
+            name: Some(a.filename.clone()),
+            size: Some(u64::from(a.size)),
+            handle: a.url.clone(),
+        })
+        .collect();
+    let text = strip_mention(&msg.content, &me.user_id);
+    let unsupported = (text.is_empty() && attachments.is_empty())
+        .then(|| {
+            if !msg.sticker_items.is_empty() {
+                Some("a sticker".to_owned())
+            } else if msg.poll.is_some() {
+                Some("a poll".to_owned())
+            } else if !msg.embeds.is_empty() {
+                Some("an embed".to_owned())
+            } else {
+                None
+            }
+        })
+        .flatten();
+    Some(Inbound {
+        event_id: format!("discord:{}", msg.id),
+        chat: chat_ref(place, &channel, msg.guild_id.map(|g| g.to_string())),
+        author: author(
+            &msg.author,
+            msg.member.as_ref().and_then(|m| m.nick.clone()),
+        ),
+        kind: InboundKind::Message(InboundMessage {
+            message_id: msg.id.to_string(),
+            text,
+            addressed,
+            attachments,
+            unsupported,
+            reply_to: msg
+                .message_reference
+                .as_ref()
+                .and_then(|r| r.message_id)
+                .map(|id| id.to_string()),
+        }),
+    })
+}
+
+/// A press on one of the bot's buttons.
+pub fn press(interaction: &ComponentInteraction, place: &Place) -> Inbound {
+    Inbound {
+        event_id: format!("discord:i{}", interaction.id),
+        chat: chat_ref(
+            place,
+            &interaction.channel_id.to_string(),
+            interaction.guild_id.map(|g| g.to_string()),
+        ),
+        author: author(
+            &interaction.user,
+            interaction.member.as_ref().and_then(|m| m.nick.clone()),
+        ),
+        kind: InboundKind::Press(Press {
+            press_id: interaction.id.to_string(),
+            message_id: Some(interaction.message.id.to_string()),
+            choice_id: interaction.data.custom_id.clone(),
+        }),
+    }
+}
+
+/// A slash command: `/ask` as a message to the agent, the others as commands; both answered
+/// through the interaction (`interaction:<id>`).
+pub fn command(interaction: &CommandInteraction, place: &Place) -> Inbound {
+    let handle = format!("{HANDLE_PREFIX}{}", interaction.id);
+    let args = interaction
+        .data
+        .options
+        .iter()
+        .filter_map(|o| match &o.value {
+            CommandDataOptionValue::String(s) => Some(s.clone()),
+            CommandDataOptionValue::Integer(n) => Some(n.to_string()),
+            CommandDataOptionValue::Boolean(b) => Some(b.to_string()),
+            CommandDataOptionValue::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let name = interaction.data.name.to_ascii_lowercase();
+    let kind = if name == ASK {
+        InboundKind::Message(InboundMessage {
+            message_id: handle,
+            text: args,
+            addressed: true,
+            ..Default::default()
+        })
+    } else {
+        InboundKind::Command(CommandCall {
+            name,
+            args,
+            respond_via: Some(handle),
+        })
+    };
+    Inbound {
+        event_id: format!("discord:i{}", interaction.id),
+        chat: chat_ref(
+            place,
+            &interaction.channel_id.to_string(),
+            interaction.guild_id.map(|g| g.to_string()),
+        ),
+        author: author(
+            &interaction.user,
+            interaction.member.as_ref().and_then(|m| m.nick.clone()),
+        ),
+        kind,
+    }
+}
+
+fn author(user: &User, nick: Option<String>) -> Author {
+    Author {
+        user_id: user.id.to_string(),
+        display_name: nick
+            .or_else(|| user.global_name.clone())
+            .unwrap_or_else(|| user.name.clone()),
+        username: Some(user.name.clone()),
+        is_bot: user.bot,
+    }
+}
+
+fn media_kind(mime: Option<&str>, voice_message: bool) -> MediaKind {
+    let mime = mime.unwrap_or("").to_ascii_lowercase();
+    if mime.starts_with("image/") {
+        MediaKind::Image
+    } else if mime.starts_with("audio/") && voice_message {
+        MediaKind::Voice
+    } else if mime.starts_with("audio/") {
+        MediaKind::Audio
+    } else if mime.starts_with("video/") {
+        MediaKind::Video
+    } else {
+        MediaKind::Document
+    }
+}
+
+/// The text without the bot's own mention (`<@id>` or the older `<@!id>`).
+fn strip_mention(content: &str, bot_id: &str) -> String {
+    content
+        .replace(&format!("<@{bot_id}>"), "")
+        .replace(&format!("<@!{bot_id}>"), "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim()
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn me() -> Identity {
+        Identity {
+            user_id: "900".into(),
+            application_id: "900".into(),
+            name: "hermes".into(),
+        }
+    }
+
+    fn msg(extra: serde_json::Value) -> Message {
+        let mut base = json!({
+            "id": "1300", "channel_id": "50", "content": "hello",
+            "author": {"id": "7", "username": "ada", "discriminator": "0", "global_name": "Ada", "avatar": null},
+            "timestamp": "2026-11-24T00:00:00.000000+00:00", "edited_timestamp": null,
+            "tts": false, "mention_everyone": false, "mentions": [], "mention_roles": [],
+            "attachments": [], "embeds": [], "pinned": false, "type": 0
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn a_dm_is_addressed_and_keeps_its_text() {
+        let event = message(&msg(json!({})), &me(), &Place::Direct, &Reading::default()).unwrap();
+        assert_eq!(event.event_id, "discord:1300");
+        assert_eq!(event.chat.kind, ChatKind::Direct);
+        assert_eq!(event.author.display_name, "Ada");
+        let InboundKind::Message(m) = event.kind else {
+            panic!()
+        };
+        assert!(m.addressed);
+        assert_eq!(m.text, "hello");
+    }
+
+    #[test]
+    fn in_a_channel_only_a_mention_a_reply_or_a_free_channel_addresses_the_bot() {
+        let reading = Reading::default();
+        let plain = message(
+            &msg(json!({"guild_id": "3"})),
+            &me(),
+            &Place::Channel,
+            &reading,
+        )
+        .unwrap();
+        let InboundKind::Message(m) = plain.kind else {
+            panic!()
+        };
+        assert!(!m.addressed);
+        let mention = msg(json!({
+            "guild_id": "3", "content": "<@900> what time is it?",
+            "mentions": [{"id": "900", "username": "hermes", "discriminator": "0", "avatar": null, "bot": true}]
+        }));
+        let event = message(&mention, &me(), &Place::Channel, &reading).unwrap();
+        assert_eq!(event.chat.account.as_deref(), Some("3"));
+        let InboundKind::Message(m) = event.kind else {
+            panic!()
+        };
+        assert!(m.addressed);
+        assert_eq!(m.text, "what time is it?");
+        let free = Reading {
+            free_response_channels: vec!["50".into()],
+        };
+        let event = message(
+            &msg(json!({"guild_id": "3"})),
+            &me(),
+            &Place::Channel,
+            &free,
+        )
+        .unwrap();
+        let InboundKind::Message(m) = event.kind else {
+            panic!()
+        };
+        assert!(m.addressed);
+    }
+
+    #[test]
+    fn a_thread_is_its_own_conversation_under_its_parent() {
+        let place = Place::Thread {
+            parent: "40".into(),
+            owner: Some("900".into()),
+        };
+        let event = message(
+            &msg(json!({"guild_id": "3"})),
+            &me(),
+            &place,
+            &Reading::default(),
+        )
+        .unwrap();
+        assert_eq!(event.chat.chat_id, "40");
+        assert_eq!(event.chat.thread_id.as_deref(), Some("50"));
+        assert_eq!(channel_of(&event.chat), "50");
+        let InboundKind::Message(m) = event.kind else {
+            panic!()
+        };
+        assert!(
+            m.addressed,
+            "a thread the bot opened goes on without mentions"
+        );
+    }
+
+    #[test]
+    fn its_own_and_system_messages_are_skipped() {
+        let own = msg(
+            json!({"author": {"id": "900", "username": "hermes", "discriminator": "0", "avatar": null, "bot": true}}),
+        );
+        assert!(message(&own, &me(), &Place::Direct, &Reading::default()).is_none());
+        let pinned = msg(json!({"type": 6}));
+        assert!(message(&pinned, &me(), &Place::Direct, &Reading::default()).is_none());
+    }
+
+    #[test]
+    fn attachments_carry_their_cdn_url_and_voice_notes_are_voice() {
+        let voice = msg(json!({
+            "content": "", "flags": 8192,
+            "attachments": [{"id": "5", "filename": "voice-message.ogg", "size": 1200,
+                "url": "https://cdn/x.ogg", "proxy_url": "https://media/x.ogg", "content_type": "audio/ogg"}]
+        }));
+        let event = message(&voice, &me(), &Place::Direct, &Reading::default()).unwrap();
+        let InboundKind::Message(m) = event.kind else {
+            panic!()
+        };
+        assert_eq!(m.attachments[0].kind, MediaKind::Voice);
+        assert_eq!(m.attachments[0].handle, "https://cdn/x.ogg");
+        assert_eq!(m.unsupported, None);
+        let sticker = msg(
+            json!({"content": "", "sticker_items": [{"id": "1", "name": "wave", "format_type": 1}]}),
+        );
+        let event = message(&sticker, &me(), &Place::Direct, &Reading::default()).unwrap();
+        let InboundKind::Message(m) = event.kind else {
+            panic!()
+        };
+        assert_eq!(m.unsupported.as_deref(), Some("a sticker"));
+    }
+}

@@ -1,0 +1,390 @@
+//! From serenity's gateway to the sink: events in Discord's order, recorded before anything
+//! is acknowledged.
+//!
+//! serenity dispatches every gateway event to its handlers in a task of its own, so two
+//! messages read one after the other can reach a handler in either order. The handler here
+//! only forwards; [`Recorder`] gathers what arrived together, puts it back in Discord's order
+//! (message and interaction ids are snowflakes, ordered by creation time), works out where
+//! each event lives (DM, channel, thread: from the channels the gateway announced, else
+//! `GET /channels/{id}`), opens a thread for a mention when `DISCORD_AUTO_THREAD` is on, and
+//! records the batch with one sync. Only then are presses and slash commands acknowledged
+//! (within Discord's 3 s), so an interaction is never confirmed and then lost.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hermes_adapter::{
+    Accepted, Backoff, CancellationToken, Inbound, InboundKind, InboundSink, Liveness, SendError,
+    async_trait,
+};
+use reqwest::Method;
+use serde_json::{Value, json};
+use serenity::client::{Context, RawEventHandler};
+use serenity::model::application::Interaction;
+use serenity::model::channel::{ChannelType, GuildChannel};
+use serenity::model::event::Event;
+use tokio::sync::{mpsc, watch};
+
+use crate::interactions::Interactions;
+use crate::normalize::{self, ASK, Identity, Place, Reading};
+use crate::rest::{Body, Rest};
+
+/// How long to let the handler tasks of events read together arrive before ordering them.
+const GATHER: Duration = Duration::from_millis(15);
+/// Channels remembered (ids → kind); past this the memory starts again (lookups refill it).
+const CHANNELS_KEPT: usize = 20_000;
+/// Retrying a recording that failed: 1 s, doubling, at most 30 s.
+const RECORD_RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+
+/// serenity's handler: forwards every event to the recorder, in whatever order serenity's
+/// tasks run.
+pub(crate) struct Forward(pub mpsc::UnboundedSender<Event>);
+
+#[async_trait]
+impl RawEventHandler for Forward {
+    async fn raw_event(&self, _ctx: Context, event: Event) {
+        let _ = self.0.send(event);
+    }
+}
+
+/// Turns gateway events into recorded [`Inbound`]s.
+pub(crate) struct Recorder {
+    pub rest: Arc<Rest>,
+    pub interactions: Interactions,
+    pub identity: watch::Sender<Option<Identity>>,
+    pub reading: Reading,
+    pub auto_thread: bool,
+    pub liveness: Liveness,
+    /// What each channel seen so far is.
+    pub channels: Mutex<HashMap<String, Place>>,
+}
+
+/// An interaction to acknowledge once recorded.
+struct PendingAck {
+    id: String,
+    token: String,
+    /// The callback: 6 = the press is taken (no visible change), 5 = an answer will follow.
+    callback: Value,
+}
+
+impl Recorder {
+    /// Record events until shutdown.
+    pub(crate) async fn run(
+        self: Arc<Self>,
+        mut events: mpsc::UnboundedReceiver<Event>,
+        sink: Arc<dyn InboundSink>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let first = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                e = events.recv() => match e { Some(e) => e, None => return },
+            };
+            tokio::time::sleep(GATHER).await;
+            let mut batch = vec![first];
+            while let Ok(more) = events.try_recv() {
+                batch.push(more);
+            }
+            batch.sort_by_key(order);
+            self.liveness.beat();
+            let mut inbound = Vec::new();
+            let mut acks = Vec::new();
+            for event in batch {
+                self.take(event, &mut inbound, &mut acks).await;
+            }
+            if !self.record(sink.as_ref(), inbound, &shutdown).await {
+                return;
+            }
+            for ack in acks {
+                let (rest, interactions) = (self.rest.clone(), self.interactions.clone());
+                tokio::spawn(async move { acknowledge(&rest, &interactions, ack).await });
+            }
+        }
+    }
+
+    /// One gateway event: what it teaches about the bot and its channels, and the inbound
+    /// event it makes, if any.
+    async fn take(&self, event: Event, inbound: &mut Vec<Inbound>, acks: &mut Vec<PendingAck>) {
+        match event {
+            Event::Ready(ready) => {
+                let ready = ready.ready;
+                tracing::info!(bot = %ready.user.name, session = %ready.session_id, "discord: connected");
+                self.identity.send_replace(Some(Identity {
+                    user_id: ready.user.id.to_string(),
+                    application_id: ready.application.id.to_string(),
+                    name: ready.user.name.clone(),
+                }));
+            }
+            Event::Resumed(_) => tracing::info!("discord: resumed; missed events follow"),
+            Event::GuildCreate(guild) => {
+                let guild = guild.guild;
+                for channel in guild.channels.values().chain(&guild.threads) {
+                    self.learn(channel);
+                }
+            }
+            Event::ChannelCreate(created) => self.learn(&created.channel),
+            Event::ThreadCreate(created) => self.learn(&created.thread),
+            Event::ThreadUpdate(updated) => self.learn(&updated.thread),
+            Event::MessageCreate(created) => {
+                let Some(me) = self.identity.borrow().clone() else {
+                    return;
+                };
+                let msg = created.message;
+                let channel = msg.channel_id.to_string();
+                let mut place = self
+                    .place(&channel, msg.guild_id.map(|g| g.to_string()))
+                    .await;
+                let Some(mut event) = normalize::message(&msg, &me, &place, &self.reading) else {
+                    return;
+                };
+                if self.auto_thread
+                    && place == Place::Channel
+                    && is_addressed(&event)
+                    && let Some(thread) = self.open_thread(&channel, &event, &me).await
+                {
+                    place = thread;
+                    if let Some(in_thread) = normalize::message(&msg, &me, &place, &self.reading) {
+                        event = in_thread;
+                    }
+                }
+                inbound.push(event);
+            }
+            Event::InteractionCreate(created) => match created.interaction {
+                Interaction::Component(press) => {
+                    let place = self
+                        .place(
+                            &press.channel_id.to_string(),
+                            press.guild_id.map(|g| g.to_string()),
+                        )
+                        .await;
+                    let id = press.id.to_string();
+                    self.interactions.open(&id, &press.token, true);
+                    acks.push(PendingAck {
+                        id,
+                        token: press.token.clone(),
+                        callback: json!({"type": 6}),
+                    });
+                    inbound.push(normalize::press(&press, &place));
+                }
+                Interaction::Command(command) => {
+                    let place = self
+                        .place(
+                            &command.channel_id.to_string(),
+                            command.guild_id.map(|g| g.to_string()),
+                        )
+                        .await;
+                    let id = command.id.to_string();
+                    // As in Hermes: only `/ask` answers for everyone to see.
+                    let ephemeral = !command.data.name.eq_ignore_ascii_case(ASK);
+                    self.interactions.open(&id, &command.token, ephemeral);
+                    let data = if ephemeral {
+                        json!({"flags": 64})
+                    } else {
+                        json!({})
+                    };
+                    acks.push(PendingAck {
+                        id,
+                        token: command.token.clone(),
+                        callback: json!({"type": 5, "data": data}),
+                    });
+                    inbound.push(normalize::command(&command, &place));
+                }
+                other => tracing::debug!(kind = ?other.kind(), "discord: interaction ignored"),
+            },
+            _ => {}
+        }
+    }
+
+    /// Remember what a channel announced by the gateway is.
+    fn learn(&self, channel: &GuildChannel) {
+        let place = place_of(
+            channel.kind,
+            channel.parent_id.map(|p| p.to_string()),
+            channel.owner_id.map(|o| o.to_string()),
+        );
+        self.remember(channel.id.to_string(), place);
+    }
+
+    fn remember(&self, channel: String, place: Place) {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if channels.len() >= CHANNELS_KEPT {
+            channels.clear();
+        }
+        channels.insert(channel, place);
+    }
+
+    /// What a channel is: a DM without a server; else what the gateway announced, else what
+    /// `GET /channels/{id}` says (remembered). A lookup that fails reads as a plain channel.
+    async fn place(&self, channel: &str, guild: Option<String>) -> Place {
+        if guild.is_none() {
+            return Place::Direct;
+        }
+        if let Some(place) = self
+            .channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(channel)
+        {
+            return place.clone();
+        }
+        match self
+            .rest
+            .call(Method::GET, &format!("/channels/{channel}"), Body::Empty)
+            .await
+        {
+            Ok(found) => {
+                let kind = found.get("type").and_then(Value::as_u64).unwrap_or(0);
+                let text = |k: &str| found.get(k).and_then(Value::as_str).map(str::to_owned);
+                let place = place_of(
+                    ChannelType::from(kind as u8),
+                    text("parent_id"),
+                    text("owner_id"),
+                );
+                self.remember(channel.to_owned(), place.clone());
+                place
+            }
+            Err(e) => {
+                tracing::warn!(%channel, error = %e, "discord: could not look the channel up; treating it as a plain channel");
+                Place::Channel
+            }
+        }
+    }
+
+    /// `DISCORD_AUTO_THREAD`: open a thread from the message that mentioned the bot (its id
+    /// is the message's, so a redelivered message finds the same thread).
+    async fn open_thread(&self, channel: &str, event: &Inbound, me: &Identity) -> Option<Place> {
+        let InboundKind::Message(message) = &event.kind else {
+            return None;
+        };
+        let mut name: String = message.text.chars().take(60).collect();
+        if name.trim().is_empty() {
+            name = format!("{} and {}", event.author.display_name, me.name);
+        }
+        let result = self
+            .rest
+            .call(
+                Method::POST,
+                &format!(
+                    "/channels/{channel}/messages/{}/threads",
+                    message.message_id
+                ),
+                Body::Json(json!({"name": name, "auto_archive_duration": 1440})),
+            )
+            .await;
+        match result {
+            Ok(_) => {}
+            // "A thread has already been created for this message": a redelivery.
+            Err(SendError::Rejected(why)) if why.contains("160004") => {}
+            Err(e) => {
+                tracing::warn!(%channel, error = %e, "discord: could not open a thread; answering in the channel");
+                return None;
+            }
+        }
+        let place = Place::Thread {
+            parent: channel.to_owned(),
+            owner: Some(me.user_id.clone()),
+        };
+        self.remember(message.message_id.clone(), place.clone());
+        Some(place)
+    }
+
+    /// Record the batch with one sync; what fails is retried one at a time, in order, until
+    /// it is recorded. `false` when shutdown came first.
+    async fn record(
+        &self,
+        sink: &dyn InboundSink,
+        events: Vec<Inbound>,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        if events.is_empty() {
+            return true;
+        }
+        let results = sink.accept_batch(events.clone()).await;
+        for (n, event) in events.iter().enumerate() {
+            match results.get(n) {
+                Some(Ok(Accepted::Duplicate)) => {
+                    tracing::debug!(event = %event.event_id, "discord: redelivered event already recorded")
+                }
+                Some(Ok(Accepted::New)) => {}
+                _ => {
+                    let mut retry = RECORD_RETRY;
+                    loop {
+                        match sink.accept(event.clone()).await {
+                            Ok(_) => break,
+                            Err(e) => {
+                                let wait = retry.next_delay();
+                                tracing::error!(error = %e, event = %event.event_id, "discord: cannot record event; retrying");
+                                tokio::select! {
+                                    _ = shutdown.cancelled() => return false,
+                                    _ = tokio::time::sleep(wait) => {}
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Tell Discord the interaction is taken (it shows an error after 3 s otherwise); one quick
+/// retry for a passing failure.
+async fn acknowledge(rest: &Rest, interactions: &Interactions, ack: PendingAck) {
+    if interactions.is_acknowledged(&ack.id) {
+        return;
+    }
+    let path = format!("/interactions/{}/{}/callback", ack.id, ack.token);
+    for attempt in 0..2 {
+        match rest
+            .call(Method::POST, &path, Body::Json(ack.callback.clone()))
+            .await
+        {
+            Ok(_) => {
+                interactions.acknowledged(&ack.id);
+                return;
+            }
+            // Already acknowledged (a redelivered interaction): answers may follow.
+            Err(SendError::Rejected(why)) if why.contains("40060") => {
+                interactions.acknowledged(&ack.id);
+                return;
+            }
+            Err(SendError::Transient(why)) if attempt == 0 => {
+                tracing::debug!(interaction = %ack.id, %why, "discord: acknowledging again");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => {
+                tracing::warn!(interaction = %ack.id, error = %e, "discord: could not acknowledge an interaction");
+                return;
+            }
+        }
+    }
+}
+
+fn is_addressed(event: &Inbound) -> bool {
+    matches!(&event.kind, InboundKind::Message(m) if m.addressed)
+}
+
+fn place_of(kind: ChannelType, parent: Option<String>, owner: Option<String>) -> Place {
+    match kind {
+        ChannelType::Private | ChannelType::GroupDm => Place::Direct,
+        ChannelType::PublicThread | ChannelType::PrivateThread | ChannelType::NewsThread => {
+            match parent {
+                Some(parent) => Place::Thread { parent, owner },
+                None => Place::Channel,
+            }
+        }
+        _ => Place::Channel,
+    }
+}
+
+/// Where an event goes in a batch: what teaches the bot about itself and its channels
+/// first, then messages and interactions by id (creation time).
+fn order(event: &Event) -> u64 {
+    match event {
+        Event::MessageCreate(created) => created.message.id.get(),
+        Event::InteractionCreate(created) => created.interaction.id().get(),
+        _ => 0,
+    }
+}

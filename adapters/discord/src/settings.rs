@@ -1,0 +1,213 @@
+//! Discord's settings, with the Python Hermes names: `DISCORD_BOT_TOKEN` (or
+//! `platforms.discord.token`), `DISCORD_ALLOWED_USERS` / `DISCORD_ALLOW_ALL_USERS` (user ids),
+//! `DISCORD_REQUIRE_MENTION` (default true in server channels),
+//! `DISCORD_FREE_RESPONSE_CHANNELS` (channel ids where every message is for the bot),
+//! `DISCORD_HOME_CHANNEL`, `DISCORD_AUTO_THREAD` (default false: Hermes turned it on
+//! silently once and broke bot-to-bot setups, issues #7184/#20243), and
+//! `platforms.discord.extra.api_base_url` (the REST root; how tests reach the fake and how an
+//! operator points the bot at a proxy).
+
+use std::sync::Arc;
+
+use hermes_adapter::{
+    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, is_truthy, mask,
+    split_list,
+};
+
+use crate::DiscordAdapter;
+
+/// Discord's public REST root.
+pub const DEFAULT_API_BASE: &str = "https://discord.com";
+
+/// What the Discord adapter needs.
+#[derive(Clone)]
+pub struct DiscordSettings {
+    pub token: String,
+    /// REST root without `/api/v10` (`https://discord.com`, or a fake in tests).
+    pub api_base_url: String,
+    pub require_mention: bool,
+    /// Channels where the bot answers without being mentioned.
+    pub free_response_channels: Vec<String>,
+    /// A mention in a server channel opens a thread from the message; the conversation goes
+    /// on there.
+    pub auto_thread: bool,
+    pub home_channel: Option<String>,
+    pub access: Access,
+}
+
+impl std::fmt::Debug for DiscordSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordSettings")
+            .field("token", &mask(&self.token))
+            .field("api_base_url", &self.api_base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Discord's settings, or `None` when Discord is not enabled (no token, or
+/// `platforms.discord.enabled: false`). Problems are reported against their key.
+pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSettings>> {
+    let enabled = source.boolean("platforms.discord.enabled");
+    // Read even when the file has the token, so the variable is known (and scrubbed from
+    // child processes).
+    let env_token = source.var("DISCORD_BOT_TOKEN");
+    let token = source.string("platforms.discord.token").or(env_token);
+    let base_url = source.string("platforms.discord.extra.api_base_url");
+    let require_mention = source
+        .boolean("platforms.discord.extra.require_mention")
+        .or_else(|| source.boolean("discord.require_mention"))
+        .or_else(|| source.var("DISCORD_REQUIRE_MENTION").map(|v| is_truthy(&v)))
+        .unwrap_or(true);
+    let free_response_channels = source
+        .var("DISCORD_FREE_RESPONSE_CHANNELS")
+        .map(|v| split_list(&v))
+        .unwrap_or_default();
+    let auto_thread = source
+        .boolean("platforms.discord.extra.auto_thread")
+        .or_else(|| source.var("DISCORD_AUTO_THREAD").map(|v| is_truthy(&v)))
+        .unwrap_or(false);
+    let home_channel = source
+        .var("DISCORD_HOME_CHANNEL")
+        .or_else(|| source.string("platforms.discord.home_channel.chat_id"));
+    let access = Access::read(source, "DISCORD");
+    for id in access.allowed.iter().chain(&free_response_channels) {
+        if !is_snowflake(id) {
+            let key = if access.allowed.contains(id) {
+                "DISCORD_ALLOWED_USERS"
+            } else {
+                "DISCORD_FREE_RESPONSE_CHANNELS"
+            };
+            source.error(
+                key,
+                format!(
+                    "{id:?} is not a Discord id (turn on Developer Mode, then right-click → Copy ID)"
+                ),
+            );
+        }
+    }
+
+    if !enabled.unwrap_or(token.is_some()) {
+        return None;
+    }
+    let Some(token) = token else {
+        source.error(
+            "DISCORD_BOT_TOKEN",
+            "platforms.discord.enabled is true but no bot token is set (put DISCORD_BOT_TOKEN in $HERMES_HOME/.env)".into(),
+        );
+        return None;
+    };
+    let token = token.trim().trim_start_matches("Bot ").to_owned();
+    if token.is_empty() || token.chars().any(char::is_whitespace) {
+        source.error(
+            "DISCORD_BOT_TOKEN",
+            "does not look like a bot token (copy it from the Bot page of the developer portal)"
+                .into(),
+        );
+        return None;
+    }
+    let api_base_url = match base_url {
+        None => DEFAULT_API_BASE.to_owned(),
+        Some(url) => match api_root(&url) {
+            Ok(root) => root,
+            Err(e) => {
+                source.error("platforms.discord.extra.api_base_url", e);
+                return None;
+            }
+        },
+    };
+    Some(Box::new(DiscordSettings {
+        token,
+        api_base_url,
+        require_mention,
+        free_response_channels,
+        auto_thread,
+        home_channel,
+        access,
+    }))
+}
+
+impl PlatformSettings for DiscordSettings {
+    fn platform(&self) -> Platform {
+        Platform::Discord
+    }
+
+    fn access(&self) -> &Access {
+        &self.access
+    }
+
+    fn require_mention(&self) -> bool {
+        self.require_mention
+    }
+
+    fn home_channel(&self) -> Option<&str> {
+        self.home_channel.as_deref()
+    }
+
+    fn describe(&self) -> Vec<(String, String)> {
+        vec![
+            ("token".into(), mask(&self.token)),
+            ("api_base_url".into(), self.api_base_url.clone()),
+            ("require_mention".into(), self.require_mention.to_string()),
+            (
+                "free_response_channels".into(),
+                if self.free_response_channels.is_empty() {
+                    "(none)".into()
+                } else {
+                    self.free_response_channels.join(", ")
+                },
+            ),
+            ("auto_thread".into(), self.auto_thread.to_string()),
+            (
+                "home_channel".into(),
+                self.home_channel.clone().unwrap_or_else(|| "(none)".into()),
+            ),
+        ]
+    }
+
+    fn build(&self) -> Result<Arc<dyn Adapter>, AdapterError> {
+        Ok(Arc::new(DiscordAdapter::new(self)?))
+    }
+}
+
+/// A Discord id: a snowflake, digits only.
+fn is_snowflake(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Accept the root with or without `/api` or `/api/v10`; return the bare root.
+fn api_root(url: &str) -> Result<String, String> {
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!(
+            "{url:?} must be an http:// or https:// URL with a host"
+        ));
+    }
+    let trimmed = url.trim_end_matches('/');
+    let trimmed = trimmed.strip_suffix("/v10").unwrap_or(trimmed);
+    Ok(trimmed.strip_suffix("/api").unwrap_or(trimmed).to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rest_root_is_accepted_with_or_without_its_api_path() {
+        assert_eq!(api_root("http://h:1/").unwrap(), "http://h:1");
+        assert_eq!(api_root("http://h:1/api/v10/").unwrap(), "http://h:1");
+        assert_eq!(
+            api_root("https://proxy.example/discord/api").unwrap(),
+            "https://proxy.example/discord"
+        );
+        assert!(api_root("ftp://h").is_err());
+        assert!(api_root("not a url").is_err());
+    }
+
+    #[test]
+    fn ids_are_snowflakes() {
+        assert!(is_snowflake("123456789012345678"));
+        assert!(!is_snowflake("alice"));
+        assert!(!is_snowflake(""));
+    }
+}
