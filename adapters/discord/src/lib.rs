@@ -5,12 +5,14 @@
 //! either ignores a custom REST root or hides Discord's 429s (see that module).
 //!
 //! * `receive`: gateway events → recorded [`hermes_adapter::Inbound`]s, in Discord's order,
-//!   interactions acknowledged after recording.
+//!   interactions acknowledged after recording; `backfill`: what a gap in the gateway (or a
+//!   stopped daemon) hid, fetched over REST after each READY.
 //! * `normalize`: serenity's models → the contract's types.
 //! * `send`: [`DiscordSender`], the [`PlatformSender`].
 //! * `markdown`: Discord Markdown rendering; `interactions`: open interaction tokens.
 //! * `settings`: `DISCORD_*` and `platforms.discord.*`.
 
+mod backfill;
 mod interactions;
 mod markdown;
 mod normalize;
@@ -210,6 +212,7 @@ impl Adapter for DiscordAdapter {
             auto_thread: self.auto_thread,
             liveness: self.liveness.clone(),
             channels: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Default::default()),
         });
         let recording = tokio::spawn(recorder.run(events_rx, sink, stop.clone()));
         let watching = tokio::spawn(watch_heartbeats(

@@ -8,24 +8,27 @@
 //! each event lives (DM, channel, thread: from the channels the gateway announced, else
 //! `GET /channels/{id}`), opens a thread for a mention when `DISCORD_AUTO_THREAD` is on, and
 //! records the batch with one sync. Only then are presses and slash commands acknowledged
-//! (within Discord's 3 s), so an interaction is never confirmed and then lost.
+//! (within Discord's 3 s), so an interaction is never confirmed and then lost. After each
+//! READY (a session that replays nothing) it fetches what the gap hid (`backfill`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use hermes_adapter::{
-    Accepted, Backoff, CancellationToken, Inbound, InboundKind, InboundSink, Liveness, SendError,
-    async_trait,
+    Accepted, Backoff, CancellationToken, Inbound, InboundKind, InboundSink, Liveness, Platform,
+    SendError, async_trait,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
 use serenity::client::{Context, RawEventHandler};
 use serenity::model::application::Interaction;
-use serenity::model::channel::{ChannelType, GuildChannel};
+use serenity::model::channel::{ChannelType, GuildChannel, Message};
 use serenity::model::event::Event;
+use serenity::model::id::GuildId;
 use tokio::sync::{mpsc, watch};
 
+use crate::backfill::{self, Seen};
 use crate::interactions::Interactions;
 use crate::normalize::{self, ASK, Identity, Place, Reading};
 use crate::rest::{Body, Rest};
@@ -58,6 +61,19 @@ pub(crate) struct Recorder {
     pub liveness: Liveness,
     /// What each channel seen so far is.
     pub channels: Mutex<HashMap<String, Place>>,
+    /// The newest message recorded per channel (the adapter's cursor).
+    pub seen: Mutex<Seen>,
+}
+
+/// What one batch of gateway events made.
+#[derive(Default)]
+struct Batch {
+    inbound: Vec<Inbound>,
+    acks: Vec<PendingAck>,
+    /// (channel, server, message id) of each message, noted once recorded.
+    messages: Vec<(u64, Option<u64>, u64)>,
+    /// A READY came: a new session, which replays nothing from before it.
+    ready: bool,
 }
 
 /// An interaction to acknowledge once recorded.
@@ -76,38 +92,144 @@ impl Recorder {
         sink: Arc<dyn InboundSink>,
         shutdown: CancellationToken,
     ) {
+        self.load_cursor(sink.as_ref()).await;
         loop {
             let first = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 e = events.recv() => match e { Some(e) => e, None => return },
             };
             tokio::time::sleep(GATHER).await;
-            let mut batch = vec![first];
+            let mut events_read = vec![first];
             while let Ok(more) = events.try_recv() {
-                batch.push(more);
+                events_read.push(more);
             }
-            batch.sort_by_key(order);
+            events_read.sort_by_key(order);
             self.liveness.beat();
-            let mut inbound = Vec::new();
-            let mut acks = Vec::new();
-            for event in batch {
-                self.take(event, &mut inbound, &mut acks).await;
+            let mut batch = Batch::default();
+            for event in events_read {
+                self.take(event, &mut batch).await;
             }
-            if !self.record(sink.as_ref(), inbound, &shutdown).await {
+            let ready = batch.ready;
+            if !self.commit(sink.as_ref(), batch, &shutdown).await {
                 return;
             }
-            for ack in acks {
-                let (rest, interactions) = (self.rest.clone(), self.interactions.clone());
-                tokio::spawn(async move { acknowledge(&rest, &interactions, ack).await });
+            if ready && !self.backfill(sink.as_ref(), &shutdown).await {
+                return;
             }
         }
     }
 
+    /// Record a batch, then acknowledge its interactions and note its messages. `false`
+    /// when shutdown came first.
+    async fn commit(
+        &self,
+        sink: &dyn InboundSink,
+        batch: Batch,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        if !self.record(sink, batch.inbound, shutdown).await {
+            return false;
+        }
+        for ack in batch.acks {
+            let (rest, interactions) = (self.rest.clone(), self.interactions.clone());
+            tokio::spawn(async move { acknowledge(&rest, &interactions, ack).await });
+        }
+        let changed = {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let mut changed = false;
+            for (channel, guild, id) in batch.messages {
+                changed |= seen.note(channel, guild, id);
+            }
+            changed.then(|| seen.to_json())
+        };
+        if let (Some(cursor), Some(key)) = (changed, self.cursor_key())
+            && let Err(e) = sink.save_cursor(Platform::Discord, &key, cursor).await
+        {
+            tracing::warn!(error = %e, "discord: could not save the newest message ids");
+        }
+        true
+    }
+
+    /// The cursor belongs to the bot: another token starts from its own.
+    fn cursor_key(&self) -> Option<String> {
+        self.identity
+            .borrow()
+            .as_ref()
+            .map(|me| format!("bot{}", me.user_id))
+    }
+
+    async fn load_cursor(&self, sink: &dyn InboundSink) {
+        let Some(key) = self.cursor_key() else { return };
+        match sink.load_cursor(Platform::Discord, &key).await {
+            Ok(Some(saved)) => {
+                *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = Seen::parse(&saved);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "discord: could not read the newest message ids; nothing from before this start will be fetched")
+            }
+        }
+    }
+
+    /// After a READY: fetch, per recently active channel, the messages since the newest one
+    /// recorded, and record them like the gateway's. `false` when shutdown came first.
+    async fn backfill(&self, sink: &dyn InboundSink, shutdown: &CancellationToken) -> bool {
+        let now = SystemTime::now();
+        let channels = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .to_fetch(now);
+        let mut batch = Batch::default();
+        for (channel, from) in channels {
+            let path = format!(
+                "/channels/{channel}/messages?after={}&limit={}",
+                from.last,
+                backfill::PER_CHANNEL
+            );
+            let found = tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                r = self.rest.call(Method::GET, &path, Body::Empty) => r,
+            };
+            let list = match found {
+                Ok(Value::Array(list)) => list,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(%channel, error = %e, "discord: could not fetch the messages missed in a channel");
+                    continue;
+                }
+            };
+            // Discord lists the newest first.
+            for value in list.into_iter().rev() {
+                match serde_json::from_value::<Message>(value) {
+                    Ok(mut msg) => {
+                        if backfill::too_old(msg.id.get(), now) {
+                            continue;
+                        }
+                        msg.guild_id = from.guild.filter(|g| *g != 0).map(GuildId::new);
+                        self.message(msg, &mut batch).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(%channel, error = %e, "discord: a missed message could not be read; skipped")
+                    }
+                }
+            }
+        }
+        if !batch.inbound.is_empty() {
+            tracing::info!(
+                count = batch.inbound.len(),
+                "discord: fetched messages from while the gateway was away"
+            );
+        }
+        self.commit(sink, batch, shutdown).await
+    }
+
     /// One gateway event: what it teaches about the bot and its channels, and the inbound
     /// event it makes, if any.
-    async fn take(&self, event: Event, inbound: &mut Vec<Inbound>, acks: &mut Vec<PendingAck>) {
+    async fn take(&self, event: Event, batch: &mut Batch) {
         match event {
             Event::Ready(ready) => {
+                batch.ready = true;
                 let ready = ready.ready;
                 tracing::info!(bot = %ready.user.name, session = %ready.session_id, "discord: connected");
                 self.identity.send_replace(Some(Identity {
@@ -126,30 +248,7 @@ impl Recorder {
             Event::ChannelCreate(created) => self.learn(&created.channel),
             Event::ThreadCreate(created) => self.learn(&created.thread),
             Event::ThreadUpdate(updated) => self.learn(&updated.thread),
-            Event::MessageCreate(created) => {
-                let Some(me) = self.identity.borrow().clone() else {
-                    return;
-                };
-                let msg = created.message;
-                let channel = msg.channel_id.to_string();
-                let mut place = self
-                    .place(&channel, msg.guild_id.map(|g| g.to_string()))
-                    .await;
-                let Some(mut event) = normalize::message(&msg, &me, &place, &self.reading) else {
-                    return;
-                };
-                if self.auto_thread
-                    && place == Place::Channel
-                    && is_addressed(&event)
-                    && let Some(thread) = self.open_thread(&channel, &event, &me).await
-                {
-                    place = thread;
-                    if let Some(in_thread) = normalize::message(&msg, &me, &place, &self.reading) {
-                        event = in_thread;
-                    }
-                }
-                inbound.push(event);
-            }
+            Event::MessageCreate(created) => self.message(created.message, batch).await,
             Event::InteractionCreate(created) => match created.interaction {
                 Interaction::Component(press) => {
                     let place = self
@@ -160,12 +259,12 @@ impl Recorder {
                         .await;
                     let id = press.id.to_string();
                     self.interactions.open(&id, &press.token, true);
-                    acks.push(PendingAck {
+                    batch.acks.push(PendingAck {
                         id,
                         token: press.token.clone(),
                         callback: json!({"type": 6}),
                     });
-                    inbound.push(normalize::press(&press, &place));
+                    batch.inbound.push(normalize::press(&press, &place));
                 }
                 Interaction::Command(command) => {
                     let place = self
@@ -183,17 +282,44 @@ impl Recorder {
                     } else {
                         json!({})
                     };
-                    acks.push(PendingAck {
+                    batch.acks.push(PendingAck {
                         id,
                         token: command.token.clone(),
                         callback: json!({"type": 5, "data": data}),
                     });
-                    inbound.push(normalize::command(&command, &place));
+                    batch.inbound.push(normalize::command(&command, &place));
                 }
                 other => tracing::debug!(kind = ?other.kind(), "discord: interaction ignored"),
             },
             _ => {}
         }
+    }
+
+    /// A message from the gateway or fetched after a gap.
+    async fn message(&self, msg: Message, batch: &mut Batch) {
+        let Some(me) = self.identity.borrow().clone() else {
+            return;
+        };
+        let channel = msg.channel_id.to_string();
+        let guild = msg.guild_id.map(|g| g.get());
+        let mut place = self.place(&channel, guild.map(|g| g.to_string())).await;
+        batch
+            .messages
+            .push((msg.channel_id.get(), guild, msg.id.get()));
+        let Some(mut event) = normalize::message(&msg, &me, &place, &self.reading) else {
+            return;
+        };
+        if self.auto_thread
+            && place == Place::Channel
+            && is_addressed(&event)
+            && let Some(thread) = self.open_thread(&channel, &event, &me).await
+        {
+            place = thread;
+            if let Some(in_thread) = normalize::message(&msg, &me, &place, &self.reading) {
+                event = in_thread;
+            }
+        }
+        batch.inbound.push(event);
     }
 
     /// Remember what a channel announced by the gateway is.
