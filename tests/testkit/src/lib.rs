@@ -4,6 +4,7 @@
 
 pub mod conformance;
 pub mod daemon;
+pub mod discord;
 pub mod llm;
 pub mod multipart;
 pub mod telegram;
