@@ -302,7 +302,7 @@ impl Recorder {
         };
         let channel = msg.channel_id.to_string();
         let guild = msg.guild_id.map(|g| g.get());
-        let mut place = self.place(&channel, guild.map(|g| g.to_string())).await;
+        let place = self.place(&channel, guild.map(|g| g.to_string())).await;
         batch
             .messages
             .push((msg.channel_id.get(), guild, msg.id.get()));
@@ -314,10 +314,8 @@ impl Recorder {
             && is_addressed(&event)
             && let Some(thread) = self.open_thread(&channel, &event, &me).await
         {
-            place = thread;
-            if let Some(in_thread) = normalize::message(&msg, &me, &place, &self.reading) {
-                event = in_thread;
-            }
+            // The thread's id is the message's: the answer and the conversation go there.
+            event.chat = normalize::chat_ref(&thread, &msg.id.to_string(), event.chat.account);
         }
         batch.inbound.push(event);
     }

@@ -48,10 +48,22 @@ pub(crate) enum Body {
 struct Limits {
     /// Route → the bucket Discord said it belongs to.
     buckets: HashMap<String, String>,
-    /// Bucket (or route, before its bucket is known) → used up until.
+    /// Bucket and major parameters (or the route, before its bucket is known) → used up
+    /// until. Discord limits a bucket per channel, server or webhook: a bucket used up in
+    /// one channel does not hold another.
     blocked: HashMap<String, Instant>,
     /// Every call is held until then (a global 429).
     global: Option<Instant>,
+}
+
+impl Limits {
+    /// Where a route's limit is kept: its bucket with the route's major parameters.
+    fn bucket_of(&self, route: &str) -> String {
+        match self.buckets.get(route) {
+            Some(bucket) => format!("{bucket}@{}", major_parameters(route)),
+            None => route.to_owned(),
+        }
+    }
 }
 
 /// The REST client.
@@ -182,12 +194,7 @@ impl Rest {
     async fn wait_for_bucket(&self, route: &str) -> Result<(), SendError> {
         let (until, scope) = {
             let limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
-            let bucket = limits
-                .buckets
-                .get(route)
-                .map(String::as_str)
-                .unwrap_or(route);
-            let local = limits.blocked.get(bucket).copied();
+            let local = limits.blocked.get(&limits.bucket_of(route)).copied();
             match (limits.global, local) {
                 (Some(g), Some(l)) if g >= l => (Some(g), RateScope::Bot),
                 (Some(g), None) => (Some(g), RateScope::Bot),
@@ -217,11 +224,7 @@ impl Rest {
         if let Some(bucket) = header(headers, "x-ratelimit-bucket") {
             limits.buckets.insert(route.to_owned(), bucket.to_owned());
         }
-        let bucket = limits
-            .buckets
-            .get(route)
-            .cloned()
-            .unwrap_or_else(|| route.to_owned());
+        let bucket = limits.bucket_of(route);
         let reset_after = header(headers, "x-ratelimit-reset-after")
             .and_then(|v| v.parse::<f64>().ok())
             .and_then(seconds);
@@ -296,6 +299,17 @@ pub(crate) fn route_key(method: &Method, path: &str) -> String {
         previous = segment;
     }
     key
+}
+
+/// The ids that key a route's limit (channel, server, webhook), from its [`route_key`].
+fn major_parameters(route: &str) -> String {
+    let segments: Vec<&str> = route.split('/').collect();
+    segments
+        .windows(2)
+        .filter(|w| matches!(w[0], "channels" | "guilds" | "webhooks"))
+        .map(|w| w[1])
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// A 429 on a channel's route holds that channel; elsewhere the bot.
@@ -416,6 +430,24 @@ mod tests {
             route_key(&Method::GET, "/channels/5/messages?after=7&limit=50"),
             "GET/channels/5/messages"
         );
+        assert_eq!(major_parameters("PATCH/channels/123/messages/:id"), "123");
+    }
+
+    #[test]
+    fn a_used_up_bucket_holds_its_channel_only() {
+        let rest = Rest::new("http://127.0.0.1:1", "t").unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert("x-ratelimit-bucket", HeaderValue::from_static("abc"));
+        headers.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+        headers.insert("x-ratelimit-reset-after", HeaderValue::from_static("30"));
+        let one = route_key(&Method::POST, "/channels/1/messages");
+        let two = route_key(&Method::POST, "/channels/2/messages");
+        rest.learn(&one, StatusCode::OK, &headers);
+        headers.insert("x-ratelimit-remaining", HeaderValue::from_static("4"));
+        rest.learn(&two, StatusCode::OK, &headers);
+        let limits = rest.limits.lock().unwrap();
+        assert!(limits.blocked.contains_key(&limits.bucket_of(&one)));
+        assert!(!limits.blocked.contains_key(&limits.bucket_of(&two)));
     }
 
     #[test]

@@ -1,0 +1,604 @@
+//! Discord, end to end: the real daemon, serenity's gateway client and the adapter's REST
+//! client against the fake Discord (`hermes_testkit::discord`): threads, auto-threads, slash
+//! commands, chunking, typing, buttons, reconnects of every kind, 429s, files and streaming.
+//! What every platform owes is in `conformance_discord.rs`.
+
+use std::time::{Duration, Instant};
+
+use hermes_testkit::conformance::{Kit, PlatformFake};
+use hermes_testkit::daemon::{Daemon, Home};
+use hermes_testkit::discord::{FakeDiscord, GROUP_CHANNEL, Options, THREAD_CHANNEL};
+use hermes_testkit::eventually;
+use hermes_testkit::llm::{FakeLlm, Reply, last_user_text};
+use hermes_testkit::telegram::FakeTelegram;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hermes-gateway");
+const WAIT: Duration = Duration::from_secs(15);
+
+async fn open_kit() -> Kit<FakeDiscord> {
+    Kit::open(FakeDiscord::start().await, BIN).await
+}
+
+async fn kit_with(fake: FakeDiscord, env: &[&str], yaml: &str) -> Kit<FakeDiscord> {
+    let mut lines = vec!["DISCORD_ALLOW_ALL_USERS=true".to_owned()];
+    lines.extend(env.iter().map(|l| l.to_string()));
+    Kit::new(fake, BIN, &lines, yaml).await
+}
+
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(800)).await;
+}
+
+/// Wait for the model to have been asked `count` times.
+async fn asked(kit: &Kit<FakeDiscord>, count: usize) {
+    let llm = kit.llm.clone();
+    eventually(WAIT, &format!("{count} model requests"), || {
+        (llm.requests().len() >= count).then_some(())
+    })
+    .await;
+}
+
+/// Alice and her DM, with one exchange done so the adapter has seen the channel.
+async fn after_one_exchange(kit: &Kit<FakeDiscord>) -> (String, String) {
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "hello", true);
+    kit.shown(&dm, 1).await;
+    (alice, dm)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_is_its_own_conversation_and_answers_go_to_it() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::text("noted"));
+    kit.llm.push(Reply::text("in the thread"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let asked_in_channel = kit
+        .fake
+        .message(GROUP_CHANNEL, &alice, "my name is Ada", true);
+    assert_eq!(kit.shown(GROUP_CHANNEL, 1).await, ["noted"]);
+    kit.fake
+        .message(THREAD_CHANNEL, &alice, "what is my name?", true);
+    assert_eq!(kit.shown(THREAD_CHANNEL, 1).await, ["in the thread"]);
+    let second = &kit.llm.requests()[1];
+    assert_eq!(last_user_text(second), "what is my name?");
+    assert!(
+        !second.to_string().contains("my name is Ada"),
+        "the thread is a session of its own"
+    );
+    let answer = &kit.fake.raw_messages(GROUP_CHANNEL)[0];
+    assert_eq!(answer.reference.as_deref(), Some(asked_in_channel.as_str()));
+    assert_eq!(
+        kit.fake.shown(GROUP_CHANNEL).len(),
+        1,
+        "nothing else in the channel"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auto_thread_a_mention_opens_a_thread_where_the_conversation_goes_on() {
+    let kit = kit_with(
+        FakeDiscord::start().await,
+        &["DISCORD_AUTO_THREAD=true"],
+        "",
+    )
+    .await;
+    kit.llm.push(Reply::text("let's talk here"));
+    kit.llm.push(Reply::text("still here"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let question = kit
+        .fake
+        .message(GROUP_CHANNEL, &alice, "help me plan a trip", true);
+    let thread = question;
+    assert_eq!(kit.shown(&thread, 1).await, ["let's talk here"]);
+    assert_eq!(kit.fake.threads_created(), std::slice::from_ref(&thread));
+    assert!(
+        kit.fake.shown(GROUP_CHANNEL).is_empty(),
+        "the answer is in the thread"
+    );
+    // In a thread the bot opened, no mention is needed; the session is the same.
+    kit.fake.message(&thread, &alice, "to Lisbon", false);
+    assert_eq!(kit.shown(&thread, 2).await[1], "still here");
+    let second = kit.llm.requests()[1].to_string();
+    assert!(
+        second.contains("help me plan a trip"),
+        "one session: {second}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_commands_are_registered_acknowledged_at_once_and_answered() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::text("**4**"));
+    let _d = kit.start();
+    let fake = kit.fake.clone();
+    let names = eventually(WAIT, "the commands registered", || {
+        let commands = fake.registered_commands();
+        (!commands.is_empty()).then(|| {
+            commands
+                .iter()
+                .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+                .collect::<Vec<_>>()
+        })
+    })
+    .await;
+    for name in [
+        "new", "reset", "stop", "status", "help", "approve", "deny", "ask",
+    ] {
+        assert!(names.iter().any(|n| n == name), "/{name} in {names:?}");
+    }
+    let alice = kit.fake.person(1);
+
+    // `/status`: deferred as ephemeral, then answered in the deferred reply.
+    let asked_at = Instant::now();
+    let status = kit.fake.slash(GROUP_CHANNEL, &alice, "status", vec![]);
+    let (kind, data, acked_at) = eventually(WAIT, "the status acknowledged", || {
+        fake.callbacks(&status).first().cloned()
+    })
+    .await;
+    assert_eq!(kind, 5);
+    assert_eq!(data["flags"], 64, "ephemeral, as in Hermes");
+    assert!(acked_at.duration_since(asked_at) < Duration::from_secs(3));
+    let answer = eventually(WAIT, "the status answer", || {
+        fake.interaction_responses(&status).into_iter().next()
+    })
+    .await;
+    assert!(answer.content.unwrap_or_default().contains("Status"));
+
+    // `/ask`: a question for the model, answered for everyone to see.
+    let ask = kit.fake.slash(
+        GROUP_CHANNEL,
+        &alice,
+        "ask",
+        vec![("question", "what is 2+2?")],
+    );
+    let answer = eventually(WAIT, "the /ask answer", || {
+        fake.interaction_responses(&ask)
+            .into_iter()
+            .find(|r| r.content.is_some())
+    })
+    .await;
+    assert_eq!(answer.content.as_deref(), Some("**4**"));
+    assert_eq!(answer.flags & 64, 0, "not ephemeral");
+    assert_eq!(fake.callbacks(&ask)[0].0, 5);
+    assert_eq!(last_user_text(&kit.llm.requests()[0]), "what is 2+2?");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_answer_is_cut_at_2000_characters_and_only_the_first_part_is_a_reply() {
+    let kit = open_kit().await;
+    let paragraphs: String = (0..60)
+        .map(|i| {
+            format!("Paragraph {i}: @everyone should read *this* part, with <@&1234> too.\n\n")
+        })
+        .collect();
+    kit.llm.push(Reply::text(paragraphs));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    let question = kit.fake.message(&dm, &alice, "write a lot", true);
+    let fake = kit.fake.clone();
+    let sent = eventually(WAIT, "every part", || {
+        let sent = fake.raw_messages(&dm);
+        sent.last()
+            .is_some_and(|m| m.content.contains("Paragraph 59"))
+            .then_some(sent)
+    })
+    .await;
+    assert!(sent.len() >= 2);
+    for (n, part) in sent.iter().enumerate() {
+        assert!(part.content.chars().count() <= 2000);
+        let expected = (n == 0).then_some(question.as_str());
+        assert_eq!(part.reference.as_deref(), expected, "part {n}");
+        let mentions = part.allowed_mentions.clone().unwrap_or_default();
+        assert_eq!(mentions["parse"], serde_json::json!([]), "nobody is pinged");
+    }
+    let all: String = kit.fake.shown(&dm).join("\n");
+    for i in 0..60 {
+        assert!(all.contains(&format!("Paragraph {i}:")), "paragraph {i}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_is_shown_again_every_eight_seconds_while_a_turn_runs() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::Delayed(
+        Duration::from_secs(10),
+        Box::new(Reply::text("that took a while")),
+    ));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "think hard", true);
+    kit.shown(&dm, 1).await;
+    let typing: Vec<Instant> = kit
+        .fake
+        .working(&dm)
+        .into_iter()
+        .map(|(at, _)| at)
+        .collect();
+    assert!(typing.len() >= 2, "shown again: {typing:?}");
+    let gap = typing[1].duration_since(typing[0]);
+    assert!(
+        gap >= Duration::from_secs(6) && gap <= Duration::from_secs(10),
+        "refreshed about every 8 s: {gap:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_is_a_deferred_update_and_the_prompt_then_shows_the_outcome() {
+    let fake = FakeDiscord::start().await;
+    let allowed = format!("DISCORD_ALLOWED_USERS={}", fake.person(1));
+    let kit = Kit::new(fake, BIN, &[allowed], "").await;
+    let target = kit.victim("pressed");
+    kit.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    kit.llm.push(Reply::text("done"));
+    let _d = kit.start();
+    let (alice, mallory) = (kit.fake.person(1), kit.fake.person(3));
+    kit.fake.message(GROUP_CHANNEL, &alice, "clean up", true);
+    let fake = kit.fake.clone();
+    let prompt = eventually(WAIT, "the prompt", || {
+        fake.prompts(GROUP_CHANNEL).first().cloned()
+    })
+    .await;
+    let labels: Vec<&str> = prompt.choices.iter().map(|(l, _)| l.as_str()).collect();
+    assert!(labels.contains(&"Deny"), "{labels:?}");
+    let deny = &kit.fake.raw_messages(GROUP_CHANNEL)[0].components[0]["components"];
+    let styles: Vec<_> = deny
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["label"].clone(), b["style"].clone()))
+        .collect();
+    assert!(
+        styles.iter().any(|(l, s)| l == "Deny" && s == 4),
+        "Deny is red: {styles:?}"
+    );
+
+    // A stranger's press is taken, and only they are told no.
+    let stranger = kit
+        .fake
+        .press(GROUP_CHANNEL, &mallory, &prompt, "Allow once");
+    let notice = eventually(WAIT, "the stranger's notice", || {
+        fake.interaction_responses(&stranger).into_iter().next()
+    })
+    .await;
+    assert_eq!(fake.callbacks(&stranger)[0].0, 6);
+    assert_eq!(notice.flags & 64, 64, "ephemeral");
+    assert!(notice.content.unwrap_or_default().contains("not allowed"));
+    assert!(target.exists());
+
+    let press = kit.fake.press(GROUP_CHANNEL, &alice, &prompt, "Allow once");
+    eventually(WAIT, "the command", || (!target.exists()).then_some(())).await;
+    assert_eq!(fake.callbacks(&press)[0].0, 6, "a deferred update");
+    let settled = eventually(WAIT, "the prompt settled", || {
+        let message = fake
+            .raw_messages(GROUP_CHANNEL)
+            .into_iter()
+            .find(|m| m.id == prompt.message_id)?;
+        (!message.history.is_empty()).then_some(message)
+    })
+    .await;
+    assert_eq!(
+        settled.components,
+        serde_json::json!([]),
+        "the buttons are gone"
+    );
+    assert!(
+        settled.content.contains("Allowed once"),
+        "{}",
+        settled.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_sent_while_the_connection_was_down_arrives_with_the_resume_and_is_answered_once()
+{
+    let kit = open_kit().await;
+    kit.llm.push(Reply::text("first"));
+    kit.llm.push(Reply::text("second"));
+    let _d = kit.start();
+    let (alice, dm) = after_one_exchange(&kit).await;
+    kit.fake.disconnect();
+    kit.fake.message(&dm, &alice, "are you still there?", true);
+    assert_eq!(kit.shown(&dm, 2).await[1], "second");
+    assert!(kit.fake.resumes() >= 1, "resumed, not identified again");
+    assert_eq!(kit.fake.identifies().len(), 1);
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm).len(), 2, "answered once");
+    assert_eq!(kit.llm.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_invalid_session_the_missed_message_is_fetched_and_answered_once() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::text("first"));
+    kit.llm.push(Reply::text("caught up"));
+    let _d = kit.start();
+    let (alice, dm) = after_one_exchange(&kit).await;
+    kit.fake.invalidate_session();
+    kit.fake.message(&dm, &alice, "did you miss this?", true);
+    assert_eq!(kit.shown(&dm, 2).await[1], "caught up");
+    assert_eq!(kit.fake.identifies().len(), 2, "a fresh IDENTIFY");
+    assert_eq!(last_user_text(&kit.llm.requests()[1]), "did you miss this?");
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm).len(), 2, "answered once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_that_stops_acknowledging_heartbeats_is_left_and_nothing_is_lost() {
+    let fake = FakeDiscord::start_with(Options {
+        heartbeat_interval_ms: 700,
+        ..Options::default()
+    })
+    .await;
+    let kit = kit_with(fake, &[], "").await;
+    kit.llm.push(Reply::text("first"));
+    kit.llm.push(Reply::text("back again"));
+    let _d = kit.start();
+    let (alice, dm) = after_one_exchange(&kit).await;
+    kit.fake.stop_acking(true);
+    let fake = kit.fake.clone();
+    eventually(WAIT, "the silent gateway left", || {
+        (!fake.connected()).then_some(())
+    })
+    .await;
+    kit.fake.message(&dm, &alice, "hello again", true);
+    kit.fake.stop_acking(false);
+    assert_eq!(kit.shown(&dm, 2).await[1], "back again");
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm).len(), 2, "answered once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_written_while_the_daemon_was_stopped_is_answered_when_it_starts() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::text("first"));
+    kit.llm.push(Reply::text("you wrote while I was away"));
+    let mut first = kit.start();
+    let (alice, dm) = after_one_exchange(&kit).await;
+    first.kill();
+    let fake = kit.fake.clone();
+    eventually(WAIT, "the gateway to notice", || {
+        (!fake.connected()).then_some(())
+    })
+    .await;
+    kit.fake.message(&dm, &alice, "anyone home?", true);
+    let _second = kit.start();
+    assert_eq!(kit.shown(&dm, 2).await[1], "you wrote while I was away");
+    assert_eq!(last_user_text(&kit.llm.requests()[1]), "anyone home?");
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm).len(), 2, "answered once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_429_is_waited_out_for_as_long_as_discord_says() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::text("after the wait"));
+    kit.llm.push(Reply::text("after the global wait"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    let messages = format!("/channels/{dm}/messages");
+    kit.fake.rate_limit_next(&messages, 1, 2.0, false);
+    kit.fake.message(&dm, &alice, "hi", true);
+    assert_eq!(kit.shown(&dm, 1).await, ["after the wait"]);
+    kit.fake.rate_limit_next(&messages, 1, 1.5, true);
+    kit.fake.message(&dm, &alice, "again", true);
+    assert_eq!(kit.shown(&dm, 2).await[1], "after the global wait");
+    let posts: Vec<_> = kit
+        .fake
+        .calls(&messages)
+        .into_iter()
+        .filter(|c| c.method == "POST")
+        .collect();
+    assert_eq!(posts.len(), 4, "{posts:?}");
+    assert!(posts[0].refused && !posts[1].refused && posts[2].refused && !posts[3].refused);
+    let waited = posts[1].at.duration_since(posts[0].at);
+    assert!(waited >= Duration::from_secs(2), "waited {waited:?}");
+    let waited = posts[3].at.duration_since(posts[2].at);
+    assert!(waited >= Duration::from_millis(1500), "waited {waited:?}");
+    // Every call reached the configured root: discord.com is not reachable from here, and
+    // the fake saw discovery, the gateway URL and the sends.
+    for path in ["/users/@me", "/gateway/bot"] {
+        assert!(!kit.fake.calls(path).is_empty(), "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_picture_reaches_the_model_and_a_file_goes_out_as_an_attachment() {
+    let kit = open_kit().await;
+    let chart = kit.home.dir.join("work").join("chart.png");
+    std::fs::write(&chart, b"\x89PNG chart").unwrap();
+    kit.llm.push(Reply::text(format!(
+        "A cat. Here is a chart.\nMEDIA:{}",
+        chart.display()
+    )));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    let jpeg: Vec<u8> = [0xff, 0xd8, 0xff, 0xe0]
+        .into_iter()
+        .chain((0..500u32).map(|i| i as u8))
+        .collect();
+    kit.fake.message_with_attachments(
+        &dm,
+        &alice,
+        "what is this?",
+        true,
+        vec![("cat.jpg", "image/jpeg", jpeg.clone())],
+    );
+    let fake = kit.fake.clone();
+    let files = eventually(WAIT, "the file sent", || {
+        let files = fake.sent_files(&dm);
+        (!files.is_empty()).then_some(files)
+    })
+    .await;
+    assert_eq!(files, [("chart.png".to_owned(), b"\x89PNG chart".to_vec())]);
+    assert_eq!(kit.fake.shown(&dm)[0], "A cat. Here is a chart.");
+    let request = &kit.llm.requests()[0];
+    let user = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    let url = user["content"][1]["image_url"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    use base64::Engine;
+    let data = url.strip_prefix("data:image/jpeg;base64,").expect(&url);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    assert_eq!(bytes, jpeg, "the bytes the person sent, from the CDN");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_answer_is_one_message_edited_in_place() {
+    let kit = kit_with(
+        FakeDiscord::start().await,
+        &[],
+        "streaming:\n  enabled: true\n  edit_interval: 0.4\n  buffer_threshold: 5\n",
+    )
+    .await;
+    let answer = "The quick brown fox jumps over the lazy dog, then keeps running far away.";
+    kit.llm.push(Reply::Paced {
+        text: answer.to_owned(),
+        pieces: 10,
+        every: Duration::from_millis(200),
+    });
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "tell me a story", true);
+    let fake = kit.fake.clone();
+    let message = eventually(WAIT, "the whole answer", || {
+        fake.raw_messages(&dm)
+            .into_iter()
+            .find(|m| m.content == answer)
+    })
+    .await;
+    assert!(!message.history.is_empty(), "edited, not sent again");
+    settle().await;
+    assert_eq!(kit.fake.raw_messages(&dm).len(), 1, "one message");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_discord_token_is_named_and_telegram_keeps_answering() {
+    let telegram = FakeTelegram::start().await;
+    let llm = FakeLlm::start().await;
+    let fake = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let platforms = format!(
+        "  telegram:\n    enabled: true\n    extra:\n      base_url: {}\n      poll_timeout: 2\n{}",
+        telegram.base_url(),
+        fake.platform_yaml()
+    );
+    let home = Home::with_platform(
+        dir.path(),
+        &llm.base_url(),
+        &platforms,
+        &[
+            "TELEGRAM_BOT_TOKEN=123456:TEST-TOKEN",
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            "DISCORD_BOT_TOKEN=wrong.token.here",
+        ],
+        "",
+    );
+    llm.push(Reply::text("still here"));
+    let daemon = Daemon::start(BIN, &home, &[]);
+    telegram.dm(4242, "hi");
+    let t = telegram.clone();
+    eventually(WAIT, "Telegram's answer", || {
+        (!t.sent_texts(4242).is_empty()).then_some(())
+    })
+    .await;
+    let log = eventually(WAIT, "the refusal in the log", || {
+        let log = daemon.log_text();
+        log.contains("DISCORD_BOT_TOKEN").then_some(log)
+    })
+    .await;
+    assert!(
+        !log.contains("wrong.token.here"),
+        "the token itself is never logged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_messages_is_answered_in_the_order_it_was_written() {
+    // serenity hands each gateway event to a task of its own; the adapter puts them back in
+    // Discord's order before recording.
+    let kit = kit_with(
+        FakeDiscord::start().await,
+        &[],
+        "display:\n  busy_input_mode: queue\n",
+    )
+    .await;
+    for n in 0..8 {
+        kit.llm.push(Reply::text(format!("answer {n}")));
+    }
+    let _d = kit.start();
+    let (alice, dm) = after_one_exchange(&kit).await;
+    for n in 0..7 {
+        kit.fake.message(&dm, &alice, &format!("message {n}"), true);
+    }
+    asked(&kit, 8).await;
+    let order: Vec<String> = kit.llm.requests()[1..].iter().map(last_user_text).collect();
+    let written: Vec<String> = (0..7).map(|n| format!("message {n}")).collect();
+    assert_eq!(order, written);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_up_bucket_is_waited_out_before_discord_has_to_refuse() {
+    let fake = FakeDiscord::start_with(Options {
+        bucket_limit: 2,
+        bucket_window: Duration::from_secs(2),
+        ..Options::default()
+    })
+    .await;
+    let kit = kit_with(fake, &[], "").await;
+    let long: String = (0..250)
+        .map(|i| format!("Line {i} of a long answer.\n\n"))
+        .collect();
+    kit.llm.push(Reply::text(long));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "write a lot", true);
+    let fake = kit.fake.clone();
+    eventually(WAIT, "every part", || {
+        let shown = fake.shown(&dm);
+        shown
+            .last()
+            .is_some_and(|m| m.contains("Line 249"))
+            .then_some(())
+    })
+    .await;
+    let posts: Vec<_> = kit
+        .fake
+        .calls(&format!("/channels/{dm}/messages"))
+        .into_iter()
+        .filter(|c| c.method == "POST")
+        .collect();
+    assert!(posts.len() >= 3, "{} parts", posts.len());
+    assert!(
+        posts.iter().all(|c| !c.refused),
+        "no 429 was needed: {:?}",
+        posts
+            .iter()
+            .map(|c| (c.at.duration_since(posts[0].at), c.refused))
+            .collect::<Vec<_>>()
+    );
+    let third = posts[2].at.duration_since(posts[0].at);
+    assert!(
+        third >= Duration::from_millis(1500),
+        "the bucket was waited out: {third:?}"
+    );
+}
