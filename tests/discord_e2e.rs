@@ -602,3 +602,104 @@ async fn a_used_up_bucket_is_waited_out_before_discord_has_to_refuse() {
         "the bucket was waited out: {third:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_message_is_fetched_from_the_cdn_transcribed_and_answered() {
+    let kit = kit_with(
+        FakeDiscord::start().await,
+        &["VOICE_TOOLS_OPENAI_KEY=sk-voice-test-0123456789"],
+        "",
+    )
+    .await;
+    let config = kit.home.dir.join("config.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "stt:\n  openai:\n    base_url: {}\n",
+        kit.llm.base_url()
+    ));
+    std::fs::write(&config, text).unwrap();
+    kit.llm.transcribe_as("turn on the lights");
+    kit.llm.push(Reply::text("lights on"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    let audio: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
+    kit.fake.voice_note(&dm, &alice, audio.clone());
+    let shown = kit.shown(&dm, 2).await;
+    assert!(shown[0].contains("turn on the lights"), "echoed: {shown:?}");
+    assert_eq!(shown[1], "lights on");
+    let transcriptions = kit.llm.transcriptions();
+    assert_eq!(transcriptions.len(), 1);
+    assert_eq!(transcriptions[0].audio, audio, "the bytes from the CDN");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_as_text_works_on_discord_too() {
+    let kit = open_kit().await;
+    let target = kit.victim("by-text");
+    kit.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    kit.llm.push(Reply::text("done"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "clean up", true);
+    let fake = kit.fake.clone();
+    eventually(WAIT, "the prompt", || fake.prompts(&dm).first().cloned()).await;
+    kit.fake.message(&dm, &alice, "/approve", true);
+    eventually(WAIT, "the command", || (!target.exists()).then_some(())).await;
+    eventually(WAIT, "the answer", || {
+        fake.shown(&dm).iter().any(|s| s == "done").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_process_reports_in_the_channel_it_was_started_from() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::ToolCall {
+        name: "terminal".into(),
+        arguments: serde_json::json!({"command": "sleep 1; echo done-marker", "background": true}),
+    });
+    kit.llm.push(Reply::text("started it"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    kit.fake
+        .message(GROUP_CHANNEL, &alice, "run it in the background", true);
+    let fake = kit.fake.clone();
+    let report = eventually(WAIT, "the report", || {
+        fake.shown(GROUP_CHANNEL)
+            .into_iter()
+            .find(|m| m.contains("finished"))
+    })
+    .await;
+    assert!(report.contains("done-marker"), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn liveness_follows_the_heartbeats_discord_acknowledges() {
+    let fake = FakeDiscord::start_with(Options {
+        heartbeat_interval_ms: 500,
+        ..Options::default()
+    })
+    .await;
+    let kit = kit_with(fake, &[], "").await;
+    let daemon = kit.start();
+    assert!(kit.fake.wait_connected(WAIT).await);
+    let addr = eventually(WAIT, "the HTTP address", || daemon.http_addr()).await;
+    // Nothing happens but heartbeats for a while: liveness stays fresh all the same.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ready: serde_json::Value = reqwest::get(format!("http://{addr}/readyz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let discord = &ready["adapters"][0];
+    assert_eq!(discord["platform"], "discord");
+    let ago = discord["last_contact_ms_ago"].as_u64().unwrap();
+    assert!(
+        ago < 2000,
+        "the last acknowledged heartbeat was {ago} ms ago"
+    );
+}
