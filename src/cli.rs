@@ -95,9 +95,19 @@ pub fn main() -> ExitCode {
 
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("HERMES_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let wanted = std::env::var("HERMES_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".to_owned());
+    // serenity logs whole gateway payloads (message text, interaction tokens) in its info
+    // spans and in the warning for an event it cannot parse: only its warnings, unless the
+    // operator asks for serenity by name.
+    let wanted = if wanted.contains("serenity") {
+        wanted
+    } else {
+        format!("{wanted},serenity=warn")
+    };
+    let filter =
+        EnvFilter::try_new(&wanted).unwrap_or_else(|_| EnvFilter::new("info,serenity=warn"));
     // Colours only for a person at a terminal, never into journald or a log file.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()

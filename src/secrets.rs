@@ -56,6 +56,7 @@ static KEY_SHAPES: LazyLock<Regex> = LazyLock::new(|| {
         r"|eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}", // a JWT
         r"|hooks\.slack\.com/services/[A-Za-z0-9/]{20,}", // Slack incoming webhook
         r"|M[TNQ][A-Za-z0-9_-]{21,}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}", // Discord bot token
+        r"|aW50ZXJhY3Rpb246[A-Za-z0-9_-]{20,}",   // Discord interaction token ("interaction:…")
         r")",
         // An Authorization header's token (after a word boundary of its own).
         r"|(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}=*",
@@ -264,6 +265,10 @@ mod tests {
                 "url .../bot[REDACTED]/getMe",
             ),
             ("token=xoxb-1234-5678-abcdefghij", "token=[REDACTED]"),
+            (
+                "\"token\":\"aW50ZXJhY3Rpb246MTMwMDAwMDAwMDAwMDAwMDAwMDpzZWNyZXQ\"",
+                "\"token\":\"[REDACTED]\"",
+            ),
             (
                 "https://u:p@ss@db.example.com/x",
                 "https://***@db.example.com/x",

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use hermes_testkit::conformance::{Kit, PlatformFake};
 use hermes_testkit::daemon::{Daemon, Home};
-use hermes_testkit::discord::{FakeDiscord, GROUP_CHANNEL, Options, THREAD_CHANNEL};
+use hermes_testkit::discord::{FakeDiscord, GROUP_CHANNEL, Options, ResponseKind, THREAD_CHANNEL};
 use hermes_testkit::eventually;
 use hermes_testkit::llm::{FakeLlm, Reply, last_user_text};
 use hermes_testkit::telegram::FakeTelegram;
@@ -78,12 +78,9 @@ async fn a_thread_is_its_own_conversation_and_answers_go_to_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_auto_thread_a_mention_opens_a_thread_where_the_conversation_goes_on() {
-    let kit = kit_with(
-        FakeDiscord::start().await,
-        &["DISCORD_AUTO_THREAD=true"],
-        "",
-    )
-    .await;
+    let fake = FakeDiscord::start().await;
+    let allowed = format!("DISCORD_ALLOWED_USERS={}", fake.person(1));
+    let kit = Kit::new(fake, BIN, &["DISCORD_AUTO_THREAD=true".into(), allowed], "").await;
     kit.llm.push(Reply::text("let's talk here"));
     kit.llm.push(Reply::text("still here"));
     let _d = kit.start();
@@ -106,6 +103,12 @@ async fn with_auto_thread_a_mention_opens_a_thread_where_the_conversation_goes_o
         second.contains("help me plan a trip"),
         "one session: {second}"
     );
+    // A stranger's mention does not make the bot open threads.
+    let mallory = kit.fake.person(3);
+    kit.fake
+        .message(GROUP_CHANNEL, &mallory, "open a thread for me", true);
+    settle().await;
+    assert_eq!(kit.fake.threads_created().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,6 +148,11 @@ async fn slash_commands_are_registered_acknowledged_at_once_and_answered() {
         fake.interaction_responses(&status).into_iter().next()
     })
     .await;
+    assert_eq!(
+        answer.kind,
+        ResponseKind::Original,
+        "the deferred reply is filled in"
+    );
     assert!(answer.content.unwrap_or_default().contains("Status"));
 
     // `/ask`: a question for the model, answered for everyone to see.
@@ -160,6 +168,7 @@ async fn slash_commands_are_registered_acknowledged_at_once_and_answered() {
             .find(|r| r.content.is_some())
     })
     .await;
+    assert_eq!(answer.kind, ResponseKind::Original);
     assert_eq!(answer.content.as_deref(), Some("**4**"));
     assert_eq!(answer.flags & 64, 0, "not ephemeral");
     assert_eq!(fake.callbacks(&ask)[0].0, 5);
@@ -403,8 +412,9 @@ async fn every_429_is_waited_out_for_as_long_as_discord_says() {
     assert!(waited >= Duration::from_millis(1500), "waited {waited:?}");
     // Every call reached the configured root: discord.com is not reachable from here, and
     // the fake saw discovery, the gateway URL and the sends.
-    for path in ["/users/@me", "/gateway/bot"] {
-        assert!(!kit.fake.calls(path).is_empty(), "{path}");
+    for path in ["/users/@me", "/gateway/bot", "/gateway"] {
+        let calls = kit.fake.calls(path);
+        assert!(calls.iter().any(|c| c.path == path), "{path}");
     }
 }
 
@@ -702,4 +712,49 @@ async fn liveness_follows_the_heartbeats_discord_acknowledges() {
         ago < 2000,
         "the last acknowledged heartbeat was {ago} ms ago"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_longer_than_one_page_is_fetched_page_after_page() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::text("first"));
+    kit.llm.push(Reply::text("found it"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    kit.fake.message(GROUP_CHANNEL, &alice, "hello", true);
+    kit.shown(GROUP_CHANNEL, 1).await;
+    kit.fake.invalidate_session();
+    for n in 0..130 {
+        kit.fake
+            .message(GROUP_CHANNEL, &alice, &format!("chatter {n}"), false);
+    }
+    kit.fake
+        .message(GROUP_CHANNEL, &alice, "the question at the end", true);
+    assert_eq!(kit.shown(GROUP_CHANNEL, 2).await[1], "found it");
+    assert_eq!(
+        last_user_text(&kit.llm.requests()[1]),
+        "the question at the end"
+    );
+    let pages = kit
+        .fake
+        .calls(&format!("/channels/{GROUP_CHANNEL}/messages"));
+    assert!(pages.iter().filter(|c| c.method == "GET").count() >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_answer_that_failed_fills_in_the_deferred_reply_when_tried_again() {
+    let kit = open_kit().await;
+    let _d = kit.start();
+    assert!(kit.fake.wait_connected(WAIT).await);
+    kit.fake.fail_next("/messages/@original", 502);
+    let alice = kit.fake.person(1);
+    let status = kit.fake.slash(GROUP_CHANNEL, &alice, "status", vec![]);
+    let fake = kit.fake.clone();
+    let answer = eventually(WAIT, "the status answer", || {
+        fake.interaction_responses(&status).into_iter().next()
+    })
+    .await;
+    assert_eq!(answer.kind, ResponseKind::Original, "not a follow-up");
+    settle().await;
+    assert_eq!(kit.fake.interaction_responses(&status).len(), 1);
 }

@@ -12,16 +12,18 @@ use tokio::sync::watch;
 /// How long Discord accepts answers to an interaction (15 minutes, with a margin).
 pub(crate) const TOKEN_LIFETIME: Duration = Duration::from_secs(14 * 60);
 
-/// How a command's handle is written in `respond_via` / `reply_to`.
+/// How a command's handle is written in `respond_via` / `reply_to`: its answers are seen by
+/// everyone in the channel, or (the second form) only by the person who asked.
 pub(crate) const HANDLE_PREFIX: &str = "interaction:";
+pub(crate) const PRIVATE_HANDLE_PREFIX: &str = "interaction-private:";
 
 struct Open {
     token: String,
     opened: Instant,
     /// The answer is only visible to the person (`flags: 64`).
     ephemeral: bool,
-    /// How many answers went out (the first edits the deferred reply; later ones follow up).
-    answers: u32,
+    /// The deferred reply was filled in (the first answer edits it; later ones follow up).
+    original_filled: bool,
     /// Set once Discord took the acknowledgement (answers may only follow it).
     acked: watch::Sender<bool>,
 }
@@ -53,7 +55,7 @@ impl Interactions {
             token: token.to_owned(),
             opened: Instant::now(),
             ephemeral,
-            answers: 0,
+            original_filled: false,
             acked: watch::channel(false).0,
         });
     }
@@ -91,14 +93,26 @@ impl Interactions {
                 return None;
             }
         }
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let o = open.get_mut(id)?;
-        o.answers += 1;
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let o = open.get(id)?;
         Some(Answer {
             token: o.token.clone(),
             ephemeral: o.ephemeral,
-            first: o.answers == 1,
+            first: !o.original_filled,
         })
+    }
+
+    /// The deferred reply was filled in: later answers follow up. Only called once Discord
+    /// took it, so a failed first answer is tried again as the first.
+    pub(crate) fn original_filled(&self, id: &str) {
+        if let Some(open) = self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(id)
+        {
+            open.original_filled = true;
+        }
     }
 
     /// A message was sent as an answer with `token`.
@@ -118,9 +132,22 @@ impl Interactions {
     }
 }
 
-/// The interaction id in a `reply_to` handle.
-pub(crate) fn handle_id(reply_to: &str) -> Option<&str> {
-    reply_to.strip_prefix(HANDLE_PREFIX)
+/// The interaction id in a `reply_to` handle, and whether its answers are private.
+pub(crate) fn handle_id(reply_to: &str) -> Option<(&str, bool)> {
+    reply_to
+        .strip_prefix(PRIVATE_HANDLE_PREFIX)
+        .map(|id| (id, true))
+        .or_else(|| reply_to.strip_prefix(HANDLE_PREFIX).map(|id| (id, false)))
+}
+
+/// The handle a command's answers are addressed to.
+pub(crate) fn handle(id: &str, private: bool) -> String {
+    let prefix = if private {
+        PRIVATE_HANDLE_PREFIX
+    } else {
+        HANDLE_PREFIX
+    };
+    format!("{prefix}{id}")
 }
 
 #[cfg(test)]
@@ -137,9 +164,12 @@ mod tests {
         open.acknowledged("1");
         let first = waiter.await.unwrap().unwrap();
         assert!(first.first && first.ephemeral && first.token == "tok");
-        let second = open.answer("1", Duration::ZERO).await.unwrap();
-        assert!(!second.first);
+        // A first answer that did not go through is tried again as the first.
+        assert!(open.answer("1", Duration::ZERO).await.unwrap().first);
+        open.original_filled("1");
+        assert!(!open.answer("1", Duration::ZERO).await.unwrap().first);
         assert_eq!(open.answer("2", Duration::ZERO).await, None, "unknown");
-        assert_eq!(handle_id("interaction:77"), Some("77"));
+        assert_eq!(handle_id(&handle("77", false)), Some(("77", false)));
+        assert_eq!(handle_id(&handle("78", true)), Some(("78", true)));
     }
 }

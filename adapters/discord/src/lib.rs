@@ -94,6 +94,14 @@ impl DiscordAdapter {
             identity,
             reading: Reading {
                 free_response_channels: settings.free_response_channels.clone(),
+                allowed: settings
+                    .access
+                    .allowed
+                    .iter()
+                    .chain(&settings.gateway_access.allowed)
+                    .cloned()
+                    .collect(),
+                allow_all: settings.access.allow_all || settings.gateway_access.allow_all,
             },
             auto_thread: settings.auto_thread,
         })
@@ -152,6 +160,7 @@ impl DiscordAdapter {
             application_id: user_id.clone(),
             user_id,
             name: text(&me, "username").unwrap_or_default(),
+            from_ready: false,
         };
         Ok((identity, url))
     }
@@ -214,7 +223,7 @@ impl Adapter for DiscordAdapter {
             channels: Mutex::new(HashMap::new()),
             seen: Mutex::new(Default::default()),
         });
-        let recording = tokio::spawn(recorder.run(events_rx, sink, stop.clone()));
+        let mut recording = tokio::spawn(recorder.run(events_rx, sink, stop.clone()));
         let watching = tokio::spawn(watch_heartbeats(
             client.shard_manager.clone(),
             self.liveness.clone(),
@@ -227,9 +236,18 @@ impl Adapter for DiscordAdapter {
                 Ok(())
             }
             r = client.start() => r,
+            // The recorder only ends with shutdown; if it ended otherwise (a bug), events
+            // would be read and dropped: stop, and let the daemon start the adapter again.
+            _ = &mut recording => {
+                manager.shutdown_all().await;
+                Err(serenity::Error::Other("the event recorder stopped"))
+            }
         };
         stop.cancel();
-        let _ = recording.await;
+        // (A finished handle must not be awaited again.)
+        if !recording.is_finished() {
+            let _ = recording.await;
+        }
         let _ = watching.await;
         match result {
             Ok(()) => Ok(()),

@@ -52,8 +52,23 @@ impl Dialect for DiscordMarkdown {
         "\n```"
     }
     fn code_text(&self, code: &str) -> String {
-        // Three backticks inside would end the block; a zero-width space keeps them apart.
-        code.replace("```", "``\u{200b}`")
+        // Three backticks in a row (in any longer run too) would end the block; a zero-width
+        // space after every second one keeps them apart.
+        let mut out = String::with_capacity(code.len());
+        let mut run = 0;
+        for c in code.chars() {
+            if c == '`' {
+                run += 1;
+                if run == 3 {
+                    out.push('\u{200b}');
+                    run = 1;
+                }
+            } else {
+                run = 0;
+            }
+            out.push(c);
+        }
+        out
     }
     fn link_open(&self, _url: &str) -> String {
         "[".to_owned()
@@ -111,6 +126,14 @@ mod tests {
         let rendered = render("````\nx = ```\n````");
         assert_eq!(rendered, "```\nx = ``\u{200b}`\n```");
         assert_eq!(render("`` a`b ``"), "`` a`b ``");
+        let long_run = render("~~~\nx = ``````\n~~~");
+        assert!(
+            !long_run
+                .trim_start_matches("```\n")
+                .trim_end_matches("\n```")
+                .contains("```"),
+            "{long_run:?}"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serenity::model::application::{
 use serenity::model::channel::{Message, MessageFlags, MessageType};
 use serenity::model::user::User;
 
-use crate::interactions::HANDLE_PREFIX;
+use crate::interactions;
 
 /// The bot, as READY and `/users/@me` name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub struct Identity {
     pub user_id: String,
     pub application_id: String,
     pub name: String,
+    /// Said by the gateway's READY; before it, `application_id` is a guess (the bot's user
+    /// id, which older applications do not share).
+    pub from_ready: bool,
 }
 
 /// What kind of channel an event happened in.
@@ -41,10 +44,35 @@ pub enum Place {
 pub struct Reading {
     /// Channels where every message is for the bot.
     pub free_response_channels: Vec<String>,
+    /// Ids in the allowlists (`DISCORD_ALLOWED_USERS`, `GATEWAY_ALLOWED_USERS`): other bots
+    /// are only heard when listed here (no bot-to-bot loops by accident).
+    pub allowed: Vec<String>,
+    /// Everyone is allowed (`…_ALLOW_ALL_USERS`).
+    pub allow_all: bool,
+}
+
+impl Reading {
+    /// Whether `user` is on an allowlist (or everyone is allowed). The daemon still decides
+    /// who is answered; this only keeps the adapter from acting for strangers on its own
+    /// (opening threads).
+    pub fn is_allowed(&self, user: &str) -> bool {
+        self.allow_all || self.allowed.iter().any(|u| u == user)
+    }
+}
+
+/// Whether the message mentions the bot itself (not a reply, not a free channel).
+pub fn mentions(msg: &Message, me: &Identity) -> bool {
+    msg.mentions.iter().any(|u| u.id.to_string() == me.user_id)
 }
 
 /// The command that is really a question (`/ask <question>`): recorded as a message.
 pub const ASK: &str = "ask";
+
+/// Whether a command's answers are only for the person who ran it: all but `/ask`, as in
+/// Hermes.
+pub fn is_private(command: &str) -> bool {
+    !command.eq_ignore_ascii_case(ASK)
+}
 
 /// Where a channel's messages (and their answers) go.
 pub fn chat_ref(place: &Place, channel_id: &str, guild_id: Option<String>) -> ChatRef {
@@ -72,14 +100,17 @@ pub fn channel_of(chat: &ChatRef) -> &str {
 /// A person's message as an [`Inbound`]; `None` for what the gateway does not answer (its
 /// own messages, system messages such as joins and pins).
 pub fn message(msg: &Message, me: &Identity, place: &Place, reading: &Reading) -> Option<Inbound> {
-    if msg.author.id.to_string() == me.user_id
+    let author_id = msg.author.id.to_string();
+    let listed_bot = reading.allowed.contains(&author_id);
+    if author_id == me.user_id
+        || (msg.author.bot && !listed_bot)
         || !matches!(msg.kind, MessageType::Regular | MessageType::InlineReply)
         || msg.webhook_id.is_some()
     {
         return None;
     }
     let channel = msg.channel_id.to_string();
-    let mentioned = msg.mentions.iter().any(|u| u.id.to_string() == me.user_id);
+    let mentioned = mentions(msg, me);
     let replied_to_bot = msg
         .referenced_message
         .as_ref()
@@ -170,7 +201,10 @@ pub fn press(interaction: &ComponentInteraction, place: &Place) -> Inbound {
 /// A slash command: `/ask` as a message to the agent, the others as commands; both answered
 /// through the interaction (`interaction:<id>`).
 pub fn command(interaction: &CommandInteraction, place: &Place) -> Inbound {
-    let handle = format!("{HANDLE_PREFIX}{}", interaction.id);
+    let handle = interactions::handle(
+        &interaction.id.to_string(),
+        is_private(&interaction.data.name),
+    );
     let args = interaction
         .data
         .options
@@ -262,6 +296,7 @@ mod tests {
             user_id: "900".into(),
             application_id: "900".into(),
             name: "hermes".into(),
+            from_ready: true,
         }
     }
 
@@ -319,6 +354,7 @@ mod tests {
         assert_eq!(m.text, "what time is it?");
         let free = Reading {
             free_response_channels: vec!["50".into()],
+            ..Reading::default()
         };
         let event = message(
             &msg(json!({"guild_id": "3"})),
@@ -366,6 +402,18 @@ mod tests {
         assert!(message(&own, &me(), &Place::Direct, &Reading::default()).is_none());
         let pinned = msg(json!({"type": 6}));
         assert!(message(&pinned, &me(), &Place::Direct, &Reading::default()).is_none());
+        let other_bot = msg(
+            json!({"author": {"id": "77", "username": "robot", "discriminator": "0", "avatar": null, "bot": true}}),
+        );
+        assert!(message(&other_bot, &me(), &Place::Direct, &Reading::default()).is_none());
+        let listed = Reading {
+            allowed: vec!["77".into()],
+            ..Reading::default()
+        };
+        assert!(
+            message(&other_bot, &me(), &Place::Direct, &listed).is_some(),
+            "a bot on the allowlist is heard"
+        );
     }
 
     #[test]

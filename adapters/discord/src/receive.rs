@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use hermes_adapter::{
     Accepted, Backoff, CancellationToken, Inbound, InboundKind, InboundSink, Liveness, Platform,
@@ -25,18 +25,20 @@ use serenity::client::{Context, RawEventHandler};
 use serenity::model::application::Interaction;
 use serenity::model::channel::{ChannelType, GuildChannel, Message};
 use serenity::model::event::Event;
-use serenity::model::id::GuildId;
 use tokio::sync::{mpsc, watch};
 
-use crate::backfill::{self, Seen};
+use crate::backfill::{Seen, SeenChannel};
 use crate::interactions::Interactions;
-use crate::normalize::{self, ASK, Identity, Place, Reading};
+use crate::normalize::{self, Identity, Place, Reading};
 use crate::rest::{Body, Rest};
 
 /// How long to let the handler tasks of events read together arrive before ordering them.
 const GATHER: Duration = Duration::from_millis(15);
 /// Channels remembered (ids → kind); past this the memory starts again (lookups refill it).
 const CHANNELS_KEPT: usize = 20_000;
+/// Looking a channel up again after a passing failure: 250 ms, doubling, three tries.
+const LOOKUP_RETRY: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(2));
+const LOOKUP_ATTEMPTS: u32 = 3;
 /// Retrying a recording that failed: 1 s, doubling, at most 30 s.
 const RECORD_RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 
@@ -67,13 +69,14 @@ pub(crate) struct Recorder {
 
 /// What one batch of gateway events made.
 #[derive(Default)]
-struct Batch {
-    inbound: Vec<Inbound>,
+pub(crate) struct Batch {
+    pub(crate) inbound: Vec<Inbound>,
     acks: Vec<PendingAck>,
     /// (channel, server, message id) of each message, noted once recorded.
     messages: Vec<(u64, Option<u64>, u64)>,
-    /// A READY came: a new session, which replays nothing from before it.
-    ready: bool,
+    /// A READY came: a new session, which replays nothing from before it. Where each known
+    /// channel stood then (taken before this batch's own messages are noted).
+    catch_up: Option<Vec<(u64, SeenChannel)>>,
 }
 
 /// An interaction to acknowledge once recorded.
@@ -109,19 +112,22 @@ impl Recorder {
             for event in events_read {
                 self.take(event, &mut batch).await;
             }
-            let ready = batch.ready;
+            let catch_up = batch.catch_up.take();
             if !self.commit(sink.as_ref(), batch, &shutdown).await {
                 return;
             }
-            if ready && !self.backfill(sink.as_ref(), &shutdown).await {
-                return;
+            if let Some(channels) = catch_up {
+                // In a task of its own: presses and commands arriving meanwhile are
+                // recorded and acknowledged within Discord's 3 s.
+                let (this, sink, stop) = (self.clone(), sink.clone(), shutdown.clone());
+                tokio::spawn(async move { this.backfill(sink.as_ref(), channels, &stop).await });
             }
         }
     }
 
     /// Record a batch, then acknowledge its interactions and note its messages. `false`
     /// when shutdown came first.
-    async fn commit(
+    pub(crate) async fn commit(
         &self,
         sink: &dyn InboundSink,
         batch: Batch,
@@ -171,71 +177,24 @@ impl Recorder {
         }
     }
 
-    /// After a READY: fetch, per recently active channel, the messages since the newest one
-    /// recorded, and record them like the gateway's. `false` when shutdown came first.
-    async fn backfill(&self, sink: &dyn InboundSink, shutdown: &CancellationToken) -> bool {
-        let now = SystemTime::now();
-        let channels = self
-            .seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .to_fetch(now);
-        let mut batch = Batch::default();
-        for (channel, from) in channels {
-            let path = format!(
-                "/channels/{channel}/messages?after={}&limit={}",
-                from.last,
-                backfill::PER_CHANNEL
-            );
-            let found = tokio::select! {
-                _ = shutdown.cancelled() => return false,
-                r = self.rest.call(Method::GET, &path, Body::Empty) => r,
-            };
-            let list = match found {
-                Ok(Value::Array(list)) => list,
-                Ok(_) => continue,
-                Err(e) => {
-                    tracing::warn!(%channel, error = %e, "discord: could not fetch the messages missed in a channel");
-                    continue;
-                }
-            };
-            // Discord lists the newest first.
-            for value in list.into_iter().rev() {
-                match serde_json::from_value::<Message>(value) {
-                    Ok(mut msg) => {
-                        if backfill::too_old(msg.id.get(), now) {
-                            continue;
-                        }
-                        msg.guild_id = from.guild.filter(|g| *g != 0).map(GuildId::new);
-                        self.message(msg, &mut batch).await;
-                    }
-                    Err(e) => {
-                        tracing::warn!(%channel, error = %e, "discord: a missed message could not be read; skipped")
-                    }
-                }
-            }
-        }
-        if !batch.inbound.is_empty() {
-            tracing::info!(
-                count = batch.inbound.len(),
-                "discord: fetched messages from while the gateway was away"
-            );
-        }
-        self.commit(sink, batch, shutdown).await
-    }
-
     /// One gateway event: what it teaches about the bot and its channels, and the inbound
     /// event it makes, if any.
     async fn take(&self, event: Event, batch: &mut Batch) {
         match event {
             Event::Ready(ready) => {
-                batch.ready = true;
+                let known = self
+                    .seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .to_fetch();
+                batch.catch_up = Some(known);
                 let ready = ready.ready;
                 tracing::info!(bot = %ready.user.name, session = %ready.session_id, "discord: connected");
                 self.identity.send_replace(Some(Identity {
                     user_id: ready.user.id.to_string(),
                     application_id: ready.application.id.to_string(),
                     name: ready.user.name.clone(),
+                    from_ready: true,
                 }));
             }
             Event::Resumed(_) => tracing::info!("discord: resumed; missed events follow"),
@@ -274,8 +233,7 @@ impl Recorder {
                         )
                         .await;
                     let id = command.id.to_string();
-                    // As in Hermes: only `/ask` answers for everyone to see.
-                    let ephemeral = !command.data.name.eq_ignore_ascii_case(ASK);
+                    let ephemeral = normalize::is_private(&command.data.name);
                     self.interactions.open(&id, &command.token, ephemeral);
                     let data = if ephemeral {
                         json!({"flags": 64})
@@ -296,7 +254,7 @@ impl Recorder {
     }
 
     /// A message from the gateway or fetched after a gap.
-    async fn message(&self, msg: Message, batch: &mut Batch) {
+    pub(crate) async fn message(&self, msg: Message, batch: &mut Batch) {
         let Some(me) = self.identity.borrow().clone() else {
             return;
         };
@@ -309,9 +267,12 @@ impl Recorder {
         let Some(mut event) = normalize::message(&msg, &me, &place, &self.reading) else {
             return;
         };
+        // A thread is opened for a mention (not a reply or a free channel), and only for
+        // someone on an allowlist: strangers cannot make the bot open threads.
         if self.auto_thread
             && place == Place::Channel
-            && is_addressed(&event)
+            && normalize::mentions(&msg, &me)
+            && self.reading.is_allowed(&event.author.user_id)
             && let Some(thread) = self.open_thread(&channel, &event, &me).await
         {
             // The thread's id is the message's: the answer and the conversation go there.
@@ -352,11 +313,25 @@ impl Recorder {
         {
             return place.clone();
         }
-        match self
-            .rest
-            .call(Method::GET, &format!("/channels/{channel}"), Body::Empty)
-            .await
-        {
+        // A wrong guess misroutes the message for good (the inbox keeps it as recorded), so
+        // a passing failure is tried again before falling back.
+        let (mut retry, mut tries) = (LOOKUP_RETRY, 1);
+        let found = loop {
+            match self
+                .rest
+                .call(Method::GET, &format!("/channels/{channel}"), Body::Empty)
+                .await
+            {
+                Err(SendError::Transient(_) | SendError::RateLimited { .. })
+                    if tries < LOOKUP_ATTEMPTS =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(retry.next_delay()).await;
+                }
+                other => break other,
+            }
+        };
+        match found {
             Ok(found) => {
                 let kind = found.get("type").and_then(Value::as_u64).unwrap_or(0);
                 let text = |k: &str| found.get(k).and_then(Value::as_str).map(str::to_owned);
@@ -399,7 +374,7 @@ impl Recorder {
         match result {
             Ok(_) => {}
             // "A thread has already been created for this message": a redelivery.
-            Err(SendError::Rejected(why)) if why.contains("160004") => {}
+            Err(SendError::Rejected(why)) if why.ends_with("(code 160004)") => {}
             Err(e) => {
                 tracing::warn!(%channel, error = %e, "discord: could not open a thread; answering in the channel");
                 return None;
@@ -470,7 +445,7 @@ async fn acknowledge(rest: &Rest, interactions: &Interactions, ack: PendingAck) 
                 return;
             }
             // Already acknowledged (a redelivered interaction): answers may follow.
-            Err(SendError::Rejected(why)) if why.contains("40060") => {
+            Err(SendError::Rejected(why)) if why.ends_with("(code 40060)") => {
                 interactions.acknowledged(&ack.id);
                 return;
             }
@@ -484,10 +459,6 @@ async fn acknowledge(rest: &Rest, interactions: &Interactions, ack: PendingAck) 
             }
         }
     }
-}
-
-fn is_addressed(event: &Inbound) -> bool {
-    matches!(&event.kind, InboundKind::Message(m) if m.addressed)
 }
 
 fn place_of(kind: ChannelType, parent: Option<String>, owner: Option<String>) -> Place {

@@ -22,6 +22,8 @@ use serde_json::Value;
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a file upload or download may take.
 pub(crate) const FILE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Where Discord serves attachments.
+const CDN_HOSTS: [&str; 2] = ["cdn.discordapp.com", "media.discordapp.net"];
 /// A used-up bucket shorter than this is waited out here; a longer wait is handed back to
 /// the caller as [`SendError::RateLimited`], so a delivery lane is not held inside a call.
 const WAIT_HERE: Duration = Duration::from_secs(5);
@@ -72,6 +74,8 @@ pub(crate) struct Rest {
     files: reqwest::Client,
     /// `{root}/api/v10`.
     api: String,
+    /// The REST root's host: files may come from it too (a proxy, a fake).
+    root_host: Option<String>,
     auth: HeaderValue,
     limits: Mutex<Limits>,
 }
@@ -83,6 +87,9 @@ impl Rest {
         auth.set_sensitive(true);
         let build = |timeout| {
             reqwest::Client::builder()
+                // Discord does not redirect API calls, and a CDN file that redirects
+                // elsewhere is not fetched.
+                .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(Duration::from_secs(10))
                 .timeout(timeout)
                 .user_agent(concat!(
@@ -97,6 +104,9 @@ impl Rest {
             client: build(CALL_TIMEOUT)?,
             files: build(FILE_TIMEOUT)?,
             api: format!("{}/api/v10", root.trim_end_matches('/')),
+            root_host: reqwest::Url::parse(root)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned)),
             auth,
             limits: Mutex::new(Limits::default()),
         })
@@ -117,6 +127,11 @@ impl Rest {
             .request(method, format!("{}{path}", self.api))
             .header(AUTHORIZATION, self.auth.clone());
         request = match body {
+            // Discord wants a length on a write without a body (`POST …/typing`); hyper
+            // sends none over HTTP/1.1 by itself.
+            Body::Empty if request_has_no_body_but_writes(&route) => {
+                request.header(reqwest::header::CONTENT_LENGTH, 0)
+            }
             Body::Empty => request,
             Body::Json(json) => request.json(&json),
             Body::Multipart(payload, files) => request.multipart(multipart(payload, files)?),
@@ -127,11 +142,11 @@ impl Rest {
             .map_err(|e| SendError::Transient(format!("Discord {route}: {}", without_url(&e))))?;
         let status = response.status();
         let headers = response.headers().clone();
-        let retry = self.learn(&route, status, &headers);
         let text = response
             .text()
             .await
             .map_err(|e| SendError::Transient(format!("Discord {route}: {}", without_url(&e))))?;
+        let retry = self.learn(&route, status, &headers, &text);
         if status.is_success() {
             if text.trim().is_empty() {
                 return Ok(Value::Null);
@@ -149,10 +164,12 @@ impl Rest {
         use futures_util::StreamExt;
         let parsed = reqwest::Url::parse(url)
             .map_err(|e| Download::Failed(SendError::Rejected(format!("bad file URL: {e}"))))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(Download::Failed(SendError::Rejected(
-                "a file URL must be http(s)".into(),
-            )));
+        let host = parsed.host_str().unwrap_or_default();
+        let known = CDN_HOSTS.contains(&host) || self.root_host.as_deref() == Some(host);
+        if !matches!(parsed.scheme(), "http" | "https") || !known {
+            return Err(Download::Failed(SendError::Rejected(format!(
+                "a file URL must point at Discord's CDN, not {host:?}"
+            ))));
         }
         let response = self.files.get(parsed).send().await.map_err(|e| {
             Download::Failed(SendError::Transient(format!(
@@ -218,7 +235,13 @@ impl Rest {
     }
 
     /// Remember what the headers say about the route's bucket; the wait a 429 asks for.
-    fn learn(&self, route: &str, status: StatusCode, headers: &HeaderMap) -> Option<Duration> {
+    fn learn(
+        &self,
+        route: &str,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &str,
+    ) -> Option<Duration> {
         let now = Instant::now();
         let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(bucket) = header(headers, "x-ratelimit-bucket") {
@@ -231,13 +254,21 @@ impl Rest {
         let remaining =
             header(headers, "x-ratelimit-remaining").and_then(|v| v.parse::<u64>().ok());
         if status == StatusCode::TOO_MANY_REQUESTS {
-            let retry = header(headers, "retry-after")
-                .and_then(|v| v.parse::<f64>().ok())
-                .and_then(seconds)
-                .or(reset_after)
-                .unwrap_or(Duration::from_secs(1));
+            // The body says it too (and sometimes only the body does).
+            let said: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+            let retry = [
+                header(headers, "retry-after").and_then(|v| v.parse::<f64>().ok()),
+                said.get("retry_after").and_then(Value::as_f64),
+            ]
+            .into_iter()
+            .flatten()
+            .filter_map(seconds)
+            .max()
+            .or(reset_after)
+            .unwrap_or(Duration::from_secs(1));
             let global = header(headers, "x-ratelimit-global").is_some_and(|v| v == "true")
-                || header(headers, "x-ratelimit-scope") == Some("global");
+                || header(headers, "x-ratelimit-scope") == Some("global")
+                || said.get("global").and_then(Value::as_bool) == Some(true);
             if global {
                 limits.global = Some(now + retry);
             } else {
@@ -264,6 +295,10 @@ pub(crate) enum Download {
     Failed(SendError),
 }
 
+fn request_has_no_body_but_writes(route: &str) -> bool {
+    !route.starts_with("GET")
+}
+
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -274,7 +309,9 @@ fn seconds(value: f64) -> Option<Duration> {
 }
 
 /// A route as Discord groups rate limits: the method and the path with the ids that are
-/// not "major parameters" (channel, guild, webhook) replaced, and tokens hidden.
+/// not "major parameters" (channel, guild, webhook, interaction) replaced, and tokens hidden
+/// behind a short hash (each interaction's token has limits of its own; the token itself
+/// never reaches a log).
 pub(crate) fn route_key(method: &Method, path: &str) -> String {
     let mut key = method.as_str().to_owned();
     let mut previous = "";
@@ -286,11 +323,14 @@ pub(crate) fn route_key(method: &Method, path: &str) -> String {
         .filter(|s| !s.is_empty())
     {
         key.push('/');
-        let major = matches!(previous, "channels" | "guilds" | "webhooks");
+        let major = matches!(
+            previous,
+            "channels" | "guilds" | "webhooks" | "interactions"
+        );
         let id_like = segment.bytes().all(|b| b.is_ascii_digit());
         let token_like = segment.len() > 32;
         if token_like {
-            key.push_str(":token");
+            key.push_str(&format!(":token~{:08x}", short_hash(segment)));
         } else if id_like && !major {
             key.push_str(":id");
         } else {
@@ -301,20 +341,33 @@ pub(crate) fn route_key(method: &Method, path: &str) -> String {
     key
 }
 
+/// 32 bits of a hash: enough to tell tokens apart, nothing to recover one from.
+fn short_hash(text: &str) -> u32 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish() as u32
+}
+
 /// The ids that key a route's limit (channel, server, webhook), from its [`route_key`].
 fn major_parameters(route: &str) -> String {
     let segments: Vec<&str> = route.split('/').collect();
     segments
         .windows(2)
-        .filter(|w| matches!(w[0], "channels" | "guilds" | "webhooks"))
+        .filter(|w| matches!(w[0], "channels" | "guilds" | "webhooks" | "interactions"))
         .map(|w| w[1])
+        .chain(segments.iter().copied().filter(|s| s.starts_with(":token")))
         .collect::<Vec<_>>()
         .join("/")
 }
 
-/// A 429 on a channel's route holds that channel; elsewhere the bot.
+/// A 429 on a channel's route, or on one interaction's, holds that conversation; elsewhere
+/// the bot.
 fn scope_of(route: &str) -> RateScope {
-    if route.contains("/channels/") {
+    if ["/channels/", "/interactions/", "/webhooks/"]
+        .iter()
+        .any(|p| route.contains(p))
+    {
         RateScope::Chat
     } else {
         RateScope::Bot
@@ -422,9 +475,20 @@ mod tests {
             "PATCH/channels/123/messages/:id"
         );
         let token = "a".repeat(60);
-        assert_eq!(
-            route_key(&Method::POST, &format!("/interactions/9/{token}/callback")),
-            "POST/interactions/:id/:token/callback"
+        let callback = route_key(&Method::POST, &format!("/interactions/9/{token}/callback"));
+        assert!(
+            callback.starts_with("POST/interactions/9/:token~"),
+            "{callback}"
+        );
+        assert!(!callback.contains(&token));
+        let other = route_key(
+            &Method::POST,
+            &format!("/interactions/9/{}/callback", "b".repeat(60)),
+        );
+        assert_ne!(
+            major_parameters(&callback),
+            major_parameters(&other),
+            "each interaction has limits of its own"
         );
         assert_eq!(
             route_key(&Method::GET, "/channels/5/messages?after=7&limit=50"),
@@ -442,9 +506,9 @@ mod tests {
         headers.insert("x-ratelimit-reset-after", HeaderValue::from_static("30"));
         let one = route_key(&Method::POST, "/channels/1/messages");
         let two = route_key(&Method::POST, "/channels/2/messages");
-        rest.learn(&one, StatusCode::OK, &headers);
+        rest.learn(&one, StatusCode::OK, &headers, "");
         headers.insert("x-ratelimit-remaining", HeaderValue::from_static("4"));
-        rest.learn(&two, StatusCode::OK, &headers);
+        rest.learn(&two, StatusCode::OK, &headers, "");
         let limits = rest.limits.lock().unwrap();
         assert!(limits.blocked.contains_key(&limits.bucket_of(&one)));
         assert!(!limits.blocked.contains_key(&limits.bucket_of(&two)));

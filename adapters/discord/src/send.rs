@@ -104,12 +104,19 @@ impl DiscordSender {
         if !choices.is_empty() {
             payload["components"] = buttons(choices);
         }
-        if let Some(id) = reply_to.and_then(handle_id) {
+        if let Some((id, private)) = reply_to.and_then(handle_id) {
             if let Some(sent) = self.answer(id, payload.clone()).await? {
                 return Ok(sent);
             }
-            // The interaction can no longer be answered (a restart, or 15 minutes passed):
-            // the answer goes to the channel instead.
+            if private {
+                // Meant for one person only: never posted in the channel instead.
+                tracing::info!(
+                    interaction = id,
+                    "discord: a private answer could no longer be delivered (restart, or 15 minutes passed); dropped"
+                );
+                return Ok(Delivered::default());
+            }
+            // The interaction can no longer be answered: the answer goes to the channel.
             payload["allowed_mentions"] = allowed_mentions(false);
         } else if let Some(id) = reply_to.filter(|id| is_snowflake(id)) {
             payload["message_reference"] = json!({"message_id": id, "fail_if_not_exists": false});
@@ -139,13 +146,16 @@ impl DiscordSender {
             return Ok(None);
         };
         let sent = if answer.first {
-            self.rest
+            let sent = self
+                .rest
                 .call(
                     Method::PATCH,
                     &format!("/webhooks/{app}/{}/messages/@original", answer.token),
                     Body::Json(payload),
                 )
-                .await?
+                .await?;
+            self.interactions.original_filled(interaction);
+            sent
         } else {
             if answer.ephemeral {
                 payload["flags"] = json!(EPHEMERAL);
@@ -339,18 +349,22 @@ impl PlatformSender for DiscordSender {
     /// (one bulk overwrite, so renamed or removed commands disappear too).
     async fn register_commands(&self, commands: &[CommandSpec]) -> Result<(), SendError> {
         let mut identity = self.identity.clone();
-        let app =
-            match tokio::time::timeout(IDENTITY_WAIT, identity.wait_for(Option::is_some)).await {
-                Ok(Ok(identity)) => identity
-                    .as_ref()
-                    .map(|i| i.application_id.clone())
-                    .unwrap_or_default(),
-                _ => {
-                    return Err(SendError::Transient(
-                        "the gateway did not say who the bot is; commands not registered".into(),
-                    ));
-                }
-            };
+        let app = match tokio::time::timeout(
+            IDENTITY_WAIT,
+            identity.wait_for(|i| i.as_ref().is_some_and(|i| i.from_ready)),
+        )
+        .await
+        {
+            Ok(Ok(identity)) => identity
+                .as_ref()
+                .map(|i| i.application_id.clone())
+                .unwrap_or_default(),
+            _ => {
+                return Err(SendError::Transient(
+                    "the gateway did not say who the bot is; commands not registered".into(),
+                ));
+            }
+        };
         self.rest
             .call(
                 Method::PUT,

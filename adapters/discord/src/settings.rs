@@ -33,6 +33,9 @@ pub struct DiscordSettings {
     pub auto_thread: bool,
     pub home_channel: Option<String>,
     pub access: Access,
+    /// The gateway-wide allowlist (`GATEWAY_ALLOWED_USERS` / `GATEWAY_ALLOW_ALL_USERS`),
+    /// which the adapter needs to know whom it may open threads for and which bots it hears.
+    pub gateway_access: Access,
 }
 
 impl std::fmt::Debug for DiscordSettings {
@@ -70,6 +73,7 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         .var("DISCORD_HOME_CHANNEL")
         .or_else(|| source.string("platforms.discord.home_channel.chat_id"));
     let access = Access::read(source, "DISCORD");
+    let gateway_access = Access::read(source, "GATEWAY");
     for id in access.allowed.iter().chain(&free_response_channels) {
         if !is_snowflake(id) {
             let key = if access.allowed.contains(id) {
@@ -123,6 +127,7 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         auto_thread,
         home_channel,
         access,
+        gateway_access,
     }))
 }
 
