@@ -91,6 +91,11 @@ async fn with_auto_thread_a_mention_opens_a_thread_where_the_conversation_goes_o
     let thread = question;
     assert_eq!(kit.shown(&thread, 1).await, ["let's talk here"]);
     assert_eq!(kit.fake.threads_created(), std::slice::from_ref(&thread));
+    let answer = &kit.fake.raw_messages(&thread)[0];
+    assert_eq!(
+        answer.reference, None,
+        "the thread starts with the question already"
+    );
     assert!(
         kit.fake.shown(GROUP_CHANNEL).is_empty(),
         "the answer is in the thread"

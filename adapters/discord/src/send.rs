@@ -118,7 +118,7 @@ impl DiscordSender {
             }
             // The interaction can no longer be answered: the answer goes to the channel.
             payload["allowed_mentions"] = allowed_mentions(false);
-        } else if let Some(id) = reply_to.filter(|id| is_snowflake(id)) {
+        } else if let Some(id) = reply_to.filter(|id| replyable(chat, id)) {
             payload["message_reference"] = json!({"message_id": id, "fail_if_not_exists": false});
         }
         let sent = self
@@ -219,7 +219,7 @@ impl DiscordSender {
         if let Some(caption) = &file.caption {
             payload["content"] = json!(markdown::escape(caption));
         }
-        if let Some(id) = reply_to.filter(|id| is_snowflake(id)) {
+        if let Some(id) = reply_to.filter(|id| replyable(chat, id)) {
             payload["message_reference"] = json!({"message_id": id, "fail_if_not_exists": false});
         }
         let upload = Upload {
@@ -445,8 +445,12 @@ fn delivered(sent: &Value) -> Delivered {
     }
 }
 
-fn is_snowflake(id: &str) -> bool {
-    !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())
+/// Whether a message can carry a reply to `id`: a message id, and not the message a thread
+/// was opened from (it lives in the parent channel; the thread already starts with it).
+fn replyable(chat: &ChatRef, id: &str) -> bool {
+    !id.is_empty()
+        && id.bytes().all(|b| b.is_ascii_digit())
+        && chat.thread_id.as_deref() != Some(id)
 }
 
 #[cfg(test)]
