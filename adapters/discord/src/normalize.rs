@@ -179,23 +179,20 @@ pub fn message(msg: &Message, me: &Identity, place: &Place, reading: &Reading) -
 
 /// A press on one of the bot's buttons.
 pub fn press(interaction: &ComponentInteraction, place: &Place) -> Inbound {
-    Inbound {
-        event_id: format!("discord:i{}", interaction.id),
-        chat: chat_ref(
-            place,
-            &interaction.channel_id.to_string(),
-            interaction.guild_id.map(|g| g.to_string()),
-        ),
-        author: author(
-            &interaction.user,
-            interaction.member.as_ref().and_then(|m| m.nick.clone()),
-        ),
-        kind: InboundKind::Press(Press {
-            press_id: interaction.id.to_string(),
-            message_id: Some(interaction.message.id.to_string()),
-            choice_id: interaction.data.custom_id.clone(),
-        }),
-    }
+    let kind = InboundKind::Press(Press {
+        press_id: interaction.id.to_string(),
+        message_id: Some(interaction.message.id.to_string()),
+        choice_id: interaction.data.custom_id.clone(),
+    });
+    let member = interaction.member.as_ref();
+    let from = Origin {
+        id: interaction.id.get(),
+        channel: interaction.channel_id.get(),
+        guild: interaction.guild_id.map(|g| g.get()),
+        user: &interaction.user,
+        nick: member.and_then(|m| m.nick.clone()),
+    };
+    from.event(place, kind)
 }
 
 /// A slash command: `/ask` as a message to the agent, the others as commands; both answered
@@ -233,18 +230,38 @@ pub fn command(interaction: &CommandInteraction, place: &Place) -> Inbound {
             respond_via: Some(handle),
         })
     };
-    Inbound {
-        event_id: format!("discord:i{}", interaction.id),
-        chat: chat_ref(
-            place,
-            &interaction.channel_id.to_string(),
-            interaction.guild_id.map(|g| g.to_string()),
-        ),
-        author: author(
-            &interaction.user,
-            interaction.member.as_ref().and_then(|m| m.nick.clone()),
-        ),
-        kind,
+    let member = interaction.member.as_ref();
+    let from = Origin {
+        id: interaction.id.get(),
+        channel: interaction.channel_id.get(),
+        guild: interaction.guild_id.map(|g| g.get()),
+        user: &interaction.user,
+        nick: member.and_then(|m| m.nick.clone()),
+    };
+    from.event(place, kind)
+}
+
+/// Where an interaction came from and who made it.
+struct Origin<'a> {
+    id: u64,
+    channel: u64,
+    guild: Option<u64>,
+    user: &'a User,
+    nick: Option<String>,
+}
+
+impl Origin<'_> {
+    fn event(self, place: &Place, kind: InboundKind) -> Inbound {
+        Inbound {
+            event_id: format!("discord:i{}", self.id),
+            chat: chat_ref(
+                place,
+                &self.channel.to_string(),
+                self.guild.map(|g| g.to_string()),
+            ),
+            author: author(self.user, self.nick),
+            kind,
+        }
     }
 }
 
