@@ -10,6 +10,8 @@ pub fn read_settings(source: &mut dyn SettingsSource) -> Vec<Box<dyn PlatformSet
     platforms.extend(hermes_telegram::settings(source));
     #[cfg(feature = "discord")]
     platforms.extend(hermes_discord::settings(source));
+    #[cfg(feature = "slack")]
+    platforms.extend(hermes_slack::settings(source));
     let _ = &source; // a build with no platform features reads nothing
     platforms
 }

@@ -1,0 +1,128 @@
+//! The slack-morphism client, and its failures in the contract's terms.
+//!
+//! `SlackClientHyperConnector::new()` only speaks HTTPS; the connector here speaks HTTPS
+//! with the webpki roots (as reqwest does: no system certificate store needed) and plain
+//! HTTP, so the configured `api_base_url` can be a local proxy or a test fake.
+
+use std::time::Duration;
+
+use hermes_adapter::{RateScope, SendError};
+use hyper_util::client::legacy::connect::HttpConnector;
+use slack_morphism::errors::*;
+use slack_morphism::prelude::*;
+
+/// The connector the adapter uses.
+pub type Connector = SlackClientHyperConnector<hyper_rustls::HttpsConnector<HttpConnector>>;
+/// The client the adapter uses.
+pub type Client = SlackClient<Connector>;
+
+/// A client whose Web API calls go to `{api_base_url}/{method}`.
+pub fn build(api_base_url: &str) -> Client {
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_webpki_roots()
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .build();
+    SlackClient::new(
+        SlackClientHyperConnector::with_connector(https).with_slack_api_url(api_base_url),
+    )
+}
+
+/// A Web API failure as a [`SendError`] the daemon can act on; `method` names the call.
+pub fn map_error(method: &str, error: SlackClientError) -> SendError {
+    match error {
+        SlackClientError::RateLimitError(limit) => SendError::RateLimited {
+            retry_after: limit.retry_after.unwrap_or(Duration::from_secs(1)),
+            scope: RateScope::Method(method.to_owned()),
+        },
+        SlackClientError::ApiError(api) => {
+            let code = api.code.as_str();
+            let what = format!("Slack {method}: {code}");
+            match code {
+                "invalid_auth" | "not_authed" | "account_inactive" | "token_revoked"
+                | "token_expired" => {
+                    SendError::Unauthorized(format!("{what} (check SLACK_BOT_TOKEN)"))
+                }
+                "missing_scope" => {
+                    let needed = needed_scope(api.http_response_body.as_deref());
+                    SendError::Rejected(format!(
+                        "{what}: the app lacks the scope {needed} (add it under OAuth & Permissions and reinstall the app)"
+                    ))
+                }
+                "ratelimited" => SendError::RateLimited {
+                    retry_after: Duration::from_secs(1),
+                    scope: RateScope::Method(method.to_owned()),
+                },
+                "msg_too_long" | "msg_blocks_too_long" => SendError::TooLong(what),
+                "invalid_blocks" | "invalid_blocks_format" => SendError::MarkupRejected(what),
+                "internal_error" | "fatal_error" | "service_unavailable" | "request_timeout" => {
+                    SendError::Transient(what)
+                }
+                _ => SendError::Rejected(what),
+            }
+        }
+        SlackClientError::HttpError(http) if http.status_code.as_u16() == 401 => {
+            SendError::Unauthorized(format!("Slack {method}: HTTP 401 (check SLACK_BOT_TOKEN)"))
+        }
+        SlackClientError::HttpError(http) if http.status_code.is_client_error() => {
+            SendError::Rejected(format!("Slack {method}: HTTP {}", http.status_code))
+        }
+        other => SendError::Transient(format!("Slack {method}: {}", short(&other.to_string()))),
+    }
+}
+
+/// The scope a `missing_scope` answer names (`needed`), or a placeholder.
+fn needed_scope(body: Option<&str>) -> String {
+    body.and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
+        .and_then(|v| v.get("needed").and_then(|n| n.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| "(not said)".into())
+}
+
+/// An error text without bodies that could be long.
+fn short(text: &str) -> String {
+    text.chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: &str, body: Option<&str>) -> SlackClientError {
+        SlackClientError::ApiError(
+            SlackClientApiError::new(code.into()).opt_http_response_body(body.map(str::to_owned)),
+        )
+    }
+
+    #[test]
+    fn slack_errors_map_onto_what_the_daemon_can_do() {
+        assert!(matches!(
+            map_error("chat.postMessage", api("invalid_auth", None)),
+            SendError::Unauthorized(m) if m.contains("SLACK_BOT_TOKEN")
+        ));
+        let scope = map_error(
+            "chat.postMessage",
+            api(
+                "missing_scope",
+                Some(r#"{"ok":false,"error":"missing_scope","needed":"chat:write"}"#),
+            ),
+        );
+        assert!(matches!(scope, SendError::Rejected(m) if m.contains("chat:write")));
+        assert_eq!(
+            map_error(
+                "chat.update",
+                SlackClientError::RateLimitError(
+                    SlackRateLimitError::new().with_retry_after(Duration::from_secs(7))
+                )
+            ),
+            SendError::RateLimited {
+                retry_after: Duration::from_secs(7),
+                scope: RateScope::Method("chat.update".into())
+            }
+        );
+        assert!(matches!(
+            map_error("chat.postMessage", api("msg_too_long", None)),
+            SendError::TooLong(_)
+        ));
+    }
+}

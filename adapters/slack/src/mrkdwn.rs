@@ -1,0 +1,99 @@
+//! Markdown → Slack mrkdwn: the [`Dialect`] the shared walker renders with. `*bold*`,
+//! `_italic_`, `~strike~`, `` `code` ``, fenced blocks, `<url|text>` links, `>` quotes; `&`,
+//! `<` and `>` escaped as Slack wants (so the model's text can never form a link, a
+//! `<!channel>` ping or a user mention).
+
+use hermes_format::{Dialect, walk};
+
+/// Slack's mrkdwn.
+pub struct SlackMrkdwn;
+
+/// Render the model's Markdown as mrkdwn.
+pub fn render(markdown: &str) -> String {
+    walk(markdown, &SlackMrkdwn)
+}
+
+impl Dialect for SlackMrkdwn {
+    fn escape(&self, text: &str) -> String {
+        escape(text)
+    }
+    fn bold(&self, _open: bool) -> &'static str {
+        "*"
+    }
+    fn italic(&self, _open: bool) -> &'static str {
+        "_"
+    }
+    fn strike(&self, _open: bool) -> &'static str {
+        "~"
+    }
+    fn code(&self, code: &str) -> String {
+        // mrkdwn has no escape for a backtick inside code: it becomes a look-alike.
+        let code = escape(&code.replace('`', "ˋ").replace('\n', " "));
+        if code.is_empty() {
+            String::new()
+        } else {
+            format!("`{code}`")
+        }
+    }
+    fn code_block_open(&self, _lang: Option<&str>) -> String {
+        // Slack shows no language; the fence alone.
+        "```\n".to_owned()
+    }
+    fn code_block_close(&self) -> &'static str {
+        "\n```"
+    }
+    fn code_text(&self, code: &str) -> String {
+        // Three backticks in a row would end the block early.
+        escape(code).replace("```", "``\u{200b}`")
+    }
+    fn link_open(&self, url: &str) -> String {
+        format!("<{}|", escape(url).replace('|', "%7C"))
+    }
+    fn link_close(&self, _url: &str) -> String {
+        ">".to_owned()
+    }
+    fn quote(&self, open: bool) -> &'static str {
+        if open { "> " } else { "" }
+    }
+}
+
+/// Text as Slack shows it literally: `&`, `<`, `>` as entities (Slack's own rule).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn styles_links_and_escapes_are_mrkdwn() {
+        assert_eq!(
+            render("**bold** *it* ~~gone~~ `a<b` [docs](https://x.y/?a=1&b=2)"),
+            "*bold* _it_ ~gone~ `a&lt;b` <https://x.y/?a=1&amp;b=2|docs>"
+        );
+    }
+
+    #[test]
+    fn the_model_cannot_ping_or_forge_links() {
+        assert_eq!(
+            render("hey <!channel> and <@U123> see <https://evil|ok>"),
+            // An autolink stays a link to what it shows (its `|` cannot split it).
+            "hey &lt;!channel&gt; and &lt;@U123&gt; see <https://evil%7Cok|https://evil|ok>"
+        );
+    }
+
+    #[test]
+    fn code_blocks_stay_closed_until_their_end() {
+        assert_eq!(render("````\nx = ```\n````"), "```\nx = ``\u{200b}`\n```");
+    }
+}

@@ -1,0 +1,236 @@
+//! From Slack to the sink, by either road: Socket Mode envelopes (slack-morphism's
+//! listener acknowledges an envelope when its callback returns, so the callback records
+//! first and returns after; a failed recording returns an error and the envelope is not
+//! acknowledged, so Slack delivers it again) and Events API requests (the handler answers
+//! 200 once the event is recorded, 500 if it could not be). Redeliveries, retries
+//! (`retry_attempt`, `X-Slack-Retry-Num`) and the double delivery of a mention are
+//! recognised by the inbox from the event ids `normalize` gives.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hermes_adapter::{Accepted, Inbound, InboundKind, InboundSink, Liveness, SinkError};
+use slack_morphism::prelude::*;
+use tokio::sync::watch;
+
+use crate::client::Client;
+use crate::normalize::{self, Me};
+use crate::open::{Open, Response};
+
+/// How long a name lookup (`users.info`) may hold a recording up.
+const NAME_LOOKUP: Duration = Duration::from_secs(2);
+/// Names remembered; past this the memory starts again.
+const NAMES_KEPT: usize = 5_000;
+
+/// Turns Slack events into recorded [`Inbound`]s.
+pub struct Receiver {
+    pub client: Arc<Client>,
+    pub token: SlackApiToken,
+    pub me: watch::Receiver<Option<Me>>,
+    pub reply_in_thread: bool,
+    pub open: Open,
+    pub liveness: Liveness,
+    /// Display names by user id.
+    pub names: Mutex<HashMap<String, String>>,
+}
+
+/// Why an event was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum NotRecorded {
+    /// The bot's identity is not known yet (the adapter has not reached `auth.test`).
+    #[error("the bot's identity is not known yet")]
+    NotReady,
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+}
+
+impl Receiver {
+    /// A push event (a message, a mention); `Ok` once recorded or when it is not for the
+    /// gateway.
+    pub async fn push(
+        &self,
+        sink: &dyn InboundSink,
+        event: &SlackPushEventCallback,
+    ) -> Result<(), NotRecorded> {
+        let me = self.me.borrow().clone().ok_or(NotRecorded::NotReady)?;
+        self.liveness.beat();
+        let Some(event) = normalize::push(event, &me, self.reply_in_thread, &self.open) else {
+            return Ok(());
+        };
+        self.record(sink, event).await
+    }
+
+    /// A button press (other interactions are not for the gateway).
+    pub async fn interaction(
+        &self,
+        sink: &dyn InboundSink,
+        event: &SlackInteractionEvent,
+    ) -> Result<(), NotRecorded> {
+        self.liveness.beat();
+        let SlackInteractionEvent::BlockActions(actions) = event else {
+            return Ok(());
+        };
+        let Some(event) = normalize::press(actions) else {
+            return Ok(());
+        };
+        if let InboundKind::Press(press) = &event.kind {
+            // Before recording: the daemon may send its notice before the sink returns.
+            self.open.press(&press.press_id, &event.author.user_id);
+        }
+        self.record(sink, event).await
+    }
+
+    /// `/hermes …`.
+    pub async fn command(
+        &self,
+        sink: &dyn InboundSink,
+        event: &SlackCommandEvent,
+    ) -> Result<(), NotRecorded> {
+        self.liveness.beat();
+        self.open.response(
+            event.trigger_id.as_ref(),
+            Response {
+                url: event.response_url.0.to_string(),
+                private: normalize::is_private(event),
+            },
+        );
+        self.record(sink, normalize::command(event)).await
+    }
+
+    async fn record(&self, sink: &dyn InboundSink, mut event: Inbound) -> Result<(), NotRecorded> {
+        event.author.display_name = self.name_of(&event.author.user_id).await;
+        match sink.accept(event).await? {
+            Accepted::New => {}
+            Accepted::Duplicate => {
+                tracing::debug!("slack: a redelivered event was recorded before")
+            }
+        }
+        Ok(())
+    }
+
+    /// A person's display name (`users.info`, remembered); the id when it cannot be had.
+    async fn name_of(&self, user: &str) -> String {
+        if let Some(name) = self
+            .names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(user)
+        {
+            return name.clone();
+        }
+        let session = self.client.open_session(&self.token);
+        let request = SlackApiUsersInfoRequest::new(user.into());
+        let found = tokio::time::timeout(NAME_LOOKUP, session.users_info(&request)).await;
+        let name = match found {
+            Ok(Ok(info)) => {
+                let profile = info.user.profile.as_ref();
+                profile
+                    .and_then(|p| p.display_name.clone().filter(|n| !n.is_empty()))
+                    .or_else(|| profile.and_then(|p| p.real_name.clone()))
+                    .or_else(|| info.user.name.clone())
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(%user, error = %e, "slack: no display name");
+                None
+            }
+            Err(_) => None,
+        };
+        let Some(name) = name else {
+            return user.to_owned();
+        };
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        if names.len() >= NAMES_KEPT {
+            names.clear();
+        }
+        names.insert(user.to_owned(), name.clone());
+        name
+    }
+}
+
+/// What the Socket Mode callbacks find in the listener's user state.
+pub struct SocketState {
+    pub receiver: Arc<Receiver>,
+    pub sink: Arc<dyn InboundSink>,
+}
+
+type Shared = SlackClientEventsUserState;
+
+async fn state(states: &Shared) -> Option<(Arc<Receiver>, Arc<dyn InboundSink>)> {
+    let states = states.read().await;
+    states
+        .get_user_state::<SocketState>()
+        .map(|s| (s.receiver.clone(), s.sink.clone()))
+}
+
+/// An error the listener's error handler recognises: do not acknowledge the envelope.
+#[derive(Debug, thiserror::Error)]
+#[error("slack: the event could not be recorded; Slack will deliver it again: {0}")]
+pub struct Unrecorded(pub String);
+
+fn unrecorded(e: NotRecorded) -> Box<dyn std::error::Error + Send + Sync> {
+    tracing::error!(error = %e, "slack: an event could not be recorded; leaving it unacknowledged");
+    Box::new(Unrecorded(e.to_string()))
+}
+
+pub async fn on_push(
+    event: SlackPushEventCallback,
+    _client: Arc<SlackHyperClientLike>,
+    states: Shared,
+) -> UserCallbackResult<()> {
+    let Some((receiver, sink)) = state(&states).await else {
+        return Err(unrecorded(NotRecorded::NotReady));
+    };
+    receiver
+        .push(sink.as_ref(), &event)
+        .await
+        .map_err(unrecorded)
+}
+
+pub async fn on_interaction(
+    event: SlackInteractionEvent,
+    _client: Arc<SlackHyperClientLike>,
+    states: Shared,
+) -> UserCallbackResult<SlackInteractionResponse> {
+    let Some((receiver, sink)) = state(&states).await else {
+        return Err(unrecorded(NotRecorded::NotReady));
+    };
+    receiver
+        .interaction(sink.as_ref(), &event)
+        .await
+        .map_err(unrecorded)?;
+    Ok(SlackInteractionResponse::Empty)
+}
+
+pub async fn on_command(
+    event: SlackCommandEvent,
+    _client: Arc<SlackHyperClientLike>,
+    states: Shared,
+) -> UserCallbackResult<SlackCommandEventResponse> {
+    let Some((receiver, sink)) = state(&states).await else {
+        return Err(unrecorded(NotRecorded::NotReady));
+    };
+    receiver
+        .command(sink.as_ref(), &event)
+        .await
+        .map_err(unrecorded)?;
+    // The answer comes later through the response URL; the acknowledgement shows nothing.
+    Ok(SlackCommandEventResponse::new(SlackMessageContent::new()))
+}
+
+/// The listener's error handler: an event that could not be recorded is left
+/// unacknowledged (Slack delivers it again); anything else is logged.
+pub fn on_error(
+    error: Box<dyn std::error::Error + Send + Sync>,
+    _client: Arc<SlackHyperClientLike>,
+    _states: Shared,
+) -> HttpStatusCode {
+    if error.downcast_ref::<Unrecorded>().is_some() {
+        return HttpStatusCode::INTERNAL_SERVER_ERROR;
+    }
+    tracing::warn!(error = %error, "slack: Socket Mode");
+    HttpStatusCode::OK
+}
+
+/// The client type the callbacks are given.
+pub type SlackHyperClientLike = Client;

@@ -1,0 +1,484 @@
+//! Sending to Slack: rendering (mrkdwn, chunks of at most 3,900 characters as rendered),
+//! messages in the thread the conversation lives in, the choices as Block Kit buttons,
+//! edits with `chat.update`, the working indicator (`assistant.threads.setStatus` where the
+//! app has it, else an :eyes: reaction taken down at the end), ephemeral notices for a
+//! press, slash-command answers through their `response_url`, files through the external
+//! upload flow, and the files people sent (with the bot token, from Slack's own hosts only).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use hermes_adapter::{
+    Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, ChoiceStyle, Delivered, FetchError,
+    LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender, RateLimit,
+    SendError, WorkingIndicator, WorkingPhase, async_trait,
+};
+use serde_json::{Value, json};
+use slack_morphism::errors::SlackClientError;
+use slack_morphism::prelude::*;
+
+use crate::client::{Client, map_error};
+use crate::mrkdwn;
+use crate::open::{Open, handle_id};
+
+/// What the adapter promises for one message: Slack truncates `text` far above this, but
+/// recommends about 4,000 characters, and a section block takes 3,000.
+pub const MAX_MESSAGE_LEN: usize = 3_900;
+/// The text of a section block (a prompt's text goes in one).
+const SECTION_LEN: usize = 3_000;
+const BUTTONS: usize = 5;
+const LABEL_LEN: usize = 75;
+/// The reaction shown while working, where the assistant status is not available.
+const WORKING_REACTION: &str = "eyes";
+/// A file download or upload may take this long.
+const FILE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Where Slack serves the files people send.
+const FILE_HOSTS: [&str; 1] = ["files.slack.com"];
+
+/// Whether `assistant.threads.setStatus` works for this app: not tried yet, yes, no.
+const UNKNOWN: u8 = 0;
+const YES: u8 = 1;
+const NO: u8 = 2;
+
+/// The sending half of the Slack adapter.
+pub struct SlackSender {
+    client: Arc<Client>,
+    token: SlackApiToken,
+    capabilities: Capabilities,
+    open: Open,
+    http: reqwest::Client,
+    /// The Web API's host: files may come from it too (a proxy, a fake).
+    api_host: Option<String>,
+    assistant: AtomicU8,
+}
+
+impl SlackSender {
+    pub(crate) fn new(
+        client: Arc<Client>,
+        token: SlackApiToken,
+        open: Open,
+        api_base_url: &str,
+    ) -> Self {
+        SlackSender {
+            client,
+            token,
+            open,
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .timeout(FILE_TIMEOUT)
+                .build()
+                .unwrap_or_default(),
+            api_host: url::Url::parse(api_base_url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned)),
+            assistant: AtomicU8::new(UNKNOWN),
+            capabilities: Capabilities {
+                max_message_len: MAX_MESSAGE_LEN,
+                length_unit: LengthUnit::Chars,
+                choices: ChoiceLimits {
+                    max: BUTTONS,
+                    label_len: LABEL_LEN,
+                },
+                edits: true,
+                // The assistant status clears itself after two minutes; a reaction stays
+                // until it is taken down.
+                working: Some(WorkingIndicator {
+                    refresh: Some(Duration::from_secs(90)),
+                    needs_done: true,
+                }),
+                threads: true,
+                // chat.postMessage: about one message a second per channel, short bursts.
+                per_chat_rate: RateLimit {
+                    per_second: 1.0,
+                    burst: 3,
+                },
+                group_chat_rate: RateLimit {
+                    per_second: 1.0,
+                    burst: 3,
+                },
+                per_bot_rate: Some(RateLimit {
+                    per_second: 5.0,
+                    burst: 10,
+                }),
+            },
+        }
+    }
+
+    fn session(&self) -> SlackClientSession<'_, crate::client::Connector> {
+        self.client.open_session(&self.token)
+    }
+
+    async fn text(
+        &self,
+        chat: &ChatRef,
+        body: &MessageBody,
+        reply_to: Option<&str>,
+        choices: &[Choice],
+    ) -> Result<Delivered, SendError> {
+        let text = content(body);
+        if let Some((id, private)) = reply_to.and_then(handle_id) {
+            if let Some(response) = self.open.response_for(id) {
+                return self.respond(&response.url, &text, response.private).await;
+            }
+            // The response URL is gone (a restart, or 30 minutes): a question's answer goes
+            // to the channel; a command's private answer is never posted there instead.
+            if private {
+                tracing::info!(
+                    command = id,
+                    "slack: a private answer could no longer be delivered; dropped"
+                );
+                return Ok(Delivered::default());
+            }
+        }
+        let mut message = SlackMessageContent::new().with_text(text.clone());
+        if !choices.is_empty() {
+            message = message.with_blocks(blocks(&text, choices)?);
+        }
+        let mut request =
+            SlackApiChatPostMessageRequest::new(chat.chat_id.as_str().into(), message);
+        if let Some(thread) = &chat.thread_id {
+            request = request.with_thread_ts(thread.as_str().into());
+        }
+        let sent = self
+            .session()
+            .chat_post_message(&request)
+            .await
+            .map_err(|e| map_error("chat.postMessage", e))?;
+        if let Some(thread) = &chat.thread_id {
+            self.open.answered_in(&chat.chat_id, thread);
+        }
+        Ok(Delivered {
+            message_id: Some(sent.ts.to_string()),
+        })
+    }
+
+    /// An answer on a slash command's `response_url`.
+    async fn respond(&self, url: &str, text: &str, private: bool) -> Result<Delivered, SendError> {
+        let kind = if private { "ephemeral" } else { "in_channel" };
+        let answer = self
+            .http
+            .post(url)
+            .json(&json!({"text": text, "response_type": kind, "replace_original": false}))
+            .send()
+            .await
+            .map_err(|e| {
+                SendError::Transient(format!("Slack response_url: {}", e.without_url()))
+            })?;
+        let status = answer.status();
+        if status.is_success() {
+            Ok(Delivered::default())
+        } else if status.is_server_error() {
+            Err(SendError::Transient(format!(
+                "Slack response_url: HTTP {status}"
+            )))
+        } else {
+            Err(SendError::Rejected(format!(
+                "Slack response_url: HTTP {status}"
+            )))
+        }
+    }
+
+    async fn edit(
+        &self,
+        chat: &ChatRef,
+        ts: &str,
+        body: &MessageBody,
+    ) -> Result<Delivered, SendError> {
+        let message = SlackMessageContent::new()
+            .with_text(content(body))
+            .with_blocks(Vec::new());
+        let request =
+            SlackApiChatUpdateRequest::new(chat.chat_id.as_str().into(), message, ts.into());
+        self.session()
+            .chat_update(&request)
+            .await
+            .map_err(|e| map_error("chat.update", e))?;
+        Ok(Delivered {
+            message_id: Some(ts.to_owned()),
+        })
+    }
+
+    async fn working(
+        &self,
+        chat: &ChatRef,
+        regarding: Option<&str>,
+        phase: WorkingPhase,
+    ) -> Result<Delivered, SendError> {
+        let status = match phase {
+            WorkingPhase::Start | WorkingPhase::Refresh => "is thinking…",
+            WorkingPhase::Done => "",
+        };
+        if let Some(thread) = &chat.thread_id
+            && self.assistant.load(Ordering::Relaxed) != NO
+        {
+            let request = SlackApiAssistantThreadsSetStatusRequest::new(
+                chat.chat_id.as_str().into(),
+                status.to_owned(),
+                thread.as_str().into(),
+            );
+            match self.session().assistant_threads_set_status(&request).await {
+                Ok(_) => {
+                    self.assistant.store(YES, Ordering::Relaxed);
+                    return Ok(Delivered::default());
+                }
+                Err(SlackClientError::ApiError(e))
+                    if self.assistant.load(Ordering::Relaxed) == UNKNOWN =>
+                {
+                    tracing::info!(error = %e.code, "slack: no assistant status for this app; showing a reaction instead");
+                    self.assistant.store(NO, Ordering::Relaxed);
+                }
+                Err(e) => return Err(map_error("assistant.threads.setStatus", e)),
+            }
+        }
+        let Some(ts) = regarding.filter(|ts| !ts.is_empty() && !ts.contains(':')) else {
+            return Ok(Delivered::default());
+        };
+        let session = self.session();
+        let result = match phase {
+            WorkingPhase::Start | WorkingPhase::Refresh => session
+                .reactions_add(&SlackApiReactionsAddRequest::new(
+                    chat.chat_id.as_str().into(),
+                    WORKING_REACTION.into(),
+                    ts.into(),
+                ))
+                .await
+                .map(|_| ())
+                .map_err(|e| ("reactions.add", e)),
+            WorkingPhase::Done => session
+                .reactions_remove(
+                    &SlackApiReactionsRemoveRequest::new(WORKING_REACTION.into())
+                        .with_channel(chat.chat_id.as_str().into())
+                        .with_timestamp(ts.into()),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| ("reactions.remove", e)),
+        };
+        match result {
+            Ok(()) => Ok(Delivered::default()),
+            // Shown already (a refresh), or gone already.
+            Err((_, SlackClientError::ApiError(e)))
+                if matches!(e.code.as_str(), "already_reacted" | "no_reaction") =>
+            {
+                Ok(Delivered::default())
+            }
+            Err((method, e)) => Err(map_error(method, e)),
+        }
+    }
+
+    async fn notice(
+        &self,
+        chat: &ChatRef,
+        press_id: &str,
+        text: &str,
+    ) -> Result<Delivered, SendError> {
+        let Some(user) = self.open.presser(press_id) else {
+            tracing::debug!(
+                press = press_id,
+                "slack: who pressed is not known any more; notice dropped"
+            );
+            return Ok(Delivered::default());
+        };
+        let mut request = SlackApiChatPostEphemeralRequest::new(
+            chat.chat_id.as_str().into(),
+            user.as_str().into(),
+            SlackMessageContent::new().with_text(mrkdwn::escape(text)),
+        );
+        if let Some(thread) = &chat.thread_id {
+            request = request.with_thread_ts(thread.as_str().into());
+        }
+        self.session()
+            .chat_post_ephemeral(&request)
+            .await
+            .map_err(|e| map_error("chat.postEphemeral", e))?;
+        Ok(Delivered::default())
+    }
+
+    async fn file(&self, chat: &ChatRef, file: &OutboundFile) -> Result<Delivered, SendError> {
+        let bytes = tokio::fs::read(&file.path).await.map_err(|e| {
+            SendError::Rejected(format!("cannot read {}: {e}", file.path.display()))
+        })?;
+        let session = self.session();
+        let target = session
+            .get_upload_url_external(&SlackApiFilesGetUploadUrlExternalRequest::new(
+                file.name.clone(),
+                bytes.len(),
+            ))
+            .await
+            .map_err(|e| map_error("files.getUploadURLExternal", e))?;
+        session
+            .files_upload_via_url(&SlackApiFilesUploadViaUrlRequest::new(
+                target.upload_url.clone(),
+                bytes,
+                file.mime
+                    .clone()
+                    .unwrap_or_else(|| "application/octet-stream".into()),
+            ))
+            .await
+            .map_err(|e| map_error("files upload", e))?;
+        let mut complete = SlackApiFilesCompleteUploadExternalRequest::new(vec![
+            SlackApiFilesComplete::new(target.file_id.clone()).with_title(file.name.clone()),
+        ])
+        .with_channel_id(chat.chat_id.as_str().into());
+        if let Some(thread) = &chat.thread_id {
+            complete = complete.with_thread_ts(thread.as_str().into());
+        }
+        if let Some(caption) = &file.caption {
+            complete = complete.with_initial_comment(mrkdwn::escape(caption));
+        }
+        session
+            .files_complete_upload_external(&complete)
+            .await
+            .map_err(|e| map_error("files.completeUploadExternal", e))?;
+        Ok(Delivered {
+            message_id: Some(target.file_id.to_string()),
+        })
+    }
+}
+
+#[async_trait]
+impl PlatformSender for SlackSender {
+    fn platform(&self) -> Platform {
+        Platform::Slack
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    fn render(&self, markdown: &str) -> Vec<MessageBody> {
+        hermes_format::fit(markdown, MAX_MESSAGE_LEN, LengthUnit::Chars, mrkdwn::render)
+    }
+
+    async fn send(&self, action: Outbound) -> Result<Delivered, SendError> {
+        match action {
+            Outbound::Text {
+                chat,
+                body,
+                reply_to,
+                choices,
+            } => self.text(&chat, &body, reply_to.as_deref(), &choices).await,
+            Outbound::Edit {
+                chat,
+                message_id,
+                body,
+            } => self.edit(&chat, &message_id, &body).await,
+            Outbound::Working {
+                chat,
+                regarding,
+                phase,
+            } => self.working(&chat, regarding.as_deref(), phase).await,
+            Outbound::PressNotice {
+                chat,
+                press_id,
+                text,
+            } => self.notice(&chat, &press_id, &text).await,
+            Outbound::File { chat, file, .. } => self.file(&chat, &file).await,
+        }
+    }
+
+    /// A file a person sent: `url_private_download` with the bot token, from Slack's file
+    /// host (or the configured API host) only, so the token never goes elsewhere.
+    async fn fetch_media(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, FetchError> {
+        use futures_util::StreamExt;
+        let url = url::Url::parse(&attachment.handle)
+            .map_err(|e| FetchError::Failed(SendError::Rejected(format!("bad file URL: {e}"))))?;
+        let host = url.host_str().unwrap_or_default();
+        if !(FILE_HOSTS.contains(&host) || self.api_host.as_deref() == Some(host))
+            || !matches!(url.scheme(), "https" | "http")
+        {
+            return Err(FetchError::Failed(SendError::Rejected(format!(
+                "a file URL must point at Slack's file host, not {host:?}"
+            ))));
+        }
+        let response = self
+            .http
+            .get(url)
+            .bearer_auth(self.token.token_value.0.as_str())
+            .send()
+            .await
+            .map_err(|e| {
+                FetchError::Failed(SendError::Transient(format!(
+                    "downloading a file: {}",
+                    e.without_url()
+                )))
+            })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(FetchError::Failed(if status.is_server_error() {
+                SendError::Transient(format!("downloading a file: HTTP {status}"))
+            } else {
+                SendError::Rejected(format!(
+                    "downloading a file: HTTP {status} (does the app have files:read?)"
+                ))
+            }));
+        }
+        if let Some(size) = response.content_length()
+            && size > max_bytes
+        {
+            return Err(FetchError::TooLarge {
+                size,
+                max: max_bytes,
+            });
+        }
+        let mut bytes = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                FetchError::Failed(SendError::Transient(format!(
+                    "downloading a file: {}",
+                    e.without_url()
+                )))
+            })?;
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() as u64 > max_bytes {
+                return Err(FetchError::TooLarge {
+                    size: bytes.len() as u64,
+                    max: max_bytes,
+                });
+            }
+        }
+        Ok(bytes)
+    }
+}
+
+/// What a message shows: its mrkdwn, else the plain text escaped.
+fn content(body: &MessageBody) -> String {
+    body.markup
+        .clone()
+        .unwrap_or_else(|| mrkdwn::escape(&body.plain))
+}
+
+/// A prompt as Block Kit: its text in a section, the choices as buttons (the choice id as
+/// both `action_id` and `value`).
+fn blocks(text: &str, choices: &[Choice]) -> Result<Vec<SlackBlock>, SendError> {
+    let section: String = text.chars().take(SECTION_LEN).collect();
+    let buttons: Vec<Value> = choices
+        .iter()
+        .take(BUTTONS)
+        .map(|c| {
+            let mut button = json!({
+                "type": "button",
+                "action_id": c.id,
+                "value": c.id,
+                "text": {"type": "plain_text", "text": c.label_within(LABEL_LEN).unwrap_or(&c.id)},
+            });
+            match c.style {
+                ChoiceStyle::Primary => button["style"] = json!("primary"),
+                ChoiceStyle::Danger => button["style"] = json!("danger"),
+                ChoiceStyle::Normal => {}
+            }
+            button
+        })
+        .collect();
+    let blocks = json!([
+        {"type": "section", "text": {"type": "mrkdwn", "text": section}},
+        {"type": "actions", "elements": buttons},
+    ]);
+    serde_json::from_value(blocks).map_err(|e| SendError::MarkupRejected(format!("blocks: {e}")))
+}
