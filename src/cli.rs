@@ -98,16 +98,17 @@ fn init_logging() {
     let wanted = std::env::var("HERMES_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "info".to_owned());
-    // serenity logs whole gateway payloads (message text, interaction tokens) in its info
-    // spans and in the warning for an event it cannot parse: only its warnings, unless the
-    // operator asks for serenity by name.
-    let wanted = if wanted.contains("serenity") {
-        wanted
-    } else {
-        format!("{wanted},serenity=warn")
-    };
-    let filter =
-        EnvFilter::try_new(&wanted).unwrap_or_else(|_| EnvFilter::new("info,serenity=warn"));
+    // serenity and slack-morphism log whole payloads (message text, interaction tokens,
+    // response URLs) in their info spans and debug lines: only their warnings, unless the
+    // operator asks for them by name.
+    let mut wanted = wanted;
+    for noisy in ["serenity", "slack_morphism"] {
+        if !wanted.contains(noisy) {
+            wanted.push_str(&format!(",{noisy}=warn"));
+        }
+    }
+    let filter = EnvFilter::try_new(&wanted)
+        .unwrap_or_else(|_| EnvFilter::new("info,serenity=warn,slack_morphism=warn"));
     // Colours only for a person at a terminal, never into journald or a log file.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()

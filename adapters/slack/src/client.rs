@@ -16,17 +16,41 @@ pub type Connector = SlackClientHyperConnector<hyper_rustls::HttpsConnector<Http
 /// The client the adapter uses.
 pub type Client = SlackClient<Connector>;
 
+/// How long one Web API call may take; connecting, and keeping idle connections checked.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const KEEPALIVE: Duration = Duration::from_secs(30);
+
 /// A client whose Web API calls go to `{api_base_url}/{method}`.
 pub fn build(api_base_url: &str) -> Client {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    http.set_keepalive(Some(KEEPALIVE));
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_webpki_roots()
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .build();
+        .wrap_connector(http);
     SlackClient::new(
         SlackClientHyperConnector::with_connector(https).with_slack_api_url(api_base_url),
     )
+}
+
+/// One Web API call, bounded in time (slack-morphism's client sets no timeout, and a
+/// half-open connection would hold a delivery lane for good).
+pub async fn call<T>(
+    method: &str,
+    request: impl std::future::Future<Output = ClientResult<T>>,
+) -> Result<T, SendError> {
+    match tokio::time::timeout(CALL_TIMEOUT, request).await {
+        Ok(result) => result.map_err(|e| map_error(method, e)),
+        Err(_) => Err(SendError::Transient(format!(
+            "Slack {method}: no answer within {}s",
+            CALL_TIMEOUT.as_secs()
+        ))),
+    }
 }
 
 /// A Web API failure as a [`SendError`] the daemon can act on; `method` names the call.

@@ -36,7 +36,7 @@ pub use mrkdwn::render as render_mrkdwn;
 pub use send::{MAX_MESSAGE_LEN, SlackSender};
 pub use settings::{Mode, SlackSettings, settings};
 
-use client::{Client, map_error};
+use client::{Client, call, map_error};
 use normalize::Me;
 use open::Open;
 use receive::{Receiver, SocketState};
@@ -96,9 +96,9 @@ impl SlackAdapter {
         loop {
             let result = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(None),
-                r = session.auth_test() => r,
+                r = call("auth.test", session.auth_test()) => r,
             };
-            match result.map_err(|e| map_error("auth.test", e)) {
+            match result {
                 Ok(me) => {
                     self.liveness.beat();
                     tracing::info!(team = %me.team, bot = ?me.user, "slack: connected");
@@ -130,11 +130,13 @@ impl SlackAdapter {
 
     /// The app-level token works for Socket Mode (`apps.connections.open`).
     async fn check_app_token(&self, app_token: &SlackApiToken) -> Result<(), AdapterError> {
-        let opened = self
-            .client
-            .open_session(app_token)
-            .apps_connections_open(&SlackApiAppsConnectionOpenRequest::new())
-            .await;
+        let session = self.client.open_session(app_token);
+        let opened = tokio::time::timeout(
+            Duration::from_secs(30),
+            session.apps_connections_open(&SlackApiAppsConnectionOpenRequest::new()),
+        )
+        .await
+        .map_err(|_| AdapterError::Other("slack: apps.connections.open did not answer".into()))?;
         match opened {
             Ok(_) => Ok(()),
             Err(SlackClientError::ApiError(e))
@@ -166,11 +168,10 @@ impl SlackAdapter {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(LIVENESS_EVERY) => {}
             }
-            match self.client.open_session(&self.token).auth_test().await {
+            let session = self.client.open_session(&self.token);
+            match call("auth.test", session.auth_test()).await {
                 Ok(_) => self.liveness.beat(),
-                Err(e) => {
-                    tracing::warn!(error = %map_error("auth.test", e), "slack: the Web API did not answer")
-                }
+                Err(e) => tracing::warn!(error = %e, "slack: the Web API did not answer"),
             }
         }
     }
@@ -231,6 +232,9 @@ impl Adapter for SlackAdapter {
                 }),
         );
         let callbacks = SlackSocketModeListenerCallbacks::new()
+            .with_hello_events(
+                |_hello, _client, states| async move { receive::on_hello(states).await },
+            )
             .with_push_events(receive::on_push)
             .with_interaction_events(receive::on_interaction)
             .with_command_events(receive::on_command);

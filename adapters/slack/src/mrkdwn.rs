@@ -47,14 +47,29 @@ impl Dialect for SlackMrkdwn {
         escape(code).replace("```", "``\u{200b}`")
     }
     fn link_open(&self, url: &str) -> String {
-        format!("<{}|", escape(url).replace('|', "%7C"))
+        if is_web_link(url) {
+            format!("<{}|", escape(url).replace('|', "%7C"))
+        } else {
+            String::new()
+        }
     }
-    fn link_close(&self, _url: &str) -> String {
-        ">".to_owned()
+    fn link_close(&self, url: &str) -> String {
+        if is_web_link(url) {
+            ">".to_owned()
+        } else {
+            // `<!channel|…>`, `<@U…|…>`, `<#C…|…>` would ping or point inside Slack: the
+            // target is shown as text instead.
+            format!(" ({})", escape(url))
+        }
     }
     fn quote(&self, open: bool) -> &'static str {
         if open { "> " } else { "" }
     }
+}
+
+/// Only web and mail links become links; anything else in `<…|…>` means something to Slack.
+fn is_web_link(url: &str) -> bool {
+    url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https" | "mailto"))
 }
 
 /// Text as Slack shows it literally: `&`, `<`, `>` as entities (Slack's own rule).
@@ -87,9 +102,17 @@ mod tests {
     fn the_model_cannot_ping_or_forge_links() {
         assert_eq!(
             render("hey <!channel> and <@U123> see <https://evil|ok>"),
-            // An autolink stays a link to what it shows (its `|` cannot split it).
-            "hey &lt;!channel&gt; and &lt;@U123&gt; see <https://evil%7Cok|https://evil|ok>"
+            // Not a URL a browser opens: text, not a link.
+            "hey &lt;!channel&gt; and &lt;@U123&gt; see https://evil|ok (https://evil|ok)"
         );
+    }
+
+    #[test]
+    fn link_targets_cannot_ping_either() {
+        assert_eq!(render("[all](!channel)"), "all (!channel)");
+        assert_eq!(render("[you](@U123)"), "you (@U123)");
+        assert_eq!(render("[here](!here) [c](#C1)"), "here (!here) c (#C1)");
+        assert_eq!(render("[mail](mailto:a@b.c)"), "<mailto:a@b.c|mail>");
     }
 
     #[test]

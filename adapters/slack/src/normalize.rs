@@ -64,11 +64,15 @@ pub fn push(
                 return None;
             }
             let content = m.content.as_ref();
+            let Some(user) = m.sender.user.as_ref() else {
+                tracing::warn!(ts = %m.origin.ts, "slack: a message without an author; not answered");
+                return None;
+            };
             Said {
                 team: &team,
                 channel: m.origin.channel.as_ref()?.0.as_str(),
                 channel_type: m.origin.channel_type.as_ref().map(|t| t.0.as_str()),
-                user: m.sender.user.as_ref()?.0.as_str(),
+                user: user.0.as_str(),
                 ts: m.origin.ts.0.as_str(),
                 thread_ts: m.origin.thread_ts.as_ref().map(|t| t.0.as_str()),
                 text: content.and_then(|c| c.text.as_deref()).unwrap_or(""),
@@ -87,7 +91,10 @@ pub fn push(
             files: m.content.files.as_deref().unwrap_or(&[]),
             mention_event: true,
         },
-        _ => return None,
+        other => {
+            tracing::debug!(event = ?std::mem::discriminant(other), "slack: an event the gateway does not answer");
+            return None;
+        }
     };
     message(said, me, reply_in_thread, open)
 }
@@ -96,6 +103,7 @@ fn message(said: Said, me: &Me, reply_in_thread: bool, open: &open::Open) -> Opt
     if said.user == me.user_id {
         return None;
     }
+
     let direct = matches!(said.channel_type, Some("im")) || said.channel.starts_with('D');
     let mention = format!("<@{}>", me.user_id);
     let mentioned = said.mention_event || said.text.contains(&mention);
@@ -111,8 +119,8 @@ fn message(said: Said, me: &Me, reply_in_thread: bool, open: &open::Open) -> Opt
         (false, None) if reply_in_thread => Some(said.ts.to_owned()),
         _ => None,
     };
-    let text = decode(&said.text.replace(&mention, " "));
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // The mention goes; the person's line breaks (pasted code, logs) stay.
+    let text = decode(said.text.replace(&mention, "").trim());
     let attachments = said
         .files
         .iter()
@@ -155,7 +163,8 @@ fn message(said: Said, me: &Me, reply_in_thread: bool, open: &open::Open) -> Opt
 /// A press on one of the bot's buttons; `None` for other interactions.
 pub fn press(event: &SlackInteractionBlockActionsEvent) -> Option<Inbound> {
     let team = event.team.id.to_string();
-    let user = event.user.as_ref()?.id.to_string();
+    let presser = event.user.as_ref()?;
+    let user = presser.id.to_string();
     let action = event.actions.as_ref()?.first()?;
     let choice = action
         .value
@@ -189,7 +198,14 @@ pub fn press(event: &SlackInteractionBlockActionsEvent) -> Option<Inbound> {
             chat_id: channel,
             thread_id: thread,
         },
-        author: person(&user, &team),
+        author: Author {
+            display_name: presser
+                .name
+                .clone()
+                .or_else(|| presser.username.clone())
+                .unwrap_or_else(|| user.clone()),
+            ..person(&user, &team)
+        },
         kind: InboundKind::Press(Press {
             press_id,
             message_id: Some(message_ts),
@@ -198,9 +214,11 @@ pub fn press(event: &SlackInteractionBlockActionsEvent) -> Option<Inbound> {
     })
 }
 
-/// `/hermes <text>`: a gateway command by its first word, else a question; answered through
-/// the command's `response_url` (handle `slack-response:<trigger id>`).
-pub fn command(event: &SlackCommandEvent) -> Inbound {
+/// `/hermes <text>`: a gateway command by its first word, else a question; a command's
+/// answer goes through its `response_url` (handle `slack-response-private:<trigger id>`).
+/// Slack sends slash commands without a thread, so a command in a channel acts where the
+/// person last talked to the bot there (`thread`: their latest thread in that channel).
+pub fn command(event: &SlackCommandEvent, thread: Option<String>) -> Inbound {
     let team = event.team_id.to_string();
     let channel = event.channel_id.to_string();
     let id = event.trigger_id.to_string();
@@ -233,7 +251,7 @@ pub fn command(event: &SlackCommandEvent) -> Inbound {
                 ChatKind::Group
             },
             chat_id: channel,
-            thread_id: None,
+            thread_id: thread,
         },
         author: person(event.user_id.as_ref(), &team),
         kind,

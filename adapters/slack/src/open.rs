@@ -31,6 +31,8 @@ struct Inner {
     presses: HashMap<String, (String, Instant)>,
     responses: HashMap<String, (Response, Instant)>,
     threads: HashSet<(String, String)>,
+    /// (channel, person) → the thread of their latest addressed message there.
+    last_thread: HashMap<(String, String), String>,
 }
 
 /// Shared by the receiving side and the sender.
@@ -87,6 +89,25 @@ impl Open {
         inner
             .threads
             .insert((channel.to_owned(), thread_ts.to_owned()));
+    }
+
+    /// `user` talked to the bot in `thread` of `channel`.
+    pub fn talked_in(&self, channel: &str, user: &str, thread: &str) {
+        let mut inner = self.inner();
+        if inner.last_thread.len() >= THREADS_KEPT {
+            inner.last_thread.clear();
+        }
+        inner
+            .last_thread
+            .insert((channel.to_owned(), user.to_owned()), thread.to_owned());
+    }
+
+    /// The thread `user` last talked to the bot in, in `channel`.
+    pub fn last_thread(&self, channel: &str, user: &str) -> Option<String> {
+        self.inner()
+            .last_thread
+            .get(&(channel.to_owned(), user.to_owned()))
+            .cloned()
     }
 
     /// Whether the bot has answered in this thread (since the start).

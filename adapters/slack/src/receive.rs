@@ -1,8 +1,10 @@
 //! From Slack to the sink, by either road: Socket Mode envelopes (slack-morphism's
 //! listener acknowledges an envelope when its callback returns, so the callback records
 //! first and returns after; a failed recording returns an error and the envelope is not
-//! acknowledged, so Slack delivers it again) and Events API requests (the handler answers
-//! 200 once the event is recorded, 500 if it could not be). Redeliveries, retries
+//! acknowledged) and Events API requests (the handler answers 200 once the event is
+//! recorded, 500 if it could not be). Slack delivers an unacknowledged *event* again;
+//! a press or a slash command it does not (the person sees an error and can try again),
+//! which is why nothing slow stands before their acknowledgement. Redeliveries, retries
 //! (`retry_attempt`, `X-Slack-Retry-Num`) and the double delivery of a mention are
 //! recognised by the inbox from the event ids `normalize` gives.
 
@@ -18,8 +20,9 @@ use crate::client::Client;
 use crate::normalize::{self, Me};
 use crate::open::{Open, Response};
 
-/// How long a name lookup (`users.info`) may hold a recording up.
-const NAME_LOOKUP: Duration = Duration::from_secs(2);
+/// How long a name lookup (`users.info`) may hold a recording up (Slack wants the
+/// acknowledgement within 3 s).
+const NAME_LOOKUP: Duration = Duration::from_millis(800);
 /// Names remembered; past this the memory starts again.
 const NAMES_KEPT: usize = 5_000;
 
@@ -55,9 +58,19 @@ impl Receiver {
     ) -> Result<(), NotRecorded> {
         let me = self.me.borrow().clone().ok_or(NotRecorded::NotReady)?;
         self.liveness.beat();
-        let Some(event) = normalize::push(event, &me, self.reply_in_thread, &self.open) else {
+        let Some(mut event) = normalize::push(event, &me, self.reply_in_thread, &self.open) else {
             return Ok(());
         };
+        if let InboundKind::Message(m) = &event.kind
+            && m.addressed
+        {
+            // Only messages the gateway answers need the person's name.
+            event.author.display_name = self.name_of(&event.author.user_id).await;
+            if let Some(thread) = &event.chat.thread_id {
+                self.open
+                    .talked_in(&event.chat.chat_id, &event.author.user_id, thread);
+            }
+        }
         self.record(sink, event).await
     }
 
@@ -95,11 +108,13 @@ impl Receiver {
                 private: normalize::is_private(event),
             },
         );
-        self.record(sink, normalize::command(event)).await
+        let thread = self
+            .open
+            .last_thread(event.channel_id.as_ref(), event.user_id.as_ref());
+        self.record(sink, normalize::command(event, thread)).await
     }
 
-    async fn record(&self, sink: &dyn InboundSink, mut event: Inbound) -> Result<(), NotRecorded> {
-        event.author.display_name = self.name_of(&event.author.user_id).await;
+    async fn record(&self, sink: &dyn InboundSink, event: Inbound) -> Result<(), NotRecorded> {
         match sink.accept(event).await? {
             Accepted::New => {}
             Accepted::Duplicate => {
@@ -131,14 +146,14 @@ impl Receiver {
                     .or_else(|| info.user.name.clone())
             }
             Ok(Err(e)) => {
-                tracing::debug!(%user, error = %e, "slack: no display name");
+                tracing::warn!(%user, error = %e, "slack: no display name (does the app have users:read?); the id is shown instead");
                 None
             }
             Err(_) => None,
         };
-        let Some(name) = name else {
-            return user.to_owned();
-        };
+        // A failed lookup is remembered too: the id stands in, and Slack is not asked again
+        // for every message.
+        let name = name.unwrap_or_else(|| user.to_owned());
         let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
         if names.len() >= NAMES_KEPT {
             names.clear();
@@ -218,8 +233,16 @@ pub async fn on_command(
     Ok(SlackCommandEventResponse::new(SlackMessageContent::new()))
 }
 
+/// A Socket Mode connection said hello: the socket is alive.
+pub async fn on_hello(states: Shared) {
+    if let Some((receiver, _)) = state(&states).await {
+        receiver.liveness.beat();
+    }
+    tracing::info!("slack: Socket Mode connected");
+}
+
 /// The listener's error handler: an event that could not be recorded is left
-/// unacknowledged (Slack delivers it again); anything else is logged.
+/// unacknowledged; anything else is logged.
 pub fn on_error(
     error: Box<dyn std::error::Error + Send + Sync>,
     _client: Arc<SlackHyperClientLike>,

@@ -15,10 +15,9 @@ use hermes_adapter::{
     SendError, WorkingIndicator, WorkingPhase, async_trait,
 };
 use serde_json::{Value, json};
-use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 
-use crate::client::{Client, map_error};
+use crate::client::{Client, call};
 use crate::mrkdwn;
 use crate::open::{Open, handle_id};
 
@@ -36,6 +35,14 @@ const FILE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Where Slack serves the files people send.
 const FILE_HOSTS: [&str; 1] = ["files.slack.com"];
 
+/// The answers that mean the app has no assistant status (anything else may pass).
+const NOT_AVAILABLE: [&str; 5] = [
+    "missing_scope",
+    "not_allowed_token_type",
+    "unknown_method",
+    "method_not_supported_for_channel_type",
+    "invalid_arguments",
+];
 /// Whether `assistant.threads.setStatus` works for this app: not tried yet, yes, no.
 const UNKNOWN: u8 = 0;
 const YES: u8 = 1;
@@ -65,6 +72,7 @@ impl SlackSender {
             token,
             open,
             http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(Duration::from_secs(10))
                 .timeout(FILE_TIMEOUT)
                 .build()
@@ -117,19 +125,19 @@ impl SlackSender {
         choices: &[Choice],
     ) -> Result<Delivered, SendError> {
         let text = content(body);
-        if let Some((id, private)) = reply_to.and_then(handle_id) {
-            if let Some(response) = self.open.response_for(id) {
-                return self.respond(&response.url, &text, response.private).await;
-            }
-            // The response URL is gone (a restart, or 30 minutes): a question's answer goes
-            // to the channel; a command's private answer is never posted there instead.
-            if private {
+        // A command's private answer goes through its response URL (only the person sees
+        // it); once that is gone (a restart, or 30 minutes) it is dropped, never posted in
+        // the channel instead. A question asked with `/hermes` is answered in the channel,
+        // as a message that can be edited and streamed.
+        if let Some((id, true)) = reply_to.and_then(handle_id) {
+            let Some(response) = self.open.response_for(id) else {
                 tracing::info!(
                     command = id,
                     "slack: a private answer could no longer be delivered; dropped"
                 );
                 return Ok(Delivered::default());
-            }
+            };
+            return self.respond(&response.url, &text).await;
         }
         let mut message = SlackMessageContent::new().with_text(text.clone());
         if !choices.is_empty() {
@@ -140,11 +148,8 @@ impl SlackSender {
         if let Some(thread) = &chat.thread_id {
             request = request.with_thread_ts(thread.as_str().into());
         }
-        let sent = self
-            .session()
-            .chat_post_message(&request)
-            .await
-            .map_err(|e| map_error("chat.postMessage", e))?;
+        let session = self.session();
+        let sent = call("chat.postMessage", session.chat_post_message(&request)).await?;
         if let Some(thread) = &chat.thread_id {
             self.open.answered_in(&chat.chat_id, thread);
         }
@@ -153,29 +158,39 @@ impl SlackSender {
         })
     }
 
-    /// An answer on a slash command's `response_url`.
-    async fn respond(&self, url: &str, text: &str, private: bool) -> Result<Delivered, SendError> {
-        let kind = if private { "ephemeral" } else { "in_channel" };
+    /// A private answer on a slash command's `response_url`.
+    async fn respond(&self, url: &str, text: &str) -> Result<Delivered, SendError> {
         let answer = self
             .http
             .post(url)
-            .json(&json!({"text": text, "response_type": kind, "replace_original": false}))
+            .timeout(Duration::from_secs(30))
+            .json(&json!({"text": text, "response_type": "ephemeral", "replace_original": false}))
             .send()
             .await
             .map_err(|e| {
                 SendError::Transient(format!("Slack response_url: {}", e.without_url()))
             })?;
         let status = answer.status();
-        if status.is_success() {
-            Ok(Delivered::default())
-        } else if status.is_server_error() {
-            Err(SendError::Transient(format!(
+        let body = answer.text().await.unwrap_or_default();
+        // Slack answers `ok` as text, or JSON with `ok: false` and an error.
+        let refused = serde_json::from_str::<Value>(&body)
+            .ok()
+            .filter(|v| v.get("ok") == Some(&Value::Bool(false)))
+            .map(|v| {
+                v.get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("refused")
+                    .to_owned()
+            });
+        match refused {
+            _ if status.is_server_error() => Err(SendError::Transient(format!(
                 "Slack response_url: HTTP {status}"
-            )))
-        } else {
-            Err(SendError::Rejected(format!(
+            ))),
+            Some(error) => Err(SendError::Rejected(format!("Slack response_url: {error}"))),
+            None if status.is_success() => Ok(Delivered::default()),
+            None => Err(SendError::Rejected(format!(
                 "Slack response_url: HTTP {status}"
-            )))
+            ))),
         }
     }
 
@@ -190,10 +205,8 @@ impl SlackSender {
             .with_blocks(Vec::new());
         let request =
             SlackApiChatUpdateRequest::new(chat.chat_id.as_str().into(), message, ts.into());
-        self.session()
-            .chat_update(&request)
-            .await
-            .map_err(|e| map_error("chat.update", e))?;
+        let session = self.session();
+        call("chat.update", session.chat_update(&request)).await?;
         Ok(Delivered {
             message_id: Some(ts.to_owned()),
         })
@@ -217,18 +230,30 @@ impl SlackSender {
                 status.to_owned(),
                 thread.as_str().into(),
             );
-            match self.session().assistant_threads_set_status(&request).await {
+            let session = self.session();
+            match call(
+                "assistant.threads.setStatus",
+                session.assistant_threads_set_status(&request),
+            )
+            .await
+            {
                 Ok(_) => {
                     self.assistant.store(YES, Ordering::Relaxed);
                     return Ok(Delivered::default());
                 }
-                Err(SlackClientError::ApiError(e))
-                    if self.assistant.load(Ordering::Relaxed) == UNKNOWN =>
+                // The app cannot: a reaction from now on.
+                Err(SendError::Rejected(why))
+                    if NOT_AVAILABLE
+                        .iter()
+                        .any(|code| why.contains(&format!(": {code}"))) =>
                 {
-                    tracing::info!(error = %e.code, "slack: no assistant status for this app; showing a reaction instead");
+                    tracing::info!(error = %why, "slack: no assistant status for this app; showing a reaction instead");
                     self.assistant.store(NO, Ordering::Relaxed);
                 }
-                Err(e) => return Err(map_error("assistant.threads.setStatus", e)),
+                // A passing failure: a reaction this time.
+                Err(e) => {
+                    tracing::debug!(error = %e, "slack: assistant status failed; a reaction instead")
+                }
             }
         }
         let Some(ts) = regarding.filter(|ts| !ts.is_empty() && !ts.contains(':')) else {
@@ -236,34 +261,33 @@ impl SlackSender {
         };
         let session = self.session();
         let result = match phase {
-            WorkingPhase::Start | WorkingPhase::Refresh => session
-                .reactions_add(&SlackApiReactionsAddRequest::new(
+            WorkingPhase::Start | WorkingPhase::Refresh => {
+                let add = SlackApiReactionsAddRequest::new(
                     chat.chat_id.as_str().into(),
                     WORKING_REACTION.into(),
                     ts.into(),
-                ))
-                .await
-                .map(|_| ())
-                .map_err(|e| ("reactions.add", e)),
-            WorkingPhase::Done => session
-                .reactions_remove(
-                    &SlackApiReactionsRemoveRequest::new(WORKING_REACTION.into())
-                        .with_channel(chat.chat_id.as_str().into())
-                        .with_timestamp(ts.into()),
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| ("reactions.remove", e)),
+                );
+                call("reactions.add", session.reactions_add(&add))
+                    .await
+                    .map(|_| ())
+            }
+            WorkingPhase::Done => {
+                let remove = SlackApiReactionsRemoveRequest::new(WORKING_REACTION.into())
+                    .with_channel(chat.chat_id.as_str().into())
+                    .with_timestamp(ts.into());
+                call("reactions.remove", session.reactions_remove(&remove))
+                    .await
+                    .map(|_| ())
+            }
         };
         match result {
-            Ok(()) => Ok(Delivered::default()),
             // Shown already (a refresh), or gone already.
-            Err((_, SlackClientError::ApiError(e)))
-                if matches!(e.code.as_str(), "already_reacted" | "no_reaction") =>
+            Err(SendError::Rejected(why))
+                if why.ends_with(": already_reacted") || why.ends_with(": no_reaction") =>
             {
                 Ok(Delivered::default())
             }
-            Err((method, e)) => Err(map_error(method, e)),
+            other => other.map(|()| Delivered::default()),
         }
     }
 
@@ -288,10 +312,8 @@ impl SlackSender {
         if let Some(thread) = &chat.thread_id {
             request = request.with_thread_ts(thread.as_str().into());
         }
-        self.session()
-            .chat_post_ephemeral(&request)
-            .await
-            .map_err(|e| map_error("chat.postEphemeral", e))?;
+        let session = self.session();
+        call("chat.postEphemeral", session.chat_post_ephemeral(&request)).await?;
         Ok(Delivered::default())
     }
 
@@ -300,23 +322,20 @@ impl SlackSender {
             SendError::Rejected(format!("cannot read {}: {e}", file.path.display()))
         })?;
         let session = self.session();
-        let target = session
-            .get_upload_url_external(&SlackApiFilesGetUploadUrlExternalRequest::new(
-                file.name.clone(),
-                bytes.len(),
-            ))
-            .await
-            .map_err(|e| map_error("files.getUploadURLExternal", e))?;
-        session
-            .files_upload_via_url(&SlackApiFilesUploadViaUrlRequest::new(
-                target.upload_url.clone(),
-                bytes,
-                file.mime
-                    .clone()
-                    .unwrap_or_else(|| "application/octet-stream".into()),
-            ))
-            .await
-            .map_err(|e| map_error("files upload", e))?;
+        let ask = SlackApiFilesGetUploadUrlExternalRequest::new(file.name.clone(), bytes.len());
+        let target = call(
+            "files.getUploadURLExternal",
+            session.get_upload_url_external(&ask),
+        )
+        .await?;
+        let upload = SlackApiFilesUploadViaUrlRequest::new(
+            target.upload_url.clone(),
+            bytes,
+            file.mime
+                .clone()
+                .unwrap_or_else(|| "application/octet-stream".into()),
+        );
+        call("files upload", session.files_upload_via_url(&upload)).await?;
         let mut complete = SlackApiFilesCompleteUploadExternalRequest::new(vec![
             SlackApiFilesComplete::new(target.file_id.clone()).with_title(file.name.clone()),
         ])
@@ -327,10 +346,11 @@ impl SlackSender {
         if let Some(caption) = &file.caption {
             complete = complete.with_initial_comment(mrkdwn::escape(caption));
         }
-        session
-            .files_complete_upload_external(&complete)
-            .await
-            .map_err(|e| map_error("files.completeUploadExternal", e))?;
+        call(
+            "files.completeUploadExternal",
+            session.files_complete_upload_external(&complete),
+        )
+        .await?;
         Ok(Delivered {
             message_id: Some(target.file_id.to_string()),
         })
@@ -389,9 +409,12 @@ impl PlatformSender for SlackSender {
         let url = url::Url::parse(&attachment.handle)
             .map_err(|e| FetchError::Failed(SendError::Rejected(format!("bad file URL: {e}"))))?;
         let host = url.host_str().unwrap_or_default();
-        if !(FILE_HOSTS.contains(&host) || self.api_host.as_deref() == Some(host))
-            || !matches!(url.scheme(), "https" | "http")
-        {
+        // The bot token goes to Slack's file host over HTTPS, or to the configured API host
+        // (a proxy or a fake, possibly plain HTTP); nowhere else.
+        let slack = FILE_HOSTS.contains(&host) && url.scheme() == "https";
+        let configured =
+            self.api_host.as_deref() == Some(host) && matches!(url.scheme(), "https" | "http");
+        if !(slack || configured) {
             return Err(FetchError::Failed(SendError::Rejected(format!(
                 "a file URL must point at Slack's file host, not {host:?}"
             ))));
@@ -417,6 +440,18 @@ impl PlatformSender for SlackSender {
                     "downloading a file: HTTP {status} (does the app have files:read?)"
                 ))
             }));
+        }
+        // Without `files:read` Slack answers with its sign-in page, not the file.
+        let html = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/html"));
+        if html {
+            return Err(FetchError::Failed(SendError::Rejected(
+                "Slack sent a web page instead of the file (the app needs the files:read scope)"
+                    .into(),
+            )));
         }
         if let Some(size) = response.content_length()
             && size > max_bytes
@@ -457,7 +492,12 @@ fn content(body: &MessageBody) -> String {
 /// A prompt as Block Kit: its text in a section, the choices as buttons (the choice id as
 /// both `action_id` and `value`).
 fn blocks(text: &str, choices: &[Choice]) -> Result<Vec<SlackBlock>, SendError> {
-    let section: String = text.chars().take(SECTION_LEN).collect();
+    // A section takes 3,000 characters: a longer prompt is several (code fences closed
+    // and reopened), so the command to approve is shown whole.
+    let mut blocks: Vec<Value> = hermes_format::chunk(text, SECTION_LEN, LengthUnit::Chars)
+        .into_iter()
+        .map(|part| json!({"type": "section", "text": {"type": "mrkdwn", "text": part}}))
+        .collect();
     let buttons: Vec<Value> = choices
         .iter()
         .take(BUTTONS)
@@ -476,9 +516,7 @@ fn blocks(text: &str, choices: &[Choice]) -> Result<Vec<SlackBlock>, SendError> 
             button
         })
         .collect();
-    let blocks = json!([
-        {"type": "section", "text": {"type": "mrkdwn", "text": section}},
-        {"type": "actions", "elements": buttons},
-    ]);
-    serde_json::from_value(blocks).map_err(|e| SendError::MarkupRejected(format!("blocks: {e}")))
+    blocks.push(json!({"type": "actions", "elements": buttons}));
+    serde_json::from_value(Value::Array(blocks))
+        .map_err(|e| SendError::MarkupRejected(format!("blocks: {e}")))
 }

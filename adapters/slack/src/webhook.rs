@@ -116,6 +116,10 @@ impl WebhookHandler for Handler {
                     Err(e) => return unreadable("interaction", &e),
                 }
             }
+            // Slack checks the certificate of a commands URL now and then.
+            Kind::Commands if form_field(&request.body, "ssl_check").is_some() => {
+                return WebhookResponse::text(200, "");
+            }
             Kind::Commands => match command(&request.body) {
                 Ok(event) => self.receiver.command(self.sink.as_ref(), &event).await,
                 Err(e) => return unreadable("command", &e),
