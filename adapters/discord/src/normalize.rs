@@ -291,14 +291,12 @@ fn media_kind(mime: Option<&str>, voice_message: bool) -> MediaKind {
     }
 }
 
-/// The text without the bot's own mention (`<@id>` or the older `<@!id>`).
+/// The text without the bot's own mention (`<@id>` or the older `<@!id>`); the person's
+/// line breaks (pasted code, logs) stay.
 fn strip_mention(content: &str, bot_id: &str) -> String {
     content
         .replace(&format!("<@{bot_id}>"), "")
         .replace(&format!("<@!{bot_id}>"), "")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
         .trim()
         .to_owned()
 }
@@ -408,6 +406,14 @@ mod tests {
         assert!(
             m.addressed,
             "a thread the bot opened goes on without mentions"
+        );
+    }
+
+    #[test]
+    fn the_mention_goes_and_line_breaks_stay() {
+        assert_eq!(
+            strip_mention("<@900> look:\n```\nfn main() {}\n```", "900"),
+            "look:\n```\nfn main() {}\n```"
         );
     }
 
