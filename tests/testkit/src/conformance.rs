@@ -63,6 +63,14 @@ pub trait PlatformFake: Send + Sync + 'static {
     fn acknowledged(&self, press_id: &str) -> Option<Instant>;
     /// The working-indicator events in `chat`, in order.
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)>;
+    /// Whether the fake delivers to the daemon's own HTTP server (a webhook platform), so
+    /// [`Kit::start`] must tell it where that is.
+    fn needs_daemon_http(&self) -> bool {
+        false
+    }
+    /// The daemon's HTTP server listens at `http_addr` (`127.0.0.1:PORT`); called by
+    /// [`Kit::start`] after every start when [`PlatformFake::needs_daemon_http`].
+    fn attach_daemon(&self, _http_addr: &str) {}
 }
 
 /// A fake, a fake LLM and a home for the daemon.
@@ -104,8 +112,27 @@ impl<F: PlatformFake> Kit<F> {
         Kit::new(fake, binary, &[all], "").await
     }
 
+    /// Start the daemon; a fake that delivers to the daemon's HTTP server learns its
+    /// address (waiting at most 10 s for the daemon to say it).
     pub fn start(&self) -> Daemon {
-        Daemon::start(&self.binary, &self.home, &[])
+        let daemon = Daemon::start(&self.binary, &self.home, &[]);
+        if self.fake.needs_daemon_http() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let addr = loop {
+                if let Some(addr) = daemon.http_addr() {
+                    break addr;
+                }
+                if Instant::now() >= deadline {
+                    panic!(
+                        "the daemon did not say where its HTTP server listens within 10 s:\n{}",
+                        daemon.log_text()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            self.fake.attach_daemon(&addr);
+        }
+        daemon
     }
 
     /// Wait until `chat` shows at least `count` messages.

@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod discord;
 pub mod llm;
 pub mod multipart;
+pub mod slack;
 pub mod telegram;
 
 use std::time::Duration;
