@@ -1,0 +1,406 @@
+//! Slack, end to end: the real daemon and slack-morphism against the fake Slack
+//! (`hermes_testkit::slack`), in Socket Mode and over the Events API: threads, signatures,
+//! retries, slash commands, 429s, reconnects, files, streaming and refused credentials.
+//! What every platform owes is in `conformance_slack.rs`.
+
+use std::time::{Duration, Instant};
+
+use hermes_testkit::conformance::{Kit, PlatformFake};
+use hermes_testkit::eventually;
+use hermes_testkit::llm::{Reply, last_user_text};
+use hermes_testkit::slack::{FakeSlack, GROUP_CHANNEL, Signing};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hermes-gateway");
+const WAIT: Duration = Duration::from_secs(15);
+
+async fn kit(fake: FakeSlack) -> Kit<FakeSlack> {
+    Kit::open(fake, BIN).await
+}
+
+async fn kit_with(fake: FakeSlack, yaml: &str) -> Kit<FakeSlack> {
+    Kit::new(fake, BIN, &["SLACK_ALLOW_ALL_USERS=true".to_owned()], yaml).await
+}
+
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(800)).await;
+}
+
+async fn asked(kit: &Kit<FakeSlack>, count: usize) {
+    let llm = kit.llm.clone();
+    eventually(WAIT, &format!("{count} model requests"), || {
+        (llm.requests().len() >= count).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_is_answered_in_its_thread_and_the_thread_is_one_conversation() {
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::text("let's plan"));
+    kit.llm.push(Reply::text("Lisbon it is"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let question = kit
+        .fake
+        .message(GROUP_CHANNEL, &alice, "help me plan a trip", true);
+    kit.shown(GROUP_CHANNEL, 1).await;
+    let answer = kit.fake.raw_messages(GROUP_CHANNEL)[0].clone();
+    assert_eq!(
+        answer.thread_ts.as_deref(),
+        Some(question.as_str()),
+        "in the thread"
+    );
+    // A follow-up in that thread needs no mention and continues the same session.
+    kit.fake
+        .message_in_thread(GROUP_CHANNEL, &alice, "to Lisbon\nin May", &question, false);
+    assert_eq!(kit.shown(GROUP_CHANNEL, 2).await[1], "Lisbon it is");
+    let second = &kit.llm.requests()[1];
+    assert_eq!(
+        last_user_text(second),
+        "to Lisbon\nin May",
+        "line breaks kept"
+    );
+    assert!(
+        second.to_string().contains("help me plan a trip"),
+        "one session"
+    );
+    // Chatter elsewhere in the channel is not for the bot.
+    kit.fake.message(GROUP_CHANNEL, &alice, "lunch?", false);
+    settle().await;
+    assert_eq!(kit.llm.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_api_refuses_bad_signatures_and_stale_timestamps_and_answers_a_retry_once() {
+    let kit = kit(FakeSlack::start_events().await).await;
+    kit.llm.push(Reply::text("first"));
+    kit.llm.push(Reply::text("second"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "hello", true);
+    assert_eq!(kit.shown(&dm, 1).await, ["first"]);
+    let delivered = kit.fake.deliveries()[0].clone();
+    assert_eq!(delivered.status, Some(200));
+    let event: Value = kit.fake.envelopes()[0].payload.clone();
+
+    // Slack's retry of the same event (a new delivery, X-Slack-Retry-Num: 1): answered once.
+    let (status, _) = kit.fake.post_event(&event, Signing::Valid, Some(1)).await;
+    assert_eq!(status, 200);
+
+    // A new message, forged or replayed from long ago: refused, nothing recorded.
+    let mut forged = event.clone();
+    forged["event_id"] = "Ev0FORGED".into();
+    forged["event"]["ts"] = "1999999999.000100".into();
+    forged["event"]["text"] = "rm everything".into();
+    for signing in [Signing::BadSignature, Signing::Stale, Signing::Missing] {
+        let (status, _) = kit.fake.post_event(&forged, signing, None).await;
+        assert!(status == 401 || status == 403, "{signing:?}: {status}");
+    }
+    settle().await;
+    assert_eq!(
+        kit.llm.requests().len(),
+        1,
+        "nothing more reached the model"
+    );
+    assert_eq!(kit.fake.shown(&dm).len(), 1);
+
+    // Signed, the same event goes through: the refusals were the signature's doing.
+    let (status, _) = kit.fake.post_event(&forged, Signing::Valid, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(kit.shown(&dm, 2).await[1], "second");
+    assert_eq!(last_user_text(&kit.llm.requests()[1]), "rm everything");
+
+    // Slack's handshake for the request URL.
+    let (status, body) = kit.fake.url_verification("challenge-42").await;
+    assert_eq!((status, body.as_str()), (200, "challenge-42"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_envelope_sent_again_is_answered_once() {
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::text("once"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "hello", true);
+    assert_eq!(kit.shown(&dm, 1).await, ["once"]);
+    let envelope = kit.fake.envelopes()[0].id.clone();
+    assert!(kit.fake.acked(&envelope).is_some(), "acknowledged");
+    assert!(
+        kit.fake.redeliver(&envelope),
+        "sent again with retry_attempt 1"
+    );
+    let fake = kit.fake.clone();
+    eventually(WAIT, "the redelivery acknowledged", || {
+        (fake.envelopes()[0].sends.len() >= 2
+            && fake
+                .acks()
+                .iter()
+                .filter(|a| a.envelope_id == envelope)
+                .count()
+                >= 2)
+            .then_some(())
+    })
+    .await;
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm).len(), 1, "answered once");
+    assert_eq!(kit.llm.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_disconnect_socket_mode_connects_again_and_nothing_is_lost() {
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::text("first"));
+    kit.llm.push(Reply::text("still here"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "hello", true);
+    kit.shown(&dm, 1).await;
+    let opens = kit.fake.connection_opens();
+    kit.fake.disconnect_all();
+    kit.fake.message(&dm, &alice, "are you back?", true);
+    assert_eq!(kit.shown(&dm, 2).await[1], "still here");
+    assert!(
+        kit.fake.connection_opens() > opens,
+        "apps.connections.open again"
+    );
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm).len(), 2, "answered once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hermes_slash_commands_answer_privately_and_questions_in_the_channel() {
+    for fake in [FakeSlack::start().await, FakeSlack::start_events().await] {
+        let kit = kit(fake).await;
+        kit.llm.push(Reply::text("*4*"));
+        let _d = kit.start();
+        let alice = kit.fake.person(1);
+        let status = kit.fake.slash(GROUP_CHANNEL, &alice, "/hermes", "status");
+        let fake = kit.fake.clone();
+        let answer = eventually(WAIT, "the status answer", || {
+            fake.command_responses(&status)
+                .into_iter()
+                .find(|r| r.via == "response_url")
+        })
+        .await;
+        assert_eq!(answer.body["response_type"], "ephemeral");
+        assert!(
+            answer.body["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Status")
+        );
+        assert!(
+            kit.fake.shown(GROUP_CHANNEL).is_empty(),
+            "nothing in the channel"
+        );
+
+        kit.fake
+            .slash(GROUP_CHANNEL, &alice, "/hermes", "what is 2+2?");
+        assert_eq!(kit.shown(GROUP_CHANNEL, 1).await, ["4"]);
+        assert_eq!(last_user_text(&kit.llm.requests()[0]), "what is 2+2?");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_is_waited_out_for_as_long_as_slack_says() {
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::text("after the wait"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.rate_limit_next("chat.postMessage", 1, 2);
+    kit.fake.message(&dm, &alice, "hi", true);
+    assert_eq!(kit.shown(&dm, 1).await, ["after the wait"]);
+    let posts = kit.fake.calls("chat.postMessage");
+    assert_eq!(posts.len(), 2, "{posts:?}");
+    let waited = posts[1].at.duration_since(posts[0].at);
+    assert!(waited >= Duration::from_secs(2), "waited {waited:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_picture_reaches_the_model_and_a_file_goes_out_in_the_thread() {
+    let kit = kit(FakeSlack::start().await).await;
+    let chart = kit.home.dir.join("work").join("chart.png");
+    std::fs::write(&chart, b"\x89PNG chart").unwrap();
+    kit.llm.push(Reply::text(format!(
+        "A cat. Here is a chart.\nMEDIA:{}",
+        chart.display()
+    )));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let jpeg: Vec<u8> = [0xff, 0xd8, 0xff, 0xe0]
+        .into_iter()
+        .chain((0..500u32).map(|i| i as u8))
+        .collect();
+    kit.fake.message_with_files(
+        GROUP_CHANNEL,
+        &alice,
+        "what is this?",
+        true,
+        vec![("cat.jpg", "image/jpeg", jpeg.clone())],
+    );
+    let fake = kit.fake.clone();
+    let files = eventually(WAIT, "the file sent", || {
+        let files = fake.sent_files(GROUP_CHANNEL);
+        (!files.is_empty()).then_some(files)
+    })
+    .await;
+    assert_eq!(files, [("chart.png".to_owned(), b"\x89PNG chart".to_vec())]);
+    let request = &kit.llm.requests()[0];
+    let user = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    let url = user["content"][1]["image_url"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    use base64::Engine;
+    let data = url.strip_prefix("data:image/jpeg;base64,").expect(&url);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    assert_eq!(
+        bytes, jpeg,
+        "the bytes the person sent, fetched with the bot token"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_answer_is_one_message_updated_in_place() {
+    let kit = kit_with(
+        FakeSlack::start().await,
+        "streaming:\n  enabled: true\n  edit_interval: 0.4\n  buffer_threshold: 5\n",
+    )
+    .await;
+    let answer = "The quick brown fox jumps over the lazy dog, then keeps running far away.";
+    kit.llm.push(Reply::Paced {
+        text: answer.to_owned(),
+        pieces: 10,
+        every: Duration::from_millis(200),
+    });
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "tell me a story", true);
+    let fake = kit.fake.clone();
+    let message = eventually(WAIT, "the whole answer", || {
+        fake.raw_messages(&dm)
+            .into_iter()
+            .find(|m| m.text == answer)
+    })
+    .await;
+    assert!(!message.history.is_empty(), "updated, not sent again");
+    settle().await;
+    assert_eq!(kit.fake.raw_messages(&dm).len(), 1, "one message");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_and_a_missing_scope_are_named() {
+    let fake = FakeSlack::start().await;
+    let mut lines = fake.env();
+    for line in &mut lines {
+        if line.starts_with("SLACK_BOT_TOKEN=") {
+            *line = "SLACK_BOT_TOKEN=xoxb-0000-wrong-token".into();
+        }
+    }
+    lines.push("SLACK_ALLOW_ALL_USERS=true".into());
+    let refused = Kit::new(fake, BIN, &[], "").await;
+    // The kit adds the fake's own lines first; ours (the wrong token) come after and win.
+    std::fs::write(refused.home.dir.join(".env"), lines.join("\n")).unwrap();
+    let daemon = refused.start();
+    let log = eventually(WAIT, "the refusal", || {
+        let log = daemon.log_text();
+        log.contains("SLACK_BOT_TOKEN").then_some(log)
+    })
+    .await;
+    assert!(
+        !log.contains("xoxb-0000-wrong-token"),
+        "the token is never logged"
+    );
+
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::text("never shown"));
+    kit.fake.missing_scope("chat.postMessage", "chat:write");
+    let daemon = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "hello", true);
+    asked(&kit, 1).await;
+    eventually(WAIT, "the missing scope in the log", || {
+        daemon.log_text().contains("chat:write").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_working_reaction_is_taken_down_when_the_answer_is_out() {
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::Delayed(
+        Duration::from_millis(800),
+        Box::new(Reply::text("done thinking")),
+    ));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    let started = Instant::now();
+    let asked_ts = kit.fake.message(&dm, &alice, "think", true);
+    kit.shown(&dm, 1).await;
+    let fake = kit.fake.clone();
+    let events = eventually(WAIT, "the reaction added and removed", || {
+        let events = fake.working(&dm);
+        (events.len() >= 2).then_some(events)
+    })
+    .await;
+    assert!(started.elapsed() < WAIT);
+    use hermes_testkit::conformance::WorkingEvent;
+    assert_eq!(events.first().map(|e| e.1), Some(WorkingEvent::Shown));
+    assert_eq!(events.last().map(|e| e.1), Some(WorkingEvent::Ended));
+    assert!(kit.fake.reactions(&dm).is_empty(), "taken down");
+    let added = kit.fake.calls("reactions.add");
+    assert_eq!(
+        added[0].params["timestamp"],
+        asked_ts.as_str(),
+        "on the question"
+    );
+    assert_eq!(added[0].params["name"], "eyes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_delivered_as_message_and_app_mention_is_one_message() {
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::Delayed(
+        Duration::from_millis(500),
+        Box::new(Reply::text("once")),
+    ));
+    kit.llm.push(Reply::text("twice"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    kit.fake
+        .message(GROUP_CHANNEL, &alice, "what time is it?", true);
+    kit.shown(GROUP_CHANNEL, 1).await;
+    settle().await;
+    // Both events were delivered and acknowledged …
+    let fake = kit.fake.clone();
+    eventually(WAIT, "both events acknowledged", || {
+        let envelopes = fake.envelopes();
+        (envelopes.len() >= 2 && envelopes.iter().all(|e| e.acked.is_some())).then_some(())
+    })
+    .await;
+    // … and the model saw the question once, in one turn.
+    let requests = kit.llm.requests();
+    let asked_in_all: usize = requests
+        .iter()
+        .map(|r| r.to_string().matches("what time is it?").count())
+        .sum();
+    assert_eq!(asked_in_all, 1, "{requests:?}");
+    assert_eq!(kit.fake.shown(GROUP_CHANNEL), ["once"]);
+}
