@@ -404,3 +404,95 @@ async fn a_mention_delivered_as_message_and_app_mention_is_one_message() {
     assert_eq!(asked_in_all, 1, "{requests:?}");
     assert_eq!(kit.fake.shown(GROUP_CHANNEL), ["once"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edits_deletions_and_bot_messages_are_not_answered() {
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::text("hello"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    let ts = kit.fake.message(&dm, &alice, "hi", true);
+    kit.shown(&dm, 1).await;
+    kit.fake.edit(&dm, &ts, "hi, edited");
+    kit.fake.delete(&dm, &ts);
+    kit.fake.bot_message(&dm, "beep from another bot");
+    settle().await;
+    assert_eq!(kit.llm.requests().len(), 1, "only the message itself");
+    assert_eq!(kit.fake.shown(&dm).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_assistant_status_is_used_where_the_app_has_it() {
+    let fake = FakeSlack::start_with(hermes_testkit::slack::Options {
+        assistant: true,
+        ..Default::default()
+    })
+    .await;
+    let kit = kit(fake).await;
+    kit.llm.push(Reply::Delayed(
+        Duration::from_millis(500),
+        Box::new(Reply::text("thought")),
+    ));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    kit.fake.message(GROUP_CHANNEL, &alice, "think", true);
+    kit.shown(GROUP_CHANNEL, 1).await;
+    settle().await;
+    let statuses = kit.fake.calls("assistant.threads.setStatus");
+    assert!(!statuses.is_empty());
+    assert!(
+        statuses[0].params["status"]
+            .as_str()
+            .unwrap_or("")
+            .contains("thinking")
+    );
+    assert!(
+        kit.fake.calls("reactions.add").is_empty(),
+        "no reaction needed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_is_told_privately_and_the_prompt_then_shows_the_outcome() {
+    for fake in [FakeSlack::start().await, FakeSlack::start_events().await] {
+        let allowed = format!("SLACK_ALLOWED_USERS={}", fake.person(1));
+        let kit = Kit::new(fake, BIN, &[allowed], "").await;
+        let target = kit.victim("pressed");
+        kit.llm
+            .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+        kit.llm.push(Reply::text("done"));
+        let _d = kit.start();
+        let (alice, mallory) = (kit.fake.person(1), kit.fake.person(3));
+        kit.fake.message(GROUP_CHANNEL, &alice, "clean up", true);
+        let fake = kit.fake.clone();
+        let prompt = eventually(WAIT, "the prompt", || {
+            fake.prompts(GROUP_CHANNEL).first().cloned()
+        })
+        .await;
+        kit.fake
+            .press(GROUP_CHANNEL, &mallory, &prompt, "Allow once");
+        let told = eventually(WAIT, "the stranger's notice", || {
+            fake.ephemerals(GROUP_CHANNEL)
+                .into_iter()
+                .find(|e| e.user == mallory)
+        })
+        .await;
+        assert!(told.text.contains("not allowed"), "{}", told.text);
+        assert!(target.exists());
+        kit.fake.press(GROUP_CHANNEL, &alice, &prompt, "Allow once");
+        eventually(WAIT, "the command", || (!target.exists()).then_some(())).await;
+        let settled = eventually(WAIT, "the prompt settled", || {
+            fake.raw_messages(GROUP_CHANNEL)
+                .into_iter()
+                .find(|m| m.ts == prompt.message_id && !m.history.is_empty())
+        })
+        .await;
+        assert!(settled.text.contains("Allowed once"), "{}", settled.text);
+        assert!(
+            settled.blocks.as_array().is_none_or(|b| b.is_empty()),
+            "the buttons are gone: {}",
+            settled.blocks
+        );
+    }
+}
