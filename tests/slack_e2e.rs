@@ -496,3 +496,31 @@ async fn a_stranger_is_told_privately_and_the_prompt_then_shows_the_outcome() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_signing_secret_the_events_routes_are_not_there() {
+    let fake = FakeSlack::start().await;
+    let lines: Vec<String> = fake
+        .env()
+        .into_iter()
+        .filter(|l| !l.starts_with("SLACK_SIGNING_SECRET="))
+        .chain(["SLACK_ALLOW_ALL_USERS=true".to_owned()])
+        .collect();
+    let kit = Kit::new(fake, BIN, &[], "").await;
+    std::fs::write(kit.home.dir.join(".env"), lines.join("\n")).unwrap();
+    let daemon = kit.start();
+    let addr = eventually(WAIT, "the HTTP address", || daemon.http_addr()).await;
+    assert!(
+        kit.fake.wait_connected(WAIT).await,
+        "Socket Mode still works"
+    );
+    for path in ["/slack/events", "/slack/interactions", "/slack/commands"] {
+        let answer = reqwest::Client::new()
+            .post(format!("http://{addr}{path}"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 404, "{path}");
+    }
+}
