@@ -9,7 +9,7 @@ use hermes_testkit::conformance::{Kit, PlatformFake};
 use hermes_testkit::daemon::{Daemon, Home};
 use hermes_testkit::discord::{FakeDiscord, GROUP_CHANNEL, Options, ResponseKind, THREAD_CHANNEL};
 use hermes_testkit::eventually;
-use hermes_testkit::llm::{FakeLlm, Reply, last_user_text};
+use hermes_testkit::llm::{FakeLlm, Reply, image_bytes, last_user_text};
 use hermes_testkit::telegram::FakeTelegram;
 
 const BIN: &str = env!("CARGO_BIN_EXE_hermes-gateway");
@@ -454,24 +454,7 @@ async fn a_picture_reaches_the_model_and_a_file_goes_out_as_an_attachment() {
     .await;
     assert_eq!(files, [("chart.png".to_owned(), b"\x89PNG chart".to_vec())]);
     assert_eq!(kit.fake.shown(&dm)[0], "A cat. Here is a chart.");
-    let request = &kit.llm.requests()[0];
-    let user = request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap()
-        .clone();
-    let url = user["content"][1]["image_url"]["url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    use base64::Engine;
-    let data = url.strip_prefix("data:image/jpeg;base64,").expect(&url);
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data)
-        .unwrap();
+    let bytes = image_bytes(&kit.llm.requests()[0], 0).expect("an image part");
     assert_eq!(bytes, jpeg, "the bytes the person sent, from the CDN");
 }
 

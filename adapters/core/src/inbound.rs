@@ -87,6 +87,22 @@ pub enum MediaKind {
     Document,
 }
 
+impl MediaKind {
+    /// What a file is, by its MIME type (a document when it says nothing better).
+    pub fn from_mime(mime: Option<&str>) -> MediaKind {
+        let mime = mime.unwrap_or("").to_ascii_lowercase();
+        if mime.starts_with("image/") {
+            MediaKind::Image
+        } else if mime.starts_with("audio/") {
+            MediaKind::Audio
+        } else if mime.starts_with("video/") {
+            MediaKind::Video
+        } else {
+            MediaKind::Document
+        }
+    }
+}
+
 /// A press on a choice.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Press {

@@ -276,18 +276,11 @@ fn author(user: &User, nick: Option<String>) -> Author {
     }
 }
 
+/// What a file is; the audio of a voice message is a voice note.
 fn media_kind(mime: Option<&str>, voice_message: bool) -> MediaKind {
-    let mime = mime.unwrap_or("").to_ascii_lowercase();
-    if mime.starts_with("image/") {
-        MediaKind::Image
-    } else if mime.starts_with("audio/") && voice_message {
-        MediaKind::Voice
-    } else if mime.starts_with("audio/") {
-        MediaKind::Audio
-    } else if mime.starts_with("video/") {
-        MediaKind::Video
-    } else {
-        MediaKind::Document
+    match MediaKind::from_mime(mime) {
+        MediaKind::Audio if voice_message => MediaKind::Voice,
+        kind => kind,
     }
 }
 

@@ -128,7 +128,7 @@ fn message(said: Said, me: &Me, reply_in_thread: bool, open: &open::Open) -> Opt
             let url = f.url_private_download.as_ref().or(f.url_private.as_ref())?;
             let mime = f.mimetype.as_ref().map(|m| m.0.to_string());
             Some(Attachment {
-                kind: media_kind(mime.as_deref()),
+                kind: MediaKind::from_mime(mime.as_deref()),
                 mime,
                 name: f.name.clone(),
                 size: None,
@@ -272,19 +272,6 @@ fn person(user: &str, team: &str) -> Author {
         display_name: user.to_owned(),
         username: None,
         is_bot: false,
-    }
-}
-
-fn media_kind(mime: Option<&str>) -> MediaKind {
-    let mime = mime.unwrap_or("").to_ascii_lowercase();
-    if mime.starts_with("image/") {
-        MediaKind::Image
-    } else if mime.starts_with("audio/") {
-        MediaKind::Audio
-    } else if mime.starts_with("video/") {
-        MediaKind::Video
-    } else {
-        MediaKind::Document
     }
 }
 

@@ -150,7 +150,28 @@ impl FakeLlm {
     }
 }
 
-/// The text of the last user message in a request.
+/// The content of the last user message in a request (text, or parts).
+pub fn last_user_content(request: &Value) -> Value {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .map(|m| m["content"].clone())
+        .unwrap_or_default()
+}
+
+/// The bytes of the `n`-th image part (a `data:` URL) of the last user message.
+pub fn image_bytes(request: &Value, n: usize) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let content = last_user_content(request);
+    let parts = content.as_array()?;
+    let url = parts.iter().filter(|p| p["type"] == "image_url").nth(n)?["image_url"]["url"]
+        .as_str()?
+        .to_owned();
+    let data = url.split_once(";base64,")?.1;
+    base64::engine::general_purpose::STANDARD.decode(data).ok()
+}
+
+/// The text of the last user message of a request.
 pub fn last_user_text(request: &Value) -> String {
     request["messages"]
         .as_array()
