@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use hermes_adapter::{
     ChatKind, ChatRef, MessageBody, Outbound, Platform, PlatformSender, RateLimit, RateScope,
-    WorkingPhase,
+    WorkingPhase, is_handle,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -147,7 +147,9 @@ impl Delivery {
         }
     }
 
-    /// Outbox rows for a Markdown reply. The first message replies to `reply_to`.
+    /// Outbox rows for a Markdown reply. The first message replies to `reply_to`; every
+    /// part goes to an adapter's handle (a deferred interaction: its later parts are its
+    /// follow-ups, private if it is).
     pub fn reply_rows(
         &self,
         chat: &ChatRef,
@@ -165,7 +167,11 @@ impl Delivery {
             .map(|(i, body)| NewOutboxRow {
                 chat: chat.clone(),
                 body,
-                reply_to: if i == 0 { reply_to.clone() } else { None },
+                reply_to: if i == 0 || reply_to.as_deref().is_some_and(is_handle) {
+                    reply_to.clone()
+                } else {
+                    None
+                },
                 choices: vec![],
                 file: None,
                 edit_of: None,

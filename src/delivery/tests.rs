@@ -79,8 +79,9 @@ impl PlatformSender for ScriptedPlatform {
         &self.capabilities
     }
 
+    /// One body per paragraph (enough to make a reply of several parts).
     fn render(&self, markdown: &str) -> Vec<MessageBody> {
-        vec![MessageBody::plain(markdown)]
+        markdown.split("\n\n").map(MessageBody::plain).collect()
     }
 
     async fn send(&self, action: Outbound) -> Result<Delivered, SendError> {
@@ -300,4 +301,26 @@ async fn the_budgets_of_quiet_chats_are_forgotten() {
     tokio::time::advance(Duration::from_secs(600)).await;
     delivery.forget_rested_budgets();
     assert!(delivery.inner.chat_budgets.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_part_of_an_answer_to_a_handle_goes_to_the_handle() {
+    let platform = ScriptedPlatform::new();
+    let (delivery, _store) = delivery(&platform, Duration::from_secs(3600));
+    let long = "first part\n\nsecond part\n\nthird part";
+    let to_message = delivery.reply_rows(&chat(), long, Some("42".into()));
+    assert!(to_message.len() >= 2);
+    assert_eq!(to_message[0].reply_to.as_deref(), Some("42"));
+    assert!(
+        to_message[1..].iter().all(|r| r.reply_to.is_none()),
+        "a reply reference on the first part only"
+    );
+    let handle = format!("{}interaction-private:7", hermes_adapter::HANDLE_PREFIX);
+    let to_handle = delivery.reply_rows(&chat(), long, Some(handle.clone()));
+    assert!(
+        to_handle
+            .iter()
+            .all(|r| r.reply_to.as_deref() == Some(handle.as_str())),
+        "a private answer stays private to its last part"
+    );
 }

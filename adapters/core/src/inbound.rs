@@ -125,10 +125,20 @@ pub struct CommandCall {
     #[serde(default)]
     pub args: String,
     /// Where the answer goes: passed back as the `reply_to` of the answer's
-    /// [`crate::Outbound::Text`]. Opaque to the daemon (a message id, or an adapter's handle
-    /// for an interaction it has deferred).
+    /// [`crate::Outbound::Text`]. A message id, or an adapter's handle for an interaction it
+    /// has deferred; a handle starts with [`HANDLE_PREFIX`], and then every part of the
+    /// answer is addressed to it (a private answer must stay private to its last part).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub respond_via: Option<String>,
+}
+
+/// How an adapter's handle for an answer (a deferred interaction, a response URL) begins,
+/// so the daemon can tell it from a message id.
+pub const HANDLE_PREFIX: &str = "handle:";
+
+/// Whether a `reply_to` is an adapter's handle rather than a message id.
+pub fn is_handle(reply_to: &str) -> bool {
+    reply_to.starts_with(HANDLE_PREFIX)
 }
 
 /// Work the gateway owes itself.

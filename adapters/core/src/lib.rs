@@ -47,8 +47,8 @@ pub use capabilities::{
 pub use chat::{Author, ChatKind, ChatRef, Platform};
 pub use error::{AdapterError, FetchError, SendError, SinkError};
 pub use inbound::{
-    Attachment, CommandCall, DeliveryStatus, Inbound, InboundKind, InboundMessage, MediaKind,
-    Press, Wakeup,
+    Attachment, CommandCall, DeliveryStatus, HANDLE_PREFIX, Inbound, InboundKind, InboundMessage,
+    MediaKind, Press, Wakeup, is_handle,
 };
 pub use outbound::{
     Choice, ChoiceStyle, CommandSpec, Delivered, MessageBody, Outbound, OutboundFile, WorkingPhase,

@@ -14,8 +14,8 @@ pub(crate) const TOKEN_LIFETIME: Duration = Duration::from_secs(14 * 60);
 
 /// How a command's handle is written in `respond_via` / `reply_to`: its answers are seen by
 /// everyone in the channel, or (the second form) only by the person who asked.
-pub(crate) const HANDLE_PREFIX: &str = "interaction:";
-pub(crate) const PRIVATE_HANDLE_PREFIX: &str = "interaction-private:";
+pub(crate) const HANDLE_PREFIX: &str = "handle:interaction:";
+pub(crate) const PRIVATE_HANDLE_PREFIX: &str = "handle:interaction-private:";
 
 struct Open {
     token: String,

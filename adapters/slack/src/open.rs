@@ -15,8 +15,8 @@ const THREADS_KEPT: usize = 10_000;
 
 /// How a slash command's answers are addressed (`respond_via` / `reply_to`): seen by the
 /// channel, or (the second form) only by the person who ran it.
-pub const RESPONSE_PREFIX: &str = "slack-response:";
-pub const PRIVATE_RESPONSE_PREFIX: &str = "slack-response-private:";
+pub const RESPONSE_PREFIX: &str = "handle:slack-response:";
+pub const PRIVATE_RESPONSE_PREFIX: &str = "handle:slack-response-private:";
 
 /// Where a slash command is answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
