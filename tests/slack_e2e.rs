@@ -297,7 +297,7 @@ async fn a_refused_token_and_a_missing_scope_are_named() {
     }
     lines.push("SLACK_ALLOW_ALL_USERS=true".into());
     let refused = Kit::new(fake, BIN, &[], "").await;
-    // The kit adds the fake's own lines first; ours (the wrong token) come after and win.
+    // The fake's `.env` with the wrong bot token in place of the right one.
     std::fs::write(refused.home.dir.join(".env"), lines.join("\n")).unwrap();
     let daemon = refused.start();
     let log = eventually(WAIT, "the refusal", || {

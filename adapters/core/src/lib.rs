@@ -26,10 +26,12 @@
 
 mod backoff;
 mod capabilities;
+mod capped;
 mod chat;
 mod error;
 mod inbound;
 mod outbound;
+mod record;
 mod settings;
 mod webhook;
 
@@ -44,6 +46,7 @@ pub use backoff::Backoff;
 pub use capabilities::{
     Capabilities, ChoiceLimits, LengthUnit, RateLimit, RateScope, WorkingIndicator,
 };
+pub use capped::read_capped;
 pub use chat::{Author, ChatKind, ChatRef, Platform};
 pub use error::{AdapterError, FetchError, SendError, SinkError};
 pub use inbound::{
@@ -53,6 +56,7 @@ pub use inbound::{
 pub use outbound::{
     Choice, ChoiceStyle, CommandSpec, Delivered, MessageBody, Outbound, OutboundFile, WorkingPhase,
 };
+pub use record::{record_batch, record_until_done};
 pub use settings::{Access, PlatformSettings, SettingsSource, is_truthy, mask, split_list};
 pub use webhook::{Verifier, WebhookHandler, WebhookRequest, WebhookResponse, WebhookRoute};
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use hermes_adapter::{
     Accepted, Backoff, CancellationToken, Inbound, InboundKind, InboundSink, Liveness, Platform,
-    SendError, async_trait,
+    SendError, async_trait, record_batch,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -39,8 +39,6 @@ const CHANNELS_KEPT: usize = 20_000;
 /// Looking a channel up again after a passing failure: 250 ms, doubling, three tries.
 const LOOKUP_RETRY: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(2));
 const LOOKUP_ATTEMPTS: u32 = 3;
-/// Retrying a recording that failed: 1 s, doubling, at most 30 s.
-const RECORD_RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 
 /// serenity's handler: forwards every event to the recorder, in whatever order serenity's
 /// tasks run.
@@ -396,35 +394,12 @@ impl Recorder {
         events: Vec<Inbound>,
         shutdown: &CancellationToken,
     ) -> bool {
-        if events.is_empty() {
-            return true;
-        }
-        let results = sink.accept_batch(events.clone()).await;
-        for (n, event) in events.iter().enumerate() {
-            match results.get(n) {
-                Some(Ok(Accepted::Duplicate)) => {
-                    tracing::debug!(event = %event.event_id, "discord: redelivered event already recorded")
-                }
-                Some(Ok(Accepted::New)) => {}
-                _ => {
-                    let mut retry = RECORD_RETRY;
-                    loop {
-                        match sink.accept(event.clone()).await {
-                            Ok(_) => break,
-                            Err(e) => {
-                                let wait = retry.next_delay();
-                                tracing::error!(error = %e, event = %event.event_id, "discord: cannot record event; retrying");
-                                tokio::select! {
-                                    _ = shutdown.cancelled() => return false,
-                                    _ = tokio::time::sleep(wait) => {}
-                                }
-                            }
-                        }
-                    }
-                }
+        record_batch(sink, &events, shutdown, |i, accepted| {
+            if accepted == Accepted::Duplicate {
+                tracing::debug!(event = %events[i].event_id, "discord: redelivered event already recorded");
             }
-        }
-        true
+        })
+        .await
     }
 }
 

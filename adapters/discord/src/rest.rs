@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use hermes_adapter::{RateScope, SendError};
+use hermes_adapter::{FetchError, RateScope, SendError, read_capped};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -160,51 +160,43 @@ impl Rest {
 
     /// GET a file from Discord's CDN (attachment URLs are signed; no token is sent, so a
     /// URL pointing elsewhere never receives it), refusing more than `max_bytes`.
-    pub(crate) async fn download(&self, url: &str, max_bytes: u64) -> Result<Vec<u8>, Download> {
-        use futures_util::StreamExt;
+    pub(crate) async fn download(
+        &self,
+        url: &str,
+        declared: Option<u64>,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, FetchError> {
         let parsed = reqwest::Url::parse(url)
-            .map_err(|e| Download::Failed(SendError::Rejected(format!("bad file URL: {e}"))))?;
+            .map_err(|e| SendError::Rejected(format!("bad file URL: {e}")))?;
         let host = parsed.host_str().unwrap_or_default();
         let known = CDN_HOSTS.contains(&host) || self.root_host.as_deref() == Some(host);
         if !matches!(parsed.scheme(), "http" | "https") || !known {
-            return Err(Download::Failed(SendError::Rejected(format!(
+            return Err(SendError::Rejected(format!(
                 "a file URL must point at Discord's CDN, not {host:?}"
-            ))));
+            ))
+            .into());
         }
-        let response = self.files.get(parsed).send().await.map_err(|e| {
-            Download::Failed(SendError::Transient(format!(
-                "downloading a file: {}",
-                without_url(&e)
-            )))
-        })?;
+        if let Some(size) = declared.filter(|&size| size > max_bytes) {
+            return Err(FetchError::TooLarge {
+                size,
+                max: max_bytes,
+            });
+        }
+        let failed = |e: reqwest::Error| {
+            SendError::Transient(format!("downloading a file: {}", without_url(&e)))
+        };
+        let response = self.files.get(parsed).send().await.map_err(failed)?;
         let status = response.status();
         if !status.is_success() {
-            return Err(Download::Failed(if status.is_server_error() {
+            return Err(if status.is_server_error() {
                 SendError::Transient(format!("downloading a file: HTTP {status}"))
             } else {
                 SendError::Rejected(format!("downloading a file: HTTP {status}"))
-            }));
-        }
-        if let Some(size) = response.content_length()
-            && size > max_bytes
-        {
-            return Err(Download::TooLarge(size));
-        }
-        let mut bytes = Vec::new();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                Download::Failed(SendError::Transient(format!(
-                    "downloading a file: {}",
-                    without_url(&e)
-                )))
-            })?;
-            bytes.extend_from_slice(&chunk);
-            if bytes.len() as u64 > max_bytes {
-                return Err(Download::TooLarge(bytes.len() as u64));
             }
+            .into());
         }
-        Ok(bytes)
+        let size = response.content_length();
+        read_capped(response.bytes_stream(), size, max_bytes, failed).await
     }
 
     /// Wait out a used-up bucket (or a global hold) when it is short; hand a long one back.
@@ -286,13 +278,6 @@ impl Rest {
         }
         None
     }
-}
-
-/// Why a download did not give bytes.
-#[derive(Debug)]
-pub(crate) enum Download {
-    TooLarge(u64),
-    Failed(SendError),
 }
 
 fn request_has_no_body_but_writes(route: &str) -> bool {

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::interactions::{Interactions, handle_id};
 use crate::markdown;
 use crate::normalize::{ASK, Identity, channel_of};
-use crate::rest::{Body, Download, Rest, Upload};
+use crate::rest::{Body, Rest, Upload};
 
 /// Discord's limit on a message's content, in characters.
 pub const MAX_MESSAGE_LEN: usize = 2000;
@@ -327,22 +327,9 @@ impl PlatformSender for DiscordSender {
         attachment: &Attachment,
         max_bytes: u64,
     ) -> Result<Vec<u8>, FetchError> {
-        if let Some(size) = attachment.size
-            && size > max_bytes
-        {
-            return Err(FetchError::TooLarge {
-                size,
-                max: max_bytes,
-            });
-        }
-        match self.rest.download(&attachment.handle, max_bytes).await {
-            Ok(bytes) => Ok(bytes),
-            Err(Download::TooLarge(size)) => Err(FetchError::TooLarge {
-                size,
-                max: max_bytes,
-            }),
-            Err(Download::Failed(e)) => Err(FetchError::Failed(e)),
-        }
+        self.rest
+            .download(&attachment.handle, attachment.size, max_bytes)
+            .await
     }
 
     /// The daemon's commands, plus `/ask <question>`, as global application commands

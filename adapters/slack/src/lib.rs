@@ -104,8 +104,6 @@ impl SlackAdapter {
                     tracing::info!(team = %me.team, bot = ?me.user, "slack: connected");
                     return Ok(Some(Me {
                         user_id: me.user_id.to_string(),
-                        bot_id: me.bot_id.map(|b| b.to_string()),
-                        team_id: me.team_id.to_string(),
                     }));
                 }
                 Err(SendError::Unauthorized(why)) => {

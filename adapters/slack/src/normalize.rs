@@ -20,8 +20,6 @@ use crate::open;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Me {
     pub user_id: String,
-    pub bot_id: Option<String>,
-    pub team_id: String,
 }
 
 /// The gateway commands `/hermes <command>` maps to; other text is a question.
@@ -149,7 +147,7 @@ fn message(said: Said, me: &Me, reply_in_thread: bool, open: &open::Open) -> Opt
                 ChatKind::Group
             },
         },
-        author: person(said.user, said.team),
+        author: person(said.user),
         kind: InboundKind::Message(InboundMessage {
             message_id: said.ts.to_owned(),
             text,
@@ -204,7 +202,7 @@ pub fn press(event: &SlackInteractionBlockActionsEvent) -> Option<Inbound> {
                 .clone()
                 .or_else(|| presser.username.clone())
                 .unwrap_or_else(|| user.clone()),
-            ..person(&user, &team)
+            ..person(&user)
         },
         kind: InboundKind::Press(Press {
             press_id,
@@ -253,7 +251,7 @@ pub fn command(event: &SlackCommandEvent, thread: Option<String>) -> Inbound {
             chat_id: channel,
             thread_id: thread,
         },
-        author: person(event.user_id.as_ref(), &team),
+        author: person(event.user_id.as_ref()),
         kind,
     }
 }
@@ -265,8 +263,7 @@ pub fn is_private(event: &SlackCommandEvent) -> bool {
     COMMANDS.contains(&first.trim_start_matches('/').to_ascii_lowercase().as_str())
 }
 
-fn person(user: &str, team: &str) -> Author {
-    let _ = team;
+fn person(user: &str) -> Author {
     Author {
         user_id: user.to_owned(),
         display_name: user.to_owned(),

@@ -18,12 +18,10 @@ const THREADS_KEPT: usize = 10_000;
 pub const RESPONSE_PREFIX: &str = "handle:slack-response:";
 pub const PRIVATE_RESPONSE_PREFIX: &str = "handle:slack-response-private:";
 
-/// Where a slash command is answered.
+/// Where a slash command's private answers go (its `response_url`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
     pub url: String,
-    /// Only the person who ran it sees the answer.
-    pub private: bool,
 }
 
 #[derive(Default)]

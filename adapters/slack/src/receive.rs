@@ -101,13 +101,15 @@ impl Receiver {
         event: &SlackCommandEvent,
     ) -> Result<(), NotRecorded> {
         self.liveness.beat();
-        self.open.response(
-            event.trigger_id.as_ref(),
-            Response {
-                url: event.response_url.0.to_string(),
-                private: normalize::is_private(event),
-            },
-        );
+        // Only a command's private answers go through the response URL.
+        if normalize::is_private(event) {
+            self.open.response(
+                event.trigger_id.as_ref(),
+                Response {
+                    url: event.response_url.0.to_string(),
+                },
+            );
+        }
         let thread = self
             .open
             .last_thread(event.channel_id.as_ref(), event.user_id.as_ref());
@@ -190,7 +192,7 @@ fn unrecorded(e: NotRecorded) -> Box<dyn std::error::Error + Send + Sync> {
 
 pub async fn on_push(
     event: SlackPushEventCallback,
-    _client: Arc<SlackHyperClientLike>,
+    _client: Arc<Client>,
     states: Shared,
 ) -> UserCallbackResult<()> {
     let Some((receiver, sink)) = state(&states).await else {
@@ -204,7 +206,7 @@ pub async fn on_push(
 
 pub async fn on_interaction(
     event: SlackInteractionEvent,
-    _client: Arc<SlackHyperClientLike>,
+    _client: Arc<Client>,
     states: Shared,
 ) -> UserCallbackResult<SlackInteractionResponse> {
     let Some((receiver, sink)) = state(&states).await else {
@@ -219,7 +221,7 @@ pub async fn on_interaction(
 
 pub async fn on_command(
     event: SlackCommandEvent,
-    _client: Arc<SlackHyperClientLike>,
+    _client: Arc<Client>,
     states: Shared,
 ) -> UserCallbackResult<SlackCommandEventResponse> {
     let Some((receiver, sink)) = state(&states).await else {
@@ -245,7 +247,7 @@ pub async fn on_hello(states: Shared) {
 /// unacknowledged; anything else is logged.
 pub fn on_error(
     error: Box<dyn std::error::Error + Send + Sync>,
-    _client: Arc<SlackHyperClientLike>,
+    _client: Arc<Client>,
     _states: Shared,
 ) -> HttpStatusCode {
     if error.downcast_ref::<Unrecorded>().is_some() {
@@ -254,6 +256,3 @@ pub fn on_error(
     tracing::warn!(error = %error, "slack: Socket Mode");
     HttpStatusCode::OK
 }
-
-/// The client type the callbacks are given.
-pub type SlackHyperClientLike = Client;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use hermes_adapter::{
     Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, ChoiceStyle, Delivered, FetchError,
     LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender, RateLimit,
-    SendError, WorkingIndicator, WorkingPhase, async_trait,
+    SendError, WorkingIndicator, WorkingPhase, async_trait, read_capped,
 };
 use serde_json::{Value, json};
 use slack_morphism::prelude::*;
@@ -405,7 +405,6 @@ impl PlatformSender for SlackSender {
         attachment: &Attachment,
         max_bytes: u64,
     ) -> Result<Vec<u8>, FetchError> {
-        use futures_util::StreamExt;
         let url = url::Url::parse(&attachment.handle)
             .map_err(|e| FetchError::Failed(SendError::Rejected(format!("bad file URL: {e}"))))?;
         let host = url.host_str().unwrap_or_default();
@@ -453,32 +452,11 @@ impl PlatformSender for SlackSender {
                     .into(),
             )));
         }
-        if let Some(size) = response.content_length()
-            && size > max_bytes
-        {
-            return Err(FetchError::TooLarge {
-                size,
-                max: max_bytes,
-            });
-        }
-        let mut bytes = Vec::new();
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                FetchError::Failed(SendError::Transient(format!(
-                    "downloading a file: {}",
-                    e.without_url()
-                )))
-            })?;
-            bytes.extend_from_slice(&chunk);
-            if bytes.len() as u64 > max_bytes {
-                return Err(FetchError::TooLarge {
-                    size: bytes.len() as u64,
-                    max: max_bytes,
-                });
-            }
-        }
-        Ok(bytes)
+        let size = response.content_length();
+        read_capped(response.bytes_stream(), size, max_bytes, |e| {
+            SendError::Transient(format!("downloading a file: {}", e.without_url()))
+        })
+        .await
     }
 }
 

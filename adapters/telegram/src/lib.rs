@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use hermes_adapter::{
     Accepted, Adapter, AdapterError, Backoff, CancellationToken, Inbound, InboundKind, InboundSink,
-    Liveness, Platform, PlatformSender, async_trait,
+    Liveness, Platform, PlatformSender, async_trait, record_batch,
 };
 use teloxide_core::payloads::GetUpdatesSetters;
 use teloxide_core::prelude::*;
@@ -218,22 +218,20 @@ impl Adapter for TelegramAdapter {
                 .collect();
             // The whole batch is recorded with one sync; what failed is recorded one at a
             // time, in order. The offset must not pass an update the sink has not recorded.
-            let mut results = sink.accept_batch(events.clone()).await.into_iter();
-            for (event, notice) in events.iter().zip(notices.iter_mut()) {
-                let accepted = match results.next() {
-                    Some(Ok(accepted)) => accepted,
-                    _ => match record(sink.as_ref(), event, &shutdown).await {
-                        Some(accepted) => accepted,
-                        None => return Ok(()),
-                    },
-                };
-                if let (InboundKind::Press(press), Some(notice)) = (&event.kind, notice.take()) {
+            let all = record_batch(sink.as_ref(), &events, &shutdown, |i, accepted| {
+                if let (InboundKind::Press(press), Some(notice)) =
+                    (&events[i].kind, notices[i].take())
+                {
                     // Recorded: answer it now, whatever the daemon is doing (a redelivered
                     // press has no notice coming).
                     let notice = (accepted == Accepted::New).then_some(notice);
                     self.presses
                         .acknowledge(&self.bot, press.press_id.clone(), notice);
                 }
+            })
+            .await;
+            if !all {
+                return Ok(());
             }
             if let Some(last) = updates.last() {
                 offset = offset.max(last.id.0 as i32 + 1);
@@ -293,27 +291,6 @@ fn merge_albums(events: Vec<(Inbound, Option<String>)>) -> Vec<Inbound> {
         merged.push((event, album));
     }
     merged.into_iter().map(|(event, _)| event).collect()
-}
-
-/// Record one event, retrying until the sink has it; `None` when shutdown came first.
-async fn record(
-    sink: &dyn InboundSink,
-    event: &Inbound,
-    shutdown: &CancellationToken,
-) -> Option<Accepted> {
-    let mut retry = RECONNECT;
-    loop {
-        match sink.accept(event.clone()).await {
-            Ok(accepted) => return Some(accepted),
-            Err(e) => {
-                let wait = retry.next_delay();
-                tracing::error!(error = %e, event = %event.event_id, "telegram: cannot record update; retrying");
-                if sleep_or_shutdown(wait, shutdown).await {
-                    return None;
-                }
-            }
-        }
-    }
 }
 
 /// Sleep; returns true if shutdown came first.

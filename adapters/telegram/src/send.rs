@@ -8,7 +8,7 @@ use std::time::Duration;
 use hermes_adapter::{
     Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, CommandSpec, Delivered, FetchError,
     LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender, RateLimit,
-    RateScope, SendError, WorkingIndicator, WorkingPhase, async_trait,
+    RateScope, SendError, WorkingIndicator, WorkingPhase, async_trait, read_capped,
 };
 use teloxide_core::payloads::{
     EditMessageTextSetters, SendAudioSetters, SendChatActionSetters, SendDocumentSetters,
@@ -177,7 +177,6 @@ impl PlatformSender for TelegramSender {
         attachment: &Attachment,
         max_bytes: u64,
     ) -> Result<Vec<u8>, FetchError> {
-        use futures_util::StreamExt;
         use teloxide_core::net::Download;
 
         if let Some(size) = attachment.size.filter(|&s| s > max_bytes) {
@@ -192,29 +191,14 @@ impl PlatformSender for TelegramSender {
             .send()
             .await
             .map_err(map_error)?;
-        let size = u64::from(file.meta.size);
-        if size > max_bytes {
-            return Err(FetchError::TooLarge {
-                size,
-                max: max_bytes,
-            });
-        }
-        let mut bytes = Vec::with_capacity(size.min(max_bytes) as usize);
-        let mut download = self.files_bot.download_file_stream(&file.path);
-        while let Some(chunk) = download.next().await {
-            // The URL names the token: keep it out of the error.
-            let chunk = chunk.map_err(|e| {
-                SendError::Transient(format!("the download failed: {}", e.without_url()))
-            })?;
-            if (bytes.len() + chunk.len()) as u64 > max_bytes {
-                return Err(FetchError::TooLarge {
-                    size: (bytes.len() + chunk.len()) as u64,
-                    max: max_bytes,
-                });
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(bytes)
+        // The URL names the token: keep it out of the error.
+        read_capped(
+            self.files_bot.download_file_stream(&file.path),
+            Some(u64::from(file.meta.size)),
+            max_bytes,
+            |e| SendError::Transient(format!("the download failed: {}", e.without_url())),
+        )
+        .await
     }
 
     async fn register_commands(&self, commands: &[CommandSpec]) -> Result<(), SendError> {
