@@ -1,7 +1,7 @@
 //! Discord, end to end: the real daemon, serenity's gateway client and the adapter's REST
 //! client against the fake Discord (`hermes_testkit::discord`): threads, auto-threads, slash
-//! commands, chunking, typing, buttons, reconnects of every kind, 429s, files and streaming.
-//! What every platform owes is in `conformance_discord.rs`.
+//! commands, chunking, typing, buttons, reconnects of every kind, 429s and files. What every
+//! platform owes (streaming among it) is in `conformance_discord.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -456,36 +456,6 @@ async fn a_picture_reaches_the_model_and_a_file_goes_out_as_an_attachment() {
     assert_eq!(kit.fake.shown(&dm)[0], "A cat. Here is a chart.");
     let bytes = image_bytes(&kit.llm.requests()[0], 0).expect("an image part");
     assert_eq!(bytes, jpeg, "the bytes the person sent, from the CDN");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streamed_answer_is_one_message_edited_in_place() {
-    let kit = kit_with(
-        FakeDiscord::start().await,
-        &[],
-        "streaming:\n  enabled: true\n  edit_interval: 0.4\n  buffer_threshold: 5\n",
-    )
-    .await;
-    let answer = "The quick brown fox jumps over the lazy dog, then keeps running far away.";
-    kit.llm.push(Reply::Paced {
-        text: answer.to_owned(),
-        pieces: 10,
-        every: Duration::from_millis(200),
-    });
-    let _d = kit.start();
-    let alice = kit.fake.person(1);
-    let dm = kit.fake.dm_chat(&alice);
-    kit.fake.message(&dm, &alice, "tell me a story", true);
-    let fake = kit.fake.clone();
-    let message = eventually(WAIT, "the whole answer", || {
-        fake.raw_messages(&dm)
-            .into_iter()
-            .find(|m| m.content == answer)
-    })
-    .await;
-    assert!(!message.history.is_empty(), "edited, not sent again");
-    settle().await;
-    assert_eq!(kit.fake.raw_messages(&dm).len(), 1, "one message");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -152,7 +152,9 @@ async fn an_update_that_cannot_be_recorded_holds_back_the_rest_of_its_batch() {
     w.telegram.group(-100_778, ALICE, "poison", true);
     w.telegram.group(-100_779, ALICE, "third", true);
     eventually(WAIT, "the failed record to be logged", || {
-        d.log_text().contains("cannot record an event").then_some(())
+        d.log_text()
+            .contains("cannot record an event")
+            .then_some(())
     })
     .await;
     let texts = |db: &rusqlite::Connection| -> Vec<String> {

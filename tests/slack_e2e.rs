@@ -1,7 +1,7 @@
 //! Slack, end to end: the real daemon and slack-morphism against the fake Slack
 //! (`hermes_testkit::slack`), in Socket Mode and over the Events API: threads, signatures,
-//! retries, slash commands, 429s, reconnects, files, streaming and refused credentials.
-//! What every platform owes is in `conformance_slack.rs`.
+//! retries, slash commands, 429s, reconnects, files and refused credentials. What every
+//! platform owes (streaming among it) is in `conformance_slack.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -16,10 +16,6 @@ const WAIT: Duration = Duration::from_secs(15);
 
 async fn kit(fake: FakeSlack) -> Kit<FakeSlack> {
     Kit::open(fake, BIN).await
-}
-
-async fn kit_with(fake: FakeSlack, yaml: &str) -> Kit<FakeSlack> {
-    Kit::new(fake, BIN, &["SLACK_ALLOW_ALL_USERS=true".to_owned()], yaml).await
 }
 
 async fn settle() {
@@ -255,35 +251,6 @@ async fn a_picture_reaches_the_model_and_a_file_goes_out_in_the_thread() {
         bytes, jpeg,
         "the bytes the person sent, fetched with the bot token"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streamed_answer_is_one_message_updated_in_place() {
-    let kit = kit_with(
-        FakeSlack::start().await,
-        "streaming:\n  enabled: true\n  edit_interval: 0.4\n  buffer_threshold: 5\n",
-    )
-    .await;
-    let answer = "The quick brown fox jumps over the lazy dog, then keeps running far away.";
-    kit.llm.push(Reply::Paced {
-        text: answer.to_owned(),
-        pieces: 10,
-        every: Duration::from_millis(200),
-    });
-    let _d = kit.start();
-    let alice = kit.fake.person(1);
-    let dm = kit.fake.dm_chat(&alice);
-    kit.fake.message(&dm, &alice, "tell me a story", true);
-    let fake = kit.fake.clone();
-    let message = eventually(WAIT, "the whole answer", || {
-        fake.raw_messages(&dm)
-            .into_iter()
-            .find(|m| m.text == answer)
-    })
-    .await;
-    assert!(!message.history.is_empty(), "updated, not sent again");
-    settle().await;
-    assert_eq!(kit.fake.raw_messages(&dm).len(), 1, "one message");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

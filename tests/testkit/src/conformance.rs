@@ -345,6 +345,41 @@ pub async fn the_working_indicator_is_shown_and_ended<F: PlatformFake>(fake: F, 
     }
 }
 
+/// With streaming on, the answer shows as one message that grows as the model writes,
+/// edited in place until it is whole: never a second copy.
+pub async fn a_streamed_reply_is_one_message_edited_in_place<F: PlatformFake>(
+    fake: F,
+    binary: &str,
+) {
+    let all = format!("{}=true", fake.allow_all_var());
+    let streaming = "streaming:\n  enabled: true\n  edit_interval: 0.4\n  buffer_threshold: 5\n";
+    let kit = Kit::new(fake, binary, &[all], streaming).await;
+    let answer = "The quick brown fox jumps over the lazy dog, then keeps running far away.";
+    kit.llm.push(Reply::Paced {
+        text: answer.to_owned(),
+        pieces: 10,
+        every: Duration::from_millis(200),
+    });
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let chat = kit.fake.dm_chat(&alice);
+    kit.fake.write(&chat, &alice, "tell me a story", true);
+    let partial = eventually(WAIT, "a part of the answer", || {
+        let shown = kit.fake.shown(&chat);
+        (shown.len() == 1 && !shown[0].is_empty() && shown[0] != answer).then(|| shown[0].clone())
+    })
+    .await;
+    // The part shown so far, its cursor aside, is how the answer begins.
+    let so_far = partial.trim_end_matches(|c: char| !c.is_alphanumeric());
+    assert!(answer.starts_with(so_far), "{partial:?}");
+    eventually(WAIT, "the whole answer", || {
+        (kit.fake.shown(&chat) == [answer]).then_some(())
+    })
+    .await;
+    settle().await;
+    assert_eq!(kit.fake.shown(&chat), [answer], "one message, edited");
+}
+
 /// A daemon killed in the middle of a turn answers the message after its restart, once.
 pub async fn a_restart_mid_turn_loses_nothing<F: PlatformFake>(fake: F, binary: &str) {
     let kit = Kit::open(fake, binary).await;
@@ -381,6 +416,7 @@ macro_rules! conformance_suite {
             an_approval_by_choice_is_acknowledged_and_runs,
             a_press_by_a_stranger_is_refused,
             the_working_indicator_is_shown_and_ended,
+            a_streamed_reply_is_one_message_edited_in_place,
             a_restart_mid_turn_loses_nothing);
     };
     (@each $start:expr, $binary:expr; $($scenario:ident),*) => {

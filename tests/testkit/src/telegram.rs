@@ -697,10 +697,17 @@ impl crate::conformance::PlatformFake for FakeTelegram {
         }
     }
 
+    /// Each message as it reads now: its last edit's text, else its own.
     fn shown(&self, chat: &str) -> Vec<String> {
+        let edits = self.calls_in("editMessageText", chat);
         self.calls_in("sendMessage", chat)
             .iter()
-            .map(|c| visible(c.params["text"].as_str().unwrap_or_default()))
+            .map(|c| {
+                let id = &c.params["_message_id"];
+                let last_edit = edits.iter().rev().find(|e| &e.params["message_id"] == id);
+                let text = last_edit.unwrap_or(c).params["text"].as_str();
+                visible(text.unwrap_or_default())
+            })
             .collect()
     }
 
