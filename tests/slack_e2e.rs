@@ -77,8 +77,11 @@ async fn events_api_refuses_bad_signatures_and_stale_timestamps_and_answers_a_re
     let dm = kit.fake.dm_chat(&alice);
     kit.fake.message(&dm, &alice, "hello", true);
     assert_eq!(kit.shown(&dm, 1).await, ["first"]);
-    let delivered = kit.fake.deliveries()[0].clone();
-    assert_eq!(delivered.status, Some(200));
+    let delivered = kit.fake.deliveries();
+    assert!(
+        delivered.iter().any(|d| d.status == Some(200)),
+        "{delivered:?}"
+    );
     let event: Value = kit.fake.envelopes()[0].payload.clone();
 
     // Slack's retry of the same event (a new delivery, X-Slack-Retry-Num: 1): answered once.

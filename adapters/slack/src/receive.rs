@@ -23,6 +23,8 @@ use crate::open::{Open, Response};
 /// How long a name lookup (`users.info`) may hold a recording up (Slack wants the
 /// acknowledgement within 3 s).
 const NAME_LOOKUP: Duration = Duration::from_millis(800);
+/// How long an event waits for the adapter to know who the bot is.
+const STARTING: Duration = Duration::from_secs(2);
 /// Names remembered; past this the memory starts again.
 const NAMES_KEPT: usize = 5_000;
 
@@ -56,7 +58,7 @@ impl Receiver {
         sink: &dyn InboundSink,
         event: &SlackPushEventCallback,
     ) -> Result<(), NotRecorded> {
-        let me = self.me.borrow().clone().ok_or(NotRecorded::NotReady)?;
+        let me = self.me().await?;
         self.liveness.beat();
         let Some(mut event) = normalize::push(event, &me, self.reply_in_thread, &self.open) else {
             return Ok(());
@@ -72,6 +74,17 @@ impl Receiver {
             }
         }
         self.record(sink, event).await
+    }
+
+    /// Who the bot is; an event that arrives while the adapter is still starting waits a
+    /// moment for `auth.test` rather than being refused at once (Slack would only try again
+    /// a minute later).
+    async fn me(&self) -> Result<Me, NotRecorded> {
+        let mut me = self.me.clone();
+        match tokio::time::timeout(STARTING, me.wait_for(Option::is_some)).await {
+            Ok(Ok(known)) => known.clone().ok_or(NotRecorded::NotReady),
+            _ => Err(NotRecorded::NotReady),
+        }
     }
 
     /// A button press (other interactions are not for the gateway).
