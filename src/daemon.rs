@@ -51,6 +51,8 @@ pub enum Exit {
 struct GatewaySink {
     store: Store,
     router: Arc<Router>,
+    /// Woken for a chat whose sent message the platform hands back (held).
+    delivery: Delivery,
 }
 
 impl GatewaySink {
@@ -158,13 +160,18 @@ impl InboundSink for GatewaySink {
         if let DeliveryStatus::Failed(why) = &status {
             tracing::warn!(%platform, message = %platform_message_id, why, "delivery: the platform could not deliver a message");
         }
-        let found = self
+        let held = matches!(status, DeliveryStatus::Held(_));
+        let chat = self
             .store
             .outbox_delivery_report(platform, platform_message_id.clone(), status)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        if !found {
-            tracing::debug!(%platform, message = %platform_message_id, "delivery: report for a message we do not know");
+        match chat {
+            None => {
+                tracing::debug!(%platform, message = %platform_message_id, "delivery: report for a message we do not know");
+            }
+            Some(chat) if held => self.delivery.wake(&chat),
+            Some(_) => {}
         }
         Ok(())
     }
@@ -323,6 +330,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let sink = Arc::new(GatewaySink {
         store: store.clone(),
         router: router.clone(),
+        delivery: delivery.clone(),
     });
     let tasks = TaskTracker::new();
     // Background processes that finished with `notify_on_complete` start a turn; recorded

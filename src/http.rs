@@ -1,8 +1,8 @@
 //! The daemon's one HTTP server (`http.listen`, default `127.0.0.1:8090`): the adapters'
 //! webhook routes, `/healthz` (the process answers) and `/readyz` (every enabled adapter has
-//! talked to its platform recently; per-adapter JSON). A webhook route is mounted only when
-//! its secret is configured, and its handler only sees requests its verifier accepted on the
-//! raw body (invariant 7, enforced here for every adapter).
+//! talked to its platform recently; per-adapter JSON). A webhook route whose secret is not
+//! configured answers every request 503, and a route's handler only sees requests its
+//! verifier accepted on the raw body (invariant 7, enforced here for every adapter).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -81,16 +81,17 @@ pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
             }),
         );
     for route in routes {
+        let path = route.path.clone();
         if route.secret.is_none() {
             tracing::warn!(
                 path = %route.path,
-                "http: webhook not mounted because {} is not set (requests to it are refused)",
+                "http: webhook refuses every request (503) because {} is not set",
                 route.secret_name
             );
+            app = app.route(&path, any(unconfigured).with_state(route.secret_name));
             continue;
         }
         tracing::info!(path = %route.path, "http: webhook mounted");
-        let path = route.path.clone();
         app = app.route(&path, any(webhook).with_state(Arc::new(route)));
     }
     app.layer(DefaultBodyLimit::max(MAX_BODY))
@@ -126,10 +127,22 @@ async fn webhook(
         body: body.to_vec(),
     };
     if !route.verify(&request) {
-        tracing::warn!(path = %route.path, "http: webhook request refused: signature or token does not match");
-        return (StatusCode::UNAUTHORIZED, "signature does not match").into_response();
+        tracing::warn!(path = %route.path, method = %request.method, "http: webhook request refused: signature or token does not match");
+        return to_response(route.verifier.refusal(&request));
     }
     to_response(route.handler.handle(request).await)
+}
+
+/// A webhook whose secret is not set: nothing it receives could be verified.
+async fn unconfigured(State(secret_name): State<&'static str>) -> Response {
+    tracing::warn!(
+        "http: a webhook request was refused because {secret_name} is not set (run check-config)"
+    );
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("not configured: {secret_name} is not set"),
+    )
+        .into_response()
 }
 
 fn to_response(answer: WebhookResponse) -> Response {
@@ -203,7 +216,15 @@ mod tests {
             }
             request.send()
         };
-        assert_eq!(post("/unset", Some("")).await.unwrap().status(), 404);
+        let unset = post("/unset", Some("")).await.unwrap();
+        assert_eq!(unset.status(), 503);
+        assert!(
+            unset
+                .text()
+                .await
+                .unwrap()
+                .contains("TEST_SECRET is not set")
+        );
         assert_eq!(post("/signed", None).await.unwrap().status(), 401);
         assert_eq!(post("/signed", Some("wrong")).await.unwrap().status(), 401);
         assert_eq!(

@@ -12,6 +12,8 @@ pub fn read_settings(source: &mut dyn SettingsSource) -> Vec<Box<dyn PlatformSet
     platforms.extend(hermes_discord::settings(source));
     #[cfg(feature = "slack")]
     platforms.extend(hermes_slack::settings(source));
+    #[cfg(feature = "whatsapp")]
+    platforms.extend(hermes_whatsapp::settings(source));
     let _ = &source; // a build with no platform features reads nothing
     platforms
 }

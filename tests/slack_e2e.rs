@@ -451,7 +451,7 @@ async fn a_stranger_is_told_privately_and_the_prompt_then_shows_the_outcome() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_signing_secret_the_events_routes_are_not_there() {
+async fn without_a_signing_secret_the_events_routes_refuse_everything() {
     let fake = FakeSlack::start().await;
     let lines: Vec<String> = fake
         .env()
@@ -474,6 +474,14 @@ async fn without_a_signing_secret_the_events_routes_are_not_there() {
             .send()
             .await
             .unwrap();
-        assert_eq!(answer.status(), 404, "{path}");
+        assert_eq!(answer.status(), 503, "{path}");
+        assert!(
+            answer
+                .text()
+                .await
+                .unwrap()
+                .contains("SLACK_SIGNING_SECRET"),
+            "{path} names what is missing"
+        );
     }
 }

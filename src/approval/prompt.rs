@@ -90,19 +90,21 @@ pub fn parse_choice_id(data: &str) -> Option<(i64, Decision)> {
 
 /// The options, most important first (what a platform with few buttons keeps), with their
 /// labels and style.
+/// With three buttons (WhatsApp) "for this session" is the one left to its text command,
+/// as in Hermes.
 const OPTIONS: [(Decision, &str, &str, ChoiceStyle); 4] = [
     (Decision::Once, "Allow once", "Once", ChoiceStyle::Primary),
     (Decision::Deny(None), "Deny", "Deny", ChoiceStyle::Danger),
     (
-        Decision::Session,
-        "Allow for this session",
-        "Session",
-        ChoiceStyle::Normal,
-    ),
-    (
         Decision::Always,
         "Always allow",
         "Always",
+        ChoiceStyle::Normal,
+    ),
+    (
+        Decision::Session,
+        "Allow for this session",
+        "Session",
         ChoiceStyle::Normal,
     ),
 ];
@@ -310,13 +312,13 @@ mod tests {
                 "Deny"
             ]
         );
-        // WhatsApp: three reply buttons of at most 20 characters; "always" is left to
-        // `/approve always`, which the prompt lists.
+        // WhatsApp: three reply buttons of at most 20 characters; "for this session" is
+        // left to `/approve session`, which the prompt lists.
         let whatsapp = ChoiceLimits {
             max: 3,
             label_len: 20,
         };
-        assert_eq!(labels(whatsapp), ["Allow once", "Session", "Deny"]);
+        assert_eq!(labels(whatsapp), ["Allow once", "Always allow", "Deny"]);
         assert!(choices(7, ChoiceLimits::NONE).is_empty());
         let ask = |command, buttons| Ask {
             command,

@@ -3,7 +3,10 @@
 //! with choices is claimed first, see `store::outbox`). `retry_after` holds
 //! back the chat or the whole bot (as the platform scoped it), transient failures back off,
 //! a rejected markup falls back to plain text, and an edit whose message cannot be edited
-//! goes out as a new message. A revoked token leaves the row queued for after the fix.
+//! goes out as a new message. A revoked token leaves the row queued for after the fix, and
+//! a reply the platform may not take yet (outside WhatsApp's 24-hour window) is held, with
+//! the chat's later replies behind it, until the chat is woken (the person writes again)
+//! or, at the latest, ten minutes later.
 //! Failures that may pass (outages, rate limits, a refused token) are retried until the row
 //! has waited `delivery.max_age`; only then is it marked failed. A row the platform has is
 //! recorded as sent before the lane moves on, so it is never sent twice.
@@ -26,6 +29,9 @@ const RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_s
 const FILE_ATTEMPTS: u32 = 5;
 /// How long a platform that refused the bot's credentials is left alone.
 const UNAUTHORIZED_PAUSE: Duration = Duration::from_secs(60);
+/// How often a chat whose reply is held (outside WhatsApp's 24-hour window) is looked at
+/// again when nothing wakes it sooner (a new message of theirs wakes it at once).
+const HOLD_RECHECK: Duration = Duration::from_secs(600);
 
 pub(super) struct Lane {
     pub(super) delivery: Delivery,
@@ -43,6 +49,9 @@ enum Next {
     Wait(Duration),
     /// Put the row back and leave the chat alone for a while.
     Requeue,
+    /// The platform may not take it yet (the person's window has closed): put it back and
+    /// look again when the chat is woken.
+    Hold,
     /// Failed for good.
     GiveUp,
 }
@@ -74,6 +83,9 @@ enum Sent {
     Done,
     /// Not sent and back in the queue (shutdown, revoked credentials): stop for now.
     Stop,
+    /// Not sent and back in the queue until the chat is woken (a reply held outside
+    /// WhatsApp's window): the rows after it wait too, so the order stays.
+    Held,
 }
 
 impl Lane {
@@ -88,6 +100,7 @@ impl Lane {
             // Take the wake-up we were started or woken with before reading the outbox: rows
             // queued from here on wake us again.
             let _ = self.notify.notified().now_or_never();
+            let mut held = false;
             let rows = match inner.store.outbox_pending(&self.chat).await {
                 Ok(rows) => rows,
                 Err(e) => {
@@ -113,14 +126,23 @@ impl Lane {
                         }
                     }
                 };
-                if let Sent::Stop = self.deliver(&sender, row).await {
-                    break 'lane;
+                match self.deliver(&sender, row).await {
+                    Sent::Done => {}
+                    Sent::Stop => break 'lane,
+                    Sent::Held => {
+                        held = true;
+                        break;
+                    }
                 }
             }
+            let idle = if held { HOLD_RECHECK } else { LANE_IDLE };
             tokio::select! {
                 _ = inner.shutdown.cancelled() => break,
                 _ = self.notify.notified() => continue,
-                _ = tokio::time::sleep(LANE_IDLE) => {}
+                _ = tokio::time::sleep(idle) => {}
+            }
+            if held {
+                continue;
             }
             // End only if nobody woke us since: `wake` notifies under the same lock.
             let mut lanes = inner.lanes.lock().expect("lanes lock");
@@ -229,11 +251,9 @@ impl Lane {
                     Next::Requeue
                 }
                 (SendError::Transient(_), _) => Next::Wait(retry.next_delay()),
+                (SendError::OutsideWindow(_), _) => Next::Hold,
                 (
-                    SendError::MarkupRejected(_)
-                    | SendError::Rejected(_)
-                    | SendError::OutsideWindow(_)
-                    | SendError::TooLong(_),
+                    SendError::MarkupRejected(_) | SendError::Rejected(_) | SendError::TooLong(_),
                     _,
                 ) => Next::GiveUp,
             };
@@ -245,7 +265,7 @@ impl Lane {
                 Next::GiveUp => true,
                 Next::Now => false,
                 Next::Wait(_) if is_file && attempts >= FILE_ATTEMPTS => true,
-                Next::Wait(_) | Next::Requeue => waited >= inner.config.max_age,
+                Next::Wait(_) | Next::Requeue | Next::Hold => waited >= inner.config.max_age,
             };
             if let Err(e) = store
                 .outbox_mark_attempt(row.id, error.to_string(), give_up)
@@ -269,6 +289,17 @@ impl Lane {
             }
             match next {
                 Next::Now | Next::GiveUp => {}
+                Next::Hold => {
+                    if attempts.is_power_of_two() {
+                        tracing::warn!(
+                            error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
+                            waited_s = waited.as_secs(), gives_up_after_s = inner.config.max_age.as_secs(),
+                            "delivery: a reply is held until the platform takes it again; the chat's later replies wait behind it"
+                        );
+                    }
+                    self.release(&row).await;
+                    return Sent::Held;
+                }
                 Next::Requeue => {
                     tracing::error!(
                         platform = %row.chat.platform, error = %error, row = row.id, attempts,

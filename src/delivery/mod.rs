@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::DeliveryConfig;
-use crate::store::{NewOutboxRow, Store, StoreError, TurnRecord};
+use crate::store::{NewOutboxRow, Settled, Store, StoreError, TurnRecord};
 use budget::TokenBucket;
 use lane::Lane;
 
@@ -238,10 +238,18 @@ impl Delivery {
                 // The outcome under the message it settles; just the outcome when both no
                 // longer fit one message.
                 let mut bodies = this.render(chat, &format!("{markdown}\n\n{outcome}"));
+                let alone = this.render(chat, &outcome).swap_remove(0);
                 if bodies.len() != 1 {
-                    bodies = this.render(chat, &outcome);
+                    bodies = vec![alone.clone()];
                 }
-                bodies.swap_remove(0)
+                let body = bodies.swap_remove(0);
+                // Where a sent message cannot be edited, what follows it is the outcome
+                // alone, not the whole prompt again.
+                let can_edit = this
+                    .sender(chat.platform)
+                    .is_some_and(|s| s.capabilities().edits);
+                let later = if can_edit { body.clone() } else { alone };
+                Settled { body, later }
             })
             .await?;
         self.wake(&chat);

@@ -18,7 +18,7 @@ mod turns;
 
 pub use approvals::{AllowlistEntry, PendingApproval};
 pub use inbox::{InboxRow, InboxState};
-pub use outbox::{NewOutboxRow, OutboxRow};
+pub use outbox::{NewOutboxRow, OutboxRow, Settled};
 pub use pairing::{PairingApproval, PairingError, PairingRequest, PairingRequestOutcome};
 pub use processes::RecordedProcess;
 pub use sessions::{SearchHit, SessionRow, StoredMessage};

@@ -42,6 +42,13 @@ pub struct OutboxRow {
     pub created_at: i64,
 }
 
+/// What settling a message writes: `body` replaces it while it has not gone out; `later`
+/// follows it once it has (an edit of it, or on a platform without edits a new message).
+pub struct Settled {
+    pub body: MessageBody,
+    pub later: MessageBody,
+}
+
 impl Store {
     /// Queue messages (all or none), returning their ids in order.
     pub async fn outbox_enqueue(&self, rows: Vec<NewOutboxRow>) -> Result<Vec<i64>, StoreError> {
@@ -190,7 +197,7 @@ impl Store {
     pub async fn outbox_settle(
         &self,
         id: i64,
-        rewrite: impl FnOnce(&ChatRef, &str) -> MessageBody + Send + 'static,
+        rewrite: impl FnOnce(&ChatRef, &str) -> Settled + Send + 'static,
     ) -> Result<ChatRef, StoreError> {
         self.call(move |conn| {
             let tx = conn.transaction()?;
@@ -204,7 +211,7 @@ impl Store {
                 return Err(StoreError::Invalid(format!("no outbox row {id}")));
             };
             let row = row.map_err(StoreError::Invalid)?;
-            let body = rewrite(&row.chat, &row.body.plain);
+            let Settled { body, later } = rewrite(&row.chat, &row.body.plain);
             let rewrite_in_place = |tx: &rusqlite::Transaction<'_>| {
                 tx.prepare_cached(
                     "UPDATE outbox SET markup = ?1, plain = ?2, choices = NULL WHERE id = ?3",
@@ -219,13 +226,13 @@ impl Store {
                     // A retry picks up the settled text; an attempt already on its way is
                     // corrected by the edit.
                     rewrite_in_place(&tx)?;
-                    insert_in(&tx, &row.chat, &body, None, &[], Some(id))?;
+                    insert_in(&tx, &row.chat, &later, None, &[], Some(id))?;
                 }
                 "sent" => {
-                    insert_in(&tx, &row.chat, &body, None, &[], Some(id))?;
+                    insert_in(&tx, &row.chat, &later, None, &[], Some(id))?;
                 }
                 _ => {
-                    insert_in(&tx, &row.chat, &body, None, &[], None)?;
+                    insert_in(&tx, &row.chat, &later, None, &[], None)?;
                 }
             }
             tx.commit()?;
@@ -326,31 +333,46 @@ impl Store {
         .await
     }
 
-    /// Record what the platform said became of a sent message; `false` when no row has
-    /// that platform id.
+    /// Record what the platform said became of a sent message: the row's chat, `None` when
+    /// no row has that platform id. A [`DeliveryStatus::Held`] message goes back in its
+    /// chat's queue (pending again, without its platform id), ahead of what was queued
+    /// after it: the caller wakes the chat.
     pub async fn outbox_delivery_report(
         &self,
         platform: Platform,
         platform_message_id: String,
         status: DeliveryStatus,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<ChatRef>, StoreError> {
         self.call(move |conn| {
             let detail = match &status {
-                DeliveryStatus::Failed(why) => Some(why.clone()),
+                DeliveryStatus::Failed(why) | DeliveryStatus::Held(why) => Some(why.clone()),
                 _ => None,
             };
-            Ok(conn
+            let tx = conn.transaction()?;
+            let row = tx
                 .prepare_cached(
-                    "UPDATE outbox SET delivery_status = ?1, delivery_detail = ?2
-                 WHERE platform = ?3 AND platform_message_id = ?4",
+                    "SELECT * FROM outbox WHERE platform = ?1 AND platform_message_id = ?2",
                 )?
-                .execute(params![
-                    status.as_str(),
-                    detail,
-                    platform.as_str(),
-                    platform_message_id
-                ])?
-                > 0)
+                .query_row(
+                    params![platform.as_str(), platform_message_id],
+                    row_to_outbox,
+                )
+                .optional()?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let row = row.map_err(StoreError::Invalid)?;
+            let requeue = matches!(status, DeliveryStatus::Held(_));
+            tx.prepare_cached(
+                "UPDATE outbox SET delivery_status = ?1, delivery_detail = ?2,
+                    state = CASE WHEN ?3 THEN 'pending' ELSE state END,
+                    platform_message_id = CASE WHEN ?3 THEN NULL ELSE platform_message_id END,
+                    sent_at = CASE WHEN ?3 THEN NULL ELSE sent_at END
+                 WHERE id = ?4",
+            )?
+            .execute(params![status.as_str(), detail, requeue, row.id])?;
+            tx.commit()?;
+            Ok(Some(row.chat))
         })
         .await
     }
@@ -555,14 +577,12 @@ mod tests {
 
         // The first row was claimed and sent; settle it: an edit row follows.
         store
-            .outbox_settle(ids[0], |_, md| MessageBody::plain(format!("{md} — denied")))
+            .outbox_settle(ids[0], |_, md| same(format!("{md} — denied")))
             .await
             .unwrap();
         // The second row is still queued: rewritten in place, without its choices.
         store
-            .outbox_settle(ids[1], |_, md| {
-                MessageBody::plain(format!("{md} — allowed"))
-            })
+            .outbox_settle(ids[1], |_, md| same(format!("{md} — allowed")))
             .await
             .unwrap();
         let pending = store
@@ -580,6 +600,14 @@ mod tests {
         assert_eq!(pending[1].body.plain, "first — denied");
     }
 
+    /// A settlement that reads the same before and after the message went out.
+    fn same(text: String) -> Settled {
+        Settled {
+            body: MessageBody::plain(text.clone()),
+            later: MessageBody::plain(text),
+        }
+    }
+
     #[tokio::test]
     async fn settling_a_prompt_being_sent_rewrites_it_for_its_next_attempt_and_edits_after() {
         let store = Store::open_in_memory().unwrap();
@@ -587,8 +615,9 @@ mod tests {
         let claimed = store.outbox_claim(ids[0]).await.unwrap().unwrap();
         assert_eq!(claimed.choices, vec![deny()]);
         store
-            .outbox_settle(ids[0], |_, md| {
-                MessageBody::plain(format!("{md} — allowed"))
+            .outbox_settle(ids[0], |_, md| Settled {
+                body: MessageBody::plain(format!("{md} — allowed")),
+                later: MessageBody::plain("allowed"),
             })
             .await
             .unwrap();
@@ -601,6 +630,10 @@ mod tests {
             edit[0].edit_of,
             Some(ids[0]),
             "and an attempt already on its way is corrected"
+        );
+        assert_eq!(
+            edit[0].body.plain, "allowed",
+            "by what follows a sent message"
         );
     }
 
@@ -616,7 +649,7 @@ mod tests {
             .outbox_delivery_report(Platform::Telegram, "wamid.1".into(), DeliveryStatus::Read)
             .await
             .unwrap();
-        assert!(found);
+        assert!(found.is_some());
         let unknown = store
             .outbox_delivery_report(
                 Platform::Telegram,
@@ -625,7 +658,7 @@ mod tests {
             )
             .await
             .unwrap();
-        assert!(!unknown);
+        assert!(unknown.is_none());
         let status: String = store
             .call(move |c| {
                 Ok(

@@ -159,6 +159,9 @@ pub enum DeliveryStatus {
     Read,
     /// The platform could not deliver it; the reason as the platform gave it.
     Failed(String),
+    /// The platform did not deliver it for a reason that passes (WhatsApp: the person's
+    /// 24-hour window had closed): the gateway queues it again, to go out when it can.
+    Held(String),
 }
 
 impl DeliveryStatus {
@@ -169,6 +172,7 @@ impl DeliveryStatus {
             DeliveryStatus::Delivered => "delivered",
             DeliveryStatus::Read => "read",
             DeliveryStatus::Failed(_) => "failed",
+            DeliveryStatus::Held(_) => "held",
         }
     }
 }

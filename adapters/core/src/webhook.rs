@@ -1,8 +1,8 @@
 //! Webhooks: how an adapter that receives over HTTP (WhatsApp Cloud, the Slack Events API)
 //! hands the daemon its routes. The daemon owns the one HTTP server. Invariant 7 lives
-//! here, not in each adapter: a route whose secret is not configured is not mounted at all,
-//! and a request reaches the route's handler only after [`WebhookRoute::verify`] accepted it
-//! on the raw body.
+//! here, not in each adapter: a route whose secret is not configured refuses every request
+//! (503, naming the setting), and a request reaches the route's handler only after
+//! [`WebhookRoute::verify`] accepted it on the raw body.
 
 use std::sync::Arc;
 
@@ -60,6 +60,13 @@ impl WebhookResponse {
 pub trait Verifier: Send + Sync {
     /// `true` when `request` is authentic under `secret`.
     fn verify(&self, secret: &str, request: &WebhookRequest) -> bool;
+
+    /// What a request [`Verifier::verify`] refused is answered (WhatsApp's handshake wants
+    /// a 403; a bad signature is a 401).
+    fn refusal(&self, request: &WebhookRequest) -> WebhookResponse {
+        let _ = request;
+        WebhookResponse::text(401, "signature does not match")
+    }
 }
 
 /// Handles an authenticated request: records the events through the sink and answers once
@@ -76,7 +83,7 @@ pub struct WebhookRoute {
     pub path: String,
     /// Where the operator sets the secret (`WHATSAPP_CLOUD_APP_SECRET`), for messages.
     pub secret_name: &'static str,
-    /// The secret; `None` = not configured, so the route is not mounted (fail closed).
+    /// The secret; `None` = not configured, so the route refuses everything (fail closed).
     pub secret: Option<String>,
     pub verifier: Arc<dyn Verifier>,
     pub handler: Arc<dyn WebhookHandler>,

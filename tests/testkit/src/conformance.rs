@@ -46,9 +46,18 @@ pub trait PlatformFake: Send + Sync + 'static {
     fn measure(&self, shown: &str) -> usize;
     /// Person `n` (1, 2, …) as the platform names users.
     fn person(&self, n: u32) -> String;
-    /// The direct chat with `person`, and a group chat.
+    /// The direct chat with `person`, and a group chat (asked only when
+    /// [`PlatformFake::has_groups`]).
     fn dm_chat(&self, person: &str) -> String;
     fn group_chat(&self) -> String;
+    /// Whether the platform has group chats the bot is in (the WhatsApp Cloud API has none).
+    fn has_groups(&self) -> bool {
+        true
+    }
+    /// Whether the bot's messages can be edited (on WhatsApp they cannot).
+    fn edits(&self) -> bool {
+        true
+    }
     /// `person` writes `text` in `chat`; in a group, `addressed` mentions the bot.
     fn write(&self, chat: &str, person: &str, text: &str, addressed: bool);
     /// What the bot's messages in `chat` show (markup removed), in order.
@@ -175,6 +184,10 @@ pub async fn a_direct_message_is_answered<F: PlatformFake>(fake: F, binary: &str
 
 /// In a group the bot answers only messages addressed to it.
 pub async fn a_group_is_answered_only_when_addressed<F: PlatformFake>(fake: F, binary: &str) {
+    if !fake.has_groups() {
+        eprintln!("skipped: the platform has no group chats, so there is nothing to address");
+        return;
+    }
     let kit = Kit::open(fake, binary).await;
     kit.llm.push(Reply::text("you called?"));
     let _d = kit.start();
@@ -276,7 +289,9 @@ pub async fn an_approval_by_choice_is_acknowledged_and_runs<F: PlatformFake>(
     .await;
 }
 
-/// A press by someone who is not allowed is acknowledged but decides nothing.
+/// A press by someone who is not allowed is acknowledged but decides nothing. In a group
+/// the stranger presses the prompt they see; on a platform without groups the stranger
+/// answers the prompt from their own chat (a forged reply naming the prompt's message).
 pub async fn a_press_by_a_stranger_is_refused<F: PlatformFake>(fake: F, binary: &str) {
     let probe_alice = fake.person(1);
     let allow = format!("{}={probe_alice}", fake.allowlist_var());
@@ -286,24 +301,28 @@ pub async fn a_press_by_a_stranger_is_refused<F: PlatformFake>(fake: F, binary: 
         .push(Reply::terminal(&format!("rm -rf {}", target.display())));
     kit.llm.push(Reply::text("done"));
     let _d = kit.start();
-    let (alice, mallory, group) = (
-        kit.fake.person(1),
-        kit.fake.person(3),
-        kit.fake.group_chat(),
-    );
-    kit.fake.write(&group, &alice, "clean up", true);
+    let (alice, mallory) = (kit.fake.person(1), kit.fake.person(3));
+    let (chat, mallory_chat) = if kit.fake.has_groups() {
+        let group = kit.fake.group_chat();
+        (group.clone(), group)
+    } else {
+        (kit.fake.dm_chat(&alice), kit.fake.dm_chat(&mallory))
+    };
+    kit.fake.write(&chat, &alice, "clean up", true);
     let prompt = eventually(WAIT, "the approval prompt", || {
-        kit.fake.prompts(&group).first().cloned()
+        kit.fake.prompts(&chat).first().cloned()
     })
     .await;
-    let press = kit.fake.press(&group, &mallory, &prompt, "Allow once");
+    let press = kit
+        .fake
+        .press(&mallory_chat, &mallory, &prompt, "Allow once");
     eventually(WAIT, "the stranger's press acknowledged", || {
         kit.fake.acknowledged(&press)
     })
     .await;
     settle().await;
     assert!(target.exists(), "a stranger's press decided nothing");
-    kit.fake.press(&group, &alice, &prompt, "Allow once");
+    kit.fake.press(&chat, &alice, &prompt, "Allow once");
     eventually(WAIT, "Alice's decision", || {
         (!target.exists()).then_some(())
     })
@@ -346,11 +365,13 @@ pub async fn the_working_indicator_is_shown_and_ended<F: PlatformFake>(fake: F, 
 }
 
 /// With streaming on, the answer shows as one message that grows as the model writes,
-/// edited in place until it is whole: never a second copy.
+/// edited in place until it is whole: never a second copy. On a platform without edits
+/// the answer shows once it is whole, as exactly one message: never a partial copy.
 pub async fn a_streamed_reply_is_one_message_edited_in_place<F: PlatformFake>(
     fake: F,
     binary: &str,
 ) {
+    let edits = fake.edits();
     let all = format!("{}=true", fake.allow_all_var());
     let streaming = "streaming:\n  enabled: true\n  edit_interval: 0.4\n  buffer_threshold: 5\n";
     let kit = Kit::new(fake, binary, &[all], streaming).await;
@@ -364,6 +385,17 @@ pub async fn a_streamed_reply_is_one_message_edited_in_place<F: PlatformFake>(
     let alice = kit.fake.person(1);
     let chat = kit.fake.dm_chat(&alice);
     kit.fake.write(&chat, &alice, "tell me a story", true);
+    if !edits {
+        let first = eventually(WAIT, "the answer", || {
+            let shown = kit.fake.shown(&chat);
+            (!shown.is_empty()).then_some(shown)
+        })
+        .await;
+        assert_eq!(first, [answer], "the whole answer, as one message");
+        settle().await;
+        assert_eq!(kit.fake.shown(&chat), [answer], "still one message");
+        return;
+    }
     let partial = eventually(WAIT, "a part of the answer", || {
         let shown = kit.fake.shown(&chat);
         (shown.len() == 1 && !shown[0].is_empty() && shown[0] != answer).then(|| shown[0].clone())

@@ -1,0 +1,260 @@
+//! Meta's 24-hour customer-service window, per contact: free-form messages (text, buttons,
+//! media) may go to a person only within 24 hours of their last message. The time of each
+//! contact's last inbound message is kept durably (the sink's cursors, written before the
+//! message itself is recorded), so a restart still knows. A refusal from Meta (131047)
+//! closes a contact's window until they write again, and the re-engagement template is
+//! sent at most once per closed window.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hermes_adapter::{InboundSink, Platform, SinkError};
+
+/// How long the window stays open after a person's message.
+pub const WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+/// Held back from the end of the window: a message sent in its last minute may arrive late.
+const MARGIN: Duration = Duration::from_secs(60);
+
+/// Whether a free-form message may go to a contact now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    Open,
+    /// Closed since `last` (unix seconds of their last message; `None` = never wrote or
+    /// Meta refused since).
+    Closed {
+        last: Option<u64>,
+    },
+    /// Nothing is known (no message from them on record): Meta decides.
+    Unknown,
+}
+
+#[derive(Default)]
+struct Contact {
+    /// Unix seconds of the last message from them; `None` until loaded or seen.
+    last_inbound: Option<u64>,
+    loaded: bool,
+    /// Meta refused a message to them as outside the window since their last message.
+    refused: bool,
+    /// Unix seconds when the re-engagement template last went to them.
+    reengaged_at: Option<u64>,
+}
+
+/// The windows of every contact of one business number.
+pub struct Windows {
+    phone_number_id: String,
+    sink: OnceLock<Arc<dyn InboundSink>>,
+    contacts: Mutex<HashMap<String, Contact>>,
+}
+
+/// Unix seconds now.
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Windows {
+    pub fn new(phone_number_id: &str) -> Windows {
+        Windows {
+            phone_number_id: phone_number_id.to_owned(),
+            sink: OnceLock::new(),
+            contacts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Where the times are kept (the daemon's sink; given once it exists).
+    pub fn attach(&self, sink: Arc<dyn InboundSink>) {
+        let _ = self.sink.set(sink);
+    }
+
+    fn key(&self, what: &str, wa_id: &str) -> String {
+        format!("{what}:{}:{wa_id}", self.phone_number_id)
+    }
+
+    /// `wa_id` wrote at `at` (Meta's timestamp): keep it durably if it is their latest.
+    pub async fn opened(&self, wa_id: &str, at: u64) -> Result<(), SinkError> {
+        self.load(wa_id).await;
+        let newer = {
+            let mut contacts = self.contacts.lock().expect("windows lock");
+            let contact = contacts.entry(wa_id.to_owned()).or_default();
+            let newer = contact.last_inbound.is_none_or(|last| at > last);
+            if newer {
+                contact.last_inbound = Some(at);
+                contact.refused = false;
+            }
+            newer
+        };
+        match (newer, self.sink.get()) {
+            (true, Some(sink)) => {
+                sink.save_cursor(
+                    Platform::WhatsApp,
+                    &self.key("window", wa_id),
+                    at.to_string(),
+                )
+                .await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Meta refused a message to `wa_id` as outside the window: closed until a newer
+    /// message of theirs comes (by Meta's timestamps, so a redelivered old one does not
+    /// reopen it). Kept in memory: after a restart Meta is asked once more.
+    pub fn refused(&self, wa_id: &str) {
+        let mut contacts = self.contacts.lock().expect("windows lock");
+        contacts.entry(wa_id.to_owned()).or_default().refused = true;
+    }
+
+    /// The window of `wa_id` at `now`.
+    pub async fn state(&self, wa_id: &str, now: u64) -> Window {
+        self.load(wa_id).await;
+        let contacts = self.contacts.lock().expect("windows lock");
+        let Some(contact) = contacts.get(wa_id) else {
+            return Window::Unknown;
+        };
+        match contact.last_inbound {
+            Some(last) if contact.refused => Window::Closed { last: Some(last) },
+            Some(last) if now.saturating_sub(last) < (WINDOW - MARGIN).as_secs() => Window::Open,
+            Some(last) => Window::Closed { last: Some(last) },
+            None if contact.refused => Window::Closed { last: None },
+            None => Window::Unknown,
+        }
+    }
+
+    /// Whether the re-engagement template should go to `wa_id` now: not yet since their
+    /// window closed (and at most once a day). Marks it sent; [`Windows::reengage_failed`]
+    /// takes that back.
+    pub async fn take_reengagement(&self, wa_id: &str, now: u64) -> bool {
+        let key = self.key("reengaged", wa_id);
+        let stored = match self.sink.get() {
+            Some(sink) => sink
+                .load_cursor(Platform::WhatsApp, &key)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|v| v.parse::<u64>().ok()),
+            None => None,
+        };
+        let take = {
+            let mut contacts = self.contacts.lock().expect("windows lock");
+            let contact = contacts.entry(wa_id.to_owned()).or_default();
+            let sent = contact.reengaged_at.max(stored);
+            let last = contact.last_inbound.unwrap_or(0);
+            let take =
+                sent.is_none_or(|sent| sent < last || now.saturating_sub(sent) >= WINDOW.as_secs());
+            if take {
+                contact.reengaged_at = Some(now);
+            }
+            take
+        };
+        if take && let Some(sink) = self.sink.get() {
+            let _ = sink
+                .save_cursor(Platform::WhatsApp, &key, now.to_string())
+                .await;
+        }
+        take
+    }
+
+    /// The template could not be sent: the next held reply may try again.
+    pub async fn reengage_failed(&self, wa_id: &str) {
+        if let Some(contact) = self.contacts.lock().expect("windows lock").get_mut(wa_id) {
+            contact.reengaged_at = None;
+        }
+        if let Some(sink) = self.sink.get() {
+            let _ = sink
+                .save_cursor(
+                    Platform::WhatsApp,
+                    &self.key("reengaged", wa_id),
+                    "0".into(),
+                )
+                .await;
+        }
+    }
+
+    /// Read a contact's last inbound time from the cursors once.
+    async fn load(&self, wa_id: &str) {
+        let loaded = self
+            .contacts
+            .lock()
+            .expect("windows lock")
+            .get(wa_id)
+            .is_some_and(|c| c.loaded);
+        if loaded {
+            return;
+        }
+        let Some(sink) = self.sink.get() else {
+            return;
+        };
+        let stored = match sink
+            .load_cursor(Platform::WhatsApp, &self.key("window", wa_id))
+            .await
+        {
+            Ok(value) => value.and_then(|v| v.parse::<u64>().ok()),
+            Err(e) => {
+                tracing::warn!(error = %e, "whatsapp: cannot read a contact's 24-hour window; Meta will decide");
+                return;
+            }
+        };
+        let mut contacts = self.contacts.lock().expect("windows lock");
+        let contact = contacts.entry(wa_id.to_owned()).or_default();
+        contact.last_inbound = contact.last_inbound.max(stored);
+        contact.loaded = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: u64 = 24 * 60 * 60;
+
+    #[tokio::test]
+    async fn the_window_follows_the_last_message_and_metas_refusals() {
+        let windows = Windows::new("100");
+        assert_eq!(windows.state("a", 1_000_000).await, Window::Unknown);
+        windows.opened("a", 1_000_000).await.unwrap();
+        assert_eq!(
+            windows.state("a", 1_000_000 + DAY - 3600).await,
+            Window::Open
+        );
+        assert_eq!(
+            windows.state("a", 1_000_000 + DAY).await,
+            Window::Closed {
+                last: Some(1_000_000)
+            }
+        );
+        // An older message does not move the window back.
+        windows.opened("a", 900_000).await.unwrap();
+        assert_eq!(windows.state("a", 1_000_000 + 10).await, Window::Open);
+        // Meta knows better: closed until they write again (an old message redelivered
+        // does not count).
+        windows.refused("a");
+        let closed = |w: Window| matches!(w, Window::Closed { .. });
+        assert!(closed(windows.state("a", 1_000_200).await));
+        windows.opened("a", 1_000_000).await.unwrap();
+        assert!(closed(windows.state("a", 1_000_200).await));
+        windows.opened("a", 1_000_300).await.unwrap();
+        assert_eq!(windows.state("a", 1_000_400).await, Window::Open);
+        windows.refused("never-wrote");
+        assert_eq!(
+            windows.state("never-wrote", 10).await,
+            Window::Closed { last: None }
+        );
+    }
+
+    #[tokio::test]
+    async fn the_template_goes_once_per_closed_window() {
+        let windows = Windows::new("100");
+        windows.opened("a", 1_000).await.unwrap();
+        let later = 1_000 + DAY + 5;
+        assert!(windows.take_reengagement("a", later).await);
+        assert!(!windows.take_reengagement("a", later + 60).await);
+        windows.reengage_failed("a").await;
+        assert!(windows.take_reengagement("a", later + 120).await);
+        // They wrote and the window closed again: one more.
+        windows.opened("a", later + 200).await.unwrap();
+        assert!(windows.take_reengagement("a", later + 200 + DAY).await);
+    }
+}
