@@ -333,7 +333,13 @@ impl Router {
         if !allowed {
             tracing::warn!(user = %author.user_id, "router: approval button pressed by someone not allowed");
         }
-        if let Some(sender) = self.services.delivery.sender(chat.platform).cloned() {
+        // Where a message cannot be edited (WhatsApp) the outcome follows the prompt as a
+        // message of its own in this chat, which the presser sees: a notice would say it
+        // twice.
+        let decided = matches!(state, InboxState::Done);
+        if let Some(sender) = self.services.delivery.sender(chat.platform).cloned()
+            && !(decided && !sender.capabilities().edits)
+        {
             let notice = Outbound::PressNotice {
                 chat: chat.clone(),
                 press_id: press.press_id.clone(),
