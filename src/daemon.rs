@@ -60,9 +60,16 @@ impl GatewaySink {
     async fn record(&self, event: Inbound) -> Result<Accepted, SinkError> {
         let (accepted, new) = self.write(event, false).await?;
         if let Some(row) = new {
-            self.router.submit(row);
+            self.dispatch(row);
         }
         Ok(accepted)
+    }
+
+    /// Hand a new row to the router; a reply held in its chat (the person's window had
+    /// closed) may go now.
+    fn dispatch(&self, row: InboxRow) {
+        self.delivery.person_wrote(&row.event.chat);
+        self.router.submit(row);
     }
 
     /// Write `event` to the inbox (`unsynced`: before it is on disk), returning the row
@@ -123,7 +130,7 @@ impl InboundSink for GatewaySink {
             }
         }
         for row in new {
-            self.router.submit(row);
+            self.dispatch(row);
         }
         results
     }
@@ -160,18 +167,27 @@ impl InboundSink for GatewaySink {
         if let DeliveryStatus::Failed(why) = &status {
             tracing::warn!(%platform, message = %platform_message_id, why, "delivery: the platform could not deliver a message");
         }
-        let held = matches!(status, DeliveryStatus::Held(_));
-        let chat = self
+        let undelivered = matches!(status, DeliveryStatus::Failed(_) | DeliveryStatus::Held(_));
+        let row = self
             .store
-            .outbox_delivery_report(platform, platform_message_id.clone(), status)
+            .outbox_delivery_report(
+                platform,
+                platform_message_id.clone(),
+                status,
+                self.delivery.hold_max_age(),
+            )
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        match chat {
+        match row {
+            // A failure for a message not (yet) known as sent: the operator hears of it.
+            None if undelivered => {
+                tracing::warn!(%platform, message = %platform_message_id, "delivery: the platform could not deliver a message the outbox does not know as sent");
+            }
             None => {
                 tracing::debug!(%platform, message = %platform_message_id, "delivery: report for a message we do not know");
             }
-            Some(chat) if held => self.delivery.wake(&chat),
-            Some(_) => {}
+            Some((chat, true)) => self.delivery.wake(&chat),
+            Some((_, false)) => {}
         }
         Ok(())
     }

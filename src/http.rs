@@ -80,8 +80,15 @@ pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
                 }
             }),
         );
+    let mut taken: Vec<String> = vec!["/healthz".into(), "/readyz".into()];
     for route in routes {
         let path = route.path.clone();
+        if taken.contains(&path) {
+            // Two routes on one path would stop the server from starting at all.
+            tracing::error!(%path, "http: two webhooks want the same path; the second is not mounted");
+            continue;
+        }
+        taken.push(path.clone());
         if route.secret.is_none() {
             tracing::warn!(
                 path = %route.path,

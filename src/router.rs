@@ -338,7 +338,7 @@ impl Router {
         // twice.
         let decided = matches!(state, InboxState::Done);
         if let Some(sender) = self.services.delivery.sender(chat.platform).cloned()
-            && !(decided && !sender.capabilities().edits)
+            && (!decided || sender.capabilities().edits)
         {
             let notice = Outbound::PressNotice {
                 chat: chat.clone(),

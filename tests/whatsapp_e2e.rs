@@ -255,7 +255,10 @@ async fn a_reply_outside_the_window_is_held_until_the_person_writes_again() {
     let all = "WHATSAPP_CLOUD_ALLOW_ALL_USERS=true".to_owned();
     let kit = Kit::new(fake, BIN, &[template, all], "").await;
     kit.llm.push(Reply::text("sorry for the wait"));
-    kit.llm.push(Reply::text("welcome back"));
+    kit.llm.push(Reply::Delayed(
+        Duration::from_secs(3),
+        Box::new(Reply::text("welcome back")),
+    ));
     let daemon = kit.start();
     let alice = kit.fake.person(1);
     // Meta delivers a message written 25 hours ago (it retries for days).
@@ -276,13 +279,27 @@ async fn a_reply_outside_the_window_is_held_until_the_person_writes_again() {
         daemon.log_text().contains("a reply is held").then_some(())
     })
     .await;
-    settle().await;
+    // Held means left alone: not tried again every few seconds.
+    tokio::time::sleep(Duration::from_secs(6)).await;
     assert!(
         texts(&kit.fake, &alice).is_empty(),
         "nothing free-form outside the window"
     );
-    // They write again: the held reply goes first, then the new one.
+    let db = kit.home.dir.join("gateway.db");
+    let attempts: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT max(attempts) FROM outbox", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(attempts, 1, "one attempt while nothing changed");
+    // They write again: the held reply goes at once (before the new answer is ready),
+    // then the new one.
     kit.fake.text(&alice, "yes, here");
+    let first = eventually(Duration::from_millis(2500), "the held reply", || {
+        let shown = texts(&kit.fake, &alice);
+        (!shown.is_empty()).then_some(shown)
+    })
+    .await;
+    assert_eq!(first, ["sorry for the wait"]);
     let shown = eventually(WAIT, "both replies", || {
         let shown = texts(&kit.fake, &alice);
         (shown.len() >= 2).then_some(shown)
@@ -309,7 +326,9 @@ async fn metas_own_window_refusal_after_the_send_holds_the_reply_too() {
     kit.fake.text(&alice, "a question");
     kit.shown(&alice, 1).await;
     let wamid = kit.fake.sent(&alice)[0].wamid.clone();
-    // Meta took the message, then reports it could not deliver it (131047).
+    // Meta took the message, then, a second or more later (its timestamps count seconds),
+    // reports it could not deliver it (131047).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     kit.fake.failed_status(
         &wamid,
         131047,

@@ -5,8 +5,8 @@
 //! a rejected markup falls back to plain text, and an edit whose message cannot be edited
 //! goes out as a new message. A revoked token leaves the row queued for after the fix, and
 //! a reply the platform may not take yet (outside WhatsApp's 24-hour window) is held, with
-//! the chat's later replies behind it, until the chat is woken (the person writes again)
-//! or, at the latest, ten minutes later.
+//! the chat's later replies behind it, until the person writes again or, at the latest, ten
+//! minutes later, for up to a week.
 //! Failures that may pass (outages, rate limits, a refused token) are retried until the row
 //! has waited `delivery.max_age`; only then is it marked failed. A row the platform has is
 //! recorded as sent before the lane moves on, so it is never sent twice.
@@ -32,6 +32,9 @@ const UNAUTHORIZED_PAUSE: Duration = Duration::from_secs(60);
 /// How often a chat whose reply is held (outside WhatsApp's 24-hour window) is looked at
 /// again when nothing wakes it sooner (a new message of theirs wakes it at once).
 const HOLD_RECHECK: Duration = Duration::from_secs(600);
+/// How long a held reply waits for the person to write again (however short
+/// `delivery.max_age` is): an answer they come back for days later is still theirs.
+pub(super) const HOLD_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 pub(super) struct Lane {
     pub(super) delivery: Delivery,
@@ -135,6 +138,7 @@ impl Lane {
                     }
                 }
             }
+            self.delivery.set_held(&self.chat, held);
             let idle = if held { HOLD_RECHECK } else { LANE_IDLE };
             tokio::select! {
                 _ = inner.shutdown.cancelled() => break,
@@ -265,7 +269,8 @@ impl Lane {
                 Next::GiveUp => true,
                 Next::Now => false,
                 Next::Wait(_) if is_file && attempts >= FILE_ATTEMPTS => true,
-                Next::Wait(_) | Next::Requeue | Next::Hold => waited >= inner.config.max_age,
+                Next::Wait(_) | Next::Requeue => waited >= inner.config.max_age,
+                Next::Hold => waited >= inner.config.max_age.max(HOLD_MAX_AGE),
             };
             if let Err(e) = store
                 .outbox_mark_attempt(row.id, error.to_string(), give_up)
@@ -293,7 +298,7 @@ impl Lane {
                     if attempts.is_power_of_two() {
                         tracing::warn!(
                             error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
-                            waited_s = waited.as_secs(), gives_up_after_s = inner.config.max_age.as_secs(),
+                            waited_s = waited.as_secs(), gives_up_after_s = inner.config.max_age.max(HOLD_MAX_AGE).as_secs(),
                             "delivery: a reply is held until the platform takes it again; the chat's later replies wait behind it"
                         );
                     }

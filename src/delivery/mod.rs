@@ -10,7 +10,7 @@ mod lane;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +51,9 @@ struct Inner {
     config: DeliveryConfig,
     /// The wake-up of each running lane.
     lanes: Mutex<HashMap<ChatKey, Arc<Notify>>>,
+    /// Chats whose lane holds a reply the platform may not take yet (outside WhatsApp's
+    /// window): a message from the person there wakes the lane at once.
+    held: Mutex<HashSet<ChatKey>>,
     /// Per-chat budgets.
     chat_budgets: Mutex<HashMap<ChatKey, TokenBucket>>,
     /// Per-bot budgets, for platforms that declare one.
@@ -72,6 +75,7 @@ impl Delivery {
                 senders,
                 config,
                 lanes: Mutex::new(HashMap::new()),
+                held: Mutex::new(HashSet::new()),
                 chat_budgets: Mutex::new(HashMap::new()),
                 bot_budgets: Mutex::new(HashMap::new()),
                 shutdown,
@@ -99,7 +103,9 @@ impl Delivery {
         self.inner.tasks.spawn(async move {
             loop {
                 match this.inner.store.outbox_pending_chats().await {
-                    Ok(chats) => chats.iter().for_each(|chat| this.wake(chat)),
+                    // Only chats without a lane: a running lane reads the outbox again by
+                    // itself, and one holding a reply must not be retried every sweep.
+                    Ok(chats) => chats.iter().for_each(|chat| this.ensure_lane(chat)),
                     Err(e) => tracing::error!(error = %e, "delivery: cannot read the outbox"),
                 }
                 this.forget_rested_budgets();
@@ -269,10 +275,51 @@ impl Delivery {
         Ok(())
     }
 
+    /// How long a reply the platform may not take yet is kept for (a week, or
+    /// `delivery.max_age` if longer).
+    pub fn hold_max_age(&self) -> Duration {
+        self.inner.config.max_age.max(lane::HOLD_MAX_AGE)
+    }
+
     /// Make sure the chat's lane runs and looks at the outbox again.
     pub fn wake(&self, chat: &ChatRef) {
+        self.lane(chat, true);
+    }
+
+    /// A person wrote in `chat`: if its lane holds a reply, it looks again now (the
+    /// person's message has reopened WhatsApp's window).
+    pub fn person_wrote(&self, chat: &ChatRef) {
+        let held = self
+            .inner
+            .held
+            .lock()
+            .expect("held lock")
+            .contains(&chat_key(chat));
+        if held {
+            self.wake(chat);
+        }
+    }
+
+    /// Whether a lane holds a reply in `chat` (see [`Delivery::person_wrote`]).
+    fn set_held(&self, chat: &ChatRef, held: bool) {
+        let mut set = self.inner.held.lock().expect("held lock");
+        if held {
+            set.insert(chat_key(chat));
+        } else {
+            set.remove(&chat_key(chat));
+        }
+    }
+
+    /// Start the chat's lane if none runs.
+    fn ensure_lane(&self, chat: &ChatRef) {
+        self.lane(chat, false);
+    }
+
+    /// Start the chat's lane if none runs; with `look_again`, a running one looks again.
+    fn lane(&self, chat: &ChatRef, look_again: bool) {
         let key = chat_key(chat);
         let mut lanes = self.inner.lanes.lock().expect("lanes lock");
+        let mut started = false;
         let notify = lanes.entry(key.clone()).or_insert_with(|| {
             let notify = Arc::new(Notify::new());
             let lane = Lane {
@@ -282,10 +329,13 @@ impl Delivery {
                 notify: notify.clone(),
             };
             self.inner.tasks.spawn(lane.run());
+            started = true;
             notify
         });
         // Under the lock, so a lane deciding to end sees this wake-up (see `Lane::run`).
-        notify.notify_one();
+        if look_again || started {
+            notify.notify_one();
+        }
     }
 
     /// Show, refresh or end the working indicator, if the budget has room to spare; never

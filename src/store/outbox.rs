@@ -229,10 +229,19 @@ impl Store {
                     insert_in(&tx, &row.chat, &later, None, &[], Some(id))?;
                 }
                 "sent" => {
-                    insert_in(&tx, &row.chat, &later, None, &[], Some(id))?;
+                    // Its choices are dead: if the platform hands it back (a held report),
+                    // it goes out again without them.
+                    tx.prepare_cached("UPDATE outbox SET choices = NULL WHERE id = ?1")?
+                        .execute([id])?;
+                    let sent_as: Option<String> = tx
+                        .prepare_cached("SELECT platform_message_id FROM outbox WHERE id = ?1")?
+                        .query_row([id], |r| r.get(0))?;
+                    // Where the follow-up is a new message, it quotes the prompt.
+                    insert_in(&tx, &row.chat, &later, sent_as.as_deref(), &[], Some(id))?;
                 }
                 _ => {
-                    insert_in(&tx, &row.chat, &later, None, &[], None)?;
+                    // The prompt never went out: the outcome goes with it.
+                    insert_in(&tx, &row.chat, &body, None, &[], None)?;
                 }
             }
             tx.commit()?;
@@ -334,20 +343,18 @@ impl Store {
     }
 
     /// Record what the platform said became of a sent message: the row's chat, `None` when
-    /// no row has that platform id. A [`DeliveryStatus::Held`] message goes back in its
-    /// chat's queue (pending again, without its platform id), ahead of what was queued
-    /// after it: the caller wakes the chat.
+    /// no row has that platform id. A [`DeliveryStatus::Held`] message younger than
+    /// `requeue_within` goes back in its chat's queue (pending again, without its platform
+    /// id), ahead of what was queued after it, and the answer says so (the caller wakes the
+    /// chat); an older one is recorded as failed.
     pub async fn outbox_delivery_report(
         &self,
         platform: Platform,
         platform_message_id: String,
         status: DeliveryStatus,
-    ) -> Result<Option<ChatRef>, StoreError> {
+        requeue_within: std::time::Duration,
+    ) -> Result<Option<(ChatRef, bool)>, StoreError> {
         self.call(move |conn| {
-            let detail = match &status {
-                DeliveryStatus::Failed(why) | DeliveryStatus::Held(why) => Some(why.clone()),
-                _ => None,
-            };
             let tx = conn.transaction()?;
             let row = tx
                 .prepare_cached(
@@ -362,7 +369,19 @@ impl Store {
                 return Ok(None);
             };
             let row = row.map_err(StoreError::Invalid)?;
-            let requeue = matches!(status, DeliveryStatus::Held(_));
+            let young = now_ms() - row.created_at < requeue_within.as_millis() as i64;
+            let (status, requeue) = match status {
+                DeliveryStatus::Held(why) if !young => (
+                    DeliveryStatus::Failed(format!("{why}; too old to send again")),
+                    false,
+                ),
+                DeliveryStatus::Held(why) => (DeliveryStatus::Held(why), true),
+                other => (other, false),
+            };
+            let detail = match &status {
+                DeliveryStatus::Failed(why) | DeliveryStatus::Held(why) => Some(why.clone()),
+                _ => None,
+            };
             tx.prepare_cached(
                 "UPDATE outbox SET delivery_status = ?1, delivery_detail = ?2,
                     state = CASE WHEN ?3 THEN 'pending' ELSE state END,
@@ -372,7 +391,7 @@ impl Store {
             )?
             .execute(params![status.as_str(), detail, requeue, row.id])?;
             tx.commit()?;
-            Ok(Some(row.chat))
+            Ok(Some((row.chat, requeue)))
         })
         .await
     }
@@ -580,6 +599,11 @@ mod tests {
             .outbox_settle(ids[0], |_, md| same(format!("{md} — denied")))
             .await
             .unwrap();
+        let (_, choices) = store.outbox_content(ids[0]).await.unwrap().unwrap();
+        assert!(
+            choices.is_empty(),
+            "a sent prompt handed back later goes out without live choices"
+        );
         // The second row is still queued: rewritten in place, without its choices.
         store
             .outbox_settle(ids[1], |_, md| same(format!("{md} — allowed")))
@@ -598,6 +622,11 @@ mod tests {
         );
         assert_eq!(pending[1].edit_of, Some(ids[0]));
         assert_eq!(pending[1].body.plain, "first — denied");
+        assert_eq!(
+            pending[1].reply_to.as_deref(),
+            Some("m7"),
+            "where it becomes a new message, it quotes the prompt"
+        );
     }
 
     /// A settlement that reads the same before and after the message went out.
@@ -646,7 +675,12 @@ mod tests {
             .await
             .unwrap();
         let found = store
-            .outbox_delivery_report(Platform::Telegram, "wamid.1".into(), DeliveryStatus::Read)
+            .outbox_delivery_report(
+                Platform::Telegram,
+                "wamid.1".into(),
+                DeliveryStatus::Read,
+                DAY,
+            )
             .await
             .unwrap();
         assert!(found.is_some());
@@ -655,6 +689,7 @@ mod tests {
                 Platform::Telegram,
                 "wamid.2".into(),
                 DeliveryStatus::Failed("gone".into()),
+                DAY,
             )
             .await
             .unwrap();
@@ -669,6 +704,49 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(status, "read");
+    }
+
+    const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+    #[tokio::test]
+    async fn a_held_report_queues_a_young_message_again_and_fails_an_old_one() {
+        let store = Store::open_in_memory().unwrap();
+        let ids = store.outbox_enqueue(rows(&["young", "old"])).await.unwrap();
+        for (id, wamid) in [(ids[0], "wamid.Y"), (ids[1], "wamid.O")] {
+            store
+                .outbox_mark_sent(id, Some(wamid.into()))
+                .await
+                .unwrap();
+        }
+        let held = || DeliveryStatus::Held("Meta error 131047".into());
+        let young = store
+            .outbox_delivery_report(Platform::Telegram, "wamid.Y".into(), held(), DAY)
+            .await
+            .unwrap();
+        assert_eq!(young.map(|(_, requeued)| requeued), Some(true));
+        let old = store
+            .outbox_delivery_report(
+                Platform::Telegram,
+                "wamid.O".into(),
+                held(),
+                std::time::Duration::ZERO,
+            )
+            .await
+            .unwrap();
+        assert_eq!(old.map(|(_, requeued)| requeued), Some(false));
+        let pending = store.outbox_pending(&chat()).await.unwrap();
+        assert_eq!(pending.len(), 1, "only the young one is queued again");
+        assert_eq!(pending[0].id, ids[0]);
+        let state: (String, String) = store
+            .call(move |c| {
+                Ok(
+                    c.prepare_cached("SELECT state, delivery_status FROM outbox WHERE id = ?1")?
+                        .query_row([ids[1]], |r| Ok((r.get(0)?, r.get(1)?)))?,
+                )
+            })
+            .await
+            .unwrap();
+        assert_eq!(state, ("sent".to_owned(), "failed".to_owned()));
     }
 
     #[test]

@@ -23,6 +23,9 @@ const PAIR_WAIT: Duration = Duration::from_secs(6);
 /// How long to leave the whole number alone after an account-level limit (4, 80007, 131048).
 const ACCOUNT_WAIT: Duration = Duration::from_secs(60);
 
+/// Where Meta serves media downloads (`lookaside.fbsbx.com` today).
+const META_MEDIA_HOSTS: [&str; 4] = ["fbsbx.com", "facebook.com", "fbcdn.net", "whatsapp.net"];
+
 /// Meta's code for "more than 24 hours since the person last wrote".
 pub const OUTSIDE_WINDOW: i64 = 131047;
 
@@ -140,12 +143,18 @@ impl Graph {
         .await
     }
 
-    /// The token goes over https, or to the Graph API's own origin (a fake on 127.0.0.1).
+    /// The token goes to Meta's media hosts over https, or to the Graph API's own origin
+    /// (a proxy, a fake on 127.0.0.1).
     fn may_carry_token(&self, url: &str) -> bool {
         let Ok(parsed) = url::Url::parse(url) else {
             return false;
         };
-        parsed.scheme() == "https" || origin(url).is_some_and(|o| Some(o) == self.origin)
+        let metas = parsed.host_str().is_some_and(|host| {
+            META_MEDIA_HOSTS
+                .iter()
+                .any(|m| host == *m || host.ends_with(&format!(".{m}")))
+        });
+        (parsed.scheme() == "https" && metas) || origin(url).is_some_and(|o| Some(o) == self.origin)
     }
 }
 
@@ -275,6 +284,8 @@ mod tests {
         );
         assert!(!graph.may_carry_token("http://127.0.0.1:10/media/1"));
         assert!(!graph.may_carry_token("http://evil.example/steal"));
+        assert!(!graph.may_carry_token("https://evil.example/steal"));
+        assert!(!graph.may_carry_token("https://fbsbx.com.evil.example/x"));
         assert!(!graph.may_carry_token("file:///etc/passwd"));
     }
 }

@@ -155,6 +155,9 @@ pub struct Status {
     pub id: String,
     #[serde(default)]
     pub status: String,
+    /// When it happened, unix seconds as a string.
+    #[serde(default)]
+    pub timestamp: String,
     #[serde(default)]
     pub recipient_id: String,
     #[serde(default)]

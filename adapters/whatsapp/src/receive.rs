@@ -122,7 +122,7 @@ impl Receiver {
             }
         }
         for status in delivery.statuses {
-            let report = self.status(&status);
+            let report = self.status(&status).await;
             if let Some(report) = report {
                 sink.delivery_report(Platform::WhatsApp, status.id.clone(), report)
                     .await?;
@@ -132,7 +132,7 @@ impl Receiver {
     }
 
     /// A status as the outbox's report; a failure logged with Meta's code and reason.
-    fn status(&self, status: &Status) -> Option<DeliveryStatus> {
+    async fn status(&self, status: &Status) -> Option<DeliveryStatus> {
         Some(match status.status.as_str() {
             "sent" => DeliveryStatus::Sent,
             "delivered" => DeliveryStatus::Delivered,
@@ -145,7 +145,12 @@ impl Receiver {
                     reasons.join("; ")
                 };
                 if status.errors.iter().any(|e| e.code == Some(OUTSIDE_WINDOW)) {
-                    self.windows.refused(&status.recipient_id);
+                    let contact = self
+                        .windows
+                        .recipient(&status.id)
+                        .unwrap_or_else(|| status.recipient_id.clone());
+                    let at = status.timestamp.parse().unwrap_or_else(|_| now_secs());
+                    self.windows.refused(&contact, at).await;
                     tracing::warn!(to = %status.recipient_id, message = %status.id, %reason,
                         "whatsapp: Meta did not deliver a reply because the 24-hour window had closed; it is held until they write again");
                     DeliveryStatus::Held(reason)

@@ -34,6 +34,8 @@ const BUTTONS: ChoiceLimits = ChoiceLimits {
 const TYPING_REFRESH: Duration = Duration::from_secs(20);
 /// What sits above the buttons when the prompt itself went out as a text message first.
 const BUTTONS_LEAD: &str = "Choose an answer:";
+/// Long prompts whose text went out but whose buttons did not, remembered at most.
+const PROMPT_TEXTS_KEPT: usize = 256;
 
 /// Sends to WhatsApp through the Graph API.
 pub struct WhatsAppSender {
@@ -102,17 +104,16 @@ impl WhatsAppSender {
         let answer = match answer {
             Ok(answer) => answer,
             Err(SendError::OutsideWindow(why)) => {
-                self.windows.refused(to);
+                self.windows.refused(to, now_secs()).await;
                 return Err(self.held(to, why).await);
             }
             Err(e) => return Err(e),
         };
-        answer["messages"][0]["id"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| {
-                SendError::Transient("the Graph API answered without a message id".into())
-            })
+        let wamid = answer["messages"][0]["id"].as_str().ok_or_else(|| {
+            SendError::Transient("the Graph API answered without a message id".into())
+        })?;
+        self.windows.sent(wamid, to);
+        Ok(wamid.to_owned())
     }
 
     /// Free-form messages may go to `to` now; else the reason, after the re-engagement
@@ -163,7 +164,11 @@ impl WhatsAppSender {
                 ))
             }
             Err(e) => {
-                self.windows.reengage_failed(to).await;
+                // Refused for good (not approved, a wrong name): not again for this closed
+                // window. No answer: it may have gone; another try in an hour.
+                if !matches!(e, SendError::Rejected(_) | SendError::Unauthorized(_)) {
+                    self.windows.template_unsent(to, now_secs()).await;
+                }
                 tracing::error!(to, template = %template.name, error = %e, "whatsapp: the re-engagement template was refused");
                 SendError::OutsideWindow(format!(
                     "{why}; the template {} was refused ({e}), and the reply waits until they write again",
@@ -245,10 +250,12 @@ impl WhatsAppSender {
             message["context"] = context;
         }
         let wamid = self.post_message(to, message).await?;
-        self.prompt_texts_sent
-            .lock()
-            .expect("prompt lock")
-            .insert(key, wamid);
+        let mut sent = self.prompt_texts_sent.lock().expect("prompt lock");
+        if sent.len() >= PROMPT_TEXTS_KEPT {
+            // Prompts given up long ago; at worst a retry shows a text twice.
+            sent.clear();
+        }
+        sent.insert(key, wamid);
         Ok(())
     }
 

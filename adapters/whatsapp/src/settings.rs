@@ -139,14 +139,16 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
             }
         },
     };
-    let webhook_path = webhook_path.unwrap_or_else(|| DEFAULT_WEBHOOK_PATH.to_owned());
-    if !webhook_path.starts_with('/') || webhook_path.contains(['?', '#', ' ']) {
-        source.error(
-            "WHATSAPP_CLOUD_WEBHOOK_PATH",
-            format!(
-                "{webhook_path:?} is not a path (it starts with /, like {DEFAULT_WEBHOOK_PATH})"
-            ),
+    if graph_base_url.starts_with("http://") && !is_loopback(&graph_base_url) {
+        source.warning(
+            "platforms.whatsapp_cloud.extra.graph_base_url",
+            "is plain http to another host: the access token crosses the network unencrypted"
+                .into(),
         );
+    }
+    let webhook_path = webhook_path.unwrap_or_else(|| DEFAULT_WEBHOOK_PATH.to_owned());
+    if let Err(why) = check_path(&webhook_path) {
+        source.error("WHATSAPP_CLOUD_WEBHOOK_PATH", why);
         return None;
     }
     let reengage_template = template.and_then(|t| parse_template(&t));
@@ -231,6 +233,33 @@ pub fn phone_digits(number: &str) -> String {
     }
 }
 
+/// A webhook path the daemon's router can take: `/` and letters, digits, `-`, `_`, `.`,
+/// and not one of the daemon's own paths.
+fn check_path(path: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.');
+    if !path.starts_with('/') || path.len() < 2 || !path.chars().all(allowed) {
+        return Err(format!(
+            "{path:?} is not a webhook path (a / then letters, digits, -, _, . and /, like {DEFAULT_WEBHOOK_PATH})"
+        ));
+    }
+    if matches!(path, "/healthz" | "/readyz") || path.starts_with("/slack/") {
+        return Err(format!(
+            "{path:?} is taken by the daemon itself; choose another"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a URL's host is this machine.
+fn is_loopback(url: &str) -> bool {
+    url::Url::parse(url).is_ok_and(|u| match u.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name == "localhost",
+        None => false,
+    })
+}
+
 /// `v23.0`-like.
 fn is_version(text: &str) -> bool {
     text.strip_prefix('v').is_some_and(|rest| {
@@ -287,6 +316,19 @@ mod tests {
             http_root("http://127.0.0.1:9/").unwrap(),
             "http://127.0.0.1:9"
         );
+        assert!(is_loopback("http://127.0.0.1:9") && !is_loopback("http://proxy.lan:80"));
+        assert!(check_path("/whatsapp/webhook").is_ok());
+        for bad in [
+            "whatsapp",
+            "/",
+            "/:x",
+            "/*x",
+            "/a b",
+            "/healthz",
+            "/slack/events",
+        ] {
+            assert!(check_path(bad).is_err(), "{bad}");
+        }
         assert!(http_root("file:///x").is_err());
     }
 }

@@ -5,7 +5,7 @@
 //! closes a contact's window until they write again, and the re-engagement template is
 //! sent at most once per closed window.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,6 +15,10 @@ use hermes_adapter::{InboundSink, Platform, SinkError};
 pub const WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// Held back from the end of the window: a message sent in its last minute may arrive late.
 const MARGIN: Duration = Duration::from_secs(60);
+/// How long after a template that could not be sent (Meta did not answer) another may go.
+const TEMPLATE_RETRY: Duration = Duration::from_secs(60 * 60);
+/// How many recent sends are remembered by their wamid (to whom each went).
+const REMEMBERED_SENDS: usize = 10_000;
 
 /// Whether a free-form message may go to a contact now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +49,9 @@ pub struct Windows {
     phone_number_id: String,
     sink: OnceLock<Arc<dyn InboundSink>>,
     contacts: Mutex<HashMap<String, Contact>>,
+    /// Recent sends: wamid → the `wa_id` it went to (Meta's statuses name the recipient by
+    /// its own id, which is not always the number the gateway sent to).
+    sends: Mutex<(HashMap<String, String>, VecDeque<String>)>,
 }
 
 /// Unix seconds now.
@@ -61,6 +68,7 @@ impl Windows {
             phone_number_id: phone_number_id.to_owned(),
             sink: OnceLock::new(),
             contacts: Mutex::new(HashMap::new()),
+            sends: Mutex::new((HashMap::new(), VecDeque::new())),
         }
     }
 
@@ -99,12 +107,36 @@ impl Windows {
         }
     }
 
-    /// Meta refused a message to `wa_id` as outside the window: closed until a newer
-    /// message of theirs comes (by Meta's timestamps, so a redelivered old one does not
-    /// reopen it). Kept in memory: after a restart Meta is asked once more.
-    pub fn refused(&self, wa_id: &str) {
+    /// Message `wamid` went to `wa_id`.
+    pub fn sent(&self, wamid: &str, wa_id: &str) {
+        let mut sends = self.sends.lock().expect("sends lock");
+        let (by_id, order) = &mut *sends;
+        if by_id.insert(wamid.to_owned(), wa_id.to_owned()).is_none() {
+            order.push_back(wamid.to_owned());
+        }
+        while order.len() > REMEMBERED_SENDS {
+            if let Some(old) = order.pop_front() {
+                by_id.remove(&old);
+            }
+        }
+    }
+
+    /// Whom message `wamid` went to, if it is a recent send.
+    pub fn recipient(&self, wamid: &str) -> Option<String> {
+        self.sends.lock().expect("sends lock").0.get(wamid).cloned()
+    }
+
+    /// Meta refused a message to `wa_id` at `at` (its unix seconds) as outside the window:
+    /// closed until a newer message of theirs comes, unless one came after the refusal
+    /// (statuses arrive late and out of order). Kept in memory: after a restart Meta is
+    /// asked once more.
+    pub async fn refused(&self, wa_id: &str, at: u64) {
+        self.load(wa_id).await;
         let mut contacts = self.contacts.lock().expect("windows lock");
-        contacts.entry(wa_id.to_owned()).or_default().refused = true;
+        let contact = contacts.entry(wa_id.to_owned()).or_default();
+        if contact.last_inbound.is_none_or(|last| last < at) {
+            contact.refused = true;
+        }
     }
 
     /// The window of `wa_id` at `now`.
@@ -124,8 +156,8 @@ impl Windows {
     }
 
     /// Whether the re-engagement template should go to `wa_id` now: not yet since their
-    /// window closed (and at most once a day). Marks it sent; [`Windows::reengage_failed`]
-    /// takes that back.
+    /// window closed (and at most once a day). Marks it sent; [`Windows::template_unsent`]
+    /// allows another try an hour later.
     pub async fn take_reengagement(&self, wa_id: &str, now: u64) -> bool {
         let key = self.key("reengaged", wa_id);
         let stored = match self.sink.get() {
@@ -157,17 +189,19 @@ impl Windows {
         take
     }
 
-    /// The template could not be sent: the next held reply may try again.
-    pub async fn reengage_failed(&self, wa_id: &str) {
+    /// The template did not get through to Meta (no answer, a passing failure): another
+    /// may go in an hour (not at once: it may have been sent after all).
+    pub async fn template_unsent(&self, wa_id: &str, now: u64) {
+        let retry_from = now.saturating_sub((WINDOW - TEMPLATE_RETRY).as_secs());
         if let Some(contact) = self.contacts.lock().expect("windows lock").get_mut(wa_id) {
-            contact.reengaged_at = None;
+            contact.reengaged_at = Some(retry_from);
         }
         if let Some(sink) = self.sink.get() {
             let _ = sink
                 .save_cursor(
                     Platform::WhatsApp,
                     &self.key("reengaged", wa_id),
-                    "0".into(),
+                    retry_from.to_string(),
                 )
                 .await;
         }
@@ -230,14 +264,17 @@ mod tests {
         assert_eq!(windows.state("a", 1_000_000 + 10).await, Window::Open);
         // Meta knows better: closed until they write again (an old message redelivered
         // does not count).
-        windows.refused("a");
+        windows.refused("a", 1_000_100).await;
         let closed = |w: Window| matches!(w, Window::Closed { .. });
         assert!(closed(windows.state("a", 1_000_200).await));
         windows.opened("a", 1_000_000).await.unwrap();
         assert!(closed(windows.state("a", 1_000_200).await));
         windows.opened("a", 1_000_300).await.unwrap();
         assert_eq!(windows.state("a", 1_000_400).await, Window::Open);
-        windows.refused("never-wrote");
+        // A late refusal of a message sent before their newest one does not close it.
+        windows.refused("a", 1_000_250).await;
+        assert_eq!(windows.state("a", 1_000_400).await, Window::Open);
+        windows.refused("never-wrote", 5).await;
         assert_eq!(
             windows.state("never-wrote", 10).await,
             Window::Closed { last: None }
@@ -251,10 +288,17 @@ mod tests {
         let later = 1_000 + DAY + 5;
         assert!(windows.take_reengagement("a", later).await);
         assert!(!windows.take_reengagement("a", later + 60).await);
-        windows.reengage_failed("a").await;
-        assert!(windows.take_reengagement("a", later + 120).await);
+        windows.template_unsent("a", later + 60).await;
+        assert!(
+            !windows.take_reengagement("a", later + 120).await,
+            "not at once"
+        );
+        assert!(
+            windows.take_reengagement("a", later + 60 + 3600).await,
+            "an hour later"
+        );
         // They wrote and the window closed again: one more.
-        windows.opened("a", later + 200).await.unwrap();
-        assert!(windows.take_reengagement("a", later + 200 + DAY).await);
+        windows.opened("a", later + 4000).await.unwrap();
+        assert!(windows.take_reengagement("a", later + 4000 + DAY).await);
     }
 }
