@@ -274,7 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn the_token_goes_only_over_https_or_to_the_graph_api_itself() {
+    fn the_token_goes_only_to_metas_media_hosts_or_the_graph_api_itself() {
         let graph = Graph::new("http://127.0.0.1:9", "v26.0", "t").unwrap();
         assert!(graph.may_carry_token("http://127.0.0.1:9/media/1"));
         assert!(
