@@ -1,4 +1,4 @@
-//! The command line: `run`, `check-config`, `pairing list|approve|revoke`.
+//! The command line: `run`, `check-config`, `pairing list|approve|revoke`, `approvals list|revoke`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,7 +18,7 @@ pub const EXIT_CONFIG: u8 = 78;
 #[command(
     name = "hermes-gateway",
     version,
-    about = "Chat with an AI agent on Telegram (and soon Discord, Slack, WhatsApp)"
+    about = "Chat with an AI agent on Telegram, Discord, Slack and WhatsApp"
 )]
 pub struct Cli {
     /// Hermes home with config.yaml and .env (default: $HERMES_HOME or ~/.hermes)

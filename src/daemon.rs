@@ -400,10 +400,22 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
 
     let (rejected_tx, mut rejected_rx) = mpsc::unbounded_channel::<String>();
     let enabled = adapters.len();
+    let refused = crate::systemd::Refused::default();
+    tasks.spawn(crate::systemd::run(
+        adapters
+            .iter()
+            .map(|a| (a.platform(), a.liveness()))
+            .collect(),
+        refused.clone(),
+        shutdown.clone(),
+    ));
     for adapter in adapters {
         let (sink, stop, rejected) = (sink.clone(), shutdown.clone(), rejected_tx.clone());
+        let refused = refused.clone();
         tasks.spawn(async move {
+            let platform = adapter.platform();
             if let Some(why) = supervise(adapter, sink, stop).await {
+                refused.lock().expect("refused lock").insert(platform);
                 let _ = rejected.send(why);
             }
         });
@@ -440,6 +452,7 @@ async fn shut_down(
     delivery: &Delivery,
 ) {
     tracing::info!("shutting down");
+    crate::systemd::stopping();
     shutdown.cancel();
     processes.stop_all().await;
     tasks.close();

@@ -19,4 +19,5 @@ pub mod secrets;
 pub mod session;
 pub mod shell;
 pub mod store;
+pub mod systemd;
 pub mod tools;

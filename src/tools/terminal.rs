@@ -34,6 +34,17 @@ pub enum CommandOutcome {
     FailedToStart(String),
 }
 
+/// What systemd hands the daemon itself: a child with these could tell systemd the daemon
+/// is ready or alive.
+const SERVICE_MANAGER_VARS: [&str; 6] = [
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+];
+
 impl CommandOutcome {
     /// The text the model reads.
     pub fn describe(&self) -> String {
@@ -94,12 +105,12 @@ impl Terminal {
     }
 
     /// What a child's environment needs changed: secret variables still in this process's
-    /// environment removed, and the ones `terminal.pass_env` lets through (taken out of
+    /// environment removed (and systemd's, so a command cannot speak for the daemon), and the ones `terminal.pass_env` lets through (taken out of
     /// the process at start-up, see [`crate::secrets`]) put back.
     pub fn child_env(&self) -> shell::EnvChanges {
         let mut changes: shell::EnvChanges = std::env::vars_os()
             .filter_map(|(name, _)| name.into_string().ok())
-            .filter(|name| self.is_secret(name))
+            .filter(|name| self.is_secret(name) || SERVICE_MANAGER_VARS.contains(&name.as_str()))
             .map(|name| (name, None))
             .collect();
         for name in &self.config.pass_env {

@@ -61,6 +61,8 @@ struct Inner {
     downloads: std::collections::HashMap<String, usize>,
     /// Files the bot uploaded, in order.
     sent_files: Vec<SentFile>,
+    /// `getUpdates` hangs without answering (a platform alive but deaf).
+    stalled: bool,
 }
 
 /// A file the bot sent (`sendPhoto`, `sendDocument`, `sendVoice`, `sendAudio`).
@@ -336,6 +338,11 @@ impl FakeTelegram {
     }
 
     /// Forget every scripted fault not yet used.
+    /// Make `getUpdates` hang without answering (`true`) or answer again (`false`).
+    pub fn stall_polls(&self, stalled: bool) {
+        self.inner.lock().unwrap().stalled = stalled;
+    }
+
     pub fn clear_faults(&self) {
         self.inner.lock().unwrap().faults.clear();
     }
@@ -577,6 +584,11 @@ async fn get_updates(fake: &FakeTelegram, params: Value) -> Json<Value> {
         .unwrap()
         .poll_arrivals
         .push(Instant::now());
+    // A stalled poll hangs (at most two minutes, so no test waits forever).
+    let stall_until = tokio::time::Instant::now() + Duration::from_secs(120);
+    while fake.inner.lock().unwrap().stalled && tokio::time::Instant::now() < stall_until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let offset = params["offset"].as_i64().unwrap_or(0);
     let timeout = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0).min(30));
     let deadline = tokio::time::Instant::now() + timeout;

@@ -1,0 +1,153 @@
+//! What the daemon tells systemd through `sd_notify` (nothing without `NOTIFY_SOCKET`):
+//!
+//! * `READY=1` once the store is open and every enabled platform has talked to its platform
+//!   once, or after [`READY_WAIT`] at the latest: a platform that could not connect is named
+//!   in `STATUS=` and does not hold the others back.
+//! * `WATCHDOG=1` at half the watchdog period (`WATCHDOG_USEC`), and only while every running
+//!   platform has talked to its platform within one period: a loop that is alive but deaf
+//!   stops the pings, and systemd restarts the daemon. A platform that refused its
+//!   configuration is off and not waited for.
+//! * `STATUS=` a one-line summary, kept current.
+//! * `STOPPING=1` when shutdown begins ([`stopping`]).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hermes_adapter::{Liveness, Platform};
+use sd_notify::NotifyState;
+use tokio_util::sync::CancellationToken;
+
+/// The longest `READY=1` waits for the platforms to connect.
+pub const READY_WAIT: Duration = Duration::from_secs(30);
+/// How often the summary is looked at when there is no watchdog.
+const STATUS_EVERY: Duration = Duration::from_secs(10);
+/// How long a platform may be silent before it counts as not live, without a watchdog.
+const LIVE_WITHIN: Duration = Duration::from_secs(90);
+
+/// Platforms that refused their configuration: off, not waited for.
+pub type Refused = Arc<Mutex<HashSet<Platform>>>;
+
+/// Tell systemd how the daemon is doing until `shutdown`.
+pub async fn run(
+    adapters: Vec<(Platform, Liveness)>,
+    refused: Refused,
+    shutdown: CancellationToken,
+) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    let watchdog = sd_notify::watchdog_enabled();
+    let fresh_within = watchdog.unwrap_or(LIVE_WITHIN);
+    let running = |refused: &Refused| -> Vec<(Platform, Liveness)> {
+        let refused = refused.lock().expect("refused lock");
+        adapters
+            .iter()
+            .filter(|(p, _)| !refused.contains(p))
+            .cloned()
+            .collect()
+    };
+
+    // READY=1: every platform connected once, or the wait is over.
+    let deadline = tokio::time::Instant::now() + READY_WAIT;
+    loop {
+        let all_connected = running(&refused)
+            .iter()
+            .all(|(_, l)| l.since_last_beat().is_some());
+        if all_connected || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    let mut status = summary(&adapters, &refused, fresh_within);
+    send(&[NotifyState::Ready, NotifyState::Status(&status)]);
+    tracing::info!(status = %status, "systemd: ready");
+
+    let every = watchdog.map_or(STATUS_EVERY, |w| w / 2);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let now = summary(&adapters, &refused, fresh_within);
+        if now != status {
+            status = now;
+            send(&[NotifyState::Status(&status)]);
+        }
+        if watchdog.is_some() {
+            let deaf: Vec<Platform> = running(&refused)
+                .iter()
+                .filter(|(_, l)| l.since_last_beat().is_none_or(|s| s > fresh_within))
+                .map(|(p, _)| *p)
+                .collect();
+            if deaf.is_empty() {
+                send(&[NotifyState::Watchdog]);
+            } else {
+                tracing::warn!(platforms = ?deaf, "systemd: a platform has not answered within the watchdog period; no watchdog ping (systemd restarts the daemon if this lasts)");
+            }
+        }
+    }
+}
+
+/// Shutdown has begun.
+pub fn stopping() {
+    if std::env::var_os("NOTIFY_SOCKET").is_some() {
+        send(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
+    }
+}
+
+/// One line: each platform and whether it is live.
+fn summary(adapters: &[(Platform, Liveness)], refused: &Refused, fresh_within: Duration) -> String {
+    let refused = refused.lock().expect("refused lock").clone();
+    let parts: Vec<String> = adapters
+        .iter()
+        .map(|(platform, liveness)| {
+            if refused.contains(platform) {
+                return format!("{platform} off (configuration refused)");
+            }
+            match liveness.since_last_beat() {
+                None => format!("{platform} not connected"),
+                Some(s) if s > fresh_within => {
+                    format!("{platform} silent for {} s", s.as_secs())
+                }
+                Some(_) => format!("{platform} live"),
+            }
+        })
+        .collect();
+    if parts.is_empty() {
+        "running, no platform enabled".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn send(states: &[NotifyState]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::warn!(error = %e, "systemd: cannot write to NOTIFY_SOCKET");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_each_platform_and_its_state() {
+        let live = Liveness::default();
+        live.beat();
+        let refused: Refused = Arc::default();
+        refused.lock().unwrap().insert(Platform::Slack);
+        let adapters = vec![
+            (Platform::Telegram, live),
+            (Platform::Discord, Liveness::default()),
+            (Platform::Slack, Liveness::default()),
+        ];
+        assert_eq!(
+            summary(&adapters, &refused, Duration::from_secs(60)),
+            "telegram live, discord not connected, slack off (configuration refused)"
+        );
+    }
+}
