@@ -12,6 +12,7 @@
 //! recorded as sent before the lane moves on, so it is never sent twice.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -41,6 +42,10 @@ pub(super) struct Lane {
     pub(super) key: ChatKey,
     pub(super) chat: ChatRef,
     pub(super) notify: Arc<Notify>,
+    /// This lane has held a reply: the rows it takes up afterwards get a fresh
+    /// `delivery.max_age` for passing failures, counted from when they were taken up (a
+    /// reply that waited days for the person must not fail on the first outage after).
+    pub(super) was_held: AtomicBool,
 }
 
 /// What to do after a failed attempt.
@@ -138,7 +143,6 @@ impl Lane {
                     }
                 }
             }
-            self.delivery.set_held(&self.chat, held);
             let idle = if held { HOLD_RECHECK } else { LANE_IDLE };
             tokio::select! {
                 _ = inner.shutdown.cancelled() => break,
@@ -169,28 +173,28 @@ impl Lane {
                 reply_to: row.reply_to.clone(),
             };
         }
-        let target = match row.edit_of {
-            Some(of) if sender.capabilities().edits => {
-                match self.delivery.store().outbox_platform_id(of).await {
-                    Ok(id) => id,
-                    Err(e) => {
-                        tracing::error!(error = %e, row = row.id, "delivery: cannot find the message to edit");
-                        None
-                    }
+        let sent_as = match row.edit_of {
+            Some(of) => match self.delivery.store().outbox_platform_id(of).await {
+                Ok(id) => id,
+                Err(e) => {
+                    tracing::error!(error = %e, row = row.id, "delivery: cannot find the message to edit");
+                    None
                 }
-            }
-            _ => None,
+            },
+            None => None,
         };
-        match target {
-            Some(message_id) => Outbound::Edit {
+        match sent_as {
+            Some(message_id) if sender.capabilities().edits => Outbound::Edit {
                 chat: row.chat.clone(),
                 message_id,
                 body: row.body.clone(),
             },
-            None => Outbound::Text {
+            // Where messages cannot be edited, the change is a new message quoting the one
+            // it changes, as that was actually delivered.
+            quoted => Outbound::Text {
                 chat: row.chat.clone(),
                 body: row.body.clone(),
-                reply_to: row.reply_to.clone(),
+                reply_to: quoted.or_else(|| row.reply_to.clone()),
                 choices: row.choices.clone(),
             },
         }
@@ -269,7 +273,14 @@ impl Lane {
                 Next::GiveUp => true,
                 Next::Now => false,
                 Next::Wait(_) if is_file && attempts >= FILE_ATTEMPTS => true,
-                Next::Wait(_) | Next::Requeue => waited >= inner.config.max_age,
+                Next::Wait(_) | Next::Requeue => {
+                    let since = if self.was_held.load(Ordering::Relaxed) {
+                        age.started.elapsed()
+                    } else {
+                        waited
+                    };
+                    since >= inner.config.max_age
+                }
                 Next::Hold => waited >= inner.config.max_age.max(HOLD_MAX_AGE),
             };
             if let Err(e) = store
@@ -302,6 +313,7 @@ impl Lane {
                             "delivery: a reply is held until the platform takes it again; the chat's later replies wait behind it"
                         );
                     }
+                    self.was_held.store(true, Ordering::Relaxed);
                     self.release(&row).await;
                     return Sent::Held;
                 }

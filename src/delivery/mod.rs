@@ -10,7 +10,8 @@ mod lane;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,9 +52,6 @@ struct Inner {
     config: DeliveryConfig,
     /// The wake-up of each running lane.
     lanes: Mutex<HashMap<ChatKey, Arc<Notify>>>,
-    /// Chats whose lane holds a reply the platform may not take yet (outside WhatsApp's
-    /// window): a message from the person there wakes the lane at once.
-    held: Mutex<HashSet<ChatKey>>,
     /// Per-chat budgets.
     chat_budgets: Mutex<HashMap<ChatKey, TokenBucket>>,
     /// Per-bot budgets, for platforms that declare one.
@@ -75,7 +73,6 @@ impl Delivery {
                 senders,
                 config,
                 lanes: Mutex::new(HashMap::new()),
-                held: Mutex::new(HashSet::new()),
                 chat_budgets: Mutex::new(HashMap::new()),
                 bot_budgets: Mutex::new(HashMap::new()),
                 shutdown,
@@ -286,27 +283,18 @@ impl Delivery {
         self.lane(chat, true);
     }
 
-    /// A person wrote in `chat`: if its lane holds a reply, it looks again now (the
-    /// person's message has reopened WhatsApp's window).
+    /// A person wrote in `chat`: a lane running there looks again now (it may hold a reply
+    /// the person's message has just made sendable: WhatsApp's window reopened). No lane
+    /// is started for it.
     pub fn person_wrote(&self, chat: &ChatRef) {
-        let held = self
+        if let Some(notify) = self
             .inner
-            .held
+            .lanes
             .lock()
-            .expect("held lock")
-            .contains(&chat_key(chat));
-        if held {
-            self.wake(chat);
-        }
-    }
-
-    /// Whether a lane holds a reply in `chat` (see [`Delivery::person_wrote`]).
-    fn set_held(&self, chat: &ChatRef, held: bool) {
-        let mut set = self.inner.held.lock().expect("held lock");
-        if held {
-            set.insert(chat_key(chat));
-        } else {
-            set.remove(&chat_key(chat));
+            .expect("lanes lock")
+            .get(&chat_key(chat))
+        {
+            notify.notify_one();
         }
     }
 
@@ -327,6 +315,7 @@ impl Delivery {
                 key,
                 chat: chat.clone(),
                 notify: notify.clone(),
+                was_held: AtomicBool::new(false),
             };
             self.inner.tasks.spawn(lane.run());
             started = true;

@@ -233,11 +233,7 @@ impl Store {
                     // it goes out again without them.
                     tx.prepare_cached("UPDATE outbox SET choices = NULL WHERE id = ?1")?
                         .execute([id])?;
-                    let sent_as: Option<String> = tx
-                        .prepare_cached("SELECT platform_message_id FROM outbox WHERE id = ?1")?
-                        .query_row([id], |r| r.get(0))?;
-                    // Where the follow-up is a new message, it quotes the prompt.
-                    insert_in(&tx, &row.chat, &later, sent_as.as_deref(), &[], Some(id))?;
+                    insert_in(&tx, &row.chat, &later, None, &[], Some(id))?;
                 }
                 _ => {
                     // The prompt never went out: the outcome goes with it.
@@ -622,11 +618,6 @@ mod tests {
         );
         assert_eq!(pending[1].edit_of, Some(ids[0]));
         assert_eq!(pending[1].body.plain, "first — denied");
-        assert_eq!(
-            pending[1].reply_to.as_deref(),
-            Some("m7"),
-            "where it becomes a new message, it quotes the prompt"
-        );
     }
 
     /// A settlement that reads the same before and after the message went out.

@@ -112,7 +112,7 @@ impl WhatsAppSender {
         let wamid = answer["messages"][0]["id"].as_str().ok_or_else(|| {
             SendError::Transient("the Graph API answered without a message id".into())
         })?;
-        self.windows.sent(wamid, to);
+        self.windows.sent(wamid, to, now_secs());
         Ok(wamid.to_owned())
     }
 

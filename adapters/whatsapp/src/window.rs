@@ -44,14 +44,21 @@ struct Contact {
     reengaged_at: Option<u64>,
 }
 
+/// The last [`REMEMBERED_SENDS`] sends: wamid → (to whom, unix seconds), oldest first.
+#[derive(Default)]
+struct RecentSends {
+    by_id: HashMap<String, (String, u64)>,
+    order: VecDeque<String>,
+}
+
 /// The windows of every contact of one business number.
 pub struct Windows {
     phone_number_id: String,
     sink: OnceLock<Arc<dyn InboundSink>>,
     contacts: Mutex<HashMap<String, Contact>>,
     /// Recent sends: wamid → the `wa_id` it went to (Meta's statuses name the recipient by
-    /// its own id, which is not always the number the gateway sent to).
-    sends: Mutex<(HashMap<String, String>, VecDeque<String>)>,
+    /// its own id, which is not always the number the gateway sent to) and when.
+    sends: Mutex<RecentSends>,
 }
 
 /// Unix seconds now.
@@ -68,7 +75,7 @@ impl Windows {
             phone_number_id: phone_number_id.to_owned(),
             sink: OnceLock::new(),
             contacts: Mutex::new(HashMap::new()),
-            sends: Mutex::new((HashMap::new(), VecDeque::new())),
+            sends: Mutex::new(RecentSends::default()),
         }
     }
 
@@ -107,11 +114,14 @@ impl Windows {
         }
     }
 
-    /// Message `wamid` went to `wa_id`.
-    pub fn sent(&self, wamid: &str, wa_id: &str) {
+    /// Message `wamid` went to `wa_id` at `at`.
+    pub fn sent(&self, wamid: &str, wa_id: &str, at: u64) {
         let mut sends = self.sends.lock().expect("sends lock");
-        let (by_id, order) = &mut *sends;
-        if by_id.insert(wamid.to_owned(), wa_id.to_owned()).is_none() {
+        let RecentSends { by_id, order } = &mut *sends;
+        if by_id
+            .insert(wamid.to_owned(), (wa_id.to_owned(), at))
+            .is_none()
+        {
             order.push_back(wamid.to_owned());
         }
         while order.len() > REMEMBERED_SENDS {
@@ -121,13 +131,18 @@ impl Windows {
         }
     }
 
-    /// Whom message `wamid` went to, if it is a recent send.
-    pub fn recipient(&self, wamid: &str) -> Option<String> {
-        self.sends.lock().expect("sends lock").0.get(wamid).cloned()
+    /// Whom message `wamid` went to and when, if it is a recent send.
+    pub fn recipient(&self, wamid: &str) -> Option<(String, u64)> {
+        self.sends
+            .lock()
+            .expect("sends lock")
+            .by_id
+            .get(wamid)
+            .cloned()
     }
 
-    /// Meta refused a message to `wa_id` at `at` (its unix seconds) as outside the window:
-    /// closed until a newer message of theirs comes, unless one came after the refusal
+    /// Meta refused a message sent to `wa_id` at `at` (unix seconds) as outside the window:
+    /// closed until a newer message of theirs comes, unless one came after that send
     /// (statuses arrive late and out of order). Kept in memory: after a restart Meta is
     /// asked once more.
     pub async fn refused(&self, wa_id: &str, at: u64) {
