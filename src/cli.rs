@@ -1,4 +1,5 @@
-//! The command line: `run`, `check-config`, `pairing list|approve|revoke`, `approvals list|revoke`.
+//! The command line: `run`, `check-config`, `pairing list|approve|revoke`,
+//! `approvals list|revoke`, and `service …` (see `crate::service`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +45,11 @@ enum Command {
         #[command(subcommand)]
         action: ApprovalsAction,
     },
+    /// Run it as a systemd service: install, uninstall, start, stop, restart, status, logs
+    Service {
+        #[command(subcommand)]
+        action: crate::service::ServiceAction,
+    },
 }
 
 #[derive(Subcommand)]
@@ -66,6 +72,7 @@ enum PairingAction {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    let given_home = cli.home.clone();
     let home = cli.home.clone().unwrap_or_else(config::default_home);
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -90,6 +97,8 @@ pub fn main() -> ExitCode {
         Command::CheckConfig => check_config(home),
         Command::Pairing { action } => runtime.block_on(pairing(home, action)),
         Command::Approvals { action } => runtime.block_on(approvals(home, action)),
+        // Its own defaults for the home (a system service lives in /var/lib).
+        Command::Service { action } => crate::service::run(action, given_home),
     }
 }
 
@@ -184,39 +193,29 @@ async fn run(home: PathBuf) -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     }
-    let shutdown = CancellationToken::new();
-    let signals = shutdown.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        signals.cancel();
-    });
-    match daemon::run(config, shutdown).await {
-        Ok(Exit::Stopped) => ExitCode::SUCCESS,
-        Ok(Exit::ConfigRejected(why)) => {
-            eprintln!("hermes-gateway: {}", secrets::scrub(&why));
-            ExitCode::from(EXIT_CONFIG)
-        }
-        Err(e) => {
-            eprintln!("hermes-gateway: {}", secrets::scrub(&format!("{e:#}")));
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+    let mut config = config;
+    loop {
+        let shutdown = CancellationToken::new();
+        let signals = tokio::spawn(crate::reload::watch(
+            home.clone(),
+            config.clone(),
+            shutdown.clone(),
+        ));
+        let exit = daemon::run(config, shutdown.clone()).await;
+        shutdown.cancel();
+        match exit {
+            Ok(Exit::Stopped) => match signals.await {
+                Ok(crate::reload::Next::Reload(new)) => config = *new,
+                _ => return ExitCode::SUCCESS,
+            },
+            Ok(Exit::ConfigRejected(why)) => {
+                eprintln!("hermes-gateway: {}", secrets::scrub(&why));
+                return ExitCode::from(EXIT_CONFIG);
             }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+            Err(e) => {
+                eprintln!("hermes-gateway: {}", secrets::scrub(&format!("{e:#}")));
+                return ExitCode::FAILURE;
+            }
         }
     }
 }

@@ -383,6 +383,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
                 .iter()
                 .map(|a| (a.platform(), a.liveness()))
                 .collect(),
+            store: Some(store.clone()),
         };
         tasks.spawn(http::serve(
             listener,

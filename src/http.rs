@@ -1,6 +1,7 @@
 //! The daemon's one HTTP server (`http.listen`, default `127.0.0.1:8090`): the adapters'
-//! webhook routes, `/healthz` (the process answers) and `/readyz` (every enabled adapter has
-//! talked to its platform recently; per-adapter JSON). A webhook route whose secret is not
+//! webhook routes, `/healthz` (the process answers), `/readyz` (every enabled adapter has
+//! talked to its platform recently; per-adapter JSON) and `/status` (that, and the counts
+//! `hermes-gateway service status` shows). A webhook route whose secret is not
 //! configured answers every request 503, and a route's handler only sees requests its
 //! verifier accepted on the raw body (invariant 7, enforced here for every adapter).
 
@@ -25,10 +26,12 @@ const MAX_BODY: usize = 1024 * 1024;
 /// return at least every 15 s; gateways heartbeat every ~40 s).
 const LIVE_WITHIN: Duration = Duration::from_secs(90);
 
-/// What `/readyz` reports on.
+/// What `/readyz` and `/status` report on.
 #[derive(Clone, Default)]
 pub struct Health {
     pub adapters: Vec<(Platform, Liveness)>,
+    /// For `/status`'s counts (sessions, queues); `None` in tests of the server alone.
+    pub store: Option<crate::store::Store>,
 }
 
 impl Health {
@@ -50,6 +53,25 @@ impl Health {
         let ready = adapters.iter().all(|a| a["live"] == true);
         (ready, json!({"ready": ready, "adapters": adapters}))
     }
+
+    /// `/status`: the platforms as `/readyz` sees them, and what the store holds.
+    pub async fn status(&self) -> serde_json::Value {
+        let (ready, readiness) = self.report();
+        let mut status = json!({"ready": ready, "platforms": readiness["adapters"]});
+        if let Some(store) = &self.store {
+            match store.status_counts().await {
+                Ok(counts) => {
+                    if let (Some(target), serde_json::Value::Object(counts)) =
+                        (status.as_object_mut(), json!(counts))
+                    {
+                        target.extend(counts);
+                    }
+                }
+                Err(e) => status["store_error"] = json!(e.to_string()),
+            }
+        }
+        status
+    }
 }
 
 /// Bind the listening socket; the error names the key that chose the address.
@@ -63,8 +85,16 @@ pub async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
 
 /// The server's routes: health, readiness, and the webhook routes that have their secret.
 pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
+    let for_status = health.clone();
     let mut app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/status",
+            get(move || {
+                let health = for_status.clone();
+                async move { axum::Json(health.status().await) }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {
@@ -80,7 +110,7 @@ pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
                 }
             }),
         );
-    let mut taken: Vec<String> = vec!["/healthz".into(), "/readyz".into()];
+    let mut taken: Vec<String> = vec!["/healthz".into(), "/readyz".into(), "/status".into()];
     for route in routes {
         let path = route.path.clone();
         if taken.contains(&path) {
@@ -250,6 +280,7 @@ mod tests {
         let liveness = Liveness::default();
         let health = Health {
             adapters: vec![(Platform::Telegram, liveness.clone())],
+            store: None,
         };
         let base = start(app(vec![], health)).await;
         let get = |path: &'static str| reqwest::get(format!("{base}{path}"));

@@ -8,9 +8,11 @@
 //!   stops the pings, and systemd restarts the daemon. A platform that refused its
 //!   configuration is off and not waited for.
 //! * `STATUS=` a one-line summary, kept current.
-//! * `STOPPING=1` when shutdown begins ([`stopping`]).
+//! * `STOPPING=1` when shutdown begins ([`stopping`]); `RELOADING=1` when SIGHUP restarts it
+//!   in place with a new configuration ([`reloading`]), then `READY=1` again.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -63,6 +65,7 @@ pub async fn run(
         }
     }
     let mut status = summary(&adapters, &refused, fresh_within);
+    RELOADING.store(false, Ordering::SeqCst);
     send(&[NotifyState::Ready, NotifyState::Status(&status)]);
     tracing::info!(status = %status, "systemd: ready");
 
@@ -92,10 +95,26 @@ pub async fn run(
     }
 }
 
-/// Shutdown has begun.
+/// Set between `RELOADING=1` and the next `READY=1`: the stop in between is a restart in
+/// place, not the end.
+static RELOADING: AtomicBool = AtomicBool::new(false);
+
+/// Shutdown has begun (unless it is a reload's).
 pub fn stopping() {
-    if std::env::var_os("NOTIFY_SOCKET").is_some() {
+    if std::env::var_os("NOTIFY_SOCKET").is_some() && !RELOADING.load(Ordering::SeqCst) {
         send(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
+    }
+}
+
+/// A reload has begun: the daemon stops and starts again with the new configuration, and
+/// says `READY=1` when it is back.
+pub fn reloading() {
+    RELOADING.store(true, Ordering::SeqCst);
+    if std::env::var_os("NOTIFY_SOCKET").is_some() {
+        send(&[
+            NotifyState::Reloading,
+            NotifyState::Status("reloading the configuration"),
+        ]);
     }
 }
 

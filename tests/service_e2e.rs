@@ -79,6 +79,21 @@ async fn systemd_hears_ready_watchdog_only_while_the_platform_answers_and_stoppi
     let ready = seen.iter().find(|(_, m)| m.contains("READY=1")).unwrap();
     assert!(ready.1.contains("STATUS=telegram live"), "{}", ready.1);
 
+    // The daemon's own view, as `service status` shows it.
+    let addr = daemon.http_addr().expect("the HTTP address");
+    let status: serde_json::Value = reqwest::get(format!("http://{addr}/status"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["platforms"][0]["platform"], "telegram", "{status}");
+    assert_eq!(status["platforms"][0]["live"], true, "{status}");
+    assert_eq!(status["outbox_pending"], 0, "{status}");
+    assert_eq!(status["approvals_pending"], 0, "{status}");
+    let shown = hermes_gateway::service::describe_status(&status);
+    assert!(shown.contains("telegram: live"), "{shown}");
+
     // A command the agent runs cannot speak for the daemon to systemd.
     w.telegram.dm(ALICE, "where do you report to?");
     w.replies(ALICE, 1).await;
@@ -114,4 +129,184 @@ async fn systemd_hears_ready_watchdog_only_while_the_platform_answers_and_stoppi
     let last = collect(&socket, Duration::from_millis(200));
     let all: Vec<&String> = recovered.iter().chain(&last).map(|(_, m)| m).collect();
     assert!(all.iter().any(|m| m.contains("STOPPING=1")), "{all:?}");
+}
+
+/// Send `signal` to the daemon.
+fn signal(daemon: &Daemon, signal: &str) {
+    std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(daemon.pid().to_string())
+        .status()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_applies_a_good_configuration_and_refuses_a_bad_one() {
+    const BOB: i64 = 777;
+    let w = World::new(&[&format!("TELEGRAM_ALLOWED_USERS={ALICE}")], "").await;
+    w.llm.push(Reply::text("hello Bob"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    socket.set_nonblocking(true).unwrap();
+    let daemon = Daemon::start(BIN, &w.home, &[("NOTIFY_SOCKET", path.to_str().unwrap())]);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while !seen
+        .iter()
+        .any(|(_, m): &(Instant, String)| m.contains("READY=1"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no READY=1\n{}",
+            daemon.log_text()
+        );
+        drain(&socket, &mut seen);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Bob is not allowed: no model call for him.
+    w.telegram.dm(BOB, "hi");
+    w.replies(BOB, 1).await; // the pairing code
+    settle().await;
+    assert!(w.llm.requests().is_empty());
+
+    // A configuration with errors is refused; the running one stays.
+    let yaml = std::fs::read_to_string(w.home.dir.join("config.yaml")).unwrap();
+    std::fs::write(w.home.dir.join("config.yaml"), "model: [unclosed\n").unwrap();
+    signal(&daemon, "HUP");
+    let log = hermes_testkit::eventually(WAIT, "the refusal", || {
+        let log = daemon.log_text();
+        log.contains("reload refused").then_some(log)
+    })
+    .await;
+    assert!(!log.contains("reload: restarting"), "{log}");
+
+    // A good one that lets everyone in is applied.
+    std::fs::write(w.home.dir.join("config.yaml"), yaml).unwrap();
+    let env = std::fs::read_to_string(w.home.dir.join(".env")).unwrap();
+    std::fs::write(
+        w.home.dir.join(".env"),
+        format!("{env}\nTELEGRAM_ALLOW_ALL_USERS=true\n"),
+    )
+    .unwrap();
+    signal(&daemon, "HUP");
+    hermes_testkit::eventually(WAIT, "the reload", || {
+        daemon
+            .log_text()
+            .contains("reload: restarting the gateway with the new configuration")
+            .then_some(())
+    })
+    .await;
+    assert!(daemon.log_text().contains("platforms.telegram"));
+    let mut notices = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while notices
+        .iter()
+        .filter(|(_, m): &&(Instant, String)| m.contains("READY=1"))
+        .count()
+        < 1
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no READY=1 after the reload: {notices:?}"
+        );
+        drain(&socket, &mut notices);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let all: Vec<&String> = notices.iter().map(|(_, m)| m).collect();
+    assert!(all.iter().any(|m| m.contains("RELOADING=1")), "{all:?}");
+    assert!(
+        !all.iter().any(|m| m.contains("STOPPING=1")),
+        "a reload is not a stop: {all:?}"
+    );
+    w.telegram.dm(BOB, "and now?");
+    let replies = w.replies(BOB, 2).await;
+    assert_eq!(replies[1], "hello Bob");
+}
+
+/// The unit between `# … would be written:` and `# then:` in `install --dry-run` output.
+fn unit_in(dry_run: &str) -> String {
+    dry_run
+        .lines()
+        .skip_while(|l| !l.ends_with("would be written:"))
+        .skip(1)
+        .take_while(|l| *l != "# then:")
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn install_dry_run_prints_a_unit_systemd_accepts_and_the_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("hermes-home");
+    for (scope, expected) in [
+        (
+            "--user",
+            vec![
+                "$ systemctl --user daemon-reload",
+                "$ systemctl --user enable --now hermes-gateway.service",
+            ],
+        ),
+        (
+            "--system",
+            vec![
+                "$ systemctl daemon-reload",
+                "$ systemctl enable --now hermes-gateway.service",
+            ],
+        ),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(["service", "install", scope, "--dry-run", "--home"])
+            .arg(&home)
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in expected {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{scope}: no `{line}` in\n{text}"
+            );
+        }
+        let unit = unit_in(&text);
+        assert!(
+            unit.contains(&format!("run --home {}", home.display())),
+            "{unit}"
+        );
+        assert!(unit.contains("Type=notify") && unit.contains("WatchdogSec=60"));
+        // systemd's own check, where this machine has it.
+        let file = dir.path().join("hermes-gateway.service");
+        std::fs::write(&file, &unit).unwrap();
+        match std::process::Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&file)
+            .output()
+        {
+            Ok(verify) => assert!(
+                verify.status.success() && verify.stderr.is_empty(),
+                "{scope}: systemd-analyze verify: {}",
+                String::from_utf8_lossy(&verify.stderr)
+            ),
+            Err(_) => eprintln!("systemd-analyze is not installed; the unit was not verified"),
+        }
+    }
+}
+
+#[test]
+fn without_systemd_the_service_commands_say_so() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["service", "start", "--user"])
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not run systemd"), "{err}");
 }

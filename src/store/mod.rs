@@ -14,6 +14,7 @@ mod outbox;
 mod pairing;
 mod processes;
 mod sessions;
+mod status;
 mod turns;
 
 pub use approvals::{AllowlistEntry, PendingApproval};
@@ -22,6 +23,7 @@ pub use outbox::{NewOutboxRow, OutboxRow, Settled};
 pub use pairing::{PairingApproval, PairingError, PairingRequest, PairingRequestOutcome};
 pub use processes::RecordedProcess;
 pub use sessions::{SearchHit, SessionRow, StoredMessage};
+pub use status::StatusCounts;
 pub use turns::TurnRecord;
 
 use std::path::Path;

@@ -1,0 +1,43 @@
+//! The numbers `/status` shows: open sessions, messages being handled, approvals waiting,
+//! background processes running, and the outbox's backlog and its oldest row's age: one
+//! read on the store's thread, asked for by a person or a monitor now and then.
+
+use serde::Serialize;
+
+use super::{Store, StoreError, now_ms};
+
+/// What the store holds right now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StatusCounts {
+    pub sessions: i64,
+    pub inbox_open: i64,
+    pub approvals_pending: i64,
+    pub processes_running: i64,
+    pub outbox_pending: i64,
+    /// Seconds the oldest waiting row has waited.
+    pub outbox_oldest_s: Option<i64>,
+}
+
+impl Store {
+    pub async fn status_counts(&self) -> Result<StatusCounts, StoreError> {
+        self.call(|conn| {
+            let count = |sql: &str| -> rusqlite::Result<i64> {
+                conn.prepare_cached(sql)?.query_row([], |r| r.get(0))
+            };
+            let oldest: Option<i64> = conn
+                .prepare_cached("SELECT min(created_at) FROM outbox WHERE state = 'pending'")?
+                .query_row([], |r| r.get(0))?;
+            Ok(StatusCounts {
+                sessions: count("SELECT count(*) FROM sessions WHERE ended_at IS NULL")?,
+                inbox_open: count("SELECT count(*) FROM inbox WHERE state = 'received'")?,
+                approvals_pending: count("SELECT count(*) FROM approvals WHERE state = 'pending'")?,
+                processes_running: count(
+                    "SELECT count(*) FROM background_processes WHERE state = 'running'",
+                )?,
+                outbox_pending: count("SELECT count(*) FROM outbox WHERE state = 'pending'")?,
+                outbox_oldest_s: oldest.map(|at| (now_ms() - at).max(0) / 1000),
+            })
+        })
+        .await
+    }
+}
