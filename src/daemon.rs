@@ -68,6 +68,7 @@ impl GatewaySink {
     /// Hand a new row to the router; a reply held in its chat (the person's window had
     /// closed) may go now.
     fn dispatch(&self, row: InboxRow) {
+        crate::metrics::message_in(row.event.chat.platform);
         self.delivery.person_wrote(&row.event.chat);
         self.router.submit(row);
     }
@@ -222,6 +223,7 @@ async fn supervise(
                 return Some(format!("{platform}: {why}"));
             }
             Err(AdapterError::Other(why)) => {
+                crate::metrics::adapter_restart(platform);
                 let wait = restart.next_delay();
                 tracing::error!(%platform, retry_in = ?wait, "adapter stopped: {why}; restarting");
                 tokio::select! {
@@ -384,6 +386,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
                 .map(|a| (a.platform(), a.liveness()))
                 .collect(),
             store: Some(store.clone()),
+            token: config.http.token.as_ref().map(|t| t.expose().to_owned()),
         };
         tasks.spawn(http::serve(
             listener,

@@ -1,7 +1,8 @@
 //! The daemon's one HTTP server (`http.listen`, default `127.0.0.1:8090`): the adapters'
 //! webhook routes, `/healthz` (the process answers), `/readyz` (every enabled adapter has
-//! talked to its platform recently; per-adapter JSON) and `/status` (that, and the counts
-//! `hermes-gateway service status` shows). A webhook route whose secret is not
+//! talked to its platform recently; per-adapter JSON), `/status` (that, and the counts
+//! `hermes-gateway service status` shows) and `/metrics` (Prometheus text; see
+//! `crate::metrics`); the last two want the bearer token `HERMES_HTTP_TOKEN` when it is set. A webhook route whose secret is not
 //! configured answers every request 503, and a route's handler only sees requests its
 //! verifier accepted on the raw body (invariant 7, enforced here for every adapter).
 
@@ -32,6 +33,8 @@ pub struct Health {
     pub adapters: Vec<(Platform, Liveness)>,
     /// For `/status`'s counts (sessions, queues); `None` in tests of the server alone.
     pub store: Option<crate::store::Store>,
+    /// When set, `/status` and `/metrics` want `Authorization: Bearer <token>`.
+    pub token: Option<String>,
 }
 
 impl Health {
@@ -52,6 +55,39 @@ impl Health {
             .collect();
         let ready = adapters.iter().all(|a| a["live"] == true);
         (ready, json!({"ready": ready, "adapters": adapters}))
+    }
+
+    /// Whether a request may see `/status` and `/metrics`.
+    fn allows(&self, headers: &HeaderMap) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        // Compared in constant time (lengths aside).
+        given.len() == token.len()
+            && given
+                .bytes()
+                .zip(token.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    }
+
+    /// `/metrics`: the Prometheus text, its gauges read now.
+    pub async fn metrics(&self) -> String {
+        let counts = match &self.store {
+            Some(store) => store.status_counts().await.ok(),
+            None => None,
+        };
+        let live: Vec<(Platform, bool)> = self
+            .adapters
+            .iter()
+            .map(|(p, l)| (*p, l.since_last_beat().is_some_and(|s| s <= LIVE_WITHIN)))
+            .collect();
+        crate::metrics::render(counts.as_ref(), &live)
     }
 
     /// `/status`: the platforms as `/readyz` sees them, and what the store holds.
@@ -85,14 +121,38 @@ pub async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
 
 /// The server's routes: health, readiness, and the webhook routes that have their secret.
 pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
-    let for_status = health.clone();
+    let (for_status, for_metrics) = (health.clone(), health.clone());
     let mut app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/status",
-            get(move || {
+            get(move |headers: HeaderMap| {
                 let health = for_status.clone();
-                async move { axum::Json(health.status().await) }
+                async move {
+                    if !health.allows(&headers) {
+                        return (StatusCode::UNAUTHORIZED, "bearer token needed").into_response();
+                    }
+                    axum::Json(health.status().await).into_response()
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move |headers: HeaderMap| {
+                let health = for_metrics.clone();
+                async move {
+                    if !health.allows(&headers) {
+                        return (StatusCode::UNAUTHORIZED, "bearer token needed").into_response();
+                    }
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        health.metrics().await,
+                    )
+                        .into_response()
+                }
             }),
         )
         .route(
@@ -110,7 +170,9 @@ pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
                 }
             }),
         );
-    let mut taken: Vec<String> = vec!["/healthz".into(), "/readyz".into(), "/status".into()];
+    let mut taken: Vec<String> = ["/healthz", "/readyz", "/status", "/metrics"]
+        .map(str::to_owned)
+        .to_vec();
     for route in routes {
         let path = route.path.clone();
         if taken.contains(&path) {
@@ -276,11 +338,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn readiness_follows_each_adapters_last_contact() {
+    async fn readiness_follows_each_adapters_last_contact_and_status_wants_the_token() {
         let liveness = Liveness::default();
         let health = Health {
             adapters: vec![(Platform::Telegram, liveness.clone())],
             store: None,
+            token: Some("let-me-in".into()),
         };
         let base = start(app(vec![], health)).await;
         let get = |path: &'static str| reqwest::get(format!("{base}{path}"));
@@ -293,5 +356,21 @@ mod tests {
         let body: serde_json::Value = ready.json().await.unwrap();
         assert_eq!(body["adapters"][0]["platform"], "telegram");
         assert_eq!(body["adapters"][0]["live"], true);
+        // With a token, /status and /metrics want it; health checks do not.
+        assert_eq!(get("/status").await.unwrap().status(), 401);
+        assert_eq!(get("/metrics").await.unwrap().status(), 401);
+        let http = reqwest::Client::new();
+        let with_token = |path: &str| {
+            http.get(format!("{base}{path}"))
+                .bearer_auth("let-me-in")
+                .send()
+        };
+        let status: serde_json::Value = with_token("/status").await.unwrap().json().await.unwrap();
+        assert_eq!(status["platforms"][0]["live"], true);
+        let metrics = with_token("/metrics").await.unwrap().text().await.unwrap();
+        assert!(
+            metrics.contains("hermes_platform_live{platform=\"telegram\"} 1"),
+            "{metrics}"
+        );
     }
 }

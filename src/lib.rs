@@ -12,6 +12,7 @@ pub mod home;
 pub mod http;
 pub mod llm;
 pub mod media;
+pub mod metrics;
 pub mod platforms;
 pub mod process;
 pub mod reload;

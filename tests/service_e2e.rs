@@ -103,6 +103,33 @@ async fn systemd_hears_ready_watchdog_only_while_the_platform_answers_and_stoppi
         "NOTIFY_SOCKET reached the command: {second}"
     );
 
+    // The scenario moved the counters.
+    let metrics = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |series: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+    };
+    assert_eq!(
+        value("hermes_messages_in_total{platform=\"telegram\"}"),
+        1.0
+    );
+    assert!(value("hermes_messages_out_total{platform=\"telegram\"}") >= 1.0);
+    assert_eq!(
+        value("hermes_tool_calls_total{tool=\"terminal\",outcome=\"ok\"}"),
+        1.0
+    );
+    assert_eq!(value("hermes_turn_seconds_count"), 1.0);
+    assert_eq!(value("hermes_llm_request_seconds_count"), 2.0);
+    assert_eq!(value("hermes_platform_live{platform=\"telegram\"}"), 1.0);
+    assert_eq!(value("hermes_outbox_pending"), 0.0);
+
     // Pings at half the period while Telegram answers.
     let healthy = collect(&socket, Duration::from_secs(4));
     assert!(watchdogs(&healthy) >= 2, "{healthy:?}");

@@ -134,6 +134,18 @@ impl AgentRuntime {
         tools_ctx: ToolContext,
         steer: &mut mpsc::UnboundedReceiver<String>,
     ) -> TurnOutcome {
+        let started = std::time::Instant::now();
+        let outcome = self.turn(input, tools_ctx, steer).await;
+        crate::metrics::turn(started.elapsed());
+        outcome
+    }
+
+    async fn turn(
+        &self,
+        input: TurnInput,
+        tools_ctx: ToolContext,
+        steer: &mut mpsc::UnboundedReceiver<String>,
+    ) -> TurnOutcome {
         let cancel = tools_ctx.cancel.clone();
         let mut new_messages = input.carried;
         new_messages.push(StoredMessage::user(input.user_text));

@@ -395,6 +395,7 @@ impl ApprovalBroker {
             tracing::error!(error = %e, "approval: could not record the decision");
         }
         tracing::info!(id, state, "approval: decided");
+        crate::metrics::approval(state);
         self.show_outcome(ctx.chat, prompt_row, &line).await;
         gate
     }

@@ -636,6 +636,11 @@ fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>)
 /// `http.listen` (`host:port`, or `off`); Hermes' `WHATSAPP_CLOUD_WEBHOOK_HOST` and
 /// `WHATSAPP_CLOUD_WEBHOOK_PORT` name the same address and win over the file.
 fn read_http(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> HttpConfig {
+    let token = env
+        .value("HERMES_HTTP_TOKEN")
+        .or_else(|| y.string("http.token", problems))
+        .filter(|t| !t.trim().is_empty())
+        .map(Secret::new);
     let configured = y.string("http.listen", problems);
     let off = configured
         .as_deref()
@@ -662,6 +667,7 @@ fn read_http(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> 
         return HttpConfig {
             listen: None,
             listen_key: key,
+            token,
         };
     }
     let listen = match text.parse::<std::net::SocketAddr>() {
@@ -674,9 +680,19 @@ fn read_http(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> 
             None
         }
     };
+    if let Some(addr) = listen
+        && !addr.ip().is_loopback()
+        && token.is_none()
+    {
+        problems.push(Problem::warning(
+            key,
+            format!("{addr} is reachable from other machines, and /status and /metrics answer anyone there: set HERMES_HTTP_TOKEN to require a bearer token"),
+        ));
+    }
     HttpConfig {
         listen,
         listen_key: key,
+        token,
     }
 }
 

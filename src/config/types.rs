@@ -275,6 +275,9 @@ pub struct HttpConfig {
     pub listen: Option<std::net::SocketAddr>,
     /// The key that set the address, for a clear error when it cannot be bound.
     pub listen_key: &'static str,
+    /// `HERMES_HTTP_TOKEN` / `http.token`: when set, `/status` and `/metrics` want it as a
+    /// bearer token.
+    pub token: Option<Secret>,
 }
 
 /// The default address: local only; a reverse proxy publishes webhooks.

@@ -228,6 +228,7 @@ impl Lane {
             attempts += 1;
             let next = match (&error, &mut action) {
                 (SendError::RateLimited { retry_after, scope }, _) => {
+                    crate::metrics::rate_limited(row.chat.platform);
                     self.delivery.block(&row.chat, scope, *retry_after);
                     Next::Wait(*retry_after)
                 }
@@ -359,6 +360,7 @@ impl Lane {
                 .outbox_mark_sent(row.id, message_id.clone())
                 .await
             else {
+                crate::metrics::message_out(row.chat.platform);
                 return Sent::Done;
             };
             if inner.shutdown.is_cancelled() {

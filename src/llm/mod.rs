@@ -107,6 +107,24 @@ impl LlmClient {
         cancel: &CancellationToken,
         deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
     ) -> Result<Completion, LlmError> {
+        let started = std::time::Instant::now();
+        let result = self.call(messages, tools, cancel, deltas).await;
+        crate::metrics::llm_call(started.elapsed());
+        match &result {
+            Err(LlmError::Unreachable { .. }) => crate::metrics::llm_error("unreachable"),
+            Err(LlmError::Refused { .. }) => crate::metrics::llm_error("refused"),
+            _ => {}
+        }
+        result
+    }
+
+    async fn call(
+        &self,
+        messages: &[Value],
+        tools: &[Value],
+        cancel: &CancellationToken,
+        deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
+    ) -> Result<Completion, LlmError> {
         let mut body = json!({
             "model": self.config.model,
             "messages": messages,
@@ -126,6 +144,7 @@ impl LlmClient {
                 Err(Attempt::Fatal(e)) => return Err(e),
                 Err(Attempt::Retry { error, after }) => {
                     tracing::warn!(attempt, error = %error, "llm: call failed");
+                    crate::metrics::llm_error("retry");
                     last = error;
                     if attempt == self.config.max_attempts {
                         break;

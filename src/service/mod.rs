@@ -365,8 +365,11 @@ fn daemon_status(home: &Path) -> Result<String, String> {
             .timeout(std::time::Duration::from_secs(5))
             .build()
             .map_err(|e| e.to_string())?;
-        let answer = client
-            .get(format!("http://{addr}/status"))
+        let mut request = client.get(format!("http://{addr}/status"));
+        if let Some(token) = &config.http.token {
+            request = request.bearer_auth(token.expose());
+        }
+        let answer = request
             .send()
             .await
             .map_err(|_| format!("not answering on {addr} (not running?)"))?;

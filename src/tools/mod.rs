@@ -90,6 +90,13 @@ impl Toolbox {
 
     /// Run one tool call; the result text goes back to the model.
     pub async fn run(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {
+        let result = self.dispatch(call, ctx).await;
+        let outcome = if result.cancelled { "cancelled" } else { "ok" };
+        crate::metrics::tool_call(&call.name, outcome);
+        result
+    }
+
+    async fn dispatch(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {
         let raw = if call.arguments.trim().is_empty() {
             "{}"
         } else {
@@ -115,7 +122,8 @@ impl Toolbox {
                 ToolResult::text(process_tool::run(&self.processes, &args, ctx).await)
             }
             other => ToolResult::text(format!(
-                "error: there is no tool named {other:?}; available: terminal, process"
+                "error: there is no tool named {other:?}; available: {}",
+                TOOL_NAMES.join(", ")
             )),
         }
     }
@@ -256,6 +264,14 @@ impl Toolbox {
             }),
         }
     }
+}
+
+/// The tools the agent has.
+const TOOL_NAMES: [&str; 2] = ["terminal", "process"];
+
+/// Whether `name` is one of the agent's tools.
+pub fn is_known(name: &str) -> bool {
+    TOOL_NAMES.contains(&name)
 }
 
 /// A tool's answer to the model.
