@@ -33,8 +33,13 @@ use crate::tools::Toolbox;
 /// Restarting an adapter that stopped on an error: 1 s, doubling, at most 60 s.
 const ADAPTER_RESTART: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
-/// How long shutdown waits for work to stop.
+/// How long shutdown waits for work to stop once it is cancelled.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long running turns get to finish when the daemon stops (or reloads) before they are
+/// cancelled (the person is told, and the turn runs again after the start).
+const DRAIN: Duration = Duration::from_secs(30);
+/// How long the outbox gets to send what the stop left in it.
+const FLUSH: Duration = Duration::from_secs(5);
 
 /// How the daemon ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -235,8 +240,13 @@ async fn supervise(
     }
 }
 
-/// Run until `shutdown` is cancelled.
+/// Run until `shutdown` is cancelled (then drain: see [`shut_down`]).
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<Exit> {
+    // Three stages of stopping: `shutdown` stops taking messages (adapters, the HTTP
+    // server); `work` cancels turns and processes once they had their time; `lanes` stops
+    // sending once the outbox had its time.
+    let work = CancellationToken::new();
+    let lanes = CancellationToken::new();
     let config = Arc::new(config);
     // File work before anything runs, off the async worker threads: the home, the database,
     // and the prompt files.
@@ -267,7 +277,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         store.clone(),
         senders.clone(),
         config.delivery.clone(),
-        shutdown.clone(),
+        lanes.clone(),
     );
 
     // Where things are: what approvals judge commands against and media what may be sent.
@@ -290,7 +300,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let processes = ProcessRegistry::new(
         delivery.clone(),
         wakeup_tx,
-        shutdown.clone(),
+        work.clone(),
         Limits::default(),
         config.processes.notifications,
     );
@@ -329,7 +339,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             scene,
             describer.clone(),
         )),
-        shutdown: shutdown.clone(),
+        shutdown: work.clone(),
+        draining: shutdown.clone(),
         tasks: TaskTracker::new(),
     });
     let router = Arc::new(Router::new(config.clone(), services.clone(), approvals));
@@ -440,40 +451,83 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             }
         }
     };
-    shut_down(&shutdown, &processes, &tasks, &router, &services, &delivery).await;
+    let stages = Stages {
+        intake: shutdown,
+        work,
+        lanes,
+    };
+    shut_down(
+        &stages, &processes, &tasks, &router, &services, &delivery, &store,
+    )
+    .await;
     Ok(exit)
 }
 
-/// Stop in order: no more receiving (the token reaches adapters, turns and lanes), then the
-/// background processes, then wait, within one deadline, for adapters, dispatches, session
-/// actors and lanes to end. Whatever is cut short stays open in the inbox and the outbox.
+/// The tokens of the three stages of stopping (see [`run`]).
+struct Stages {
+    intake: CancellationToken,
+    work: CancellationToken,
+    lanes: CancellationToken,
+}
+
+/// Stop in order: no more receiving; running turns get [`DRAIN`] to finish (no new one
+/// starts); then turns and background processes are cancelled and their ends recorded;
+/// then the outbox gets [`FLUSH`] to send what is left; then the lanes stop. Whatever is
+/// cut short stays open in the inbox and the outbox for the next start.
 async fn shut_down(
-    shutdown: &CancellationToken,
+    stages: &Stages,
     processes: &ProcessRegistry,
     tasks: &TaskTracker,
     router: &Router,
     sessions: &SessionServices,
     delivery: &Delivery,
+    store: &Store,
 ) {
-    tracing::info!("shutting down");
     crate::systemd::stopping();
-    shutdown.cancel();
+    stages.intake.cancel();
+    let running = sessions.tasks.len();
+    if running > 0 {
+        tracing::info!(
+            running,
+            "shutting down: waiting up to {}s for running turns to finish",
+            DRAIN.as_secs()
+        );
+        let deadline = tokio::time::Instant::now() + DRAIN;
+        while !sessions.tasks.is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if !sessions.tasks.is_empty() {
+            tracing::warn!(
+                running = sessions.tasks.len(),
+                "shutting down: turns still running are cancelled; they run again after the start"
+            );
+        }
+    }
+    tracing::info!("shutting down");
+    stages.work.cancel();
     processes.stop_all().await;
     tasks.close();
     sessions.tasks.close();
-    let everything = async {
-        tokio::join!(
-            tasks.wait(),
-            router.drained(),
-            sessions.tasks.wait(),
-            delivery.drained()
-        )
-    };
-    if tokio::time::timeout(SHUTDOWN_GRACE, everything)
+    let stopped = async { tokio::join!(tasks.wait(), router.drained(), sessions.tasks.wait()) };
+    if tokio::time::timeout(SHUTDOWN_GRACE, stopped).await.is_err() {
+        tracing::warn!("shutdown: some work did not stop in time; it resumes on the next start");
+    }
+    // What the turns said on their way out goes now, if the platforms take it.
+    let deadline = tokio::time::Instant::now() + FLUSH;
+    while tokio::time::Instant::now() < deadline {
+        match store.status_counts().await {
+            Ok(counts) if counts.outbox_pending > 0 => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            _ => break,
+        }
+    }
+    stages.lanes.cancel();
+    if tokio::time::timeout(SHUTDOWN_GRACE, delivery.drained())
         .await
         .is_err()
     {
-        tracing::warn!("shutdown: some work did not stop in time; it resumes on the next start");
+        tracing::warn!("shutdown: a message was still being sent; it goes after the start");
     }
 }
 

@@ -337,3 +337,39 @@ fn without_systemd_the_service_commands_say_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("does not run systemd"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_running_turn_finish_and_sends_its_answer_before_exiting() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::Delayed(
+        Duration::from_secs(2),
+        Box::new(Reply::text("finished before the stop")),
+    ));
+    let mut d = w.start();
+    w.telegram.dm(ALICE, "take your time");
+    let llm = w.llm.clone();
+    hermes_testkit::eventually(WAIT, "the model call", || {
+        (!llm.requests().is_empty()).then_some(())
+    })
+    .await;
+    let asked_to_stop = Instant::now();
+    assert_eq!(d.terminate(), Some(0), "{}", d.log_text());
+    assert!(
+        asked_to_stop.elapsed() >= Duration::from_millis(1500),
+        "it waited for the turn"
+    );
+    assert_eq!(
+        w.telegram.sent_texts(ALICE),
+        ["finished before the stop"],
+        "the answer went out before the exit"
+    );
+    let open: i64 = rusqlite::Connection::open(w.home.dir.join("gateway.db"))
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM inbox WHERE state = 'received'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(open, 0, "nothing left to redo");
+}

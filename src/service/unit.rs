@@ -13,8 +13,9 @@ pub const SYSTEM_USER: &str = "hermes-gateway";
 pub const SYSTEM_HOME: &str = "/var/lib/hermes-gateway";
 /// How long systemd waits without a watchdog ping before it restarts the daemon.
 pub const WATCHDOG_SEC: u32 = 60;
-/// How long a stop may take: running turns get 30 s to finish, then the outbox is flushed.
-pub const STOP_TIMEOUT_SEC: u32 = 45;
+/// How long a stop may take: running turns get 30 s to finish, then their ends are recorded
+/// and the outbox is flushed (about 45 s at most).
+pub const STOP_TIMEOUT_SEC: u32 = 60;
 
 /// Which systemd instance runs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,7 +265,7 @@ mod tests {
             "RestartSec=5",
             "RestartPreventExitStatus=78",
             "KillMode=mixed",
-            "TimeoutStopSec=45",
+            "TimeoutStopSec=60",
             "ExecReload=/bin/kill -HUP $MAINPID",
             "ExecStart=%h/.cargo/bin/hermes-gateway run --home %h/.hermes",
         ] {

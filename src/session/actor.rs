@@ -117,6 +117,10 @@ impl SessionActor {
         carried: Vec<StoredMessage>,
         running: &mut Option<RunningTurn>,
     ) {
+        if self.services.draining.is_cancelled() {
+            tracing::info!(session = %self.key, "session: the daemon is stopping; this message is answered after the restart");
+            return;
+        }
         let store = &self.services.store;
         // The turn speaks for the latest input's author (in a shared session, whoever wrote
         // last): that is who the model, the tools and the processes it starts are told about.

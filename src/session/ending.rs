@@ -118,7 +118,13 @@ impl SessionActor {
             }
             (TurnOutcome::Cancelled { .. }, None) => {
                 // Shutdown: the inbox rows stay open and the turn runs again after a restart.
+                // The person hears why the answer is late (the outbox is flushed before the
+                // daemon exits, or sends it after the restart).
                 tracing::info!(session = %self.key, "session: turn cancelled by shutdown; it will resume after restart");
+                let notice = "⏹ I was interrupted by a restart of the gateway; I'll go on with your message as soon as it is back.";
+                if let Err(e) = self.services.delivery.reply(&self.chat, notice, None).await {
+                    tracing::error!(error = %e, "session: could not queue the restart notice");
+                }
             }
             (
                 TurnOutcome::Answered { reply, messages }

@@ -87,8 +87,12 @@ pub struct SessionServices {
     pub media: Arc<crate::media::MediaPreparer>,
     /// Answers shown as they are written (`streaming.*`), where the platform edits.
     pub streaming: Option<crate::config::StreamingConfig>,
-    /// Cancelled on daemon shutdown; every turn's token is a child of it.
+    /// Cancelled on daemon shutdown, once running turns had their time to finish; every
+    /// turn's token is a child of it.
     pub shutdown: CancellationToken,
+    /// Cancelled when the daemon stops taking messages (the start of a shutdown or a
+    /// reload): no new turn starts; what waits stays open in the inbox for the next start.
+    pub draining: CancellationToken,
     /// Turns (until their end is recorded) and working indicators, so shutdown can wait
     /// for them.
     pub tasks: TaskTracker,
