@@ -118,13 +118,29 @@ fn init_logging() {
     }
     let filter = EnvFilter::try_new(&wanted)
         .unwrap_or_else(|_| EnvFilter::new("info,serenity=warn,slack_morphism=warn"));
-    // Colours only for a person at a terminal, never into journald or a log file.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(ScrubbedStderr)
-        .try_init();
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // Under systemd, structured entries to the journal; else lines on stderr (colours only
+    // for a person at a terminal, never into a log file).
+    let journal = crate::journal::wanted()
+        .then(crate::journal::JournalLayer::new)
+        .flatten();
+    match journal {
+        Some(journal) => {
+            let _ = tracing_subscriber::registry()
+                .with(filter)
+                .with(journal)
+                .try_init();
+        }
+        None => {
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(ansi)
+                .with_writer(ScrubbedStderr)
+                .try_init();
+        }
+    }
     // A panic message can quote anything (a payload, a URL): it goes through the log, and
     // so through the scrubber, instead of straight to stderr.
     std::panic::set_hook(Box::new(|info| {

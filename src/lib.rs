@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod delivery;
 pub mod home;
 pub mod http;
+pub mod journal;
 pub mod llm;
 pub mod media;
 pub mod metrics;

@@ -373,3 +373,72 @@ async fn sigterm_lets_a_running_turn_finish_and_sends_its_answer_before_exiting(
         .unwrap();
     assert_eq!(open, 0, "nothing left to redo");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_systemd_logs_go_to_the_journal_structured_and_no_secret_is_ever_in_them() {
+    const PASSWORD: &str = "hunter2-in-the-environment";
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "approvals:\n  mode: 'off'\n",
+    )
+    .await;
+    // A provider error that quotes the bot token and the model's key (logged, retried)...
+    w.llm.push(Reply::ErrorSaying {
+        status: 500,
+        message: "bad upstream for 123456:TEST-TOKEN with key sk-test-secret".into(),
+    });
+    // ...then a command that prints every secret it can find: the .env (the bot token),
+    // config.yaml (the model's key), and the environment.
+    w.llm.push(Reply::terminal(&format!(
+        "cat {0}/.env {0}/config.yaml; env",
+        w.home.dir.display()
+    )));
+    w.llm.push(Reply::text("done looking"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.sock");
+    let journal = UnixDatagram::bind(&path).unwrap();
+    journal.set_nonblocking(true).unwrap();
+    // Read as it comes, as journald does.
+    let reader = std::thread::spawn(move || collect(&journal, Duration::from_secs(8)));
+    let d = Daemon::start(
+        BIN,
+        &w.home,
+        &[
+            ("JOURNAL_STREAM", "8:12345"),
+            ("HERMES_JOURNAL_SOCKET", path.to_str().unwrap()),
+            ("BACKUP_SERVICE_PASSWORD", PASSWORD),
+        ],
+    );
+    w.telegram.dm(ALICE, "find the secrets");
+    w.replies(ALICE, 1).await;
+    let entries: Vec<String> = reader.join().unwrap().into_iter().map(|(_, e)| e).collect();
+    let running = entries
+        .iter()
+        .find(|e| e.contains("hermes-gateway is running"))
+        .unwrap_or_else(|| panic!("no start entry in {} entries", entries.len()));
+    assert!(running.contains("\nPRIORITY=6\n"), "{running}");
+    assert!(running.contains("\nSYSLOG_IDENTIFIER=hermes-gateway\n"));
+    assert!(
+        running.contains("\nMODEL=fake-model\n"),
+        "fields are journal fields: {running}"
+    );
+    assert!(
+        entries.iter().any(|e| e.contains("running a tool")),
+        "debug lines too"
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.contains("llm: call failed") && e.contains("[REDACTED]")),
+        "the provider's error is logged, blanked"
+    );
+    let all = entries.join("\n") + &d.log_text();
+    for secret in [
+        "123456:TEST-TOKEN",
+        "TEST-TOKEN",
+        "sk-test-secret",
+        PASSWORD,
+    ] {
+        assert!(!all.contains(secret), "{secret} reached the log");
+    }
+}
