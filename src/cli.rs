@@ -74,7 +74,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let given_home = cli.home.clone();
     let home = cli.home.clone().unwrap_or_else(config::default_home);
-    init_logging();
+    init_logging(config::logging_level(&home));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -102,11 +102,15 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+/// Logging, filtered by `HERMES_LOG`, `RUST_LOG`, else `logging.level` (`configured`),
+/// else `info`.
+fn init_logging(configured: Option<String>) {
     use tracing_subscriber::EnvFilter;
     let wanted = std::env::var("HERMES_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info".to_owned());
+        .ok()
+        .or(configured)
+        .unwrap_or_else(|| "info".to_owned());
     // serenity and slack-morphism log whole payloads (message text, interaction tokens,
     // response URLs) in their info spans and debug lines: only their warnings, unless the
     // operator asks for them by name.

@@ -47,6 +47,15 @@ impl Loaded {
     }
 }
 
+/// `logging.level` in `home`'s `config.yaml`, if it says one: the log filter when neither
+/// `HERMES_LOG` nor `RUST_LOG` is set (read before the rest, since logging starts first).
+pub fn logging_level(home: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(home.join("config.yaml")).ok()?;
+    let mut y = YamlReader::parse(&text).ok()?;
+    y.string("logging.level", &mut Vec::new())
+        .filter(|l| !l.trim().is_empty())
+}
+
 /// The default home: `$HERMES_HOME`, else `~/.hermes`.
 pub fn default_home() -> PathBuf {
     if let Some(home) = std::env::var_os("HERMES_HOME").filter(|h| !h.is_empty()) {
@@ -247,6 +256,9 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         ));
     }
     let http = read_http(&mut y, env, &mut problems);
+    // Read before anything else runs (see `logging_level`); named here so it is not listed
+    // as unused.
+    let _ = y.string("logging.level", &mut problems);
     let mut source = source::Source {
         yaml: &mut y,
         env,

@@ -267,3 +267,21 @@ fn speech_to_text_needs_the_openai_provider_and_a_key() {
     );
     assert!(local.config.unwrap().agent.stt.openai.is_err());
 }
+
+#[test]
+fn logging_level_is_read_first_and_is_not_an_unused_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\nlogging:\n  level: debug\n",
+    )
+    .unwrap();
+    assert_eq!(logging_level(dir.path()).as_deref(), Some("debug"));
+    let loaded = load(dir.path());
+    assert!(
+        !loaded.unused.iter().any(|k| k.starts_with("logging")),
+        "{:?}",
+        loaded.unused
+    );
+    assert_eq!(logging_level(&dir.path().join("nowhere")), None);
+}
