@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use hermes_adapter::{Liveness, Platform, WebhookRequest, WebhookResponse, WebhookRoute};
 use serde_json::json;
+use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -68,12 +69,7 @@ impl Health {
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or_default();
         // Compared in constant time (lengths aside).
-        given.len() == token.len()
-            && given
-                .bytes()
-                .zip(token.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
+        bool::from(given.as_bytes().ct_eq(token.as_bytes()))
     }
 
     /// `/metrics`: the Prometheus text, its gauges read now.
