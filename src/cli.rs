@@ -269,7 +269,9 @@ fn check_config(home: PathBuf) -> ExitCode {
         println!("  terminal.timeout = {}s", c.terminal.timeout.as_secs());
         println!("  database = {}", c.database_path().display());
         match c.http.listen {
-            Some(addr) => println!("  http.listen = {addr} (webhooks, /healthz, /readyz, /status, /metrics)"),
+            Some(addr) => {
+                println!("  http.listen = {addr} (webhooks, /healthz, /readyz, /status, /metrics)")
+            }
             None => println!("  http.listen = off"),
         }
         for platform in hermes_adapter::Platform::ALL {
