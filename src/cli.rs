@@ -5,10 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Loaded, Severity};
-use crate::daemon::{self, Exit};
 use crate::secrets;
 use crate::store::{PairingError, Store};
 
@@ -213,31 +211,7 @@ async fn run(home: PathBuf) -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     }
-    let mut config = config;
-    loop {
-        let shutdown = CancellationToken::new();
-        let signals = tokio::spawn(crate::reload::watch(
-            home.clone(),
-            config.clone(),
-            shutdown.clone(),
-        ));
-        let exit = daemon::run(config, shutdown.clone()).await;
-        shutdown.cancel();
-        match exit {
-            Ok(Exit::Stopped) => match signals.await {
-                Ok(crate::reload::Next::Reload(new)) => config = *new,
-                _ => return ExitCode::SUCCESS,
-            },
-            Ok(Exit::ConfigRejected(why)) => {
-                eprintln!("hermes-gateway: {}", secrets::scrub(&why));
-                return ExitCode::from(EXIT_CONFIG);
-            }
-            Err(e) => {
-                eprintln!("hermes-gateway: {}", secrets::scrub(&format!("{e:#}")));
-                return ExitCode::FAILURE;
-            }
-        }
-    }
+    crate::reload::run(home, config).await
 }
 
 fn check_config(home: PathBuf) -> ExitCode {

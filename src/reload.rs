@@ -1,63 +1,148 @@
-//! Signals while the daemon runs: SIGTERM and SIGINT stop it; SIGHUP (`systemctl reload`)
-//! reads `config.yaml` and `.env` again. A new configuration with errors is refused, with
-//! the reason in the log, and the running one stays; a good one is applied by stopping the
-//! daemon (its drain: nothing is lost, open work resumes) and starting it again with the new
-//! configuration in the same process, after the log says which sections changed.
+//! The daemon's life in this process: signals, stops and reloads. SIGTERM and SIGINT stop
+//! it (drained: see `daemon::shut_down`). SIGHUP (`systemctl reload`) reads `config.yaml`
+//! and `.env` again: a configuration with errors is refused, with the reason in the log,
+//! and the running one stays; a good one is applied by draining the daemon and starting it
+//! again in this process. If the new configuration then fails to start (its tokens
+//! refused, its address taken), the previous one is started again. The signal streams live
+//! as long as the process, so a stop that arrives during a reload's drain is not lost: it
+//! turns the reload into a stop.
 
-use std::path::PathBuf;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::EXIT_CONFIG;
 use crate::config::{self, Config};
+use crate::daemon::{self, Exit};
+use crate::secrets;
 
-/// What ended the daemon's run.
-pub enum Next {
-    /// Stop for good (SIGTERM, SIGINT, or the daemon stopped by itself).
+/// What a signal asks for.
+enum Asked {
     Stop,
-    /// Start again with this configuration.
-    Reload(Box<Config>),
+    Reload,
 }
 
-/// Wait for signals on behalf of the daemon running with `current`, cancelling `shutdown`
-/// when it must stop.
-pub async fn watch(home: PathBuf, current: Config, shutdown: CancellationToken) -> Next {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!("cannot listen for signals; stopping on Ctrl-C only");
+/// The process's signal streams, made once.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    async fn next(&mut self) -> Asked {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => shutdown.cancel(),
-            _ = shutdown.cancelled() => {}
+            _ = self.term.recv() => Asked::Stop,
+            _ = self.int.recv() => Asked::Stop,
+            _ = self.hup.recv() => Asked::Reload,
         }
-        return Next::Stop;
+    }
+}
+
+/// Run the daemon with `config` from `home` until it is stopped, applying reloads.
+pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
+    let mut signals = match Signals::new() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("hermes-gateway: cannot listen for signals: {e}");
+            return ExitCode::FAILURE;
+        }
     };
+    crate::systemd::keep_watchdog_during_reloads();
+    let mut files = fingerprint(&home);
+    // The configuration that ran before a reload, to go back to if the new one fails.
+    let mut previous: Option<(Config, u64)> = None;
     loop {
-        tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = shutdown.cancelled() => return Next::Stop,
-            _ = hup.recv() => {
-                if let Some(new) = read_again(&home, &current).await {
-                    crate::systemd::reloading();
-                    shutdown.cancel();
-                    return Next::Reload(Box::new(new));
-                }
+        let shutdown = CancellationToken::new();
+        let running = daemon::run(config.clone(), shutdown.clone());
+        tokio::pin!(running);
+        let mut next: Option<(Config, u64)> = None;
+        let exit = loop {
+            tokio::select! {
+                exit = &mut running => break exit,
+                asked = signals.next() => match asked {
+                    Asked::Stop => {
+                        if next.take().is_some() {
+                            tracing::warn!("a stop was asked during the reload: stopping instead");
+                            crate::systemd::reload_abandoned();
+                        }
+                        shutdown.cancel();
+                    }
+                    Asked::Reload if shutdown.is_cancelled() => {
+                        tracing::info!("SIGHUP while stopping: ignored");
+                    }
+                    Asked::Reload => {
+                        if let Some(new) = read_again(&home, &config, files).await {
+                            crate::systemd::reloading();
+                            next = Some(new);
+                            shutdown.cancel();
+                        }
+                    }
+                },
+            }
+        };
+        let failed = match exit {
+            Ok(Exit::Stopped) => None,
+            Ok(Exit::ConfigRejected(why)) => Some((EXIT_CONFIG, why)),
+            Err(e) => Some((1, format!("{e:#}"))),
+        };
+        match (failed, next, previous.take()) {
+            (None, Some((new, new_files)), _) => {
+                previous = Some((std::mem::replace(&mut config, new), files));
+                files = new_files;
+            }
+            (None, None, _) => return ExitCode::SUCCESS,
+            (Some((_, why)), _, Some((old, old_files))) => {
+                tracing::error!(
+                    error = %secrets::scrub(&why),
+                    "reload: the new configuration did not start; going back to the previous one"
+                );
+                crate::systemd::reloading();
+                config = old;
+                files = old_files;
+            }
+            (Some((code, why)), _, None) => {
+                eprintln!("hermes-gateway: {}", secrets::scrub(&why));
+                return ExitCode::from(code);
             }
         }
     }
-    shutdown.cancel();
-    Next::Stop
 }
 
-/// The configuration as it reads now, if it can run; else `None`, with why in the log.
-async fn read_again(home: &std::path::Path, current: &Config) -> Option<Config> {
+/// A fingerprint of `config.yaml` and `.env` as they are on disk (so a rotated secret,
+/// which the logged sections cannot show, still counts as a change).
+fn fingerprint(home: &Path) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for name in ["config.yaml", ".env"] {
+        std::fs::read(home.join(name))
+            .unwrap_or_default()
+            .hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// The configuration as it reads now, with its fingerprint, if it can run and differs
+/// from `current`; else `None`, with why in the log.
+async fn read_again(home: &Path, current: &Config, files: u64) -> Option<(Config, u64)> {
     tracing::info!("SIGHUP: reading config.yaml and .env again");
     let dir = home.to_path_buf();
-    let loaded = match tokio::task::spawn_blocking(move || config::load(&dir)).await {
-        Ok(loaded) => loaded,
+    let (loaded, new_files) = match tokio::task::spawn_blocking(move || {
+        (config::load(&dir), fingerprint(&dir))
+    })
+    .await
+    {
+        Ok(read) => read,
         Err(e) => {
             tracing::error!(error = %e, "reload: reading the configuration failed; the running one stays");
             return None;
@@ -79,13 +164,16 @@ async fn read_again(home: &std::path::Path, current: &Config) -> Option<Config> 
         );
         return None;
     }
-    let changed = changed_sections(current, &new);
+    let mut changed = changed_sections(current, &new);
+    if changed.is_empty() && new_files != files {
+        changed.push("values not shown (a secret, or a setting not listed)".into());
+    }
     if changed.is_empty() {
         tracing::info!("reload: nothing changed; the gateway keeps running as it is");
         return None;
     }
     tracing::info!(changed = %changed.join(", "), "reload: restarting the gateway with the new configuration");
-    Some(new)
+    Some((new, new_files))
 }
 
 /// The sections of the configuration that differ (names only: values may be secret).

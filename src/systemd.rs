@@ -40,7 +40,9 @@ pub async fn run(
         return;
     }
     let watchdog = sd_notify::watchdog_enabled();
-    let fresh_within = watchdog.unwrap_or(LIVE_WITHIN);
+    // A platform counts as deaf after one and a half periods without an answer (Discord
+    // heartbeats every ~41 s, Slack and WhatsApp are asked every 30 s).
+    let fresh_within = watchdog.map_or(LIVE_WITHIN, |w| w * 3 / 2);
     let running = |refused: &Refused| -> Vec<(Platform, Liveness)> {
         let refused = refused.lock().expect("refused lock");
         adapters
@@ -66,7 +68,15 @@ pub async fn run(
     }
     let mut status = summary(&adapters, &refused, fresh_within);
     RELOADING.store(false, Ordering::SeqCst);
-    send(&[NotifyState::Ready, NotifyState::Status(&status)]);
+    if watchdog.is_some() {
+        send(&[
+            NotifyState::Ready,
+            NotifyState::Watchdog,
+            NotifyState::Status(&status),
+        ]);
+    } else {
+        send(&[NotifyState::Ready, NotifyState::Status(&status)]);
+    }
     tracing::info!(status = %status, "systemd: ready");
 
     let every = watchdog.map_or(STATUS_EVERY, |w| w / 2);
@@ -104,6 +114,32 @@ pub fn stopping() {
     if std::env::var_os("NOTIFY_SOCKET").is_some() && !RELOADING.load(Ordering::SeqCst) {
         send(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
     }
+}
+
+/// A reload was under way when a stop was asked: it is a stop after all.
+pub fn reload_abandoned() {
+    RELOADING.store(false, Ordering::SeqCst);
+    stopping();
+}
+
+/// systemd keeps the watchdog armed through a reload, while the old daemon drains and the
+/// new one connects: until the new one says `READY=1`, this pings on its behalf (for the
+/// whole process, started once).
+pub fn keep_watchdog_during_reloads() {
+    let Some(period) = sd_notify::watchdog_enabled() else {
+        return;
+    };
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(period / 2).await;
+            if RELOADING.load(Ordering::SeqCst) {
+                send(&[NotifyState::Watchdog]);
+            }
+        }
+    });
 }
 
 /// A reload has begun: the daemon stops and starts again with the new configuration, and

@@ -136,7 +136,8 @@ async fn systemd_hears_ready_watchdog_only_while_the_platform_answers_and_stoppi
 
     // The long poll hangs: once the platform has been silent for a period, no more pings.
     w.telegram.stall_polls(true);
-    collect(&socket, Duration::from_secs(6));
+    // Deaf means silent for one and a half periods (4.5 s), the last poll up to 2 s old.
+    collect(&socket, Duration::from_secs(8));
     let stalled = collect(&socket, Duration::from_secs(4));
     assert_eq!(watchdogs(&stalled), 0, "{stalled:?}");
     assert!(
@@ -441,4 +442,130 @@ async fn under_systemd_logs_go_to_the_journal_structured_and_no_secret_is_ever_i
     ] {
         assert!(!all.contains(secret), "{secret} reached the log");
     }
+}
+
+/// Wait until `socket` has brought a message containing `what`; everything read is kept in
+/// `seen`.
+fn wait_for(socket: &UnixDatagram, seen: &mut Vec<(Instant, String)>, what: &str, from: usize) {
+    let deadline = Instant::now() + WAIT;
+    while !seen[from.min(seen.len())..]
+        .iter()
+        .any(|(_, m)| m.contains(what))
+    {
+        assert!(Instant::now() < deadline, "no {what}: {seen:?}");
+        drain(socket, seen);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_pings_the_watchdog_falls_back_when_the_new_one_fails_and_yields_to_a_stop() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::Delayed(
+        Duration::from_secs(3),
+        Box::new(Reply::text("slow answer")),
+    ));
+    w.llm.push(Reply::text("after the fallback"));
+    w.llm.push(Reply::Delayed(
+        Duration::from_secs(3),
+        Box::new(Reply::text("answered while stopping")),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    socket.set_nonblocking(true).unwrap();
+    let mut d = Daemon::start(
+        BIN,
+        &w.home,
+        &[
+            ("NOTIFY_SOCKET", path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "2000000"),
+        ],
+    );
+    let mut seen = Vec::new();
+    wait_for(&socket, &mut seen, "READY=1", 0);
+
+    // A reload to an address that is taken, while a slow turn runs.
+    w.telegram.dm(ALICE, "slow");
+    let llm = w.llm.clone();
+    hermes_testkit::eventually(WAIT, "the model call", || {
+        (!llm.requests().is_empty()).then_some(())
+    })
+    .await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let config = w.home.dir.join("config.yaml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    let bad = original.replace(
+        "listen: 127.0.0.1:0",
+        &format!("listen: {}", taken.local_addr().unwrap()),
+    );
+    assert_ne!(bad, original);
+    std::fs::write(&config, &bad).unwrap();
+    signal(&d, "HUP");
+    let from = seen.len();
+    wait_for(&socket, &mut seen, "RELOADING=1", from);
+    let reloading = seen.len();
+    wait_for(&socket, &mut seen, "READY=1", reloading);
+    // systemd keeps the watchdog armed through a reload: it was pinged while the turn
+    // drained and the new configuration failed.
+    let pings = seen[reloading..]
+        .iter()
+        .filter(|(_, m)| m.contains("WATCHDOG=1"))
+        .count();
+    assert!(pings >= 2, "{:?}", &seen[reloading..]);
+    assert_eq!(
+        w.replies(ALICE, 1).await,
+        ["slow answer"],
+        "the turn drained"
+    );
+    hermes_testkit::eventually(WAIT, "the fallback", || {
+        d.log_text()
+            .contains("the new configuration did not start; going back to the previous one")
+            .then_some(())
+    })
+    .await;
+    w.telegram.dm(ALICE, "still there?");
+    assert_eq!(w.replies(ALICE, 2).await[1], "after the fallback");
+
+    // A rotated secret is a change even though no shown section differs.
+    std::fs::write(&config, &original).unwrap();
+    let env = w.home.dir.join(".env");
+    let dotenv = std::fs::read_to_string(&env).unwrap();
+    std::fs::write(
+        &env,
+        format!("{dotenv}\nSOME_SERVICE_API_KEY=rotated-value\n"),
+    )
+    .unwrap();
+    let before = seen.len();
+    signal(&d, "HUP");
+    wait_for(&socket, &mut seen, "READY=1", before);
+    assert!(
+        d.log_text().contains("values not shown"),
+        "{}",
+        d.log_text()
+    );
+
+    // A stop during a reload's drain is a stop.
+    w.telegram.dm(ALICE, "one more slow one");
+    hermes_testkit::eventually(WAIT, "the third model call", || {
+        (llm.requests().len() >= 3).then_some(())
+    })
+    .await;
+    std::fs::write(
+        &env,
+        format!("{dotenv}\nSOME_SERVICE_API_KEY=rotated-again\n"),
+    )
+    .unwrap();
+    let before = seen.len();
+    signal(&d, "HUP");
+    wait_for(&socket, &mut seen, "RELOADING=1", before);
+    assert_eq!(d.terminate(), Some(0), "{}", d.log_text());
+    drain(&socket, &mut seen);
+    let after: Vec<&String> = seen[before..].iter().map(|(_, m)| m).collect();
+    assert!(after.iter().any(|m| m.contains("STOPPING=1")), "{after:?}");
+    assert!(
+        !after.iter().any(|m| m.contains("READY=1")),
+        "not started again: {after:?}"
+    );
+    assert_eq!(w.replies(ALICE, 3).await[2], "answered while stopping");
 }
