@@ -244,6 +244,8 @@ pub fn render(counts: Option<&StatusCounts>, live: &[(Platform, bool)]) -> Strin
             .outbox_oldest_seconds
             .set(c.outbox_oldest_s.unwrap_or(0));
     }
+    // Platforms a reload turned off leave the series.
+    METRICS.platform_live.clear();
     for (on, is_live) in live {
         METRICS
             .platform_live

@@ -304,7 +304,7 @@ fn install_dry_run_prints_a_unit_systemd_accepts_and_the_commands() {
         }
         let unit = unit_in(&text);
         assert!(
-            unit.contains(&format!("run --home {}", home.display())),
+            unit.contains(&format!("run --home \"{}\"", home.display())),
             "{unit}"
         );
         assert!(unit.contains("Type=notify") && unit.contains("WatchdogSec=60"));
@@ -324,6 +324,27 @@ fn install_dry_run_prints_a_unit_systemd_accepts_and_the_commands() {
             Err(_) => eprintln!("systemd-analyze is not installed; the unit was not verified"),
         }
     }
+}
+
+#[test]
+fn install_refuses_a_path_that_would_break_out_of_its_unit_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.yaml"),
+        "terminal:\n  cwd: \"/srv/work\\nExecStartPre=+/bin/sh -c id\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["service", "install", "--system", "--dry-run", "--home"])
+        .arg(&home)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("control character"), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ExecStartPre"));
 }
 
 #[test]

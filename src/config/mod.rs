@@ -50,9 +50,14 @@ impl Loaded {
 /// `logging.level` in `home`'s `config.yaml`, if it says one: the log filter when neither
 /// `HERMES_LOG` nor `RUST_LOG` is set (read before the rest, since logging starts first).
 pub fn logging_level(home: &Path) -> Option<String> {
+    read_key(home, "logging.level")
+}
+
+/// One key of `home`'s `config.yaml` as written there (not defaulted), if it says one.
+pub fn read_key(home: &Path, key: &str) -> Option<String> {
     let text = std::fs::read_to_string(home.join("config.yaml")).ok()?;
     let mut y = YamlReader::parse(&text).ok()?;
-    y.string("logging.level", &mut Vec::new())
+    y.string(key, &mut Vec::new())
         .filter(|l| !l.trim().is_empty())
 }
 

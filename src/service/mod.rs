@@ -161,6 +161,12 @@ fn install(args: ScopeArgs, home: Option<PathBuf>, dry_run: bool) -> Result<(), 
     } else {
         Scope::User
     };
+    if !args.system && !args.user && is_root() && !dry_run {
+        return Err(
+            "as root, say which: --system (a service with its own user; the usual choice) or --user (root's own user service)"
+                .into(),
+        );
+    }
     if scope == Scope::System && !dry_run && !is_root() {
         return Err(
             "installing the system service needs root: sudo hermes-gateway service install --system"
@@ -187,6 +193,15 @@ fn install(args: ScopeArgs, home: Option<PathBuf>, dry_run: bool) -> Result<(), 
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
+    // An edited unit (a line removed on purpose) is kept beside the new one.
+    if let Ok(old) = std::fs::read_to_string(&plan.unit_path)
+        && old != plan.unit
+    {
+        let backup = plan.unit_path.with_extension("service.bak");
+        std::fs::write(&backup, old)
+            .map_err(|e| format!("cannot keep the old unit as {}: {e}", backup.display()))?;
+        println!("the unit there before is kept as {}", backup.display());
+    }
     std::fs::write(&plan.unit_path, &plan.unit)
         .map_err(|e| format!("cannot write {}: {e}", plan.unit_path.display()))?;
     println!("wrote {}", plan.unit_path.display());
@@ -208,17 +223,38 @@ fn plan_install(scope: Scope, home: Option<PathBuf>) -> Result<Plan, String> {
         (Scope::User, None) => absolute(&crate::config::default_home())?,
         (Scope::System, None) => PathBuf::from(SYSTEM_HOME),
     };
-    // The agent's working directory must stay writable under the system unit's sandbox.
-    let workdir = crate::config::load(&home)
-        .config
-        .map(|c| c.terminal.cwd)
-        .unwrap_or_else(|| home.join("work"));
+    // The agent's working directory must stay writable under the system unit's sandbox:
+    // the one config.yaml names, if it names one (else it is the service user's home,
+    // which is writable already). Never a default taken from the installer's own
+    // environment.
+    let workdir = match scope {
+        Scope::System => crate::config::read_key(&home, "terminal.cwd"),
+        Scope::User => None,
+    };
+    if let Some(dir) = &workdir {
+        let dir = dir.trim_end_matches('/');
+        let system_dirs = [
+            "", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/var", "/proc",
+            "/sys", "/dev", "/run", "/root", "/home",
+        ];
+        if system_dirs.contains(&dir) {
+            return Err(format!(
+                "terminal.cwd is {dir:?}: the system service will not make that writable; give the agent a directory of its own"
+            ));
+        }
+    }
     let spec = UnitSpec {
         scope,
         exe: exe.display().to_string(),
         home: home.display().to_string(),
-        workdir: (scope == Scope::System).then(|| workdir.display().to_string()),
+        workdir,
     };
+    for path in [Some(&spec.exe), Some(&spec.home), spec.workdir.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        unit::check_path(path).map_err(|why| format!("cannot write it into a unit: {why}"))?;
+    }
     let mut notes = Vec::new();
     let mut before = Vec::new();
     let unit_path = match scope {
@@ -243,6 +279,7 @@ fn plan_install(scope: Scope, home: Option<PathBuf>) -> Result<Plan, String> {
                     [
                         "useradd",
                         "--system",
+                        "--user-group",
                         "--home-dir",
                         SYSTEM_HOME,
                         "--no-create-home",
@@ -253,6 +290,22 @@ fn plan_install(scope: Scope, home: Option<PathBuf>) -> Result<Plan, String> {
                     .map(str::to_owned)
                     .to_vec(),
                 );
+            }
+            // systemd makes its state directory; another home is made here, the user's.
+            if home != Path::new(SYSTEM_HOME) {
+                let owner = format!("{SYSTEM_USER}:{SYSTEM_USER}");
+                before.push(vec![
+                    "install".into(),
+                    "-d".into(),
+                    "-o".into(),
+                    SYSTEM_USER.into(),
+                    "-g".into(),
+                    SYSTEM_USER.into(),
+                    "-m".into(),
+                    "0700".into(),
+                    home.display().to_string(),
+                ]);
+                notes.push(format!("{} belongs to {owner}", home.display()));
             }
             notes.push(format!(
                 "put config.yaml and .env in {} (owned by {SYSTEM_USER}, mode 0600), then `hermes-gateway service restart --system`",
@@ -345,6 +398,14 @@ fn status(args: ScopeArgs, home: Option<PathBuf>) -> Result<(), String> {
 
 /// The daemon's own view, from `/status` on its HTTP server.
 fn daemon_status(home: &Path) -> Result<String, String> {
+    if let Err(e) = std::fs::metadata(home.join("config.yaml"))
+        && e.kind() == std::io::ErrorKind::PermissionDenied
+    {
+        return Err(format!(
+            "{} is not readable by you (run with sudo)",
+            home.display()
+        ));
+    }
     let loaded = crate::config::load(home);
     let config = loaded
         .config
@@ -361,7 +422,9 @@ fn daemon_status(home: &Path) -> Result<String, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let body: serde_json::Value = runtime.block_on(async {
+        // Straight to this machine: never through a proxy from the environment.
         let client = reqwest::Client::builder()
+            .no_proxy()
             .timeout(std::time::Duration::from_secs(5))
             .build()
             .map_err(|e| e.to_string())?;

@@ -53,7 +53,8 @@ impl UnitSpec {
                 scope,
                 exe: "/usr/local/bin/hermes-gateway".into(),
                 home: SYSTEM_HOME.into(),
-                workdir: Some(format!("{SYSTEM_HOME}/work")),
+                // The service user's HOME, where the agent works unless terminal.cwd says.
+                workdir: None,
             },
         }
     }
@@ -65,6 +66,39 @@ pub fn unit_path(scope: Scope, user_home: &Path) -> PathBuf {
         Scope::User => user_home.join(".config/systemd/user").join(SERVICE),
         Scope::System => Path::new("/etc/systemd/system").join(SERVICE),
     }
+}
+
+/// A path as one word of a unit file line: double-quoted with C escapes, `%` doubled (so
+/// systemd does not read it as a specifier) and, in a command line, `$` doubled (so it
+/// is not a variable). The template's own `%h` is written as it is.
+fn word(path: &str, command: bool) -> String {
+    if path.starts_with("%h/") && !path[1..].contains('%') {
+        return path.to_owned();
+    }
+    let mut out = String::from("\"");
+    for c in path.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '%' => out.push_str("%%"),
+            '$' if command => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Why `path` cannot go in a unit: relative, or holding a line break or another control
+/// character (which would start a line of its own).
+pub fn check_path(path: &str) -> Result<(), String> {
+    if !(path.starts_with('/') || path.starts_with("%h/")) {
+        return Err(format!("{path:?} is not an absolute path"));
+    }
+    if path.chars().any(char::is_control) {
+        return Err(format!("{path:?} holds a control character"));
+    }
+    Ok(())
 }
 
 /// The unit file.
@@ -121,7 +155,12 @@ pub fn render(spec: &UnitSpec) -> String {
              WorkingDirectory={SYSTEM_HOME}"
         );
     }
-    let _ = writeln!(unit, "ExecStart={} run --home {}", spec.exe, spec.home);
+    let _ = writeln!(
+        unit,
+        "ExecStart={} run --home {}",
+        word(&spec.exe, true),
+        word(&spec.home, true)
+    );
     line(
         &mut unit,
         "# SIGHUP: read config.yaml and .env again.\nExecReload=/bin/kill -HUP $MAINPID",
@@ -139,7 +178,10 @@ pub fn render(spec: &UnitSpec) -> String {
     let _ = writeln!(
         unit,
         "# No watchdog ping for this long (a platform alive but deaf, a hung daemon): restart.\n\
-         WatchdogSec={WATCHDOG_SEC}"
+         WatchdogSec={WATCHDOG_SEC}\n\
+         # ...with SIGTERM, so a daemon that still runs drains like any stop (a hung one is\n\
+         # killed after TimeoutStopSec).\n\
+         WatchdogSignal=SIGTERM"
     );
     let _ = writeln!(
         unit,
@@ -167,8 +209,10 @@ pub fn render(spec: &UnitSpec) -> String {
 /// The system unit's sandbox. The agent's terminal still works in its working directory:
 /// that and the home are the only writable places.
 fn hardening(unit: &mut String, spec: &UnitSpec) {
-    let mut writable = vec![spec.home.clone()];
-    writable.extend(spec.workdir.clone());
+    // The home exists (it is the state directory, or install made it); the working
+    // directory may not exist yet, which `-` lets pass.
+    let mut writable = vec![word(&spec.home, false)];
+    writable.extend(spec.workdir.iter().map(|w| format!("-{}", word(w, false))));
     // A working directory under /home or /root needs those visible.
     let under_home = spec
         .workdir
@@ -279,7 +323,8 @@ mod tests {
             "User=hermes-gateway",
             "StateDirectory=hermes-gateway",
             "ProtectSystem=strict",
-            "ReadWritePaths=/var/lib/hermes-gateway /var/lib/hermes-gateway/work",
+            "ReadWritePaths=\"/var/lib/hermes-gateway\"",
+            "ExecStart=\"/usr/local/bin/hermes-gateway\" run --home \"/var/lib/hermes-gateway\"",
             "ProtectHome=yes",
             "SystemCallFilter=@system-service",
             "UMask=0077",
@@ -294,5 +339,26 @@ mod tests {
             ..UnitSpec::documented(Scope::System)
         });
         assert!(at_home.lines().any(|l| l == "ProtectHome=read-only"));
+        assert!(
+            at_home
+                .lines()
+                .any(|l| l == "ReadWritePaths=\"/var/lib/hermes-gateway\" -\"/home/ada/projects\"")
+        );
+    }
+
+    #[test]
+    fn paths_cannot_break_out_of_their_line_or_expand() {
+        let odd = render(&UnitSpec {
+            scope: Scope::System,
+            exe: "/opt/my tools/hermes-gateway".into(),
+            home: "/srv/100% \"home\" $HOME".into(),
+            workdir: None,
+        });
+        assert!(odd.contains(
+            "ExecStart=\"/opt/my tools/hermes-gateway\" run --home \"/srv/100%% \\\"home\\\" $$HOME\""
+        ), "{odd}");
+        assert!(check_path("/ok/path").is_ok());
+        assert!(check_path("relative").is_err());
+        assert!(check_path("/a\nExecStartPre=+/bin/sh").is_err());
     }
 }
