@@ -34,6 +34,11 @@ pub struct AgentRuntime {
     pub describer: Option<std::sync::Arc<crate::media::Describer>>,
 }
 
+/// How many times an answer cut off by the output limit is continued.
+const MAX_CONTINUATIONS: u32 = 3;
+/// What the model is told when its answer was cut off.
+const CONTINUE: &str = "[Your answer was cut off by the output limit. Continue exactly where it stopped, without repeating anything.]";
+
 impl AgentRuntime {
     /// A line in the chat for a tool that starts (`new`: only when the tool changes).
     fn show_progress(
@@ -158,6 +163,10 @@ impl AgentRuntime {
         // What the conversation may take of the context; the rest is for the answer.
         let budget = self.context_tokens.saturating_sub(estimate_tokens(&system)) * 3 / 4;
         let tools = self.tools.definitions();
+        // An answer cut off by the output limit, so far (Hermes: up to three continuations,
+        // then the joined text is the answer).
+        let mut partial = String::new();
+        let mut continuations = 0;
 
         for _iteration in 0..self.max_iterations {
             // This turn's own messages come first; the history gets what they leave.
@@ -172,6 +181,10 @@ impl AgentRuntime {
                 }
                 message
             }));
+            if !partial.is_empty() {
+                wire.push(json!({"role": "assistant", "content": partial}));
+                wire.push(json!({"role": "user", "content": CONTINUE}));
+            }
             let completion = match self
                 .llm
                 .complete_streaming(&wire, &tools, &cancel, input.stream.as_ref())
@@ -218,27 +231,64 @@ impl AgentRuntime {
                 }
             };
             if completion.tool_calls.is_empty() {
-                new_messages.push(StoredMessage::assistant(completion.content.clone()));
+                partial.push_str(&completion.content);
+                if completion.finish_reason.as_deref() == Some("length")
+                    && continuations < MAX_CONTINUATIONS
+                {
+                    continuations += 1;
+                    tracing::info!(
+                        continuations,
+                        "agent: the answer was cut off by the output limit; asking the model to go on"
+                    );
+                    continue;
+                }
+                new_messages.push(StoredMessage::assistant(partial.clone()));
                 return TurnOutcome::Answered {
-                    reply: completion.content,
+                    reply: partial,
                     messages: new_messages,
                 };
             }
-            let calls_json: Vec<Value> = completion
+            // Names repaired where the model misspelled a tool (`Terminal`, `terminal_tool`).
+            let calls: Vec<crate::llm::ToolCall> = completion
                 .tool_calls
+                .iter()
+                .map(|call| match crate::tools::repair_name(&call.name) {
+                    Some(name) if name != call.name => {
+                        tracing::info!(asked = %call.name, tool = name, "agent: a misspelled tool name was repaired");
+                        crate::llm::ToolCall {
+                            name: name.to_owned(),
+                            ..call.clone()
+                        }
+                    }
+                    _ => call.clone(),
+                })
+                .collect();
+            let calls_json: Vec<Value> = calls
                 .iter()
                 .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
                 .collect();
             new_messages.push(StoredMessage {
                 role: "assistant".into(),
-                content: (!completion.content.is_empty()).then(|| completion.content.clone()),
+                // A continued answer that ends in tool calls keeps its earlier text.
+                content: {
+                    let text = std::mem::take(&mut partial) + &completion.content;
+                    (!text.is_empty()).then_some(text)
+                },
                 tool_calls: Some(Value::Array(calls_json).to_string()),
                 tool_call_id: None,
                 tool_name: None,
             });
             let mut cancelled = false;
-            for call in &completion.tool_calls {
-                let text = if cancelled {
+            // The same call twice in one step runs once; both get its result.
+            let mut done: Vec<(&str, &str, String)> = Vec::new();
+            for call in &calls {
+                let earlier = done
+                    .iter()
+                    .find(|(name, args, _)| *name == call.name && *args == call.arguments)
+                    .map(|(_, _, text)| text.clone());
+                let text = if let Some(text) = earlier {
+                    text
+                } else if cancelled {
                     "not run: the turn was interrupted".to_owned()
                 } else {
                     tracing::info!(tool = %call.name, "agent: running a tool");
@@ -249,6 +299,7 @@ impl AgentRuntime {
                     // secret.
                     crate::secrets::scrub(&result.text).into_owned()
                 };
+                done.push((&call.name, &call.arguments, text.clone()));
                 new_messages.push(StoredMessage {
                     role: "tool".into(),
                     content: Some(text),

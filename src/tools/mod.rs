@@ -269,6 +269,63 @@ impl Toolbox {
 /// The tools the agent has.
 const TOOL_NAMES: [&str; 2] = ["terminal", "process"];
 
+/// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or
+/// angle bracket, lower case, `-` and spaces as `_`, CamelCase as snake_case, a trailing
+/// `_tool` or `tool` dropped; then the closest known name if it is close enough.
+pub fn repair_name(name: &str) -> Option<&'static str> {
+    let cut = name
+        .split(['"', '\'', '<', '>'])
+        .next()
+        .unwrap_or_default()
+        .trim();
+    let mut snake = String::new();
+    for (i, c) in cut.chars().enumerate() {
+        if c.is_uppercase() && i > 0 && !snake.ends_with('_') {
+            snake.push('_');
+        }
+        match c {
+            '-' | ' ' => snake.push('_'),
+            c => snake.extend(c.to_lowercase()),
+        }
+    }
+    let mut candidate = snake.as_str();
+    for _ in 0..2 {
+        candidate = candidate
+            .strip_suffix("_tool")
+            .or_else(|| candidate.strip_suffix("tool"))
+            .unwrap_or(candidate)
+            .trim_end_matches('_');
+    }
+    if let Some(exact) = TOOL_NAMES.iter().find(|t| **t == candidate) {
+        return Some(exact);
+    }
+    // Close enough: at most one edit in five characters (Hermes' 0.7 similarity, roughly).
+    TOOL_NAMES
+        .iter()
+        .map(|t| (t, edit_distance(t, candidate)))
+        .filter(|(t, d)| *d * 10 <= t.len() * 3)
+        .min_by_key(|(_, d)| *d)
+        .map(|(t, _)| *t)
+}
+
+/// Levenshtein distance (tool names are short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// Whether `name` is one of the agent's tools.
 pub fn is_known(name: &str) -> bool {
     TOOL_NAMES.contains(&name)
@@ -288,5 +345,27 @@ impl ToolResult {
             text: text.into(),
             cancelled: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn misspelled_tool_names_are_repaired_and_strangers_are_not() {
+        for (asked, meant) in [
+            ("terminal", "terminal"),
+            ("Terminal", "terminal"),
+            ("terminal_tool", "terminal"),
+            ("TerminalTool", "terminal"),
+            ("terminal\"}", "terminal"),
+            ("termnal", "terminal"),
+            ("Process", "process"),
+        ] {
+            assert_eq!(repair_name(asked), Some(meant), "{asked}");
+        }
+        assert_eq!(repair_name("web_search"), None);
+        assert_eq!(repair_name("rm"), None);
     }
 }

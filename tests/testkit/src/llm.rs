@@ -27,6 +27,10 @@ pub enum Reply {
         name: String,
         arguments: Value,
     },
+    /// Text cut off by the output limit (`finish_reason: length`).
+    Truncated(String),
+    /// Several tool calls in one step: (name, arguments) each.
+    ToolCalls(Vec<(String, Value)>),
     /// An HTTP error status (with `Retry-After` seconds when given).
     Error {
         status: u16,
@@ -368,6 +372,16 @@ fn events_for(reply: &Reply) -> Vec<String> {
                 ));
             }
             events.push(chunk(json!({}), json!("stop")));
+        }
+        Reply::Truncated(text) => {
+            events.push(chunk(json!({"content": text}), Value::Null));
+            events.push(chunk(json!({}), json!("length")));
+        }
+        Reply::ToolCalls(calls) => {
+            for (index, (name, arguments)) in calls.iter().enumerate() {
+                events.push(chunk(json!({"tool_calls": [{"index": index, "id": format!("call_{index}"), "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}]}), Value::Null));
+            }
+            events.push(chunk(json!({}), json!("tool_calls")));
         }
         Reply::ToolCall { name, arguments } => {
             let args = arguments.to_string();

@@ -1,0 +1,111 @@
+//! The turn loop's recovery, end to end (the real daemon, the fake Telegram and the fake
+//! LLM): an answer cut off by the output limit is continued, a misspelled tool name is
+//! repaired, and the same call twice in one step runs once.
+
+mod common;
+
+use common::*;
+use hermes_testkit::llm::Reply;
+use serde_json::{Value, json};
+
+/// The tool results the model was shown, in order.
+fn tool_results(w: &World) -> Vec<String> {
+    let requests = w.llm.requests();
+    let last = requests.last().cloned().unwrap_or_default();
+    last["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_cut_off_by_the_output_limit_is_continued() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::Truncated("The first half, ".into()));
+    w.llm.push(Reply::Truncated("the second half, ".into()));
+    w.llm.push(Reply::text("and the end."));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "tell me everything");
+    let replies = w.replies(ALICE, 1).await;
+    assert_eq!(replies, ["The first half, the second half, and the end."]);
+    let requests = w.llm.requests();
+    assert_eq!(requests.len(), 3);
+    let messages = requests[2]["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(
+        messages[n - 2],
+        json!({"role": "assistant", "content": "The first half, the second half, "})
+    );
+    assert_eq!(messages[n - 1]["role"], "user");
+    assert!(
+        messages[n - 1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("cut off"),
+        "{}",
+        messages[n - 1]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fourth_cut_off_ends_the_turn_with_what_was_written() {
+    let w = World::allow_all().await;
+    for part in ["one ", "two ", "three ", "four"] {
+        w.llm.push(Reply::Truncated(part.into()));
+    }
+    let _d = w.start();
+    w.telegram.dm(ALICE, "count");
+    assert_eq!(w.replies(ALICE, 1).await, ["one two three four"]);
+    settle().await;
+    assert_eq!(w.llm.requests().len(), 4, "three continuations, no more");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misspelled_tool_name_is_repaired() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::ToolCall {
+        name: "TerminalTool".into(),
+        arguments: json!({"command": "echo repaired-and-run"}),
+    });
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "run it");
+    assert_eq!(w.replies(ALICE, 1).await, ["done"]);
+    let results = tool_results(&w);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].contains("repaired-and-run"), "{results:?}");
+    let last = w.llm.requests().last().cloned().unwrap();
+    let called: Vec<Value> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["tool_calls"].as_array().cloned())
+        .flatten()
+        .collect();
+    assert_eq!(
+        called[0]["function"]["name"], "terminal",
+        "the history says which tool ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_call_twice_in_one_step_runs_once() {
+    let w = World::allow_all().await;
+    let log = w.home.dir.join("work").join("runs.log");
+    let command = json!({"command": format!("echo ran >> {}", log.display())});
+    w.llm.push(Reply::ToolCalls(vec![
+        ("terminal".into(), command.clone()),
+        ("terminal".into(), command),
+    ]));
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "append once");
+    assert_eq!(w.replies(ALICE, 1).await, ["done"]);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n", "run once");
+    let results = tool_results(&w);
+    assert_eq!(results.len(), 2, "each call has its result");
+    assert_eq!(results[0], results[1]);
+}
