@@ -109,3 +109,34 @@ async fn the_same_call_twice_in_one_step_runs_once() {
     assert_eq!(results.len(), 2, "each call has its result");
     assert_eq!(results[0], results[1]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_step_gets_a_grace_call_without_tools_to_answer() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "agent:\n  max_turns: 2\n",
+    )
+    .await;
+    w.llm.push(Reply::terminal("echo first"));
+    w.llm.push(Reply::terminal("echo second"));
+    w.llm.push(Reply::text("Here is what I found so far."));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "dig deep");
+    assert_eq!(w.replies(ALICE, 1).await, ["Here is what I found so far."]);
+    let requests = w.llm.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        requests[2].get("tools").is_none(),
+        "no tools in the grace call"
+    );
+    let last = requests[2]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["content"].as_str().unwrap().contains("tool steps"),
+        "{last}"
+    );
+}

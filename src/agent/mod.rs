@@ -36,6 +36,8 @@ pub struct AgentRuntime {
 
 /// How many times an answer cut off by the output limit is continued.
 const MAX_CONTINUATIONS: u32 = 3;
+/// What the model is told when its tool steps are used up (the grace call has no tools).
+const GRACE: &str = "[You have used all your tool steps for this message (agent.max_turns). Tools are no longer available: answer now with what you have found, and say what is left to do.]";
 /// What the model is told when its answer was cut off.
 const CONTINUE: &str = "[Your answer was cut off by the output limit. Continue exactly where it stopped, without repeating anything.]";
 
@@ -318,10 +320,29 @@ impl AgentRuntime {
                 new_messages.push(StoredMessage::user(text));
             }
         }
-        let reply = format!(
-            "I stopped after {} tool steps without finishing (the limit is agent.max_turns). Tell me to continue if you want me to go on.",
-            self.max_iterations
-        );
+        // Hermes' grace call: one more, without tools, so the model can say what it has.
+        let used = fit_tool_results(&mut new_messages, budget);
+        let history = trim_history(&input.history, budget.saturating_sub(used));
+        let mut wire = vec![json!({"role": "system", "content": system})];
+        wire.extend(history.iter().map(to_wire));
+        wire.extend(new_messages.iter().map(to_wire));
+        wire.push(json!({"role": "user", "content": GRACE}));
+        let grace = self
+            .llm
+            .complete_streaming(&wire, &[], &cancel, input.stream.as_ref())
+            .await;
+        let reply = match grace {
+            Ok(answer) if !answer.content.trim().is_empty() => answer.content,
+            Err(LlmError::Cancelled) => {
+                return TurnOutcome::Cancelled {
+                    messages: new_messages,
+                };
+            }
+            _ => format!(
+                "I stopped after {} tool steps without finishing (the limit is agent.max_turns). Tell me to continue if you want me to go on.",
+                self.max_iterations
+            ),
+        };
         new_messages.push(StoredMessage::assistant(reply.clone()));
         TurnOutcome::BudgetExhausted {
             reply,
