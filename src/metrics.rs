@@ -44,6 +44,7 @@ struct Metrics {
     turn_seconds: Histogram,
     llm_seconds: Histogram,
     llm_errors: Family<KindLabel, Counter>,
+    llm_tokens: Family<KindLabel, Counter>,
     tool_calls: Family<ToolLabel, Counter>,
     approvals: Family<KindLabel, Counter>,
     sessions: Gauge,
@@ -66,6 +67,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         turn_seconds: Histogram::new(exponential_buckets(0.05, 2.0, 15)),
         llm_seconds: Histogram::new(exponential_buckets(0.05, 2.0, 13)),
         llm_errors: Family::default(),
+        llm_tokens: Family::default(),
         tool_calls: Family::default(),
         approvals: Family::default(),
         sessions: Gauge::default(),
@@ -115,6 +117,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "llm_errors",
         "Failed model calls by kind (retry: one failed attempt; unreachable, refused)",
         metrics.llm_errors.clone(),
+    );
+    registry.register(
+        "llm_tokens",
+        "Tokens the model calls took, by kind (prompt, completion, cached: the part of prompt read from the provider's cache)",
+        metrics.llm_tokens.clone(),
     );
     registry.register(
         "tool_calls",
@@ -207,6 +214,19 @@ pub fn llm_call(took: Duration) {
 /// A model call failed: `retry` (one attempt), `unreachable`, `refused`.
 pub fn llm_error(what: &'static str) {
     METRICS.llm_errors.get_or_create(&kind(what)).inc();
+}
+
+/// Tokens a model call took, where the provider said.
+pub fn llm_tokens(prompt: u64, completion: u64, cached: u64) {
+    for (what, n) in [
+        ("prompt", prompt),
+        ("completion", completion),
+        ("cached", cached),
+    ] {
+        if n > 0 {
+            METRICS.llm_tokens.get_or_create(&kind(what)).inc_by(n);
+        }
+    }
 }
 
 /// A tool ran: `ok` or `cancelled`.

@@ -29,6 +29,7 @@ const HELP: &str = "I'm Hermes, an AI agent. Write to me and I'll answer; I can 
 /new — start a fresh conversation (also /reset)\n\
 /stop — stop what I'm doing (/stop all also kills background processes)\n\
 /status — what I'm doing and which model I use\n\
+/usage — the tokens this conversation and today took\n\
 /approve [session|always] — allow the oldest command waiting for approval\n\
 /deny [reason] — refuse it\n\
 /help — this message";
@@ -53,6 +54,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "status",
         description: "What the agent is doing and which model it uses",
+        argument: None,
+    },
+    CommandSpec {
+        name: "usage",
+        description: "The tokens this conversation and today took",
         argument: None,
     },
     CommandSpec {
@@ -261,6 +267,7 @@ impl Router {
             Some("stop") => session_command(SessionCommand::Stop),
             Some("new") | Some("reset") => session_command(SessionCommand::New),
             Some("status") => session_command(SessionCommand::Status),
+            Some("usage") => session_command(SessionCommand::Usage),
             _ => SessionInput::Message(UserInput {
                 inbox_id: Some(id),
                 message_id: Some(message.message_id.clone()),

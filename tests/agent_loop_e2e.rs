@@ -140,3 +140,51 @@ async fn the_last_step_gets_a_grace_call_without_tools_to_answer() {
         "{last}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_counted_per_turn_and_shown_by_the_usage_command() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::terminal("echo one step"));
+    w.llm.push(Reply::text("done"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "work");
+    w.replies(ALICE, 1).await;
+    w.telegram.dm(ALICE, "/usage");
+    let shown = w.replies(ALICE, 2).await[1].clone();
+    // Two model calls, each 100 tokens in (40 cached) and 7 out.
+    assert!(
+        shown.contains("This conversation: 200 tokens in (80 from the cache), 14 out"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Today (UTC, every conversation): 200 tokens in"),
+        "{shown}"
+    );
+    assert!(
+        w.llm.requests()[0]["stream_options"]["include_usage"] == true,
+        "usage is asked for"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_refuses_stream_options_is_asked_without_them() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::ErrorSaying {
+        status: 400,
+        message: "Unrecognized request argument supplied: stream_options".into(),
+    });
+    w.llm.push(Reply::text("fine without"));
+    w.llm.push(Reply::text("still fine"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "hello");
+    assert_eq!(w.replies(ALICE, 1).await, ["fine without"]);
+    w.telegram.dm(ALICE, "again");
+    assert_eq!(w.replies(ALICE, 2).await[1], "still fine");
+    let requests = w.llm.requests();
+    assert!(requests[0].get("stream_options").is_some());
+    assert!(requests[1].get("stream_options").is_none());
+    assert!(
+        requests[2].get("stream_options").is_none(),
+        "not asked again"
+    );
+}

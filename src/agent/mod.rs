@@ -108,6 +108,8 @@ pub struct TurnInput {
     pub stream: Option<mpsc::UnboundedSender<crate::llm::StreamDelta>>,
     /// Who and where, for the system prompt.
     pub context: String,
+    /// Where the tokens of the turn's model calls are added up.
+    pub usage: std::sync::Arc<std::sync::Mutex<crate::llm::Usage>>,
 }
 
 /// How a turn ended. Each variant carries the turn's new messages (the user's included).
@@ -192,7 +194,10 @@ impl AgentRuntime {
                 .complete_streaming(&wire, &tools, &cancel, input.stream.as_ref())
                 .await
             {
-                Ok(c) => c,
+                Ok(c) => {
+                    *input.usage.lock().expect("usage lock") += c.usage;
+                    c
+                }
                 Err(LlmError::Refused { status, .. })
                     if !images.is_empty()
                         && self.image_input == crate::media::ImageInputMode::Auto
@@ -331,6 +336,9 @@ impl AgentRuntime {
             .llm
             .complete_streaming(&wire, &[], &cancel, input.stream.as_ref())
             .await;
+        if let Ok(answer) = &grace {
+            *input.usage.lock().expect("usage lock") += answer.usage;
+        }
         let reply = match grace {
             Ok(answer) if !answer.content.trim().is_empty() => answer.content,
             Err(LlmError::Cancelled) => {

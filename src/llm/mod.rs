@@ -30,6 +30,38 @@ pub struct Completion {
     pub content: String,
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: Option<String>,
+    /// The tokens it took, where the provider says.
+    pub usage: Usage,
+}
+
+/// Tokens a call (or a turn, or a session) took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt: u64,
+    pub completion: u64,
+    /// Of `prompt`, read from the provider's prompt cache.
+    pub cached: u64,
+}
+
+impl Usage {
+    /// OpenAI's `usage` object (`prompt_tokens`, `completion_tokens`,
+    /// `prompt_tokens_details.cached_tokens`).
+    fn from_openai(usage: &Value) -> Usage {
+        let number = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+        Usage {
+            prompt: number("/prompt_tokens"),
+            completion: number("/completion_tokens"),
+            cached: number("/prompt_tokens_details/cached_tokens"),
+        }
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.prompt += other.prompt;
+        self.completion += other.completion;
+        self.cached += other.cached;
+    }
 }
 
 /// Why a call failed.
@@ -60,6 +92,8 @@ pub struct LlmClient {
     config: ModelConfig,
     /// Delays between attempts: from the first retry delay, doubling, jittered, at most 20 s.
     retry: Backoff,
+    /// The provider refused `stream_options` once: it is not sent again.
+    no_stream_options: std::sync::atomic::AtomicBool,
 }
 
 enum Attempt {
@@ -81,6 +115,7 @@ impl LlmClient {
             http,
             config,
             retry: Backoff::new(Duration::from_millis(500), Duration::from_secs(20)).jittered(),
+            no_stream_options: Default::default(),
         }
     }
 
@@ -130,6 +165,14 @@ impl LlmClient {
             "messages": messages,
             "stream": true,
         });
+        // The last event then says how many tokens the call took (OpenAI's option; servers
+        // that refuse it are asked without it from then on).
+        if !self
+            .no_stream_options
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if !tools.is_empty() {
             body["tools"] = Value::Array(tools.to_vec());
         }
@@ -140,7 +183,26 @@ impl LlmClient {
                 r = self.attempt(&body, deltas) => r,
             };
             match outcome {
-                Ok(completion) => return Ok(completion),
+                Ok(completion) => {
+                    let usage = completion.usage;
+                    crate::metrics::llm_tokens(usage.prompt, usage.completion, usage.cached);
+                    return Ok(completion);
+                }
+                Err(Attempt::Fatal(LlmError::Refused {
+                    status: 400,
+                    message,
+                })) if message.contains("stream_options")
+                    && body.get("stream_options").is_some() =>
+                {
+                    tracing::info!(
+                        "llm: the provider does not take stream_options; asking without"
+                    );
+                    self.no_stream_options
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    if let Some(body) = body.as_object_mut() {
+                        body.remove("stream_options");
+                    }
+                }
                 Err(Attempt::Fatal(e)) => return Err(e),
                 Err(Attempt::Retry { error, after }) => {
                     tracing::warn!(attempt, error = %error, "llm: call failed");
@@ -316,10 +378,14 @@ struct StreamAccumulator {
     calls: Vec<(usize, ToolCall)>,
     finish_reason: Option<String>,
     saw_finish: bool,
+    usage: Usage,
 }
 
 impl StreamAccumulator {
     fn absorb(&mut self, event: &Value) {
+        if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
+            self.usage = Usage::from_openai(usage);
+        }
         let Some(choice) = event.get("choices").and_then(|c| c.get(0)) else {
             return;
         };
@@ -378,6 +444,7 @@ impl StreamAccumulator {
             content: self.content,
             tool_calls,
             finish_reason: self.finish_reason,
+            usage: self.usage,
         }
     }
 }
@@ -394,6 +461,9 @@ fn parse_full(value: &Value) -> Result<Completion, String> {
         }
     }
     acc.absorb(&json!({"choices": [{"delta": delta, "finish_reason": value.pointer("/choices/0/finish_reason")}]}));
+    if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
+        acc.usage = Usage::from_openai(usage);
+    }
     Ok(acc.finish())
 }
 

@@ -196,6 +196,7 @@ impl SessionActor {
             }
             None => (None, None),
         };
+        let usage = Arc::new(std::sync::Mutex::new(crate::llm::Usage::default()));
         let input = TurnInput {
             history,
             carried,
@@ -204,6 +205,7 @@ impl SessionActor {
             progress,
             stream,
             context: self.context(&inputs),
+            usage: usage.clone(),
         };
         let agent = self.services.agent.clone();
         let working = spawn_working(
@@ -248,6 +250,7 @@ impl SessionActor {
             stop: None,
             stop_commands: Vec::new(),
             stream: streamed,
+            usage,
             started: Instant::now(),
             task,
             _recording: self.services.tasks.token(),

@@ -1,5 +1,5 @@
 //! Commands that act on the session itself and work while a turn runs: `/stop` (and
-//! `/stop all`), `/new` (`/reset`), `/status`.
+//! `/stop all`), `/new` (`/reset`), `/status`, `/usage`.
 
 use super::*;
 
@@ -64,6 +64,32 @@ impl SessionActor {
                 let text = self.status(author, running.as_ref()).await;
                 self.say(inbox_id, &message_id, &text).await;
             }
+            SessionCommand::Usage => {
+                let text = self.usage().await;
+                self.say(inbox_id, &message_id, &text).await;
+            }
+        }
+    }
+
+    /// `/usage`: the tokens of this session and of today (UTC), every conversation.
+    async fn usage(&self) -> String {
+        let day_ms = 24 * 60 * 60 * 1000;
+        let today = crate::store::now_ms() / day_ms * day_ms;
+        match self
+            .services
+            .store
+            .usage_totals(self.session_id.clone(), today)
+            .await
+        {
+            Ok((session, day)) => format!(
+                "📈 Usage\nThis conversation: {}\nToday (UTC, every conversation): {}",
+                usage_line(session),
+                usage_line(day)
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "session: cannot read the usage");
+                "⚠️ I could not read the usage (database error).".to_owned()
+            }
         }
     }
 
@@ -95,4 +121,30 @@ impl SessionActor {
         lines.push(format!("Busy mode: {}", self.services.busy_mode.as_str()));
         lines.join("\n")
     }
+}
+
+/// "1,234 tokens in (600 from the cache), 56 out".
+fn usage_line(usage: crate::llm::Usage) -> String {
+    if usage == crate::llm::Usage::default() {
+        return "nothing yet".to_owned();
+    }
+    let mut line = format!("{} tokens in", grouped(usage.prompt));
+    if usage.cached > 0 {
+        line.push_str(&format!(" ({} from the cache)", grouped(usage.cached)));
+    }
+    line.push_str(&format!(", {} out", grouped(usage.completion)));
+    line
+}
+
+/// 1234567 as "1,234,567".
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

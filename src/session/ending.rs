@@ -21,6 +21,16 @@ impl SessionActor {
         mut turn: RunningTurn,
         ended: Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     ) -> Option<Resume> {
+        // What its model calls took, however it ended (`/usage`).
+        let usage = *turn.usage.lock().expect("usage lock");
+        if usage != crate::llm::Usage::default()
+            && let Some(session) = self.session_id.clone()
+        {
+            let model = self.services.agent.llm.model().to_owned();
+            if let Err(e) = self.services.store.usage_add(session, model, usage).await {
+                tracing::warn!(error = %e, "session: could not record the turn's token usage");
+            }
+        }
         // The stream ends with the turn (its sender went with the turn's input).
         let streamed = match turn.stream.take() {
             Some(handle) => handle.await.unwrap_or_default(),

@@ -71,6 +71,8 @@ pub enum SessionCommand {
     StopAll,
     New,
     Status,
+    /// The tokens the session and today took.
+    Usage,
 }
 
 /// Everything actors share.
@@ -208,6 +210,8 @@ struct RunningTurn {
     stop_commands: Vec<i64>,
     /// Its streamed answer, when streaming.
     stream: Option<JoinHandle<stream::Streamed>>,
+    /// The tokens its model calls took, added up as they end.
+    usage: Arc<std::sync::Mutex<crate::llm::Usage>>,
     started: Instant,
     task: JoinHandle<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     /// Counts in [`SessionServices::tasks`] until the turn's end is recorded, so shutdown

@@ -207,6 +207,20 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE outbox ADD COLUMN stream_for INTEGER;
     CREATE INDEX outbox_stream ON outbox(stream_for) WHERE stream_for IS NOT NULL;
     "#,
+    // 8: the tokens each turn took (`/usage`).
+    r#"
+    CREATE TABLE usage (
+        id          INTEGER PRIMARY KEY,
+        session_id  TEXT NOT NULL,
+        at          INTEGER NOT NULL,
+        model       TEXT NOT NULL,
+        prompt      INTEGER NOT NULL,
+        completion  INTEGER NOT NULL,
+        cached      INTEGER NOT NULL
+    );
+    CREATE INDEX usage_by_session ON usage(session_id);
+    CREATE INDEX usage_by_time ON usage(at);
+    "#,
 ];
 
 /// The newest schema in one piece, for a new database: the same tables, columns (in the
@@ -384,6 +398,18 @@ const SCHEMA: &str = r#"
     CREATE INDEX outbox_by_platform_id ON outbox(platform, platform_message_id)
         WHERE platform_message_id IS NOT NULL;
     CREATE INDEX outbox_stream ON outbox(stream_for) WHERE stream_for IS NOT NULL;
+
+    CREATE TABLE usage (
+        id          INTEGER PRIMARY KEY,
+        session_id  TEXT NOT NULL,
+        at          INTEGER NOT NULL,
+        model       TEXT NOT NULL,
+        prompt      INTEGER NOT NULL,
+        completion  INTEGER NOT NULL,
+        cached      INTEGER NOT NULL
+    );
+    CREATE INDEX usage_by_session ON usage(session_id);
+    CREATE INDEX usage_by_time ON usage(at);
 "#;
 
 /// Bring the database up to the newest schema.

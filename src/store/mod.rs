@@ -16,6 +16,7 @@ mod processes;
 mod sessions;
 mod status;
 mod turns;
+mod usage;
 
 pub use approvals::{AllowlistEntry, PendingApproval};
 pub use inbox::{InboxRow, InboxState};

@@ -283,7 +283,19 @@ async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Respo
         }
         return response;
     }
-    let events = events_for(&reply);
+    let mut events = events_for(&reply);
+    // With `stream_options.include_usage`, a last chunk says what the call took (fixed
+    // numbers: each call 100 tokens in, 40 of them cached, and 7 out).
+    if body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true)) {
+        let done = events.pop();
+        events.push(
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake", "choices": [],
+                   "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107,
+                             "prompt_tokens_details": {"cached_tokens": 40}}})
+            .to_string(),
+        );
+        events.extend(done);
+    }
     stream_events(&fake, index, events, delay, pace)
 }
 

@@ -1,0 +1,104 @@
+//! The tokens each turn took, for `/usage`: one row per turn (its session, when, the model,
+//! prompt, completion and cached tokens), summed per session and since a moment.
+
+use rusqlite::params;
+
+use super::{Store, StoreError, now_ms};
+use crate::llm::Usage;
+
+impl Store {
+    /// Record what a turn of session `session_id` took on `model`.
+    pub async fn usage_add(
+        &self,
+        session_id: String,
+        model: String,
+        usage: Usage,
+    ) -> Result<(), StoreError> {
+        self.call_relaxed(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO usage (session_id, at, model, prompt, completion, cached)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                session_id,
+                now_ms(),
+                model,
+                usage.prompt as i64,
+                usage.completion as i64,
+                usage.cached as i64
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// What session `session_id` took, and what every session took since `since_ms`.
+    pub async fn usage_totals(
+        &self,
+        session_id: Option<String>,
+        since_ms: i64,
+    ) -> Result<(Usage, Usage), StoreError> {
+        self.call(move |conn| {
+            let sum = |row: &rusqlite::Row<'_>| -> rusqlite::Result<Usage> {
+                let n = |i: usize| -> rusqlite::Result<u64> {
+                    Ok(row.get::<_, Option<i64>>(i)?.unwrap_or(0).max(0) as u64)
+                };
+                Ok(Usage {
+                    prompt: n(0)?,
+                    completion: n(1)?,
+                    cached: n(2)?,
+                })
+            };
+            let session = match session_id {
+                Some(id) => conn
+                    .prepare_cached(
+                        "SELECT sum(prompt), sum(completion), sum(cached) FROM usage WHERE session_id = ?1",
+                    )?
+                    .query_row([id], sum)?,
+                None => Usage::default(),
+            };
+            let since = conn
+                .prepare_cached(
+                    "SELECT sum(prompt), sum(completion), sum(cached) FROM usage WHERE at >= ?1",
+                )?
+                .query_row([since_ms], sum)?;
+            Ok((session, since))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn usage_adds_up_per_session_and_since_a_moment() {
+        let store = Store::open_in_memory().unwrap();
+        let turn = Usage {
+            prompt: 100,
+            completion: 20,
+            cached: 60,
+        };
+        store
+            .usage_add("s1".into(), "m".into(), turn)
+            .await
+            .unwrap();
+        store
+            .usage_add("s1".into(), "m".into(), turn)
+            .await
+            .unwrap();
+        store
+            .usage_add("s2".into(), "m".into(), turn)
+            .await
+            .unwrap();
+        let (session, today) = store.usage_totals(Some("s1".into()), 0).await.unwrap();
+        assert_eq!(session.prompt, 200);
+        assert_eq!(
+            (today.prompt, today.completion, today.cached),
+            (300, 60, 180)
+        );
+        let (_, later) = store.usage_totals(None, now_ms() + 60_000).await.unwrap();
+        assert_eq!(later, Usage::default());
+    }
+}
