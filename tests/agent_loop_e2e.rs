@@ -8,19 +8,6 @@ use common::*;
 use hermes_testkit::llm::Reply;
 use serde_json::{Value, json};
 
-/// The tool results the model was shown, in order.
-fn tool_results(w: &World) -> Vec<String> {
-    let requests = w.llm.requests();
-    let last = requests.last().cloned().unwrap_or_default();
-    last["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_cut_off_by_the_output_limit_is_continued() {
     let w = World::allow_all().await;

@@ -56,21 +56,6 @@ async fn edit_containing(w: &World, message_id: i64, needle: &str) -> String {
     .await
 }
 
-/// Tool results the model was given, in order.
-fn tool_results(w: &World) -> Vec<String> {
-    let requests = w.llm.requests();
-    let Some(last) = requests.last() else {
-        return Vec::new();
-    };
-    last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_by_button_runs_exactly_the_shown_command() {
     let w = World::allow_all().await;

@@ -84,3 +84,18 @@ pub fn group_alive(pgid: i32) -> bool {
         fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
     })
 }
+
+/// The tool results the model was shown in its last request, in order.
+pub fn tool_results(w: &World) -> Vec<String> {
+    let requests = w.llm.requests();
+    let Some(last) = requests.last() else {
+        return Vec::new();
+    };
+    last["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
