@@ -57,7 +57,9 @@ pub use outbound::{
     Choice, ChoiceStyle, CommandSpec, Delivered, MessageBody, Outbound, OutboundFile, WorkingPhase,
 };
 pub use record::{record_batch, record_until_done};
-pub use settings::{Access, PlatformSettings, SettingsSource, is_truthy, mask, split_list};
+pub use settings::{
+    Access, PlatformSettings, SettingsSource, http_root, is_truthy, mask, split_list,
+};
 pub use webhook::{Verifier, WebhookHandler, WebhookRequest, WebhookResponse, WebhookRoute};
 
 /// Renders for and sends to one platform. Cheap to share (`Arc`).

@@ -78,6 +78,19 @@ pub fn split_list(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// An API root from the configuration: an http(s) URL with a host, without a trailing
+/// slash (how tests point a client at a fake, and operators at a proxy). The error says
+/// what is wrong with it.
+pub fn http_root(url: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!(
+            "{url:?} must be an http:// or https:// URL with a host"
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
 /// A secret for logs and `check-config`: its first three characters and its length.
 pub fn mask(secret: &str) -> String {
     let head: String = secret.chars().take(3).collect();

@@ -181,16 +181,9 @@ fn is_snowflake(id: &str) -> bool {
 
 /// Accept the root with or without `/api` or `/api/v10`; return the bare root.
 fn api_root(url: &str) -> Result<String, String> {
-    let parsed =
-        reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(format!(
-            "{url:?} must be an http:// or https:// URL with a host"
-        ));
-    }
-    let trimmed = url.trim_end_matches('/');
-    let trimmed = trimmed.strip_suffix("/v10").unwrap_or(trimmed);
-    Ok(trimmed.strip_suffix("/api").unwrap_or(trimmed).to_owned())
+    let root = hermes_adapter::http_root(url)?;
+    let root = root.strip_suffix("/v10").unwrap_or(&root);
+    Ok(root.strip_suffix("/api").unwrap_or(root).to_owned())
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use hermes_adapter::{
-    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, mask,
+    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, http_root, mask,
 };
 
 use crate::SlackAdapter;
@@ -117,7 +117,7 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
     }
     let api_base_url = match base_url {
         None => DEFAULT_API_BASE.to_owned(),
-        Some(url) => match api_root(&url) {
+        Some(url) => match http_root(&url) {
             Ok(root) => root,
             Err(e) => {
                 source.error("platforms.slack.extra.api_base_url", e);
@@ -184,25 +184,14 @@ impl PlatformSettings for SlackSettings {
     }
 }
 
-/// An http(s) URL with a host, without a trailing slash.
-fn api_root(url: &str) -> Result<String, String> {
-    let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(format!(
-            "{url:?} must be an http:// or https:// URL with a host"
-        ));
-    }
-    Ok(url.trim_end_matches('/').to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_api_root_is_an_http_url() {
-        assert_eq!(api_root("http://h:1/api/").unwrap(), "http://h:1/api");
-        assert!(api_root("ftp://h").is_err());
-        assert!(api_root("nonsense").is_err());
+        assert_eq!(http_root("http://h:1/api/").unwrap(), "http://h:1/api");
+        assert!(http_root("ftp://h").is_err());
+        assert!(http_root("nonsense").is_err());
     }
 }

@@ -147,15 +147,8 @@ impl PlatformSettings for TelegramSettings {
 
 /// Accept the python-telegram-bot form (`…/bot`) and the bare root; return the bare root.
 fn api_root(url: &str) -> Result<String, String> {
-    let parsed =
-        reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(format!(
-            "{url:?} must be an http:// or https:// URL with a host"
-        ));
-    }
-    let trimmed = url.trim_end_matches('/');
-    Ok(trimmed.strip_suffix("/bot").unwrap_or(trimmed).to_owned())
+    let root = hermes_adapter::http_root(url)?;
+    Ok(root.strip_suffix("/bot").unwrap_or(&root).to_owned())
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use hermes_adapter::{
-    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, mask,
+    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, http_root, mask,
 };
 
 use crate::WhatsAppAdapter;
@@ -282,17 +282,6 @@ fn parse_template(text: &str) -> Option<Template> {
         name: name.trim().to_owned(),
         language: language.trim().to_owned(),
     })
-}
-
-/// An http(s) URL with a host, without a trailing slash.
-fn http_root(url: &str) -> Result<String, String> {
-    let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(format!(
-            "{url:?} must be an http:// or https:// URL with a host"
-        ));
-    }
-    Ok(url.trim_end_matches('/').to_owned())
 }
 
 #[cfg(test)]
