@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 const MAX_BODY: usize = 1024 * 1024;
 /// An adapter is ready when it talked to its platform within this window (long polls
 /// return at least every 15 s; gateways heartbeat every ~40 s).
-const LIVE_WITHIN: Duration = Duration::from_secs(90);
+pub const LIVE_WITHIN: Duration = Duration::from_secs(90);
 
 /// What `/readyz` and `/status` report on.
 #[derive(Clone, Default)]

@@ -18,14 +18,14 @@ use std::time::Duration;
 
 use hermes_adapter::{Liveness, Platform};
 use sd_notify::NotifyState;
+
+use crate::http::LIVE_WITHIN;
 use tokio_util::sync::CancellationToken;
 
 /// The longest `READY=1` waits for the platforms to connect.
 pub const READY_WAIT: Duration = Duration::from_secs(30);
 /// How often the summary is looked at when there is no watchdog.
 const STATUS_EVERY: Duration = Duration::from_secs(10);
-/// How long a platform may be silent before it counts as not live, without a watchdog.
-const LIVE_WITHIN: Duration = Duration::from_secs(90);
 
 /// Platforms that refused their configuration: off, not waited for.
 pub type Refused = Arc<Mutex<HashSet<Platform>>>;

@@ -63,19 +63,7 @@ async fn systemd_hears_ready_watchdog_only_while_the_platform_answers_and_stoppi
 
     // READY=1, with a status naming the platform as live.
     let mut seen = Vec::new();
-    let deadline = Instant::now() + WAIT;
-    while !seen
-        .iter()
-        .any(|(_, m): &(Instant, String)| m.contains("READY=1"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no READY=1: {seen:?}\n{}",
-            daemon.log_text()
-        );
-        drain(&socket, &mut seen);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&socket, &mut seen, "READY=1", 0);
     let ready = seen.iter().find(|(_, m)| m.contains("READY=1")).unwrap();
     assert!(ready.1.contains("STATUS=telegram live"), "{}", ready.1);
 
@@ -179,19 +167,7 @@ async fn sighup_applies_a_good_configuration_and_refuses_a_bad_one() {
     socket.set_nonblocking(true).unwrap();
     let daemon = Daemon::start(BIN, &w.home, &[("NOTIFY_SOCKET", path.to_str().unwrap())]);
     let mut seen = Vec::new();
-    let deadline = Instant::now() + WAIT;
-    while !seen
-        .iter()
-        .any(|(_, m): &(Instant, String)| m.contains("READY=1"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no READY=1\n{}",
-            daemon.log_text()
-        );
-        drain(&socket, &mut seen);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&socket, &mut seen, "READY=1", 0);
 
     // Bob is not allowed: no model call for him.
     w.telegram.dm(BOB, "hi");
@@ -228,20 +204,7 @@ async fn sighup_applies_a_good_configuration_and_refuses_a_bad_one() {
     .await;
     assert!(daemon.log_text().contains("platforms.telegram"));
     let mut notices = Vec::new();
-    let deadline = Instant::now() + WAIT;
-    while notices
-        .iter()
-        .filter(|(_, m): &&(Instant, String)| m.contains("READY=1"))
-        .count()
-        < 1
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no READY=1 after the reload: {notices:?}"
-        );
-        drain(&socket, &mut notices);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&socket, &mut notices, "READY=1", 0);
     let all: Vec<&String> = notices.iter().map(|(_, m)| m).collect();
     assert!(all.iter().any(|m| m.contains("RELOADING=1")), "{all:?}");
     assert!(
