@@ -16,13 +16,6 @@ fn user_content(w: &World, n: usize) -> Value {
     messages.iter().rev().find(|m| m["role"] == "user").unwrap()["content"].clone()
 }
 
-/// A few bytes that look like a JPEG.
-fn jpeg() -> Vec<u8> {
-    let mut bytes = vec![0xff, 0xd8, 0xff, 0xe0];
-    bytes.extend((0..2000u32).map(|i| (i % 251) as u8));
-    bytes
-}
-
 async fn model_asked(w: &World, count: usize) {
     let llm = w.llm.clone();
     eventually(WAIT, "the model to be asked", || {
@@ -36,7 +29,7 @@ async fn a_photo_with_a_caption_reaches_the_model_as_an_image_part() {
     let w = World::allow_all().await;
     w.llm.push(Reply::text("a test pattern"));
     let _d = w.start();
-    let photo = w.telegram.photo(jpeg());
+    let photo = w.telegram.photo(hermes_testkit::sample_jpeg());
     w.telegram.dm_with(ALICE, Some("what is this?"), photo);
     assert_eq!(w.replies(ALICE, 1).await, ["a test pattern"]);
     let content = user_content(&w, 0);
@@ -50,7 +43,11 @@ async fn a_photo_with_a_caption_reaches_the_model_as_an_image_part() {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data)
         .unwrap();
-    assert_eq!(bytes, jpeg(), "the bytes the person sent");
+    assert_eq!(
+        bytes,
+        hermes_testkit::sample_jpeg(),
+        "the bytes the person sent"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,7 +60,7 @@ async fn a_model_that_refuses_images_answers_without_them_and_says_so() {
     w.llm
         .push(Reply::text("I can't see images with this model."));
     let _d = w.start();
-    let photo = w.telegram.photo(jpeg());
+    let photo = w.telegram.photo(hermes_testkit::sample_jpeg());
     w.telegram.dm_with(ALICE, Some("look"), photo);
     assert_eq!(
         w.replies(ALICE, 1).await,
@@ -254,7 +251,7 @@ async fn an_album_is_one_message() {
     let w = World::allow_all().await;
     w.llm.push(Reply::text("two pictures"));
     let _d = w.start();
-    let mut first = w.telegram.photo(jpeg());
+    let mut first = w.telegram.photo(hermes_testkit::sample_jpeg());
     first["media_group_id"] = "album-1".into();
     let mut second = w.telegram.photo(vec![0xff, 0xd8, 0xff, 0xe1, 1, 2, 3]);
     second["media_group_id"] = "album-1".into();
@@ -290,7 +287,7 @@ async fn in_text_mode_a_vision_model_describes_the_photo_first() {
     w.llm.push(Reply::text("A red square on white."));
     w.llm.push(Reply::text("It is a red square."));
     let _d = w.start();
-    let photo = w.telegram.photo(jpeg());
+    let photo = w.telegram.photo(hermes_testkit::sample_jpeg());
     w.telegram.dm_with(ALICE, Some("what is it?"), photo);
     assert_eq!(w.replies(ALICE, 1).await, ["It is a red square."]);
     let requests = w.llm.requests();
@@ -318,7 +315,7 @@ async fn in_auto_mode_a_refused_image_is_described_by_the_vision_model() {
     w.llm.push(Reply::text("A cat on a sofa."));
     w.llm.push(Reply::text("That is a cat."));
     let _d = w.start();
-    let photo = w.telegram.photo(jpeg());
+    let photo = w.telegram.photo(hermes_testkit::sample_jpeg());
     w.telegram.dm_with(ALICE, Some("look"), photo);
     assert_eq!(w.replies(ALICE, 1).await, ["That is a cat."]);
     let requests = w.llm.requests();
@@ -394,7 +391,7 @@ async fn in_steer_mode_a_photo_waits_for_its_own_turn() {
     let _d = w.start();
     w.telegram.dm(ALICE, "sleep a second");
     model_asked(&w, 1).await;
-    let photo = w.telegram.photo(jpeg());
+    let photo = w.telegram.photo(hermes_testkit::sample_jpeg());
     w.telegram.dm_with(ALICE, Some("and this?"), photo);
     assert_eq!(w.replies(ALICE, 2).await, ["slept", "a test pattern"]);
     let content = user_content(&w, 2);
@@ -408,7 +405,7 @@ async fn a_turn_carries_at_most_ten_images() {
     w.llm.push(Reply::text("many pictures"));
     let _d = w.start();
     for n in 0..11 {
-        let mut photo = w.telegram.photo(jpeg());
+        let mut photo = w.telegram.photo(hermes_testkit::sample_jpeg());
         photo["media_group_id"] = "big-album".into();
         let caption = (n == 0).then_some("all of these");
         w.telegram.dm_with(ALICE, caption, photo);

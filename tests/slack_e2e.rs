@@ -231,10 +231,7 @@ async fn a_picture_reaches_the_model_and_a_file_goes_out_in_the_thread() {
     )));
     let _d = kit.start();
     let alice = kit.fake.person(1);
-    let jpeg: Vec<u8> = [0xff, 0xd8, 0xff, 0xe0]
-        .into_iter()
-        .chain((0..500u32).map(|i| i as u8))
-        .collect();
+    let jpeg = hermes_testkit::sample_jpeg();
     kit.fake.message_with_files(
         GROUP_CHANNEL,
         &alice,

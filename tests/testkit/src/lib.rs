@@ -13,6 +13,14 @@ pub mod whatsapp;
 
 use std::time::Duration;
 
+/// A small JPEG-looking picture (the magic bytes, then 2,000 varied bytes) for the tests
+/// where a person sends a photo.
+pub fn sample_jpeg() -> Vec<u8> {
+    let mut bytes = vec![0xff, 0xd8, 0xff, 0xe0];
+    bytes.extend((0..2000u32).map(|i| (i % 251) as u8));
+    bytes
+}
+
 /// Poll `check` every 20 ms until it returns `Some`, or panic after `timeout` with `what`.
 pub async fn eventually<T>(
     timeout: Duration,
