@@ -1,9 +1,18 @@
-//! A fake OpenAI-compatible LLM: `POST /v1/chat/completions` streaming SSE deltas the way
-//! OpenAI does. Answers come from a script (text, tool calls, HTTP errors, delays); when the
-//! script is empty it answers "echo: <last user text>". Every request body is recorded, and
-//! streams dropped by the client before they finished are counted.
+//! A fake LLM on 127.0.0.1 speaking two dialects from one script: OpenAI's
+//! `POST /v1/chat/completions` (SSE deltas, in [`openai`]) and Anthropic's
+//! `POST /anthropic/v1/messages` (the Messages API, validated the way Anthropic does, SSE
+//! events or one JSON message, in [`anthropic`]). Both answer from the same queue of
+//! [`Reply`] values (text, tool calls, thinking, HTTP errors, delays, broken streams); when
+//! the script is empty they answer "echo: <last user text>". This module owns the script,
+//! what is recorded of every request (body, headers, arrival, end of its answer), the SSE
+//! plumbing that counts streams the client dropped, and `POST /v1/audio/transcriptions`.
 
-use std::collections::VecDeque;
+mod anthropic;
+mod openai;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,11 +21,13 @@ use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{Value, json};
+
+pub use anthropic::{anthropic_last_user_text, anthropic_tool_results, cache_control_count};
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
@@ -27,7 +38,7 @@ pub enum Reply {
         name: String,
         arguments: Value,
     },
-    /// Text cut off by the output limit (`finish_reason: length`).
+    /// Text cut off by the output limit (`finish_reason: length`, `stop_reason: max_tokens`).
     Truncated(String),
     /// Several tool calls in one step: (name, arguments) each.
     ToolCalls(Vec<(String, Value)>),
@@ -42,13 +53,38 @@ pub enum Reply {
         status: u16,
         message: String,
     },
-    /// Wait, then answer (before the headers: the client is connected and hears nothing).
+    /// Wait, then answer (a stream: inside it, after the headers, so the client is
+    /// connected and hears nothing; an error or a JSON message: before the headers).
     Delayed(Duration, Box<Reply>),
     /// A text written slowly: `pieces` of it, one every `every`.
     Paced {
         text: String,
         pieces: usize,
         every: Duration,
+    },
+    /// Reasoning, then a text. Anthropic: a signed `thinking` block, then a `text` block;
+    /// OpenAI: `reasoning_content` deltas, then `content` deltas.
+    Thinking {
+        thinking: String,
+        text: String,
+    },
+    /// Reasoning, then a call of `name` with JSON `arguments`.
+    ThinkingThenTool {
+        thinking: String,
+        name: String,
+        arguments: Value,
+    },
+    /// The prompt is over the context window: the provider's HTTP 400 saying so.
+    ContextOverflow,
+    /// A stream that breaks: `after_text`, then an error event, and no proper end.
+    /// (Anthropic without `stream`: a 529 `overloaded_error`.)
+    StreamError {
+        after_text: String,
+    },
+    /// A call of `name` whose arguments text is `arguments_text` verbatim (maybe not JSON).
+    BadArguments {
+        name: String,
+        arguments_text: String,
     },
 }
 
@@ -69,8 +105,8 @@ impl Reply {
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
     pub arrived: Instant,
-    /// The last event was handed to the server; `None` for error answers and for streams
-    /// not finished (yet, or ever).
+    /// The last event was handed to the server (or the JSON message, on Anthropic without
+    /// `stream`); `None` for error answers and for streams not finished (yet, or ever).
     pub finished: Option<Instant>,
 }
 
@@ -78,10 +114,35 @@ pub struct Timing {
 struct Inner {
     script: VecDeque<Reply>,
     requests: Vec<Value>,
+    /// Each request's headers, lower-cased names (same index as `requests`).
+    headers: Vec<Vec<(String, String)>>,
     timings: Vec<Timing>,
+    /// The `signature`s of the thinking blocks this fake handed out (Anthropic).
+    signatures: HashSet<String>,
     /// What `/audio/transcriptions` answers (`None`: a 500).
     transcript: Option<String>,
     transcriptions: Vec<Transcription>,
+}
+
+impl Inner {
+    /// Note one request (body, headers, arrival); its index.
+    fn record(&mut self, body: Value, headers: &HeaderMap) -> usize {
+        self.requests.push(body);
+        self.headers.push(
+            headers
+                .iter()
+                .map(|(name, value)| {
+                    let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                    (name.as_str().to_ascii_lowercase(), value)
+                })
+                .collect(),
+        );
+        self.timings.push(Timing {
+            arrived: Instant::now(),
+            finished: None,
+        });
+        self.timings.len() - 1
+    }
 }
 
 /// One `/audio/transcriptions` request, from its multipart form.
@@ -113,8 +174,9 @@ impl FakeLlm {
             addr,
         };
         let app = Router::new()
-            .route("/v1/chat/completions", post(complete))
+            .route("/v1/chat/completions", post(openai::complete))
             .route("/v1/audio/transcriptions", post(transcribe))
+            .route("/anthropic/v1/messages", post(anthropic::messages))
             .with_state(fake.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -122,8 +184,14 @@ impl FakeLlm {
         fake
     }
 
+    /// The OpenAI-compatible base URL (`…/v1`; the client appends `/chat/completions`).
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// The Anthropic base URL (`…/anthropic`; the client appends `/v1/messages`).
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}/anthropic", self.addr)
     }
 
     /// Answer speech-to-text requests with `text`.
@@ -139,8 +207,27 @@ impl FakeLlm {
         self.inner.lock().unwrap().script.push_back(reply);
     }
 
+    /// Every request body to either dialect, in arrival order (Anthropic requests refused
+    /// by validation included; a body that is not JSON is kept as a JSON string).
     pub fn requests(&self) -> Vec<Value> {
         self.inner.lock().unwrap().requests.clone()
+    }
+
+    /// Each request's headers, names lower-cased (same index as [`FakeLlm::requests`]).
+    pub fn headers(&self) -> Vec<Vec<(String, String)>> {
+        self.inner.lock().unwrap().headers.clone()
+    }
+
+    /// The value of header `name` (any case) of request `index`, if it was sent.
+    pub fn header(&self, index: usize, name: &str) -> Option<String> {
+        let inner = self.inner.lock().unwrap();
+        let name = name.to_ascii_lowercase();
+        inner
+            .headers
+            .get(index)?
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
     }
 
     /// Arrival and end of each request's answer, in request order.
@@ -151,6 +238,11 @@ impl FakeLlm {
     /// Streams the client closed before they were complete.
     pub fn dropped_streams(&self) -> usize {
         self.dropped_streams.load(Ordering::SeqCst)
+    }
+
+    /// Note that the answer to request `index` was handed over whole.
+    fn finished(&self, index: usize) {
+        self.inner.lock().unwrap().timings[index].finished = Some(Instant::now());
     }
 }
 
@@ -186,11 +278,7 @@ pub fn last_user_text(request: &Value) -> String {
 }
 
 /// `POST /audio/transcriptions` (OpenAI's form: `file`, `model`, `response_format`).
-async fn transcribe(
-    State(fake): State<FakeLlm>,
-    headers: axum::http::HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn transcribe(State(fake): State<FakeLlm>, headers: HeaderMap, body: Bytes) -> Response {
     let header = |name: header::HeaderName| {
         headers
             .get(name)
@@ -220,92 +308,43 @@ async fn transcribe(
     }
 }
 
-async fn complete(State(fake): State<FakeLlm>, Json(body): Json<Value>) -> Response {
-    let (reply, index) = {
-        let mut inner = fake.inner.lock().unwrap();
-        inner.requests.push(body.clone());
-        inner.timings.push(Timing {
-            arrived: Instant::now(),
-            finished: None,
-        });
-        (inner.script.pop_front(), inner.timings.len() - 1)
-    };
-    let mut reply =
-        reply.unwrap_or_else(|| Reply::Text(format!("echo: {}", last_user_text(&body))));
+/// A reply without its `Delayed` wrappers, and their delays added up.
+fn undelayed(mut reply: Reply) -> (Duration, Reply) {
     let mut delay = Duration::ZERO;
     while let Reply::Delayed(d, inner) = reply {
         delay += d;
         reply = *inner;
     }
-    // A paced text: the same events, each after `every`.
-    let mut pace = Duration::ZERO;
-    if let Reply::Paced {
-        text,
-        pieces,
-        every,
-    } = &reply
-    {
-        pace = *every;
-        let chars: Vec<char> = text.chars().collect();
-        let size = chars.len().div_ceil((*pieces).max(1)).max(1);
-        let mut events = Vec::new();
-        for piece in chars.chunks(size) {
-            events.push(
-                json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
-                       "choices": [{"index": 0, "delta": {"content": piece.iter().collect::<String>()}, "finish_reason": null}]})
-                .to_string(),
-            );
-        }
-        events.push(
-            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
-                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-            .to_string(),
-        );
-        return stream_events(&fake, index, events, delay, pace);
-    }
-    if let Reply::ErrorSaying { status, message } = reply {
-        tokio::time::sleep(delay).await;
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return (status, Json(json!({"error": {"message": message}}))).into_response();
-    }
-    if let Reply::Error {
-        status,
-        retry_after,
-    } = reply
-    {
-        tokio::time::sleep(delay).await;
-        let mut response = (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            Json(json!({"error": {"message": format!("scripted failure {status}"), "type": "server_error"}}))).into_response();
-        if let Some(secs) = retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, secs.to_string().parse().unwrap());
-        }
-        return response;
-    }
-    let mut events = events_for(&reply);
-    // With `stream_options.include_usage`, a last chunk says what the call took (fixed
-    // numbers: each call 100 tokens in, 40 of them cached, and 7 out).
-    if body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true)) {
-        let done = events.pop();
-        events.push(
-            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake", "choices": [],
-                   "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107,
-                             "prompt_tokens_details": {"cached_tokens": 40}}})
-            .to_string(),
-        );
-        events.extend(done);
-    }
-    stream_events(&fake, index, events, delay, pace)
+    (delay, reply)
 }
 
-/// Serve `events` as an SSE stream: the first after `delay`, each later one after `pace`.
-fn stream_events(
+/// `text` in pieces of at most `size` chars (split on char boundaries; none for an empty
+/// text).
+fn pieces(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(size.max(1))
+        .map(|piece| piece.iter().collect())
+        .collect()
+}
+
+/// `text` cut in two at (about) its middle, on a char boundary.
+fn halves(text: &str) -> (&str, &str) {
+    let mut middle = text.len() / 2;
+    while !text.is_char_boundary(middle) {
+        middle += 1;
+    }
+    text.split_at(middle)
+}
+
+/// Serve `frames` (whole SSE events) as a stream: each after its wait, then the end of the
+/// stream after `tail`. A stream dropped before its end is counted; one served to its end
+/// notes when in the request's [`Timing`].
+fn stream_frames(
     fake: &FakeLlm,
     index: usize,
-    events: Vec<String>,
-    delay: Duration,
-    pace: Duration,
+    frames: Vec<(Duration, String)>,
+    tail: Duration,
 ) -> Response {
     let guard = DropCounter {
         counter: fake.dropped_streams.clone(),
@@ -313,22 +352,20 @@ fn stream_events(
         timing: Some((fake.inner.clone(), index)),
     };
     let stream = futures_util::stream::unfold(
-        (events.into_iter(), delay, guard),
-        move |(mut events, delay, mut guard): (
-            std::vec::IntoIter<String>,
-            Duration,
-            DropCounter,
-        )| async move {
-            if !delay.is_zero() {
-                // The delay happens inside the stream: the client is connected and waiting.
-                tokio::time::sleep(delay).await;
-            }
-            match events.next() {
-                Some(event) => Some((
-                    Ok::<Bytes, Infallible>(Bytes::from(format!("data: {event}\n\n"))),
-                    (events, pace, guard),
-                )),
+        (frames.into_iter(), guard),
+        move |(mut frames, mut guard): (std::vec::IntoIter<(Duration, String)>, DropCounter)| async move {
+            match frames.next() {
+                Some((wait, frame)) => {
+                    // The wait happens inside the stream: the client is connected and waiting.
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                    Some((Ok::<Bytes, Infallible>(Bytes::from(frame)), (frames, guard)))
+                }
                 None => {
+                    if !tail.is_zero() {
+                        tokio::time::sleep(tail).await;
+                    }
                     guard.disarm();
                     None
                 }
@@ -364,54 +401,4 @@ impl Drop for DropCounter {
             self.counter.fetch_add(1, Ordering::SeqCst);
         }
     }
-}
-
-fn events_for(reply: &Reply) -> Vec<String> {
-    let chunk = |delta: Value, finish: Value| {
-        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-        .to_string()
-    };
-    let mut events = vec![chunk(json!({"role": "assistant"}), Value::Null)];
-    match reply {
-        Reply::Text(text) => {
-            // Several deltas, split on char boundaries.
-            let chars: Vec<char> = text.chars().collect();
-            for piece in chars.chunks(400) {
-                events.push(chunk(
-                    json!({"content": piece.iter().collect::<String>()}),
-                    Value::Null,
-                ));
-            }
-            events.push(chunk(json!({}), json!("stop")));
-        }
-        Reply::Truncated(text) => {
-            events.push(chunk(json!({"content": text}), Value::Null));
-            events.push(chunk(json!({}), json!("length")));
-        }
-        Reply::ToolCalls(calls) => {
-            for (index, (name, arguments)) in calls.iter().enumerate() {
-                events.push(chunk(json!({"tool_calls": [{"index": index, "id": format!("call_{index}"), "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}]}), Value::Null));
-            }
-            events.push(chunk(json!({}), json!("tool_calls")));
-        }
-        Reply::ToolCall { name, arguments } => {
-            let args = arguments.to_string();
-            let (a, b) = args.split_at(args.len() / 2);
-            events.push(chunk(json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": a}}]}), Value::Null));
-            events.push(chunk(
-                json!({"tool_calls": [{"index": 0, "function": {"arguments": b}}]}),
-                Value::Null,
-            ));
-            events.push(chunk(json!({}), json!("tool_calls")));
-        }
-        Reply::Error { .. }
-        | Reply::ErrorSaying { .. }
-        | Reply::Delayed(..)
-        | Reply::Paced { .. } => {
-            unreachable!("handled before streaming")
-        }
-    }
-    events.push("[DONE]".into());
-    events
 }
