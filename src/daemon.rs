@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::{AgentRuntime, SystemPrompt};
+use crate::agent::{AgentRuntime, Compressor, Models, SystemPrompt};
 use crate::approval::ApprovalBroker;
 use crate::config::{ApprovalMode, Config};
 use crate::delivery::Delivery;
@@ -308,8 +308,23 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     delivery.start();
     let describer =
         crate::media::Describer::needed(&config.vision, config.agent.image_input).map(Arc::new);
+    let models = Models::new(
+        config.model.clone(),
+        config.fallbacks.clone(),
+        config.provider_keys.clone(),
+    );
+    let compressor = config.compression.enabled.then(|| {
+        let summariser = config.compression.model.clone();
+        Arc::new(Compressor {
+            client: Arc::new(LlmClient::new(summariser)),
+            config: config.compression.clone(),
+            context_tokens: config.model.context_length,
+        })
+    });
     let agent = Arc::new(AgentRuntime {
-        llm: LlmClient::new(config.model.clone()),
+        models,
+        compressor,
+        personalities: config.agent.personalities.clone(),
         tools: Toolbox::new(
             config.terminal.clone(),
             config.secret_env_names.clone(),

@@ -29,7 +29,15 @@ const HELP: &str = "I'm Hermes, an AI agent. Write to me and I'll answer; I can 
 /new — start a fresh conversation (also /reset)\n\
 /stop — stop what I'm doing (/stop all also kills background processes)\n\
 /status — what I'm doing and which model I use\n\
-/usage — the tokens this conversation and today took\n\
+/usage — the tokens (and cost) this conversation and today took\n\
+/model [provider:model] — show or switch this chat's model (/model default goes back)\n\
+/retry — ask your last message again\n\
+/undo — take back your last message and my answer\n\
+/compress — summarise the earlier conversation to make room\n\
+/title [text] — show or set this conversation's title\n\
+/personality [name] — show or choose a personality (none goes back)\n\
+/verbose [off|new|all] — how much of my tool use you see here\n\
+/sethome — make this chat the home channel for notices\n\
 /approve [session|always] — allow the oldest command waiting for approval\n\
 /deny [reason] — refuse it\n\
 /help — this message";
@@ -59,6 +67,46 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "usage",
         description: "The tokens this conversation and today took",
+        argument: None,
+    },
+    CommandSpec {
+        name: "model",
+        description: "Show or switch this chat's model",
+        argument: Some("provider:model, or default"),
+    },
+    CommandSpec {
+        name: "retry",
+        description: "Ask your last message again",
+        argument: None,
+    },
+    CommandSpec {
+        name: "undo",
+        description: "Take back your last message and the answer",
+        argument: None,
+    },
+    CommandSpec {
+        name: "compress",
+        description: "Summarise the earlier conversation to make room",
+        argument: None,
+    },
+    CommandSpec {
+        name: "title",
+        description: "Show or set this conversation's title",
+        argument: Some("the new title"),
+    },
+    CommandSpec {
+        name: "personality",
+        description: "Show or choose a personality",
+        argument: Some("a name, or none"),
+    },
+    CommandSpec {
+        name: "verbose",
+        description: "How much tool use is shown here",
+        argument: Some("off, new or all"),
+    },
+    CommandSpec {
+        name: "sethome",
+        description: "Make this chat the home channel for notices",
         argument: None,
     },
     CommandSpec {
@@ -268,6 +316,14 @@ impl Router {
             Some("new") | Some("reset") => session_command(SessionCommand::New),
             Some("status") => session_command(SessionCommand::Status),
             Some("usage") => session_command(SessionCommand::Usage),
+            Some("model") => session_command(SessionCommand::Model(args.to_owned())),
+            Some("retry") => session_command(SessionCommand::Retry),
+            Some("undo") => session_command(SessionCommand::Undo),
+            Some("compress") => session_command(SessionCommand::Compress),
+            Some("title") => session_command(SessionCommand::Title(args.to_owned())),
+            Some("sethome") | Some("set_home") => session_command(SessionCommand::SetHome),
+            Some("personality") => session_command(SessionCommand::Personality(args.to_owned())),
+            Some("verbose") => session_command(SessionCommand::Verbose(args.to_owned())),
             _ => SessionInput::Message(UserInput {
                 inbox_id: Some(id),
                 message_id: Some(message.message_id.clone()),

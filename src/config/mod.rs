@@ -5,11 +5,16 @@
 //! (or variable name) it concerns, so `check-config` can explain all of them at once.
 
 mod env;
+mod models;
 mod source;
 mod types;
 mod yaml;
 
 pub use env::{EnvSource, EnvVars, is_truthy};
+pub use models::{
+    CompressionConfig, Dialect, ModelSpec, PROVIDERS, ProviderInfo, ProviderKeys, dialect_for,
+    provider, resolve as resolve_model,
+};
 pub use types::*;
 
 use std::collections::BTreeSet;
@@ -116,17 +121,6 @@ const KNOWN_VARIABLES: &[&str] = &[
     "TERMINAL_CWD",
 ];
 
-/// Provider defaults: (name, base URL, API key variable).
-const PROVIDERS: &[(&str, &str, &str)] = &[
-    ("custom", "", "OPENAI_API_KEY"),
-    ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
-    (
-        "openrouter",
-        "https://openrouter.ai/api/v1",
-        "OPENROUTER_API_KEY",
-    ),
-];
-
 /// Read the configuration from text (testable without files).
 pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let mut problems = Vec::new();
@@ -141,10 +135,21 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         }
     };
 
-    let model = read_model(&mut y, env, &mut problems);
+    let (model, provider_keys) = match models::read_model(&mut y, env, &mut problems) {
+        Some((model, keys)) => (Some(model), keys),
+        None => (None, ProviderKeys::default()),
+    };
     let vision = model
         .as_ref()
-        .map(|main| read_vision(&mut y, main, &mut problems));
+        .map(|main| models::read_vision(&mut y, main, &mut problems));
+    let fallbacks = model
+        .as_ref()
+        .map(|main| models::read_fallbacks(&mut y, env, &provider_keys, main, &mut problems))
+        .unwrap_or_default();
+    let compression = model
+        .as_ref()
+        .map(|main| models::read_compression(&mut y, main, &mut problems));
+    let personalities = models::read_personalities(&mut y, &mut problems);
     let agent = AgentConfig {
         max_turns: env
             .value("HERMES_MAX_ITERATIONS")
@@ -162,6 +167,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .unwrap_or(90)
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
+        personalities,
         stt: read_stt(
             &mut y,
             env,
@@ -347,6 +353,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         env.dotenv_names()
             .filter(|name| {
                 !KNOWN_VARIABLES.contains(name)
+                    && !PROVIDERS.iter().any(|p| p.key_vars.contains(name))
                     && !platform_vars.contains(*name)
                     && !name.starts_with("HERMES_HOME")
             })
@@ -357,6 +364,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         .iter()
         .copied()
         .chain(platform_vars.iter().map(String::as_str))
+        .chain(PROVIDERS.iter().flat_map(|p| p.key_vars.iter().copied()))
         .filter(|n| n.ends_with("_TOKEN") || n.ends_with("_KEY") || n.ends_with("_SECRET"))
         .map(str::to_owned)
         .collect();
@@ -371,14 +379,17 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         .collect();
 
     let has_errors = problems.iter().any(|p| p.severity == Severity::Error);
-    let config = match (model, has_errors) {
-        (Some(model), false) => Some(Config {
+    let config = match (model, compression, has_errors) {
+        (Some(model), Some(compression), false) => Some(Config {
             home: home.to_path_buf(),
             vision: vision.unwrap_or_else(|| VisionConfig {
                 model: model.clone(),
                 configured: false,
             }),
+            compression,
             model,
+            fallbacks,
+            provider_keys,
             agent,
             busy_mode,
             terminal,
@@ -399,83 +410,6 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         unused,
         secret_values,
     }
-}
-
-fn read_model(
-    y: &mut YamlReader,
-    env: &EnvVars,
-    problems: &mut Vec<Problem>,
-) -> Option<ModelConfig> {
-    // Older Hermes configs say `model: name`.
-    let flat_name = match y.get("model") {
-        Some(serde_json::Value::String(s)) => Some(s.clone()),
-        _ => None,
-    };
-    let provider = y
-        .string("model.provider", problems)
-        .unwrap_or_else(|| "custom".into())
-        .to_ascii_lowercase();
-    let Some(&(_, default_url, key_var)) = PROVIDERS.iter().find(|(name, _, _)| *name == provider)
-    else {
-        let names: Vec<&str> = PROVIDERS.iter().map(|p| p.0).collect();
-        problems.push(Problem::error(
-            "model.provider",
-            format!("{provider:?} is not supported; use one of {} (custom = any OpenAI-compatible API with model.base_url)", names.join(", ")),
-        ));
-        return None;
-    };
-    let model = env
-        .value("HERMES_MODEL")
-        .or(flat_name)
-        .or_else(|| y.string("model.default", problems))
-        .or_else(|| y.string("model.name", problems));
-    let base_url = y
-        .string("model.base_url", problems)
-        .or_else(|| (!default_url.is_empty()).then(|| default_url.to_owned()));
-    let api_key = y
-        .string("model.api_key", problems)
-        .or_else(|| env.value(key_var))
-        .map(Secret::new);
-    let context_length = y
-        .number("model.context_length", problems)
-        .unwrap_or(131_072) as usize;
-    let max_attempts = y
-        .number("model.max_attempts", problems)
-        .unwrap_or(4)
-        .clamp(1, 20) as u32;
-    let stream_idle_timeout = Duration::from_secs(
-        y.number("model.stream_idle_timeout", problems)
-            .unwrap_or(120)
-            .max(1),
-    );
-
-    let Some(model) = model else {
-        problems.push(Problem::error(
-            "model.default",
-            "no model name is set (or set HERMES_MODEL)",
-        ));
-        return None;
-    };
-    let Some(base_url) = base_url else {
-        problems.push(Problem::error(
-            "model.base_url",
-            format!("provider {provider:?} needs a base URL"),
-        ));
-        return None;
-    };
-    if let Err(e) = validate_http_url(&base_url) {
-        problems.push(Problem::error("model.base_url", e));
-        return None;
-    }
-    Some(ModelConfig {
-        provider,
-        model,
-        base_url: base_url.trim_end_matches('/').to_owned(),
-        api_key,
-        context_length,
-        max_attempts,
-        stream_idle_timeout,
-    })
 }
 
 /// `streaming.*`: off unless `streaming.enabled` (and `transport` is not `off`).
@@ -519,53 +453,6 @@ fn read_streaming(y: &mut YamlReader, problems: &mut Vec<Problem>) -> Option<Str
         buffer_threshold,
         cursor,
     })
-}
-
-/// `auxiliary.vision.*`: a model, endpoint, key and timeout of its own, each falling back
-/// on the main model's (an endpoint of its own uses only its own key).
-fn read_vision(
-    y: &mut YamlReader,
-    main: &ModelConfig,
-    problems: &mut Vec<Problem>,
-) -> VisionConfig {
-    let model = y
-        .string("auxiliary.vision.model", problems)
-        .filter(|m| !m.trim().is_empty());
-    let base_url = y
-        .string("auxiliary.vision.base_url", problems)
-        .filter(|u| !u.trim().is_empty());
-    if let Some(url) = &base_url
-        && let Err(e) = validate_http_url(url)
-    {
-        problems.push(Problem::error("auxiliary.vision.base_url", e));
-    }
-    let api_key = y
-        .string("auxiliary.vision.api_key", problems)
-        .filter(|k| !k.trim().is_empty())
-        .map(Secret::new)
-        // An endpoint of its own gets no other key: the main model's key is for the main
-        // endpoint only.
-        .or_else(|| match &base_url {
-            Some(_) => None,
-            None => main.api_key.clone(),
-        });
-    let timeout = y
-        .number("auxiliary.vision.timeout", problems)
-        .unwrap_or(120)
-        .max(5);
-    let configured = model.is_some() || base_url.is_some();
-    VisionConfig {
-        model: ModelConfig {
-            model: model.unwrap_or_else(|| main.model.clone()),
-            base_url: base_url
-                .map(|u| u.trim_end_matches('/').to_owned())
-                .unwrap_or_else(|| main.base_url.clone()),
-            api_key,
-            stream_idle_timeout: Duration::from_secs(timeout),
-            ..main.clone()
-        },
-        configured,
-    }
 }
 
 /// `stt.*`: the OpenAI-compatible provider when it is chosen (or nothing else is) and a key
@@ -713,7 +600,7 @@ fn read_http(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> 
     }
 }
 
-fn validate_http_url(url: &str) -> Result<(), String> {
+pub(crate) fn validate_http_url(url: &str) -> Result<(), String> {
     let parsed =
         reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a valid URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {

@@ -101,13 +101,20 @@ impl BusyMode {
 /// The LLM provider.
 #[derive(Debug, Clone)]
 pub struct ModelConfig {
-    /// `custom`, `openai` or `openrouter` (all OpenAI-compatible chat completions).
+    /// The provider's name (see [`super::PROVIDERS`]).
     pub provider: String,
     pub model: String,
     /// The API root, ending before `/chat/completions`.
     pub base_url: String,
     pub api_key: Option<Secret>,
+    /// How it is spoken to (Anthropic's Messages or OpenAI's chat completions).
+    pub dialect: super::Dialect,
     pub context_length: usize,
+    /// The output cap asked for (`model.max_tokens`; Anthropic needs one, so it has a
+    /// per-model default there).
+    pub max_tokens: Option<u32>,
+    /// `agent.reasoning_effort`: thinking where the model has it.
+    pub reasoning_effort: Option<String>,
     /// Attempts per LLM call on 429/5xx/connection errors (the first try included).
     pub max_attempts: u32,
     /// Longest silence allowed inside a streaming response before it counts as failed.
@@ -131,6 +138,8 @@ pub struct AgentConfig {
     pub max_turns: u32,
     /// Extra system prompt text (`agent.system_prompt`).
     pub system_prompt: Option<String>,
+    /// `agent.personalities`: name → prompt text (`/personality`).
+    pub personalities: std::collections::BTreeMap<String, String>,
     /// How images reach the model (`agent.image_input_mode`).
     pub image_input: crate::media::ImageInputMode,
     /// Speech-to-text for voice messages (`stt.*`).
@@ -288,6 +297,12 @@ pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8090";
 pub struct Config {
     pub home: PathBuf,
     pub model: ModelConfig,
+    /// Tried in order when the main model fails a turn (`fallback_providers`).
+    pub fallbacks: Vec<ModelConfig>,
+    /// The keys of the known providers, for `/model provider:model`.
+    pub provider_keys: super::ProviderKeys,
+    /// `compression.*`.
+    pub compression: super::CompressionConfig,
     /// The model that describes images (`auxiliary.vision.*`).
     pub vision: VisionConfig,
     pub agent: AgentConfig,

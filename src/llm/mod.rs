@@ -1,18 +1,22 @@
-//! The LLM provider client: OpenAI-compatible `/chat/completions` with `stream: true`,
+//! The LLM provider client: one model at one provider, spoken to in its dialect (OpenAI's
+//! chat completions in [`openai`], Anthropic's Messages in [`anthropic`]), streamed, with
 //! tool calling, retries with jittered backoff on 429/5xx/connection failures (honouring
-//! `Retry-After`), and cancellation that drops the HTTP stream at once.
+//! `Retry-After`), and cancellation that drops the HTTP stream at once. Errors are
+//! classified so the agent knows when to fall back or compress.
 
+mod anthropic;
+mod openai;
 mod sse;
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use hermes_adapter::Backoff;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ModelConfig;
+use crate::config::{Dialect, ModelConfig};
 use sse::SseLines;
 
 /// A tool call the model asked for.
@@ -32,6 +36,9 @@ pub struct Completion {
     pub finish_reason: Option<String>,
     /// The tokens it took, where the provider says.
     pub usage: Usage,
+    /// What the model thought, in its provider's own blocks, to be sent back with this
+    /// message while the turn goes on (Anthropic's signed thinking blocks).
+    pub reasoning: Option<Value>,
 }
 
 /// Tokens a call (or a turn, or a session) took.
@@ -41,6 +48,10 @@ pub struct Usage {
     pub completion: u64,
     /// Of `prompt`, read from the provider's prompt cache.
     pub cached: u64,
+    /// Of `prompt`, written to the provider's prompt cache (Anthropic).
+    pub cache_write: u64,
+    /// What it cost, in millionths of a dollar, where the provider says (OpenRouter).
+    pub cost_micros: u64,
 }
 
 impl Usage {
@@ -48,10 +59,17 @@ impl Usage {
     /// `prompt_tokens_details.cached_tokens`).
     fn from_openai(usage: &Value) -> Usage {
         let number = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+        let cost = usage.get("cost").and_then(Value::as_f64).unwrap_or(0.0);
         Usage {
             prompt: number("/prompt_tokens"),
             completion: number("/completion_tokens"),
             cached: number("/prompt_tokens_details/cached_tokens"),
+            cache_write: number("/prompt_tokens_details/cache_write_tokens"),
+            cost_micros: if cost.is_finite() && cost > 0.0 {
+                (cost * 1_000_000.0).round() as u64
+            } else {
+                0
+            },
         }
     }
 }
@@ -61,6 +79,21 @@ impl std::ops::AddAssign for Usage {
         self.prompt += other.prompt;
         self.completion += other.completion;
         self.cached += other.cached;
+        self.cache_write += other.cache_write;
+        self.cost_micros += other.cost_micros;
+    }
+}
+
+/// What a turn's calls took, per model (a fallback answers on another).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageByModel(pub Vec<(String, Usage)>);
+
+impl UsageByModel {
+    pub fn add(&mut self, model: &str, usage: Usage) {
+        match self.0.iter_mut().find(|(m, _)| m == model) {
+            Some((_, total)) => *total += usage,
+            None => self.0.push((model.to_owned(), usage)),
+        }
     }
 }
 
@@ -78,6 +111,59 @@ pub enum LlmError {
     Refused { status: u16, message: String },
 }
 
+impl LlmError {
+    /// The conversation is longer than the model takes (compress and try again).
+    pub fn is_context_overflow(&self) -> bool {
+        let LlmError::Refused { status, message } = self else {
+            return false;
+        };
+        let message = message.to_ascii_lowercase();
+        matches!(status, 400 | 413 | 422)
+            && [
+                "context length",
+                "context_length",
+                "context window",
+                "prompt is too long",
+                "too many tokens",
+                "reduce the length",
+                "maximum context",
+                "request_too_large",
+            ]
+            .iter()
+            .any(|needle| message.contains(needle))
+            || *status == 413
+    }
+
+    /// The account cannot pay for the call (402, or words to that effect).
+    pub fn is_billing(&self) -> bool {
+        let LlmError::Refused { status, message } = self else {
+            return false;
+        };
+        let message = message.to_ascii_lowercase();
+        *status == 402
+            || [
+                "credit balance",
+                "insufficient credit",
+                "insufficient_quota",
+                "billing",
+            ]
+            .iter()
+            .any(|needle| message.contains(needle))
+    }
+
+    /// Worth trying another model for: the provider stayed down, the account cannot pay,
+    /// or it refuses this key or model.
+    pub fn calls_for_fallback(&self) -> bool {
+        match self {
+            LlmError::Cancelled => false,
+            LlmError::Unreachable { .. } => true,
+            LlmError::Refused { status, .. } => {
+                self.is_billing() || matches!(status, 401 | 403 | 404)
+            }
+        }
+    }
+}
+
 /// The answer's text as it arrives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamDelta {
@@ -86,7 +172,25 @@ pub enum StreamDelta {
     Text(String),
 }
 
-/// Talks to one OpenAI-compatible endpoint.
+/// What a stream event said.
+pub(crate) enum Decoded {
+    /// Text of the answer.
+    Text(String),
+    /// The end of the answer.
+    Done,
+    Nothing,
+}
+
+/// Reads one dialect's streamed events into a completion.
+pub(crate) trait Decoder: Send {
+    /// One event's `data`; an `Err` is an error the provider sent in the stream.
+    fn event(&mut self, data: &str) -> Result<Decoded, String>;
+    /// The answer said how it finished (a stream that ends after that is whole).
+    fn complete(&self) -> bool;
+    fn finish(self: Box<Self>) -> Completion;
+}
+
+/// Talks to one model at one provider.
 pub struct LlmClient {
     http: reqwest::Client,
     config: ModelConfig,
@@ -104,11 +208,20 @@ enum Attempt {
     Fatal(LlmError),
 }
 
+/// One call's request, built once for all its attempts.
+struct Request {
+    url: String,
+    body: Value,
+    headers: Vec<(&'static str, String)>,
+}
+
 impl LlmClient {
     pub fn new(config: ModelConfig) -> Self {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
+            // A provider's redirect must not carry the key elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
         LlmClient {
@@ -121,6 +234,10 @@ impl LlmClient {
 
     pub fn model(&self) -> &str {
         &self.config.model
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
     }
 
     /// One completion for `messages` (OpenAI message objects) with `tools` offered.
@@ -153,6 +270,41 @@ impl LlmClient {
         result
     }
 
+    fn request(&self, messages: &[Value], tools: &[Value]) -> Request {
+        let config = &self.config;
+        match config.dialect {
+            Dialect::OpenAi => {
+                let stream_options = !self
+                    .no_stream_options
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                let mut headers: Vec<(&'static str, String)> = openai::headers(config)
+                    .into_iter()
+                    .map(|(k, v)| (k, v.to_owned()))
+                    .collect();
+                if let Some(key) = &config.api_key {
+                    headers.push(("authorization", format!("Bearer {}", key.expose())));
+                }
+                Request {
+                    url: format!("{}/chat/completions", config.base_url),
+                    body: openai::body(config, messages, tools, stream_options),
+                    headers,
+                }
+            }
+            Dialect::Anthropic => Request {
+                url: anthropic::url(&config.base_url),
+                body: anthropic::body(config, messages, tools),
+                headers: anthropic::headers(config),
+            },
+        }
+    }
+
+    fn decoder(&self) -> Box<dyn Decoder> {
+        match self.config.dialect {
+            Dialect::OpenAi => Box::<openai::Accumulator>::default(),
+            Dialect::Anthropic => Box::<anthropic::Accumulator>::default(),
+        }
+    }
+
     async fn call(
         &self,
         messages: &[Value],
@@ -160,27 +312,12 @@ impl LlmClient {
         cancel: &CancellationToken,
         deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
     ) -> Result<Completion, LlmError> {
-        let mut body = json!({
-            "model": self.config.model,
-            "messages": messages,
-            "stream": true,
-        });
-        // The last event then says how many tokens the call took (OpenAI's option; servers
-        // that refuse it are asked without it from then on).
-        if !self
-            .no_stream_options
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            body["stream_options"] = json!({"include_usage": true});
-        }
-        if !tools.is_empty() {
-            body["tools"] = Value::Array(tools.to_vec());
-        }
+        let mut request = self.request(messages, tools);
         let mut last = String::new();
         for attempt in 1..=self.config.max_attempts {
             let outcome = tokio::select! {
                 _ = cancel.cancelled() => return Err(LlmError::Cancelled),
-                r = self.attempt(&body, deltas) => r,
+                r = self.attempt(&request, deltas) => r,
             };
             match outcome {
                 Ok(completion) => {
@@ -192,20 +329,18 @@ impl LlmClient {
                     status: 400,
                     message,
                 })) if message.contains("stream_options")
-                    && body.get("stream_options").is_some() =>
+                    && request.body.get("stream_options").is_some() =>
                 {
                     tracing::info!(
                         "llm: the provider does not take stream_options; asking without"
                     );
                     self.no_stream_options
                         .store(true, std::sync::atomic::Ordering::Relaxed);
-                    if let Some(body) = body.as_object_mut() {
-                        body.remove("stream_options");
-                    }
+                    request = self.request(messages, tools);
                 }
                 Err(Attempt::Fatal(e)) => return Err(e),
                 Err(Attempt::Retry { error, after }) => {
-                    tracing::warn!(attempt, error = %error, "llm: call failed");
+                    tracing::warn!(attempt, model = %self.config.model, error = %error, "llm: call failed");
                     crate::metrics::llm_error("retry");
                     last = error;
                     if attempt == self.config.max_attempts {
@@ -227,21 +362,21 @@ impl LlmClient {
 
     async fn attempt(
         &self,
-        body: &Value,
+        request: &Request,
         deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
     ) -> Result<Completion, Attempt> {
         if let Some(deltas) = deltas {
             let _ = deltas.send(StreamDelta::Restart);
         }
-        let url = format!("{}/chat/completions", self.config.base_url);
-        let mut request = self.http.post(&url).json(body);
-        if let Some(key) = &self.config.api_key {
-            request = request.bearer_auth(key.expose());
+        let url = &request.url;
+        let mut builder = self.http.post(url).json(&request.body);
+        for (name, value) in &request.headers {
+            builder = builder.header(*name, value);
         }
         // A provider that takes the connection and then says nothing (no headers) is given
         // as long as a silent stream would be.
         let response =
-            match tokio::time::timeout(self.config.stream_idle_timeout, request.send()).await {
+            match tokio::time::timeout(self.config.stream_idle_timeout, builder.send()).await {
                 Ok(sent) => sent.map_err(|e| Attempt::Retry {
                     error: format!("cannot reach {url}: {}", without_url(e)),
                     after: None,
@@ -266,6 +401,7 @@ impl LlmClient {
             let body = self.read_body(response, MAX_ERROR_BODY).await;
             let text = String::from_utf8_lossy(&body.unwrap_or_default()).into_owned();
             let message = error_message(&text);
+            // 529 is Anthropic's "overloaded".
             return Err(if status.as_u16() == 429 || status.is_server_error() {
                 Attempt::Retry {
                     error: format!("HTTP {}: {message}", status.as_u16()),
@@ -284,7 +420,7 @@ impl LlmClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("text/event-stream"));
         if !is_stream {
-            // Some servers ignore `stream: true`; accept a plain JSON completion too.
+            // Some servers ignore `stream: true`; accept a whole answer too.
             let body = self
                 .read_body(response, MAX_COMPLETION_BODY)
                 .await
@@ -293,7 +429,11 @@ impl LlmClient {
                 error: format!("unreadable response: {e}"),
                 after: None,
             })?;
-            return parse_full(&value).map_err(|e| Attempt::Retry {
+            let whole = match self.config.dialect {
+                Dialect::OpenAi => openai::parse_full(&value),
+                Dialect::Anthropic => anthropic::Accumulator::from_message(&value),
+            };
+            return whole.map_err(|e| Attempt::Retry {
                 error: e,
                 after: None,
             });
@@ -313,158 +453,40 @@ impl LlmClient {
     ) -> Result<Completion, Attempt> {
         let mut stream = response.bytes_stream();
         let mut lines = SseLines::default();
-        let mut acc = StreamAccumulator::default();
+        let mut decoder = self.decoder();
+        let retry = |error: String| Attempt::Retry { error, after: None };
         loop {
             let next = tokio::time::timeout(self.config.stream_idle_timeout, stream.next()).await;
             let chunk = match next {
                 Err(_) => {
-                    return Err(Attempt::Retry {
-                        error: format!(
-                            "the stream went silent for {:?}",
-                            self.config.stream_idle_timeout
-                        ),
-                        after: None,
-                    });
+                    return Err(retry(format!(
+                        "the stream went silent for {:?}",
+                        self.config.stream_idle_timeout
+                    )));
                 }
                 Ok(None) => {
-                    return if acc.saw_finish {
-                        Ok(acc.finish())
+                    return if decoder.complete() {
+                        Ok(decoder.finish())
                     } else {
-                        Err(Attempt::Retry {
-                            error: "the stream ended early".into(),
-                            after: None,
-                        })
+                        Err(retry("the stream ended early".into()))
                     };
                 }
-                Ok(Some(Err(e))) => {
-                    return Err(Attempt::Retry {
-                        error: format!("the stream broke: {e}"),
-                        after: None,
-                    });
-                }
+                Ok(Some(Err(e))) => return Err(retry(format!("the stream broke: {e}"))),
                 Ok(Some(Ok(bytes))) => bytes,
             };
             for data in lines.push(&chunk) {
-                if data == "[DONE]" {
-                    return Ok(acc.finish());
-                }
-                let value: Value = serde_json::from_str(&data).map_err(|e| Attempt::Retry {
-                    error: format!("unreadable stream event: {e}"),
-                    after: None,
-                })?;
-                if let Some(error) = value.get("error") {
-                    return Err(Attempt::Retry {
-                        error: format!("provider error: {error}"),
-                        after: None,
-                    });
-                }
-                let before = acc.content.len();
-                acc.absorb(&value);
-                if let Some(deltas) = deltas
-                    && acc.content.len() > before
-                {
-                    let _ = deltas.send(StreamDelta::Text(acc.content[before..].to_owned()));
-                }
-            }
-        }
-    }
-}
-
-/// Builds a completion from streamed deltas.
-#[derive(Default)]
-struct StreamAccumulator {
-    content: String,
-    /// Tool calls by their stream index.
-    calls: Vec<(usize, ToolCall)>,
-    finish_reason: Option<String>,
-    saw_finish: bool,
-    usage: Usage,
-}
-
-impl StreamAccumulator {
-    fn absorb(&mut self, event: &Value) {
-        if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
-            self.usage = Usage::from_openai(usage);
-        }
-        let Some(choice) = event.get("choices").and_then(|c| c.get(0)) else {
-            return;
-        };
-        let delta = &choice["delta"];
-        if let Some(text) = delta.get("content").and_then(Value::as_str) {
-            self.content.push_str(text);
-        }
-        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-            for call in calls {
-                let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                let slot = match self.calls.iter().position(|(i, _)| *i == index) {
-                    Some(p) => &mut self.calls[p].1,
-                    None => {
-                        self.calls.push((
-                            index,
-                            ToolCall {
-                                id: String::new(),
-                                name: String::new(),
-                                arguments: String::new(),
-                            },
-                        ));
-                        &mut self.calls.last_mut().expect("just pushed").1
+                match decoder.event(&data).map_err(retry)? {
+                    Decoded::Done => return Ok(decoder.finish()),
+                    Decoded::Text(text) => {
+                        if let Some(deltas) = deltas {
+                            let _ = deltas.send(StreamDelta::Text(text));
+                        }
                     }
-                };
-                if let Some(id) = call.get("id").and_then(Value::as_str) {
-                    slot.id.push_str(id);
-                }
-                if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
-                    slot.name.push_str(name);
-                }
-                if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str) {
-                    slot.arguments.push_str(args);
+                    Decoded::Nothing => {}
                 }
             }
         }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            self.finish_reason = Some(reason.to_owned());
-            self.saw_finish = true;
-        }
     }
-
-    fn finish(mut self) -> Completion {
-        self.calls.sort_by_key(|(i, _)| *i);
-        let tool_calls = self
-            .calls
-            .into_iter()
-            .enumerate()
-            .map(|(n, (_, mut call))| {
-                if call.id.is_empty() {
-                    call.id = format!("call_{n}");
-                }
-                call
-            })
-            .collect();
-        Completion {
-            content: self.content,
-            tool_calls,
-            finish_reason: self.finish_reason,
-            usage: self.usage,
-        }
-    }
-}
-
-fn parse_full(value: &Value) -> Result<Completion, String> {
-    let message = value
-        .pointer("/choices/0/message")
-        .ok_or("no choices in the response")?;
-    let mut acc = StreamAccumulator::default();
-    let mut delta = message.clone();
-    if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
-        for (i, call) in calls.iter_mut().enumerate() {
-            call["index"] = json!(i);
-        }
-    }
-    acc.absorb(&json!({"choices": [{"delta": delta, "finish_reason": value.pointer("/choices/0/finish_reason")}]}));
-    if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
-        acc.usage = Usage::from_openai(usage);
-    }
-    Ok(acc.finish())
 }
 
 /// A whole response body, refused once it passes `max` bytes or takes longer than
@@ -504,7 +526,7 @@ fn retry_after(value: &str) -> Option<Duration> {
 }
 
 /// The provider's error text, from `{"error":{"message":…}}` when it has that shape.
-fn error_message(body: &str) -> String {
+pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let message = parsed
         .as_ref()
@@ -537,8 +559,51 @@ fn without_url(error: reqwest::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A model for unit tests.
+    pub(crate) fn model(base_url: &str) -> ModelConfig {
+        ModelConfig {
+            provider: "custom".into(),
+            model: "m".into(),
+            base_url: base_url.into(),
+            api_key: None,
+            dialect: crate::config::dialect_for("custom", base_url),
+            context_length: 100_000,
+            max_tokens: None,
+            reasoning_effort: None,
+            max_attempts: 1,
+            stream_idle_timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn errors_are_classified_for_fallback_and_compression() {
+        let refused = |status, message: &str| LlmError::Refused {
+            status,
+            message: message.into(),
+        };
+        assert!(
+            refused(400, "This model's maximum context length is 8192 tokens.")
+                .is_context_overflow()
+        );
+        assert!(
+            refused(400, "prompt is too long: 9000 tokens > 8192 maximum").is_context_overflow()
+        );
+        assert!(!refused(400, "bad tool schema").is_context_overflow());
+        assert!(refused(402, "pay up").is_billing());
+        assert!(
+            refused(
+                400,
+                "Your credit balance is too low to access the Anthropic API."
+            )
+            .is_billing()
+        );
+        assert!(refused(401, "bad key").calls_for_fallback());
+        assert!(!refused(400, "bad tool schema").calls_for_fallback());
+        assert!(!LlmError::Cancelled.calls_for_fallback());
+    }
 
     #[test]
     fn retry_after_takes_seconds_and_nothing_else() {
@@ -556,38 +621,6 @@ mod tests {
         ] {
             assert_eq!(retry_after(junk), None, "{junk}");
         }
-    }
-
-    #[test]
-    fn streamed_tool_call_pieces_are_joined() {
-        let mut acc = StreamAccumulator::default();
-        for event in [
-            json!({"choices":[{"delta":{"role":"assistant","content":"Let me "}}]}),
-            json!({"choices":[{"delta":{"content":"check."}}]}),
-            json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"terminal","arguments":"{\"comm"}}]}}]}),
-            json!({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"and\":\"ls\"}"}}]}}]}),
-            json!({"choices":[{"delta":{},"finish_reason":"tool_calls"}]}),
-        ] {
-            acc.absorb(&event);
-        }
-        let c = acc.finish();
-        assert_eq!(c.content, "Let me check.");
-        assert_eq!(
-            c.tool_calls,
-            vec![ToolCall {
-                id: "c1".into(),
-                name: "terminal".into(),
-                arguments: "{\"command\":\"ls\"}".into()
-            }]
-        );
-        assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
-    }
-
-    #[test]
-    fn a_non_streamed_answer_is_understood() {
-        let c = parse_full(&json!({"choices":[{"message":{"role":"assistant","content":"hi","tool_calls":[{"id":"x","type":"function","function":{"name":"terminal","arguments":"{}"}}]},"finish_reason":"tool_calls"}]})).unwrap();
-        assert_eq!(c.content, "hi");
-        assert_eq!(c.tool_calls[0].name, "terminal");
     }
 
     #[test]

@@ -157,15 +157,43 @@ impl SessionActor {
         let cancel = self.services.shutdown.child_token();
         let (steer, mut steer_rx) = mpsc::unbounded_channel();
         let regarding = inputs.last().and_then(|i| i.message_id.clone());
-        let progress = (self.services.agent.tool_progress != crate::config::ToolProgress::Off)
-            .then(|| {
-                spawn_progress(
-                    &self.services.tasks,
-                    self.services.delivery.clone(),
-                    self.chat.clone(),
-                    regarding.clone(),
-                )
+        let settings = super::chat_commands::ChatSettings::load(store, &self.key).await;
+        let agent = &self.services.agent;
+        let model = settings.model.as_deref().and_then(|name| {
+            agent
+                .models
+                .resolve(name)
+                .inspect_err(|e| tracing::warn!(session = %self.key, model = name, error = %e, "session: the chat's model cannot be used; using the default"))
+                .ok()
+        });
+        let personality = settings
+            .personality
+            .as_deref()
+            .and_then(|name| agent.personalities.get(name).cloned());
+        let tool_progress = settings.verbose.unwrap_or(agent.tool_progress);
+        let compaction = agent
+            .compressor
+            .clone()
+            .map(|compressor| crate::agent::Compaction {
+                compressor,
+                store: store.clone(),
+                session_id: session.id.clone(),
+                history_bytes: agent.history_bytes(),
             });
+        let notices = spawn_notices(
+            &self.services.tasks,
+            self.services.delivery.clone(),
+            self.chat.clone(),
+            regarding.clone(),
+        );
+        let progress = (tool_progress != crate::config::ToolProgress::Off).then(|| {
+            spawn_progress(
+                &self.services.tasks,
+                self.services.delivery.clone(),
+                self.chat.clone(),
+                regarding.clone(),
+            )
+        });
         // Streaming where the platform can edit a message; a turn answering in place of an
         // earlier attempt (an interrupt, a crash) continues that attempt's message.
         let can_edit = self
@@ -196,7 +224,7 @@ impl SessionActor {
             }
             None => (None, None),
         };
-        let usage = Arc::new(std::sync::Mutex::new(crate::llm::Usage::default()));
+        let usage = Arc::new(std::sync::Mutex::new(crate::llm::UsageByModel::default()));
         let input = TurnInput {
             history,
             carried,
@@ -206,6 +234,11 @@ impl SessionActor {
             stream,
             context: self.context(&inputs),
             usage: usage.clone(),
+            model,
+            personality,
+            tool_progress,
+            notices: Some(notices),
+            compaction,
         };
         let agent = self.services.agent.clone();
         let working = spawn_working(
@@ -424,6 +457,25 @@ fn spawn_progress(
         }
     });
     lines
+}
+
+/// Notices during a turn (a fallback model took over), each its own reply to the message
+/// being answered. Ends when the turn drops its sender.
+fn spawn_notices(
+    tasks: &TaskTracker,
+    delivery: Delivery,
+    chat: ChatRef,
+    reply_to: Option<String>,
+) -> mpsc::UnboundedSender<String> {
+    let (notices, mut rx) = mpsc::unbounded_channel::<String>();
+    tasks.spawn(async move {
+        while let Some(text) = rx.recv().await {
+            if let Err(e) = delivery.reply(&chat, &text, reply_to.clone()).await {
+                tracing::warn!(error = %e, "session: could not queue a notice");
+            }
+        }
+    });
+    notices
 }
 
 /// Show the working indicator for the message being answered, refresh it as the platform

@@ -25,7 +25,8 @@ impl SessionActor {
                     }
                     turn.cancel.cancel();
                 }
-                if command == SessionCommand::StopAll || self.services.stop_kills_background {
+                if matches!(command, SessionCommand::StopAll) || self.services.stop_kills_background
+                {
                     let killed = self.services.processes.kill_session(&self.key).await;
                     if killed > 0 {
                         tracing::info!(session = %self.key, killed, "session: background processes killed by /stop");
@@ -67,6 +68,10 @@ impl SessionActor {
             SessionCommand::Usage => {
                 let text = self.usage().await;
                 self.say(inbox_id, &message_id, &text).await;
+            }
+            other => {
+                self.chat_command(inbox_id, message_id, author, other, running)
+                    .await
             }
         }
     }
@@ -110,7 +115,15 @@ impl SessionActor {
             }
             Err(e) => lines.push(format!("Session: unavailable ({e})")),
         }
-        lines.push(format!("Model: {}", self.services.agent.llm.model()));
+        let chosen = super::chat_commands::ChatSettings::load(store, &self.key)
+            .await
+            .model
+            .and_then(|name| self.services.agent.models.resolve(&name).ok())
+            .unwrap_or_else(|| self.services.agent.models.primary.clone());
+        lines.push(format!(
+            "Model: {}",
+            crate::agent::models::describe(&chosen)
+        ));
         lines.push(match running {
             Some(t) => format!("Agent: working for {}s", t.started.elapsed().as_secs()),
             None => "Agent: idle".to_owned(),
@@ -132,7 +145,16 @@ fn usage_line(usage: crate::llm::Usage) -> String {
     if usage.cached > 0 {
         line.push_str(&format!(" ({} from the cache)", grouped(usage.cached)));
     }
+    if usage.cache_write > 0 {
+        line.push_str(&format!(
+            ", {} written to the cache",
+            grouped(usage.cache_write)
+        ));
+    }
     line.push_str(&format!(", {} out", grouped(usage.completion)));
+    if usage.cost_micros > 0 {
+        line.push_str(&format!(", ${:.4}", usage.cost_micros as f64 / 1e6));
+    }
     line
 }
 

@@ -21,14 +21,21 @@ impl SessionActor {
         mut turn: RunningTurn,
         ended: Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     ) -> Option<Resume> {
-        // What its model calls took, however it ended (`/usage`).
-        let usage = *turn.usage.lock().expect("usage lock");
-        if usage != crate::llm::Usage::default()
-            && let Some(session) = self.session_id.clone()
-        {
-            let model = self.services.agent.llm.model().to_owned();
-            if let Err(e) = self.services.store.usage_add(session, model, usage).await {
-                tracing::warn!(error = %e, "session: could not record the turn's token usage");
+        // What its model calls took, however it ended (`/usage`), per model.
+        let usage = std::mem::take(&mut *turn.usage.lock().expect("usage lock"));
+        if let Some(session) = self.session_id.clone() {
+            for (model, usage) in usage.0 {
+                if usage == crate::llm::Usage::default() {
+                    continue;
+                }
+                if let Err(e) = self
+                    .services
+                    .store
+                    .usage_add(session.clone(), model, usage)
+                    .await
+                {
+                    tracing::warn!(error = %e, "session: could not record the turn's token usage");
+                }
             }
         }
         // The stream ends with the turn (its sender went with the turn's input).

@@ -28,6 +28,7 @@ use crate::store::{InboxState, NewOutboxRow, Store, StoredMessage, TurnRecord};
 use crate::tools::ToolContext;
 
 mod actor;
+mod chat_commands;
 mod commands;
 mod ending;
 mod stream;
@@ -63,7 +64,7 @@ pub struct UserInput {
 }
 
 /// Commands that act on the session itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionCommand {
     /// Stop the running turn (and background processes when configured).
     Stop,
@@ -73,6 +74,22 @@ pub enum SessionCommand {
     Status,
     /// The tokens the session and today took.
     Usage,
+    /// Show or switch the chat's model (`provider:model`; empty: show).
+    Model(String),
+    /// Run the last message again.
+    Retry,
+    /// Take the last exchange back.
+    Undo,
+    /// Summarise the earlier part of the conversation now.
+    Compress,
+    /// Show or set the session's title.
+    Title(String),
+    /// This chat becomes its platform's home channel.
+    SetHome,
+    /// Show or choose the chat's personality.
+    Personality(String),
+    /// Show or choose how much tool progress the chat sees.
+    Verbose(String),
 }
 
 /// Everything actors share.
@@ -211,7 +228,7 @@ struct RunningTurn {
     /// Its streamed answer, when streaming.
     stream: Option<JoinHandle<stream::Streamed>>,
     /// The tokens its model calls took, added up as they end.
-    usage: Arc<std::sync::Mutex<crate::llm::Usage>>,
+    usage: Arc<std::sync::Mutex<crate::llm::UsageByModel>>,
     started: Instant,
     task: JoinHandle<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     /// Counts in [`SessionServices::tasks`] until the turn's end is recorded, so shutdown

@@ -221,6 +221,28 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX usage_by_session ON usage(session_id);
     CREATE INDEX usage_by_time ON usage(at);
     "#,
+    // 9: what a turn cost (cache writes, money); messages taken out of the model's context
+    // (summarised by compression, or undone) but kept for search; session titles; per-chat
+    // settings (`/model`, `/personality`, `/verbose`); home channels set with `/sethome`.
+    r#"
+    ALTER TABLE usage ADD COLUMN cache_write INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE messages ADD COLUMN hidden TEXT;
+    ALTER TABLE sessions ADD COLUMN title TEXT;
+    CREATE TABLE chat_settings (
+        session_key TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        value       TEXT NOT NULL,
+        updated_at  INTEGER NOT NULL,
+        PRIMARY KEY (session_key, name)
+    );
+    CREATE TABLE home_channels (
+        platform TEXT PRIMARY KEY,
+        chat     TEXT NOT NULL,
+        set_by   TEXT NOT NULL,
+        set_at   INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The newest schema in one piece, for a new database: the same tables, columns (in the
@@ -241,7 +263,8 @@ const SCHEMA: &str = r#"
         ended_at      INTEGER,
         end_reason    TEXT,
         message_count INTEGER NOT NULL DEFAULT 0,
-        account TEXT
+        account TEXT,
+        title TEXT
     );
     CREATE INDEX sessions_by_key ON sessions(session_key, ended_at);
 
@@ -253,7 +276,8 @@ const SCHEMA: &str = r#"
         tool_calls   TEXT,
         tool_call_id TEXT,
         tool_name    TEXT,
-        created_at   INTEGER NOT NULL
+        created_at   INTEGER NOT NULL,
+        hidden       TEXT
     );
     CREATE INDEX messages_by_session ON messages(session_id, id);
     CREATE VIRTUAL TABLE messages_fts USING fts5(content, content=messages, content_rowid=id);
@@ -406,10 +430,26 @@ const SCHEMA: &str = r#"
         model       TEXT NOT NULL,
         prompt      INTEGER NOT NULL,
         completion  INTEGER NOT NULL,
-        cached      INTEGER NOT NULL
+        cached      INTEGER NOT NULL,
+        cache_write INTEGER NOT NULL DEFAULT 0,
+        cost_micros INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX usage_by_session ON usage(session_id);
     CREATE INDEX usage_by_time ON usage(at);
+
+    CREATE TABLE chat_settings (
+        session_key TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        value       TEXT NOT NULL,
+        updated_at  INTEGER NOT NULL,
+        PRIMARY KEY (session_key, name)
+    );
+    CREATE TABLE home_channels (
+        platform TEXT PRIMARY KEY,
+        chat     TEXT NOT NULL,
+        set_by   TEXT NOT NULL,
+        set_at   INTEGER NOT NULL
+    );
 "#;
 
 /// Bring the database up to the newest schema.

@@ -8,17 +8,20 @@
 mod approvals;
 mod checkpoint;
 mod cursors;
+mod history;
 mod inbox;
 mod migrations;
 mod outbox;
 mod pairing;
 mod processes;
 mod sessions;
+mod settings;
 mod status;
 mod turns;
 mod usage;
 
 pub use approvals::{AllowlistEntry, PendingApproval};
+pub use history::{HIDDEN_COMPRESSED, HIDDEN_UNDONE, LiveMessage};
 pub use inbox::{InboxRow, InboxState};
 pub use outbox::{NewOutboxRow, OutboxRow, Settled};
 pub use pairing::{PairingApproval, PairingError, PairingRequest, PairingRequestOutcome};

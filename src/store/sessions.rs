@@ -126,7 +126,7 @@ impl Store {
         .await
     }
 
-    /// The messages of a session, oldest first.
+    /// The messages of a session in the model's context, oldest first.
     pub async fn session_messages(
         &self,
         session_id: &str,
@@ -145,7 +145,7 @@ impl Store {
         self.call(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT role, content, tool_calls, tool_call_id, tool_name FROM messages
-                 WHERE session_id = ?1 ORDER BY id DESC",
+                 WHERE session_id = ?1 AND hidden IS NULL ORDER BY id DESC",
             )?;
             let mut rows = stmt.query([session_id])?;
             let mut tail = Vec::new();

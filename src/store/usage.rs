@@ -1,5 +1,6 @@
 //! The tokens each turn took, for `/usage`: one row per turn (its session, when, the model,
-//! prompt, completion and cached tokens), summed per session and since a moment.
+//! prompt, completion, cache read and write tokens, and the cost where the provider says it),
+//! summed per session and since a moment.
 
 use rusqlite::params;
 
@@ -16,8 +17,9 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.call_relaxed(move |conn| {
             conn.prepare_cached(
-                "INSERT INTO usage (session_id, at, model, prompt, completion, cached)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO usage (session_id, at, model, prompt, completion, cached,
+                    cache_write, cost_micros)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
                 session_id,
@@ -25,7 +27,9 @@ impl Store {
                 model,
                 usage.prompt as i64,
                 usage.completion as i64,
-                usage.cached as i64
+                usage.cached as i64,
+                usage.cache_write as i64,
+                usage.cost_micros as i64
             ])?;
             Ok(())
         })
@@ -47,19 +51,21 @@ impl Store {
                     prompt: n(0)?,
                     completion: n(1)?,
                     cached: n(2)?,
+                    cache_write: n(3)?,
+                    cost_micros: n(4)?,
                 })
             };
             let session = match session_id {
                 Some(id) => conn
                     .prepare_cached(
-                        "SELECT sum(prompt), sum(completion), sum(cached) FROM usage WHERE session_id = ?1",
+                        "SELECT sum(prompt), sum(completion), sum(cached), sum(cache_write), sum(cost_micros) FROM usage WHERE session_id = ?1",
                     )?
                     .query_row([id], sum)?,
                 None => Usage::default(),
             };
             let since = conn
                 .prepare_cached(
-                    "SELECT sum(prompt), sum(completion), sum(cached) FROM usage WHERE at >= ?1",
+                    "SELECT sum(prompt), sum(completion), sum(cached), sum(cache_write), sum(cost_micros) FROM usage WHERE at >= ?1",
                 )?
                 .query_row([since_ms], sum)?;
             Ok((session, since))
@@ -79,6 +85,8 @@ mod tests {
             prompt: 100,
             completion: 20,
             cached: 60,
+            cache_write: 5,
+            cost_micros: 1_500,
         };
         store
             .usage_add("s1".into(), "m".into(), turn)
@@ -95,8 +103,14 @@ mod tests {
         let (session, today) = store.usage_totals(Some("s1".into()), 0).await.unwrap();
         assert_eq!(session.prompt, 200);
         assert_eq!(
-            (today.prompt, today.completion, today.cached),
-            (300, 60, 180)
+            (
+                today.prompt,
+                today.completion,
+                today.cached,
+                today.cache_write,
+                today.cost_micros
+            ),
+            (300, 60, 180, 15, 4_500)
         );
         let (_, later) = store.usage_totals(None, now_ms() + 60_000).await.unwrap();
         assert_eq!(later, Usage::default());

@@ -2,6 +2,7 @@
 //! gets the turn's [`ToolContext`], so an interrupt or `/stop` reaches running work, and a
 //! dangerous command passes the approval broker before it runs.
 
+mod batch;
 mod output;
 mod process_tool;
 pub mod terminal;

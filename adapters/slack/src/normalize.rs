@@ -23,8 +23,24 @@ pub struct Me {
 }
 
 /// The gateway commands `/hermes <command>` maps to; other text is a question.
-pub const COMMANDS: [&str; 9] = [
-    "new", "reset", "stop", "status", "help", "start", "approve", "deny", "model",
+pub const COMMANDS: &[&str] = &[
+    "new",
+    "reset",
+    "stop",
+    "status",
+    "help",
+    "start",
+    "approve",
+    "deny",
+    "model",
+    "usage",
+    "retry",
+    "undo",
+    "compress",
+    "title",
+    "personality",
+    "verbose",
+    "sethome",
 ];
 
 /// A message the gateway answers, from whichever event carried it.

@@ -1,0 +1,387 @@
+//! The commands that change what a conversation is and how it is answered: `/model`,
+//! `/personality`, `/verbose` (chat settings kept in the store), `/title`, `/sethome`, and
+//! the history edits `/retry`, `/undo`, `/compress` (refused while a turn runs: they would
+//! race it). Also [`ChatSettings`], what a turn reads of those settings.
+
+use super::*;
+use crate::config::ToolProgress;
+
+/// The settings names in the store.
+const MODEL: &str = "model";
+const PERSONALITY: &str = "personality";
+const VERBOSE: &str = "verbose";
+
+/// What the chat chose with commands.
+#[derive(Debug, Default)]
+pub(super) struct ChatSettings {
+    pub model: Option<String>,
+    pub personality: Option<String>,
+    pub verbose: Option<ToolProgress>,
+}
+
+impl ChatSettings {
+    pub(super) async fn load(store: &Store, key: &str) -> ChatSettings {
+        let mut settings = ChatSettings::default();
+        match store.chat_settings(key).await {
+            Ok(rows) => {
+                for (name, value) in rows {
+                    match name.as_str() {
+                        MODEL => settings.model = Some(value),
+                        PERSONALITY => settings.personality = Some(value),
+                        VERBOSE => settings.verbose = progress_mode(&value),
+                        _ => {}
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "session: cannot read the chat's settings; using the defaults")
+            }
+        }
+        settings
+    }
+}
+
+fn progress_mode(text: &str) -> Option<ToolProgress> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "off" | "false" | "none" => Some(ToolProgress::Off),
+        "new" => Some(ToolProgress::New),
+        "all" | "verbose" | "true" | "on" => Some(ToolProgress::All),
+        _ => None,
+    }
+}
+
+fn progress_name(mode: ToolProgress) -> &'static str {
+    match mode {
+        ToolProgress::Off => "off",
+        ToolProgress::New => "new",
+        ToolProgress::All => "all",
+    }
+}
+
+/// What the person is told when a history edit would race the running turn.
+const BUSY: &str =
+    "⏳ I'm still working on your last message. Wait for my answer, or /stop it first.";
+
+impl SessionActor {
+    /// The open session's id (opening one if needed).
+    async fn session_id_for(&mut self, author: &Author) -> Result<String, String> {
+        match self
+            .services
+            .store
+            .session_open(&self.key, &self.chat, Some(&author.user_id))
+            .await
+        {
+            Ok(s) => {
+                self.session_id = Some(s.id.clone());
+                Ok(s.id)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "session: cannot open the session");
+                Err(
+                    "⚠️ I could not open this conversation (database error); please try again."
+                        .into(),
+                )
+            }
+        }
+    }
+
+    /// Answer a chat command; `/retry` starts a turn instead.
+    pub(super) async fn chat_command(
+        &mut self,
+        inbox_id: i64,
+        message_id: String,
+        author: &Author,
+        command: SessionCommand,
+        running: &mut Option<RunningTurn>,
+    ) {
+        let edits_history = matches!(
+            command,
+            SessionCommand::Retry | SessionCommand::Undo | SessionCommand::Compress
+        );
+        if edits_history && running.is_some() {
+            return self.say(inbox_id, &message_id, BUSY).await;
+        }
+        let text = match command {
+            SessionCommand::Retry => match self.retry(inbox_id, &message_id, author, running).await
+            {
+                Some(text) => text,
+                None => return, // a turn answers it
+            },
+            SessionCommand::Undo => self.undo(author).await,
+            SessionCommand::Compress => self.compress(author).await,
+            SessionCommand::Model(name) => self.model(name.trim()).await,
+            SessionCommand::Title(title) => self.title(author, title.trim()).await,
+            SessionCommand::SetHome => self.set_home(author).await,
+            SessionCommand::Personality(name) => self.personality(name.trim()).await,
+            SessionCommand::Verbose(mode) => self.verbose(mode.trim()).await,
+            _ => return,
+        };
+        self.say(inbox_id, &message_id, &text).await;
+    }
+
+    /// `/retry`: the person's last message is taken back with what answered it, and asked
+    /// again (the new answer replies to the `/retry`). `Some` is a reply when it cannot.
+    async fn retry(
+        &mut self,
+        inbox_id: i64,
+        message_id: &str,
+        author: &Author,
+        running: &mut Option<RunningTurn>,
+    ) -> Option<String> {
+        let session = match self.session_id_for(author).await {
+            Ok(id) => id,
+            Err(text) => return Some(text),
+        };
+        match self.services.store.session_undo(&session).await {
+            Ok(Some(text)) if !text.trim().is_empty() => {
+                let input = UserInput {
+                    inbox_id: Some(inbox_id),
+                    message_id: Some(message_id.to_owned()),
+                    author: author.clone(),
+                    text: text.clone(),
+                    attachments: Vec::new(),
+                };
+                self.start(vec![input], text, Vec::new(), running).await;
+                None
+            }
+            Ok(_) => Some("There's no earlier message to retry.".into()),
+            Err(e) => {
+                tracing::error!(error = %e, "session: /retry could not edit the history");
+                Some("⚠️ I could not change the history (database error).".into())
+            }
+        }
+    }
+
+    /// `/undo`: the last exchange leaves the model's context (it stays searchable).
+    async fn undo(&mut self, author: &Author) -> String {
+        let session = match self.session_id_for(author).await {
+            Ok(id) => id,
+            Err(text) => return text,
+        };
+        match self.services.store.session_undo(&session).await {
+            Ok(Some(text)) => format!(
+                "↩️ Undone: your message “{}” and my answer. I won't see them again.",
+                short(&text, 60)
+            ),
+            Ok(None) => "There's nothing to undo.".into(),
+            Err(e) => {
+                tracing::error!(error = %e, "session: /undo could not edit the history");
+                "⚠️ I could not change the history (database error).".into()
+            }
+        }
+    }
+
+    /// `/compress`: summarise the earlier part of the conversation now.
+    async fn compress(&mut self, author: &Author) -> String {
+        let Some(compressor) = self.services.agent.compressor.clone() else {
+            return "Compression is turned off here (compression.enabled: false).".into();
+        };
+        let session = match self.session_id_for(author).await {
+            Ok(id) => id,
+            Err(text) => return text,
+        };
+        let cancel = self.services.shutdown.child_token();
+        match compressor
+            .compress(&self.services.store, &session, &cancel)
+            .await
+        {
+            Ok(crate::agent::Compressed::Done {
+                replaced,
+                before,
+                after,
+            }) => format!(
+                "🗜️ Compressed: {replaced} earlier messages became a summary (about {before} → {after} tokens). They stay in the history search."
+            ),
+            Ok(crate::agent::Compressed::NothingToDo) => {
+                "The conversation is still too short to compress.".into()
+            }
+            Err(e) => format!("⚠️ Compression failed: {e}"),
+        }
+    }
+
+    /// `/model [name]`: show the chat's model, or switch it (`default` goes back).
+    async fn model(&mut self, name: &str) -> String {
+        let models = &self.services.agent.models;
+        let store = &self.services.store;
+        if name.is_empty() {
+            let chosen = ChatSettings::load(store, &self.key).await.model;
+            let current = chosen
+                .as_deref()
+                .and_then(|n| models.resolve(n).ok())
+                .unwrap_or_else(|| models.primary.clone());
+            let mut lines = vec![format!(
+                "🤖 Model: {}",
+                crate::agent::models::describe(&current)
+            )];
+            if chosen.is_some() {
+                lines.push(format!(
+                    "Default: {}",
+                    crate::agent::models::describe(&models.primary)
+                ));
+            }
+            if !models.fallbacks.is_empty() {
+                let chain: Vec<String> = models
+                    .fallbacks
+                    .iter()
+                    .map(|f| crate::agent::models::describe(f))
+                    .collect();
+                lines.push(format!("Fallbacks: {}", chain.join(" → ")));
+            }
+            lines.push(
+                "Switch with /model provider:model (for example /model openrouter:anthropic/claude-sonnet-4) or /model name; /model default goes back."
+                    .into(),
+            );
+            return lines.join("\n");
+        }
+        if matches!(name.to_ascii_lowercase().as_str(), "default" | "reset") {
+            return match store.set_chat_setting(&self.key, MODEL, None).await {
+                Ok(()) => format!(
+                    "🤖 Back to the default model: {}.",
+                    crate::agent::models::describe(&models.primary)
+                ),
+                Err(e) => store_failed(e),
+            };
+        }
+        match models.resolve(name) {
+            Ok(client) => match store
+                .set_chat_setting(&self.key, MODEL, Some(name.to_owned()))
+                .await
+            {
+                Ok(()) => format!(
+                    "🤖 This chat now uses {}.",
+                    crate::agent::models::describe(&client)
+                ),
+                Err(e) => store_failed(e),
+            },
+            Err(e) => format!("⚠️ I can't use {name:?}: {e}."),
+        }
+    }
+
+    /// `/title [text]`.
+    async fn title(&mut self, author: &Author, title: &str) -> String {
+        let session = match self.session_id_for(author).await {
+            Ok(id) => id,
+            Err(text) => return text,
+        };
+        let store = &self.services.store;
+        if title.is_empty() {
+            return match store.session_title(&session).await {
+                Ok(Some(t)) => format!("📝 Title: {t}"),
+                Ok(None) => "This conversation has no title yet; /title <text> sets one.".into(),
+                Err(e) => store_failed(e),
+            };
+        }
+        let title = short(title, 100);
+        match store.session_set_title(&session, &title).await {
+            Ok(()) => format!("📝 Title set: {title}"),
+            Err(e) => store_failed(e),
+        }
+    }
+
+    /// `/sethome`: notices with no conversation of their own go to this chat.
+    async fn set_home(&mut self, author: &Author) -> String {
+        match self
+            .services
+            .store
+            .set_home_channel(&self.chat, &author.display_name)
+            .await
+        {
+            Ok(()) => format!(
+                "🏠 This chat is now the home channel for {}: notices that belong to no conversation come here.",
+                self.chat.platform
+            ),
+            Err(e) => store_failed(e),
+        }
+    }
+
+    /// `/personality [name]` (`none` goes back to none).
+    async fn personality(&mut self, name: &str) -> String {
+        let known = &self.services.agent.personalities;
+        let store = &self.services.store;
+        let names = || {
+            if known.is_empty() {
+                "none are set up (agent.personalities in config.yaml)".to_owned()
+            } else {
+                known.keys().cloned().collect::<Vec<_>>().join(", ")
+            }
+        };
+        if name.is_empty() {
+            let current = ChatSettings::load(store, &self.key)
+                .await
+                .personality
+                .filter(|p| known.contains_key(p));
+            return format!(
+                "🎭 Personality: {}\nAvailable: {}\nChoose with /personality <name>; /personality none goes back.",
+                current.as_deref().unwrap_or("none"),
+                names()
+            );
+        }
+        let name = name.to_ascii_lowercase();
+        if matches!(name.as_str(), "none" | "default" | "reset") {
+            return match store.set_chat_setting(&self.key, PERSONALITY, None).await {
+                Ok(()) => "🎭 No personality: back to the plain prompt.".into(),
+                Err(e) => store_failed(e),
+            };
+        }
+        if !known.contains_key(&name) {
+            return format!("There's no personality {name:?}. Available: {}", names());
+        }
+        match store
+            .set_chat_setting(&self.key, PERSONALITY, Some(name.clone()))
+            .await
+        {
+            Ok(()) => format!("🎭 Personality: {name}"),
+            Err(e) => store_failed(e),
+        }
+    }
+
+    /// `/verbose [off|new|all]`: without a word it moves to the next level.
+    async fn verbose(&mut self, mode: &str) -> String {
+        let store = &self.services.store;
+        let current = ChatSettings::load(store, &self.key)
+            .await
+            .verbose
+            .unwrap_or(self.services.agent.tool_progress);
+        let next = if mode.is_empty() {
+            match current {
+                ToolProgress::Off => ToolProgress::New,
+                ToolProgress::New => ToolProgress::All,
+                ToolProgress::All => ToolProgress::Off,
+            }
+        } else {
+            match progress_mode(mode) {
+                Some(m) => m,
+                None => return format!("{mode:?} is not a level; use /verbose off, new or all."),
+            }
+        };
+        match store
+            .set_chat_setting(&self.key, VERBOSE, Some(progress_name(next).into()))
+            .await
+        {
+            Ok(()) => format!(
+                "🔧 Tool progress here: {} ({}).",
+                progress_name(next),
+                match next {
+                    ToolProgress::Off => "tools run quietly",
+                    ToolProgress::New => "a line when a different tool starts",
+                    ToolProgress::All => "a line for every tool call",
+                }
+            ),
+            Err(e) => store_failed(e),
+        }
+    }
+}
+
+fn store_failed(e: crate::store::StoreError) -> String {
+    tracing::error!(error = %e, "session: a chat command could not reach the store");
+    "⚠️ I could not save that (database error); please try again.".into()
+}
+
+/// At most `max` characters of `text`, with "…" when cut.
+fn short(text: &str, max: usize) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
