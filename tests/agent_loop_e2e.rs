@@ -175,3 +175,72 @@ async fn a_server_that_refuses_stream_options_is_asked_without_them() {
         "not asked again"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arguments_that_are_not_json_get_an_error_result_the_model_can_correct() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::BadArguments {
+        name: "terminal".into(),
+        arguments_text: "{\"command\": \"echo cut".into(),
+    });
+    w.llm.push(Reply::terminal("echo corrected"));
+    w.llm.push(Reply::text("fixed it"));
+    let _d = w.start();
+    assert_eq!(w.ask("run something").await, ["fixed it"]);
+    let results = tool_results(&w);
+    assert_eq!(results.len(), 2);
+    assert!(results[0].contains("not valid JSON"), "{results:?}");
+    assert!(results[1].contains("corrected"), "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_calls_in_one_step_run_together() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::ToolCalls(vec![
+        (
+            "terminal".into(),
+            json!({"command": "sleep 9", "background": true}),
+        ),
+        (
+            "terminal".into(),
+            json!({"command": "sleep 9 # second", "background": true}),
+        ),
+    ]));
+    // Two waits of two seconds each on processes that outlast them.
+    w.llm.push(Reply::computed(|request| {
+        let ids: Vec<String> = request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .filter_map(|m| {
+                let text = m["content"].as_str()?;
+                let start = text.find("proc_")?;
+                Some(text[start..start + 17].to_owned())
+            })
+            .collect();
+        Reply::ToolCalls(
+            ids.iter()
+                .map(|id| {
+                    (
+                        "process".to_owned(),
+                        json!({"action": "wait", "id": id, "timeout": 2}),
+                    )
+                })
+                .collect(),
+        )
+    }));
+    w.llm.push(Reply::text("both waited"));
+    let _d = w.start();
+    assert_eq!(w.ask("wait for both").await, ["both waited"]);
+    let results = tool_results(&w);
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert!(results[2].contains("still running"), "{results:?}");
+    let timings = w.llm.timings();
+    let waited = timings[2].arrived - timings[1].finished.unwrap();
+    assert!(
+        waited < std::time::Duration::from_millis(3_500),
+        "two 2 s waits took {waited:?}: they did not run together"
+    );
+    w.ask("/stop all").await;
+}

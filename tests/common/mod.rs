@@ -39,6 +39,24 @@ impl World {
         World::new(&["TELEGRAM_ALLOW_ALL_USERS=true"], "").await
     }
 
+    /// Put `model_yaml` (a whole `model:` section) in place of the home's model, and
+    /// `extra_yaml` at the end of `config.yaml` (before the daemon starts).
+    pub fn set_model(&self, model_yaml: &str, extra_yaml: &str) {
+        let path = self.home.dir.join("config.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let start = text.find("model:\n").unwrap();
+        let end = text.find("security:\n").unwrap();
+        let text = format!("{}{model_yaml}{}{extra_yaml}", &text[..start], &text[end..]);
+        std::fs::write(&path, text).unwrap();
+    }
+
+    /// Alice says `text` and the answer comes: the replies so far in her chat.
+    pub async fn ask(&self, text: &str) -> Vec<String> {
+        let before = self.telegram.sent_texts(ALICE).len();
+        self.telegram.dm(ALICE, text);
+        self.replies(ALICE, before + 1).await
+    }
+
     pub fn start(&self) -> Daemon {
         Daemon::start(BIN, &self.home, &[])
     }

@@ -86,6 +86,26 @@ pub enum Reply {
         name: String,
         arguments_text: String,
     },
+    /// The answer made from the request when it arrives (ids the test cannot know ahead,
+    /// such as a background process's).
+    Computed(Responder),
+}
+
+/// Makes an answer from a request body.
+#[derive(Clone)]
+pub struct Responder(pub Arc<dyn Fn(&Value) -> Reply + Send + Sync>);
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Responder(..)")
+    }
+}
+
+impl Reply {
+    /// An answer computed from the request when it arrives.
+    pub fn computed(make: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Reply {
+        Reply::Computed(Responder(Arc::new(make)))
+    }
 }
 
 impl Reply {
@@ -125,6 +145,14 @@ struct Inner {
 }
 
 impl Inner {
+    /// The next scripted answer for `body` (a computed one made now).
+    fn next_reply(&mut self, body: &Value) -> Option<Reply> {
+        match self.script.pop_front()? {
+            Reply::Computed(Responder(make)) => Some(make(body)),
+            reply => Some(reply),
+        }
+    }
+
     /// Note one request (body, headers, arrival); its index.
     fn record(&mut self, body: Value, headers: &HeaderMap) -> usize {
         self.requests.push(body);

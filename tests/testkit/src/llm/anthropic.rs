@@ -90,7 +90,7 @@ pub(super) async fn messages(
                 ))),
             })
             // Only a request that passes uses up a scripted answer.
-            .map(|()| inner.script.pop_front());
+            .map(|()| inner.next_reply(&request));
         (index, verdict)
     };
     let mut response = match verdict {
@@ -183,7 +183,8 @@ fn blocks_for(reply: &Reply, index: usize) -> (Vec<Block>, &'static str) {
         Reply::Error { .. }
         | Reply::ErrorSaying { .. }
         | Reply::Delayed(..)
-        | Reply::ContextOverflow => {
+        | Reply::ContextOverflow
+        | Reply::Computed(_) => {
             unreachable!("handled before the blocks")
         }
     }

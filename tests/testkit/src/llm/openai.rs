@@ -21,7 +21,7 @@ pub(super) async fn complete(
     let (reply, index) = {
         let mut inner = fake.inner.lock().unwrap();
         let index = inner.record(body.clone(), &headers);
-        (inner.script.pop_front(), index)
+        (inner.next_reply(&body), index)
     };
     let reply = reply.unwrap_or_else(|| Reply::Text(format!("echo: {}", last_user_text(&body))));
     let (delay, reply) = undelayed(reply);
@@ -195,7 +195,8 @@ fn events_for(reply: &Reply) -> Vec<String> {
         | Reply::Delayed(..)
         | Reply::Paced { .. }
         | Reply::ContextOverflow
-        | Reply::StreamError { .. } => {
+        | Reply::StreamError { .. }
+        | Reply::Computed(_) => {
             unreachable!("handled before streaming")
         }
     }

@@ -1,0 +1,237 @@
+//! Providers end to end (the real daemon, the fake Telegram, the fake LLM in both
+//! dialects): Anthropic's Messages API spoken natively (tools, signed thinking, prompt
+//! caching, a byte-identical system prompt), OpenRouter's headers and cache marks, and the
+//! fallback chain after a provider that stays down or runs out of credit.
+
+mod common;
+
+use common::*;
+use hermes_testkit::llm::{Reply, anthropic_tool_results, cache_control_count};
+use serde_json::{Value, json};
+
+fn anthropic_model(w: &World, effort: Option<&str>) {
+    let effort = effort
+        .map(|e| format!("agent:\n  reasoning_effort: {e}\n"))
+        .unwrap_or_default();
+    w.set_model(
+        &format!(
+            "model:\n  provider: anthropic\n  default: claude-sonnet-4-5\n  base_url: {}\n  max_attempts: 2\n",
+            w.llm.anthropic_base_url()
+        ),
+        &effort,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_runs_a_tool_round_trip_with_thinking_and_prompt_caching() {
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            "ANTHROPIC_API_KEY=sk-ant-api03-test-key",
+        ],
+        "",
+    )
+    .await;
+    anthropic_model(&w, Some("medium"));
+    w.llm.push(Reply::ThinkingThenTool {
+        thinking: "I should list the files.".into(),
+        name: "terminal".into(),
+        arguments: json!({"command": "echo from-the-tool"}),
+    });
+    w.llm.push(Reply::Thinking {
+        thinking: "The tool said it.".into(),
+        text: "The tool printed from-the-tool.".into(),
+    });
+    let _d = w.start();
+    assert_eq!(
+        w.ask("what does the tool print?").await,
+        ["The tool printed from-the-tool."]
+    );
+    let requests = w.llm.requests();
+    assert_eq!(requests.len(), 2, "both calls passed the API's checks");
+    let first = &requests[0];
+    assert_eq!(
+        w.llm.header(0, "x-api-key").as_deref(),
+        Some("sk-ant-api03-test-key")
+    );
+    assert!(w.llm.header(0, "anthropic-version").is_some());
+    assert_eq!(first["thinking"]["budget_tokens"], 8_000);
+    assert_eq!(first["system"][0]["cache_control"]["type"], "ephemeral");
+    assert_eq!(first["tools"][0]["name"], "terminal");
+    assert!(first["tools"][0]["input_schema"].is_object());
+    // The follow-up replays the signed thinking before the call and answers it.
+    let second = &requests[1];
+    let assistant = &second["messages"][1]["content"];
+    assert_eq!(assistant[0]["type"], "thinking", "{assistant}");
+    assert_eq!(assistant[1]["type"], "tool_use");
+    let results = anthropic_tool_results(second);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1.contains("from-the-tool"), "{results:?}");
+    assert!(cache_control_count(second) <= 4);
+    assert!(cache_control_count(second) >= 2);
+
+    // Cache reads and writes are counted.
+    let usage = w.ask("/usage").await;
+    let usage = usage.last().unwrap();
+    assert!(usage.contains("written to the cache"), "{usage}");
+    assert!(usage.contains("from the cache"), "{usage}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_prompt_is_byte_identical_across_turns() {
+    let w = World::new(&["TELEGRAM_ALLOW_ALL_USERS=true"], "").await;
+    // A `custom` endpoint whose root ends in /anthropic speaks Anthropic's dialect.
+    w.set_model(
+        &format!(
+            "model:\n  provider: custom\n  default: claude-haiku-4-5\n  base_url: {}\n  api_key: sk-ant-api03-own\n",
+            w.llm.anthropic_base_url()
+        ),
+        "",
+    );
+    let _d = w.start();
+    w.ask("first").await;
+    w.ask("second").await;
+    w.ask("third").await;
+    let requests = w.llm.requests();
+    assert_eq!(requests.len(), 3);
+    let system: Vec<String> = requests.iter().map(|r| r["system"].to_string()).collect();
+    assert_eq!(system[0], system[1]);
+    assert_eq!(system[1], system[2]);
+    // Each call's conversation starts with the one before it, so its prefix is cached.
+    let turns = |i: usize| requests[i]["messages"].as_array().unwrap().clone();
+    let strip = |m: &Value| {
+        let mut m = m.clone();
+        for block in m["content"].as_array_mut().into_iter().flatten() {
+            block.as_object_mut().unwrap().remove("cache_control");
+        }
+        m
+    };
+    let (earlier, later) = (turns(1), turns(2));
+    for (a, b) in earlier.iter().zip(&later) {
+        assert_eq!(strip(a), strip(b));
+    }
+    assert_eq!(later.len(), earlier.len() + 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openrouter_gets_its_headers_and_cache_marks_for_claude() {
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            "OPENROUTER_API_KEY=sk-or-test",
+        ],
+        "",
+    )
+    .await;
+    w.set_model(
+        &format!(
+            "model:\n  provider: openrouter\n  default: anthropic/claude-sonnet-4\n  base_url: {}\n",
+            w.llm.base_url()
+        ),
+        "",
+    );
+    let _d = w.start();
+    w.ask("hello").await;
+    assert_eq!(
+        w.llm.header(0, "authorization").as_deref(),
+        Some("Bearer sk-or-test")
+    );
+    assert_eq!(
+        w.llm.header(0, "http-referer").as_deref(),
+        Some("https://hermes-agent.nousresearch.com")
+    );
+    assert_eq!(w.llm.header(0, "x-title").as_deref(), Some("Hermes Agent"));
+    let request = &w.llm.requests()[0];
+    assert_eq!(request["model"], "anthropic/claude-sonnet-4");
+    assert_eq!(
+        request["messages"][0]["content"][0]["cache_control"]["type"],
+        "ephemeral"
+    );
+    assert_eq!(request["usage"], json!({"include": true}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_that_stays_down_hands_the_turn_to_the_fallback_and_says_so_once() {
+    let w = World::allow_all().await;
+    w.set_model(
+        &format!(
+            "model:\n  provider: custom\n  default: main-model\n  base_url: {url}\n  api_key: k\n  max_attempts: 2\n\
+             fallback_providers:\n  - provider: custom\n    model: backup-model\n    base_url: {url}\n    api_key: k2\n",
+            url = w.llm.base_url()
+        ),
+        "",
+    );
+    for _ in 0..2 {
+        w.llm.push(Reply::Error {
+            status: 500,
+            retry_after: Some(0),
+        });
+    }
+    w.llm.push(Reply::terminal("echo on-the-backup"));
+    w.llm.push(Reply::text("answered by the backup"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "hello");
+    let replies = w.replies(ALICE, 2).await;
+    assert!(
+        replies[0].contains("main-model") && replies[0].contains("backup-model"),
+        "{replies:?}"
+    );
+    assert_eq!(replies[1], "answered by the backup");
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 2, "told once");
+    let models: Vec<String> = w
+        .llm
+        .requests()
+        .iter()
+        .map(|r| r["model"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        models,
+        ["main-model", "main-model", "backup-model", "backup-model"]
+    );
+    assert_eq!(
+        w.llm.header(2, "authorization").as_deref(),
+        Some("Bearer k2")
+    );
+    // The next turn tries the main model again.
+    assert_eq!(w.ask("again").await.len(), 3);
+    assert_eq!(w.llm.requests()[4]["model"], "main-model");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_credit_falls_back_at_once_even_across_dialects() {
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            "BACKUP_ANTHROPIC=sk-ant-api03-backup",
+        ],
+        "",
+    )
+    .await;
+    w.set_model(
+        &format!(
+            "model:\n  provider: custom\n  default: main-model\n  base_url: {}\n  api_key: k\n  max_attempts: 3\n\
+             fallback_model:\n  provider: anthropic\n  model: claude-haiku-4-5\n  base_url: {}\n  key_env: BACKUP_ANTHROPIC\n",
+            w.llm.base_url(),
+            w.llm.anthropic_base_url()
+        ),
+        "",
+    );
+    w.llm.push(Reply::ErrorSaying {
+        status: 402,
+        message: "Insufficient credits".into(),
+    });
+    w.llm.push(Reply::text("from claude"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "hello");
+    let replies = w.replies(ALICE, 2).await;
+    assert!(replies[0].contains("out of credit"), "{replies:?}");
+    assert_eq!(replies[1], "from claude");
+    let requests = w.llm.requests();
+    assert_eq!(requests.len(), 2, "a 402 is not retried");
+    assert_eq!(requests[1]["model"], "claude-haiku-4-5");
+    assert_eq!(
+        w.llm.header(1, "x-api-key").as_deref(),
+        Some("sk-ant-api03-backup")
+    );
+}
