@@ -142,9 +142,19 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let vision = model
         .as_ref()
         .map(|main| models::read_vision(&mut y, main, &mut problems));
+    let mut key_env_names = Vec::new();
     let fallbacks = model
         .as_ref()
-        .map(|main| models::read_fallbacks(&mut y, env, &provider_keys, main, &mut problems))
+        .map(|main| {
+            models::read_fallbacks(
+                &mut y,
+                env,
+                &provider_keys,
+                main,
+                &mut problems,
+                &mut key_env_names,
+            )
+        })
         .unwrap_or_default();
     let compression = model
         .as_ref()
@@ -369,11 +379,17 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         .map(str::to_owned)
         .collect();
     secret_env_names.extend(env.dotenv_names().map(str::to_owned));
+    secret_env_names.extend(key_env_names);
 
     let secret_values = env
         .secret_values()
         .map(str::to_owned)
         .chain(y.secret_strings())
+        .chain(
+            fallbacks
+                .iter()
+                .filter_map(|f| f.api_key.as_ref().map(|k| k.expose().to_owned())),
+        )
         .filter(|v| !v.trim().is_empty())
         .map(Secret::new)
         .collect();

@@ -330,6 +330,7 @@ pub(super) fn read_fallbacks(
     keys: &ProviderKeys,
     main: &ModelConfig,
     problems: &mut Vec<Problem>,
+    secret_names: &mut Vec<String>,
 ) -> Vec<ModelConfig> {
     let mut entries: Vec<(String, Value)> = Vec::new();
     for key in ["fallback_providers", "fallback_model"] {
@@ -361,7 +362,12 @@ pub(super) fn read_fallbacks(
         let api_key = match (text("api_key"), text("key_env")) {
             (Some(key), _) => Some(Secret::new(key)),
             (None, Some(var)) => match env.value(&var).filter(|v| !v.is_empty()) {
-                Some(key) => Some(Secret::new(key)),
+                Some(key) => {
+                    // Whatever its name, the variable holds a key: scrubbed from output
+                    // and kept from child processes like the others.
+                    secret_names.push(var);
+                    Some(Secret::new(key))
+                }
                 None => {
                     problems.push(Problem::warning(
                         format!("{path}.key_env"),

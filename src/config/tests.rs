@@ -285,3 +285,129 @@ fn logging_level_is_read_first_and_is_not_an_unused_key() {
     );
     assert_eq!(logging_level(&dir.path().join("nowhere")), None);
 }
+
+fn with_model(model_yaml: &str, pairs: &[(&str, &str)]) -> Loaded {
+    let yaml = format!(
+        "{model_yaml}platforms:\n  telegram:\n    enabled: true\n    extra:\n      base_url: http://127.0.0.1:9/bot\n"
+    );
+    let mut vars = vec![
+        ("TELEGRAM_BOT_TOKEN", "123:abc"),
+        ("TELEGRAM_ALLOW_ALL_USERS", "true"),
+    ];
+    vars.extend_from_slice(pairs);
+    load_from(Path::new("/h"), &yaml, &env(&vars))
+}
+
+#[test]
+fn providers_are_known_by_name_with_their_roots_keys_and_dialects() {
+    let loaded = with_model(
+        "model:\n  provider: anthropic\n  default: claude-sonnet-4-5\n",
+        &[("ANTHROPIC_TOKEN", "sk-ant-oat01-x")],
+    );
+    let model = &loaded.config.as_ref().expect("loads").model;
+    assert_eq!(model.base_url, "https://api.anthropic.com");
+    assert_eq!(model.dialect, Dialect::Anthropic);
+    assert_eq!(model.api_key.as_ref().unwrap().expose(), "sk-ant-oat01-x");
+
+    // Any base_url given with the anthropic provider is used as it is.
+    let own = with_model(
+        "model:\n  provider: anthropic\n  default: m\n  base_url: https://proxy.example/claude\n",
+        &[("ANTHROPIC_API_KEY", "k")],
+    );
+    assert_eq!(
+        own.config.unwrap().model.base_url,
+        "https://proxy.example/claude"
+    );
+
+    let nous = with_model(
+        "model:\n  provider: nous\n  default: Hermes-4-405B\n",
+        &[("NOUS_API_KEY", "nk")],
+    );
+    let nous = nous.config.unwrap().model;
+    assert_eq!(nous.base_url, "https://inference-api.nousresearch.com/v1");
+    assert_eq!(nous.dialect, Dialect::OpenAi);
+
+    let minimax = with_model("model:\n  provider: minimax\n  default: MiniMax-M2\n", &[]);
+    assert_eq!(minimax.config.unwrap().model.dialect, Dialect::Anthropic);
+
+    let unknown = with_model("model:\n  provider: acme\n  default: m\n", &[]);
+    assert_eq!(errors(&unknown), ["model.provider"]);
+    let effort = with_model(
+        "model:\n  provider: openai\n  default: m\nagent:\n  reasoning_effort: extreme\n",
+        &[],
+    );
+    assert_eq!(errors(&effort), ["agent.reasoning_effort"]);
+}
+
+#[test]
+fn fallbacks_read_both_hermes_forms_and_their_keys_are_secrets() {
+    let loaded = with_model(
+        "model:\n  provider: openrouter\n  default: a/b\n\
+         fallback_providers:\n  - provider: anthropic\n    model: claude-haiku-4-5\n  - provider: custom\n    model: local\n    base_url: http://127.0.0.1:8080/v1\n    key_env: MY_LOCAL_THING\n\
+         fallback_model:\n  provider: deepseek\n  model: deepseek-chat\n",
+        &[
+            ("OPENROUTER_API_KEY", "or"),
+            ("ANTHROPIC_API_KEY", "ant"),
+            ("MY_LOCAL_THING", "local-secret-value"),
+            ("DEEPSEEK_API_KEY", "ds"),
+        ],
+    );
+    let config = loaded.config.as_ref().expect("loads");
+    let chain: Vec<(&str, &str)> = config
+        .fallbacks
+        .iter()
+        .map(|f| (f.provider.as_str(), f.model.as_str()))
+        .collect();
+    assert_eq!(
+        chain,
+        [
+            ("anthropic", "claude-haiku-4-5"),
+            ("custom", "local"),
+            ("deepseek", "deepseek-chat")
+        ]
+    );
+    assert_eq!(
+        config.fallbacks[1].api_key.as_ref().unwrap().expose(),
+        "local-secret-value"
+    );
+    assert!(
+        config
+            .secret_env_names
+            .iter()
+            .any(|n| n == "MY_LOCAL_THING")
+    );
+    assert!(
+        loaded
+            .secret_values
+            .iter()
+            .any(|s| s.expose() == "local-secret-value")
+    );
+
+    let broken = with_model(
+        "model:\n  provider: custom\n  default: m\n  base_url: http://127.0.0.1:9/v1\nfallback_providers:\n  - model: x\n",
+        &[],
+    );
+    assert_eq!(errors(&broken), ["fallback_providers[0]"]);
+}
+
+#[test]
+fn compression_and_personalities_take_hermes_names_and_defaults() {
+    let loaded = with_model(
+        "model:\n  provider: custom\n  default: m\n  base_url: http://127.0.0.1:9/v1\n\
+         compression:\n  threshold: 0.7\n  target_ratio: 5\n\
+         auxiliary:\n  compression:\n    model: cheap-model\n\
+         agent:\n  personalities:\n    Pirate: Talk like a pirate.\n    teacher:\n      system_prompt: Explain.\n",
+        &[],
+    );
+    let config = loaded.config.as_ref().expect("loads");
+    let c = &config.compression;
+    assert!(c.enabled);
+    assert_eq!((c.threshold, c.target_ratio), (0.7, 0.8), "clamped");
+    assert_eq!((c.protect_first_n, c.protect_last_n), (3, 20));
+    assert_eq!(c.model.model, "cheap-model");
+    assert_eq!(c.model.base_url, "http://127.0.0.1:9/v1");
+    assert_eq!(
+        config.agent.personalities.keys().collect::<Vec<_>>(),
+        ["pirate", "teacher"]
+    );
+}
