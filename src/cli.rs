@@ -236,7 +236,39 @@ fn check_config(home: PathBuf) -> ExitCode {
                 .as_ref()
                 .map_or("(none)".into(), |k| k.masked())
         );
+        println!(
+            "  model dialect = {}",
+            match c.model.dialect {
+                crate::config::Dialect::OpenAi => "OpenAI chat completions",
+                crate::config::Dialect::Anthropic => "Anthropic Messages",
+            }
+        );
         println!("  model.context_length = {}", c.model.context_length);
+        if let Some(effort) = &c.model.reasoning_effort {
+            println!("  agent.reasoning_effort = {effort}");
+        }
+        for (i, f) in c.fallbacks.iter().enumerate() {
+            println!(
+                "  fallback {} = {} ({}) at {}, key {}",
+                i + 1,
+                f.model,
+                f.provider,
+                f.base_url,
+                f.api_key.as_ref().map_or("(none)".into(), |k| k.masked())
+            );
+        }
+        println!(
+            "  compression = {}",
+            if c.compression.enabled {
+                format!(
+                    "on at {:.0}% of the context, summaries by {}",
+                    c.compression.threshold * 100.0,
+                    c.compression.model.model
+                )
+            } else {
+                "off".into()
+            }
+        );
         println!("  agent.max_turns = {}", c.agent.max_turns);
         println!("  display.busy_input_mode = {}", c.busy_mode.as_str());
         println!("  terminal.cwd = {}", c.terminal.cwd.display());

@@ -244,3 +244,69 @@ async fn read_only_calls_in_one_step_run_together() {
     );
     w.ask("/stop all").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_reaches_every_call_running_together() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::ToolCalls(vec![
+        (
+            "terminal".into(),
+            json!({"command": "sleep 20", "background": true}),
+        ),
+        (
+            "terminal".into(),
+            json!({"command": "sleep 20 # second", "background": true}),
+        ),
+    ]));
+    w.llm.push(Reply::computed(|request| {
+        let ids: Vec<String> = request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .filter_map(|m| {
+                let text = m["content"].as_str()?;
+                let start = text.find("proc_")?;
+                Some(text[start..start + 17].to_owned())
+            })
+            .collect();
+        Reply::ToolCalls(
+            ids.iter()
+                .map(|id| {
+                    (
+                        "process".to_owned(),
+                        json!({"action": "wait", "id": id, "timeout": 60}),
+                    )
+                })
+                .collect(),
+        )
+    }));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "wait for both");
+    let llm = w.llm.clone();
+    hermes_testkit::eventually(WAIT, "the waits to start", || {
+        (llm.timings().get(1)?.finished.is_some()).then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let stopped_at = std::time::Instant::now();
+    w.telegram.dm(ALICE, "/stop all");
+    w.replies(ALICE, 1).await;
+    assert!(
+        stopped_at.elapsed() < std::time::Duration::from_secs(10),
+        "the waits did not stop"
+    );
+    let db = rusqlite::Connection::open(w.home.dir.join("gateway.db")).unwrap();
+    let stopped: i64 = hermes_testkit::eventually(WAIT, "the turn's end recorded", || {
+        let n: i64 = db
+            .query_row(
+                "SELECT count(*) FROM messages WHERE role = 'tool' AND content LIKE '%stopped waiting%'",
+                [],
+                |r| r.get(0),
+            )
+            .ok()?;
+        (n >= 2).then_some(n)
+    })
+    .await;
+    assert_eq!(stopped, 2, "both waits were stopped");
+}
