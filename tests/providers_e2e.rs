@@ -235,3 +235,28 @@ async fn out_of_credit_falls_back_at_once_even_across_dialects() {
         Some("sk-ant-api03-backup")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grace_call_on_anthropic_writes_the_tool_steps_as_text() {
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            "ANTHROPIC_API_KEY=sk-ant-api03-test-key",
+        ],
+        "agent:\n  max_turns: 1\n",
+    )
+    .await;
+    anthropic_model(&w, None);
+    w.llm.push(Reply::terminal("echo step"));
+    w.llm.push(Reply::text("here is where I got to"));
+    let _d = w.start();
+    assert_eq!(w.ask("do a lot").await, ["here is where I got to"]);
+    let requests = w.llm.requests();
+    assert_eq!(requests.len(), 2, "the grace call passed the API's checks");
+    assert!(requests[1].get("tools").is_none());
+    assert!(
+        requests[1]["messages"]
+            .to_string()
+            .contains("[tool result]")
+    );
+}

@@ -211,17 +211,22 @@ pub fn resolve(
     validate_http_url(&base_url)?;
     let base_url = base_url.trim_end_matches('/').to_owned();
     let dialect = dialect_for(info.name, &base_url);
-    let api_key = spec.api_key.or_else(|| {
-        keys.get(info.name).cloned().or_else(|| {
-            // A `custom` endpoint that speaks Anthropic's dialect takes Anthropic's key.
-            (dialect == Dialect::Anthropic)
-                .then(|| keys.get("anthropic").cloned())
-                .flatten()
-        })
+    // A key goes only where it belongs: a provider's own, or, for a `custom` endpoint that
+    // is Anthropic's own API, Anthropic's. Never one provider's key to another's host.
+    let anthropic_host = reqwest::Url::parse(&base_url)
+        .ok()
+        .and_then(|u| u.host_str().map(|h| h == "api.anthropic.com"))
+        .unwrap_or(false);
+    let api_key = spec.api_key.or_else(|| match (info.name, anthropic_host) {
+        ("custom", true) => keys.get("anthropic").cloned(),
+        (name, _) => keys.get(name).cloned(),
     });
+    let model = model.trim().to_owned();
     Ok(ModelConfig {
         provider: info.name.to_owned(),
-        model: model.trim().to_owned(),
+        // An output cap set for one model does not fit another.
+        max_tokens: like.max_tokens.filter(|_| model == like.model),
+        model,
         base_url,
         api_key,
         dialect,
@@ -254,7 +259,8 @@ pub(super) fn read_model(
     let api_key = y.string("model.api_key", problems).map(Secret::new);
     let limits = ModelConfig {
         provider: provider.clone(),
-        model: String::new(),
+        // The main model's own (its `max_tokens` stays with it).
+        model: model.clone().unwrap_or_default().trim().to_owned(),
         base_url: String::new(),
         api_key: None,
         dialect: Dialect::OpenAi,
@@ -436,10 +442,18 @@ fn read_auxiliary(
     let base_url = base_url
         .map(|u| u.trim_end_matches('/').to_owned())
         .unwrap_or_else(|| main.base_url.clone());
+    let own_endpoint = base_url != main.base_url;
     let model = ModelConfig {
         model: model.unwrap_or_else(|| main.model.clone()),
-        dialect: if configured {
-            dialect_for(&main.provider, &base_url)
+        // An endpoint of its own is any OpenAI-compatible API (or Anthropic's dialect by
+        // its root), not the main provider's.
+        provider: if own_endpoint {
+            "custom".into()
+        } else {
+            main.provider.clone()
+        },
+        dialect: if own_endpoint {
+            dialect_for("custom", &base_url)
         } else {
             main.dialect
         },

@@ -411,3 +411,27 @@ fn compression_and_personalities_take_hermes_names_and_defaults() {
         ["pirate", "teacher"]
     );
 }
+
+#[test]
+fn a_key_never_goes_to_another_providers_host() {
+    // MiniMax speaks Anthropic's dialect, but Anthropic's key is not MiniMax's.
+    let loaded = with_model(
+        "model:\n  provider: minimax\n  default: MiniMax-M2\n  max_tokens: 1000\n\
+         fallback_providers:\n  - provider: custom\n    model: other\n    base_url: https://proxy.example/anthropic\n",
+        &[("ANTHROPIC_API_KEY", "sk-ant-api03-secret")],
+    );
+    let config = loaded.config.expect("loads");
+    assert!(config.model.api_key.is_none());
+    assert_eq!(config.model.max_tokens, Some(1000));
+    assert!(config.fallbacks[0].api_key.is_none());
+    assert_eq!(
+        config.fallbacks[0].max_tokens, None,
+        "the cap was the main model's"
+    );
+    // Anthropic's own API as a `custom` endpoint takes Anthropic's key, not OpenAI's.
+    let own = with_model(
+        "model:\n  provider: custom\n  default: claude-sonnet-4-5\n  base_url: https://api.anthropic.com\n",
+        &[("ANTHROPIC_API_KEY", "ant"), ("OPENAI_API_KEY", "oai")],
+    );
+    assert_eq!(own.config.unwrap().model.api_key.unwrap().expose(), "ant");
+}

@@ -76,11 +76,11 @@ impl Usage {
 
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, other: Usage) {
-        self.prompt += other.prompt;
-        self.completion += other.completion;
-        self.cached += other.cached;
-        self.cache_write += other.cache_write;
-        self.cost_micros += other.cost_micros;
+        self.prompt = self.prompt.saturating_add(other.prompt);
+        self.completion = self.completion.saturating_add(other.completion);
+        self.cached = self.cached.saturating_add(other.cached);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        self.cost_micros = self.cost_micros.saturating_add(other.cost_micros);
     }
 }
 
@@ -157,8 +157,18 @@ impl LlmError {
         match self {
             LlmError::Cancelled => false,
             LlmError::Unreachable { .. } => true,
-            LlmError::Refused { status, .. } => {
-                self.is_billing() || matches!(status, 401 | 403 | 404)
+            LlmError::Refused { status, message } => {
+                let message = message.to_ascii_lowercase();
+                self.is_billing()
+                    || matches!(status, 401 | 403 | 404)
+                    || [
+                        "model_not_found",
+                        "not a valid model",
+                        "model not found",
+                        "does not exist",
+                    ]
+                    .iter()
+                    .any(|needle| message.contains(needle))
             }
         }
     }
@@ -368,8 +378,9 @@ impl LlmClient {
         if let Some(deltas) = deltas {
             let _ = deltas.send(StreamDelta::Restart);
         }
-        let url = &request.url;
-        let mut builder = self.http.post(url).json(&request.body);
+        let mut builder = self.http.post(&request.url).json(&request.body);
+        // What errors name: the URL without credentials or query.
+        let url = &shown_url(&request.url);
         for (name, value) in &request.headers {
             builder = builder.header(*name, value);
         }
@@ -401,18 +412,22 @@ impl LlmClient {
             let body = self.read_body(response, MAX_ERROR_BODY).await;
             let text = String::from_utf8_lossy(&body.unwrap_or_default()).into_owned();
             let message = error_message(&text);
-            // 529 is Anthropic's "overloaded".
-            return Err(if status.as_u16() == 429 || status.is_server_error() {
-                Attempt::Retry {
-                    error: format!("HTTP {}: {message}", status.as_u16()),
-                    after,
-                }
-            } else {
-                Attempt::Fatal(LlmError::Refused {
-                    status: status.as_u16(),
-                    message,
-                })
-            });
+            // 529 is Anthropic's "overloaded". A 429 that says the account is out of quota
+            // does not pass by waiting.
+            let out_of_quota = message.contains("insufficient_quota");
+            return Err(
+                if (status.as_u16() == 429 && !out_of_quota) || status.is_server_error() {
+                    Attempt::Retry {
+                        error: format!("HTTP {}: {message}", status.as_u16()),
+                        after,
+                    }
+                } else {
+                    Attempt::Fatal(LlmError::Refused {
+                        status: status.as_u16(),
+                        message,
+                    })
+                },
+            );
         }
         let is_stream = response
             .headers()
@@ -455,6 +470,8 @@ impl LlmClient {
         let mut lines = SseLines::default();
         let mut decoder = self.decoder();
         let retry = |error: String| Attempt::Retry { error, after: None };
+        // A provider that streams without end cannot fill the daemon.
+        let mut read = 0usize;
         loop {
             let next = tokio::time::timeout(self.config.stream_idle_timeout, stream.next()).await;
             let chunk = match next {
@@ -474,6 +491,12 @@ impl LlmClient {
                 Ok(Some(Err(e))) => return Err(retry(format!("the stream broke: {e}"))),
                 Ok(Some(Ok(bytes))) => bytes,
             };
+            read = read.saturating_add(chunk.len());
+            if read > MAX_COMPLETION_BODY {
+                return Err(retry(format!(
+                    "the stream passed {MAX_COMPLETION_BODY} bytes"
+                )));
+            }
             for data in lines.push(&chunk) {
                 match decoder.event(&data).map_err(retry)? {
                     Decoded::Done => return Ok(decoder.finish()),
@@ -525,26 +548,55 @@ fn retry_after(value: &str) -> Option<Duration> {
     Some(Duration::from_secs_f64(seconds.clamp(0.0, 60.0)))
 }
 
-/// The provider's error text, from `{"error":{"message":…}}` when it has that shape.
+/// The provider's error text, from `{"error":{"message":…}}` when it has that shape, with
+/// its `code` or `type` and, from OpenRouter, the upstream provider's own words
+/// (`error.metadata.raw`), so errors can be told apart.
 pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let message = parsed
+    let text = |v: &Value| {
+        v.as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| v.to_string())
+    };
+    let mut message = parsed
         .as_ref()
         .and_then(|v| {
             v.pointer("/error/message")
-                .or_else(|| v.get("error"))
+                .or_else(|| v.get("error").filter(|e| !e.is_object()))
                 .or_else(|| v.get("message"))
         })
-        .map(|m| {
-            m.as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| m.to_string())
-        })
+        .map(text)
         .unwrap_or_else(|| body.chars().take(300).collect());
+    if let Some(error) = parsed.as_ref().and_then(|v| v.get("error")) {
+        for key in ["code", "type"] {
+            if let Some(kind) = error.get(key).filter(|k| !k.is_null()).map(text)
+                && !message.contains(&kind)
+            {
+                message.push_str(&format!(" ({kind})"));
+            }
+        }
+        if let Some(raw) = error.pointer("/metadata/raw").map(text) {
+            let raw: String = raw.chars().take(500).collect();
+            message.push_str(&format!(": {}", error_message(&raw)));
+        }
+    }
     if message.trim().is_empty() {
         "(no details)".into()
     } else {
         message
+    }
+}
+
+/// `url` for messages: no user, password or query (they can carry keys).
+fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.to_string()
+        }
+        Err(_) => "the provider".into(),
     }
 }
 
@@ -631,5 +683,26 @@ pub(crate) mod tests {
         );
         assert_eq!(error_message("oops"), "oops");
         assert_eq!(error_message(""), "(no details)");
+        // OpenRouter's wrapper keeps the upstream's words, and codes are kept.
+        let wrapped = r#"{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: 210000 tokens > 200000 maximum\"}}"}}}"#;
+        let message = error_message(wrapped);
+        assert!(message.contains("prompt is too long"), "{message}");
+        assert!(
+            LlmError::Refused {
+                status: 400,
+                message
+            }
+            .is_context_overflow()
+        );
+        let openai = r#"{"error":{"message":"Too long.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        assert!(error_message(openai).contains("context_length_exceeded"));
+    }
+
+    #[test]
+    fn urls_in_messages_lose_their_credentials() {
+        assert_eq!(
+            shown_url("https://user:pw@host.example/v1/chat/completions?key=k"),
+            "https://host.example/v1/chat/completions"
+        );
     }
 }

@@ -45,13 +45,26 @@ pub(super) fn body(
         body["tools"] = Value::Array(tools.to_vec());
     }
     if let Some(max) = config.max_tokens {
-        body["max_tokens"] = json!(max);
+        // OpenAI's newer models take only the newer name.
+        let name = if config.provider == "openai" {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[name] = json!(max);
     }
     if openrouter {
         // OpenRouter says what the call cost.
         body["usage"] = json!({"include": true});
     }
-    if let Some(effort) = config.reasoning_effort.as_deref() {
+    // OpenRouter's Claude with reasoning wants its reasoning details sent back with tool
+    // calls, which this dialect does not keep: no reasoning when tools are on offer.
+    let keeps_reasoning = !(openrouter && is_claude(&config.model) && !tools.is_empty());
+    if let Some(effort) = config
+        .reasoning_effort
+        .as_deref()
+        .filter(|_| keeps_reasoning)
+    {
         match (openrouter, effort) {
             (_, "none") if !openrouter => {}
             (true, "none") => body["reasoning"] = json!({"enabled": false}),
@@ -226,7 +239,7 @@ impl super::Decoder for Accumulator {
         }
         let value: Value =
             serde_json::from_str(data).map_err(|e| format!("unreadable stream event: {e}"))?;
-        if let Some(error) = value.get("error") {
+        if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
             return Err(format!("provider error: {error}"));
         }
         let before = self.content.len();

@@ -4,6 +4,8 @@
 #[derive(Default)]
 pub struct SseLines {
     buffer: Vec<u8>,
+    /// How much of `buffer` is known to hold no newline (each byte is searched once).
+    searched: usize,
     /// `data:` lines of the event being read (an event ends at a blank line).
     data: Vec<String>,
 }
@@ -13,7 +15,12 @@ impl SseLines {
     pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
         self.buffer.extend_from_slice(bytes);
         let mut events = Vec::new();
-        while let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+        while let Some(found) = self.buffer[self.searched..]
+            .iter()
+            .position(|&b| b == b'\n')
+        {
+            let end = self.searched + found;
+            self.searched = 0;
             let line: Vec<u8> = self.buffer.drain(..=end).collect();
             let line = String::from_utf8_lossy(&line);
             let line = line.trim_end_matches(['\n', '\r']);
@@ -33,6 +40,7 @@ impl SseLines {
             }
             // `event:`, `id:`, `retry:` and `:` comments carry nothing we need.
         }
+        self.searched = self.buffer.len();
         events
     }
 }

@@ -82,6 +82,18 @@ pub(super) fn check_body(body: &Value, signatures: &HashSet<String>) -> Check {
         ));
     }
     check_pairing(messages)?;
+    let has_tool_blocks = messages.iter().any(|m| {
+        m["content"].as_array().is_some_and(|blocks| {
+            blocks
+                .iter()
+                .any(|b| matches!(b["type"].as_str(), Some("tool_use" | "tool_result")))
+        })
+    });
+    if has_tool_blocks && body["tools"].as_array().is_none_or(|t| t.is_empty()) {
+        return invalid(
+            "Requests which include `tool_use` or `tool_result` blocks must define tools.",
+        );
+    }
     if thinking {
         check_thinking_block(messages, signatures)?;
     }
