@@ -315,11 +315,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     );
     let compressor = config.compression.enabled.then(|| {
         let summariser = config.compression.model.clone();
-        Arc::new(Compressor {
-            client: Arc::new(LlmClient::new(summariser)),
-            config: config.compression.clone(),
-            context_tokens: config.model.context_length,
-        })
+        Arc::new(Compressor::new(
+            config.compression.clone(),
+            Arc::new(LlmClient::new(summariser)),
+            config.model.context_length,
+        ))
     });
     let agent = Arc::new(AgentRuntime {
         models,

@@ -85,7 +85,8 @@ async fn a_long_session_is_summarised_and_the_next_call_carries_the_summary() {
     assert!(next.to_string().contains("SHORT SUMMARY"));
     assert!(
         last_user_text(next).starts_with("question"),
-        "the person's new message comes last"
+        "the person's new message comes last: {}",
+        last_user_text(next)
     );
     // Every original is kept: hidden from the context, still in the database.
     let rows = stored(&w);

@@ -15,8 +15,7 @@ use crate::config::CompressionConfig;
 use crate::llm::LlmClient;
 use crate::store::{LiveMessage, Store, StoredMessage};
 
-/// Opens the summary message (and marks one that a later compression updates).
-pub const SUMMARY_OPENING: &str = "[Summary of the earlier conversation";
+pub use crate::store::SUMMARY_OPENING;
 const SUMMARY_CLOSING: &str = "[End of the summary: the conversation continues below.]";
 
 /// What the summariser is told.
@@ -26,12 +25,18 @@ const INSTRUCTIONS: &str = "You summarise the middle part of a conversation betw
 const READ_HEAD: usize = 4_000;
 const READ_TAIL: usize = 1_500;
 
+/// How long automatic compression of a session rests after its summary failed (Hermes:
+/// ten minutes), so a failing summariser is not asked before every turn.
+const REST_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The compression settings and the model that writes summaries.
 pub struct Compressor {
     pub config: CompressionConfig,
     pub client: Arc<LlmClient>,
     /// The main model's context, in tokens.
     pub context_tokens: usize,
+    /// Sessions whose last automatic compression failed, and when.
+    pub failed: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
 
 /// The outcome of a compression.
@@ -53,21 +58,77 @@ impl Compressor {
         (self.context_tokens as f64 * self.config.threshold) as usize
     }
 
-    /// Summarise the middle of session `session_id` now.
+    pub fn new(config: CompressionConfig, client: Arc<LlmClient>, context_tokens: usize) -> Self {
+        Compressor {
+            config,
+            client,
+            context_tokens,
+            failed: Default::default(),
+        }
+    }
+
+    /// Summarise the middle of session `session_id` now. `automatic` (before a turn, not
+    /// `/compress`): only a middle of four messages or more, and not within ten minutes of
+    /// a failed summary.
     pub async fn compress(
         &self,
         store: &Store,
         session_id: &str,
         cancel: &CancellationToken,
+        automatic: bool,
+    ) -> Result<Compressed, String> {
+        if automatic
+            && let Some(at) = self.failed.lock().expect("failures lock").get(session_id)
+            && at.elapsed() < REST_AFTER_FAILURE
+        {
+            return Ok(Compressed::NothingToDo);
+        }
+        let result = self.summarise(store, session_id, cancel, automatic).await;
+        let mut failed = self.failed.lock().expect("failures lock");
+        match &result {
+            Err(_) if automatic && !cancel.is_cancelled() => {
+                failed.insert(session_id.to_owned(), std::time::Instant::now());
+            }
+            Ok(_) => {
+                failed.remove(session_id);
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    async fn summarise(
+        &self,
+        store: &Store,
+        session_id: &str,
+        cancel: &CancellationToken,
+        automatic: bool,
     ) -> Result<Compressed, String> {
         let live = store
             .session_live(session_id)
             .await
             .map_err(|e| format!("cannot read the conversation: {e}"))?;
-        let Some((head_end, tail_start)) = self.middle(&live) else {
+        let min_middle = if automatic { 4 } else { 2 };
+        let Some((head_end, tail_start)) = self.middle(&live, min_middle) else {
             return Ok(Compressed::NothingToDo);
         };
-        let middle = &live[head_end..tail_start];
+        // What the summariser can read at once: the oldest part of a middle too long for
+        // it (ending where the person spoke, never inside a tool exchange); a later
+        // compression takes the rest.
+        let readable = self.client.config().context_length / 2;
+        let sizes: Vec<usize> = (head_end..tail_start)
+            .map(|i| estimate_tokens(&transcript(&live[i..=i])))
+            .collect();
+        let mut end = tail_start;
+        let mut size: usize = sizes.iter().sum();
+        while end > head_end + 1 && (size > readable || live[end].message.role != "user") {
+            end -= 1;
+            size -= sizes[end - head_end];
+        }
+        if end < head_end + min_middle.min(2) {
+            return Ok(Compressed::NothingToDo);
+        }
+        let middle = &live[head_end..end];
         let transcript = transcript(middle);
         let request = [
             json!({"role": "system", "content": INSTRUCTIONS}),
@@ -78,6 +139,16 @@ impl Compressor {
             .complete(&request, &[], cancel)
             .await
             .map_err(|e| format!("the summary could not be written: {e}"))?;
+        if let Err(e) = store
+            .usage_add(
+                session_id.to_owned(),
+                self.client.model().to_owned(),
+                summary.usage,
+            )
+            .await
+        {
+            tracing::warn!(error = %e, "agent: could not record the summary's token usage");
+        }
         let text = summary.content.trim();
         if text.is_empty() {
             return Err("the summariser answered nothing".into());
@@ -117,7 +188,7 @@ impl Compressor {
     /// tail worth `threshold × target_ratio` tokens (at least three messages, at most
     /// `protect_last_n`) that starts with a message of the person. `None` when there is
     /// no middle of two messages or more.
-    fn middle(&self, live: &[LiveMessage]) -> Option<(usize, usize)> {
+    fn middle(&self, live: &[LiveMessage], min_middle: usize) -> Option<(usize, usize)> {
         let mut head_end = self.config.protect_first_n.min(live.len());
         while head_end < live.len() && live[head_end].message.role == "tool" {
             head_end += 1;
@@ -139,7 +210,7 @@ impl Compressor {
         while tail_start > head_end && live[tail_start].message.role != "user" {
             tail_start -= 1;
         }
-        (tail_start >= head_end + 2).then_some((head_end, tail_start))
+        (tail_start >= head_end + min_middle.max(2)).then_some((head_end, tail_start))
     }
 }
 
@@ -162,11 +233,15 @@ impl Compaction {
     }
 
     /// Compress now; the shorter history to go on with, or `None` when there was nothing
-    /// to compress.
-    pub async fn run(&self, cancel: &CancellationToken) -> Result<Compacted, String> {
+    /// to compress. `automatic`: see [`Compressor::compress`].
+    pub async fn run(
+        &self,
+        cancel: &CancellationToken,
+        automatic: bool,
+    ) -> Result<Compacted, String> {
         match self
             .compressor
-            .compress(&self.store, &self.session_id, cancel)
+            .compress(&self.store, &self.session_id, cancel, automatic)
             .await?
         {
             Compressed::NothingToDo => Ok(None),
@@ -222,8 +297,8 @@ mod tests {
 
     fn compressor(context_tokens: usize) -> Compressor {
         let model = crate::llm::tests::model("http://127.0.0.1:9/v1");
-        Compressor {
-            config: CompressionConfig {
+        Compressor::new(
+            CompressionConfig {
                 enabled: true,
                 threshold: 0.5,
                 target_ratio: 0.2,
@@ -231,9 +306,9 @@ mod tests {
                 protect_last_n: 20,
                 model: model.clone(),
             },
-            client: Arc::new(LlmClient::new(model)),
+            Arc::new(LlmClient::new(model)),
             context_tokens,
-        }
+        )
     }
 
     fn live(roles: &[&str]) -> Vec<LiveMessage> {
@@ -271,10 +346,10 @@ mod tests {
             "user",
             "assistant",
         ]);
-        let (head_end, tail_start) = c.middle(&msgs).unwrap();
+        let (head_end, tail_start) = c.middle(&msgs, 2).unwrap();
         assert_eq!(head_end, 4, "the head takes the results of its call");
         assert_eq!(msgs[tail_start].message.role, "user");
         assert!(msgs.len() - tail_start >= 3);
-        assert!(c.middle(&msgs[..5]).is_none(), "nothing in the middle");
+        assert!(c.middle(&msgs[..5], 2).is_none(), "nothing in the middle");
     }
 }

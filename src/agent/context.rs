@@ -24,6 +24,8 @@ fn cost(m: &StoredMessage) -> usize {
 }
 
 /// The newest history that fits in `budget` tokens, never starting inside a tool exchange.
+/// A compression summary among what is cut is kept in front when it fits: it stands for
+/// everything before it.
 pub(super) fn trim_history(history: &[StoredMessage], budget: usize) -> Vec<StoredMessage> {
     let mut used = 0;
     let mut start = history.len();
@@ -38,9 +40,21 @@ pub(super) fn trim_history(history: &[StoredMessage], budget: usize) -> Vec<Stor
     // A tool result without its call (or the assistant message of a cut exchange) would be
     // refused by the API: start at a user message.
     while start < history.len() && history[start].role != "user" {
+        used -= cost(&history[start]);
         start += 1;
     }
-    history[start..].to_vec()
+    let summary = history[..start].iter().rev().find(|m| {
+        m.role == "user"
+            && m.content
+                .as_deref()
+                .is_some_and(|c| c.starts_with(crate::store::SUMMARY_OPENING))
+    });
+    let mut kept = Vec::with_capacity(history.len() - start + 1);
+    if let Some(summary) = summary.filter(|s| used + cost(s) <= budget) {
+        kept.push(summary.clone());
+    }
+    kept.extend_from_slice(&history[start..]);
+    kept
 }
 
 /// Make a turn's messages fit in `budget` tokens by cutting its oldest tool results to
@@ -117,6 +131,32 @@ mod tests {
                 .unwrap()
                 .starts_with("rrr")
         );
+    }
+
+    #[test]
+    fn a_summary_cut_off_by_the_budget_is_kept_in_front() {
+        let mut h = vec![
+            StoredMessage::user("first"),
+            StoredMessage::user(format!(
+                "{} (9 messages)] short",
+                crate::store::SUMMARY_OPENING
+            )),
+        ];
+        for i in 0..20 {
+            h.push(StoredMessage::user(format!("q{i} {}", "x".repeat(400))));
+            h.push(StoredMessage::assistant("y".repeat(400)));
+        }
+        let kept = trim_history(&h, 1_000);
+        assert!(
+            kept[0]
+                .content
+                .as_deref()
+                .unwrap()
+                .starts_with(crate::store::SUMMARY_OPENING)
+        );
+        assert!(kept[1].content.as_deref().unwrap().starts_with('q'));
+        let total: usize = kept.iter().map(cost).sum();
+        assert!(total <= 1_000, "{total}");
     }
 
     #[test]

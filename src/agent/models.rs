@@ -7,6 +7,9 @@ use std::sync::{Arc, Mutex};
 use crate::config::{ModelConfig, ModelSpec, ProviderKeys, provider, resolve_model};
 use crate::llm::LlmClient;
 
+/// How many `/model` clients are kept.
+const MAX_CHOSEN: usize = 32;
+
 pub struct Models {
     pub primary: Arc<LlmClient>,
     /// Tried in order when the model of a turn fails it.
@@ -71,10 +74,12 @@ impl Models {
             ));
         }
         let client = Arc::new(LlmClient::new(config));
-        self.chosen
-            .lock()
-            .expect("models lock")
-            .insert(name.to_owned(), client.clone());
+        let mut chosen = self.chosen.lock().expect("models lock");
+        // Names people typed are kept, within reason (each client has its connections).
+        if chosen.len() >= MAX_CHOSEN {
+            chosen.clear();
+        }
+        chosen.insert(name.to_owned(), client.clone());
         Ok(client)
     }
 }

@@ -35,8 +35,10 @@ impl AgentRuntime {
         let system = self
             .prompt
             .render(&input.context, input.personality.as_deref());
-        // What the conversation may take of the context; the rest is for the answer.
-        let budget = self.context_tokens.saturating_sub(estimate_tokens(&system)) * 3 / 4;
+        // What the conversation may take of a model's context; the rest is for the answer.
+        let system_tokens = estimate_tokens(&system);
+        let budget_of =
+            |llm: &LlmClient| llm.config().context_length.saturating_sub(system_tokens) * 3 / 4;
         let tools = self.tools.definitions();
         // The chat's model first, then the fallback chain.
         let first = input
@@ -60,7 +62,7 @@ impl AgentRuntime {
                 + history.iter().chain(&new_messages).map(cost).sum::<usize>();
             if size > compaction.threshold_tokens() {
                 compacted = true;
-                match compaction.run(&cancel).await {
+                match compaction.run(&cancel, true).await {
                     Ok(Some(shorter)) => history = shorter,
                     Ok(None) => {}
                     Err(e) => tracing::warn!(error = %e, "agent: compression failed"),
@@ -78,6 +80,7 @@ impl AgentRuntime {
 
         while steps < self.max_iterations {
             let llm = &chain[current];
+            let budget = budget_of(llm);
             // This turn's own messages come first; the history gets what they leave.
             let used = fit_tool_results(&mut new_messages, budget);
             let kept = trim_history(&history, budget.saturating_sub(used));
@@ -182,7 +185,7 @@ impl AgentRuntime {
                 && let Some(compaction) = &input.compaction
             {
                 tracing::warn!(error = %error, "agent: the conversation is too long for the model; compressing it");
-                match compaction.run(&cancel).await {
+                match compaction.run(&cancel, false).await {
                     Ok(Some(shorter)) => {
                         history = shorter;
                         continue;
@@ -229,7 +232,7 @@ impl AgentRuntime {
             &system,
             &history,
             new_messages,
-            budget,
+            budget_of(&chain[current]),
             &input,
             &cancel,
         )

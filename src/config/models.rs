@@ -398,7 +398,12 @@ pub(super) fn read_fallbacks(
             api_key,
         };
         match resolve(spec, keys, main) {
-            Ok(model) => chain.push(model),
+            Ok(mut model) => {
+                if let Some(n) = entry.get("context_length").and_then(Value::as_u64) {
+                    model.context_length = n as usize;
+                }
+                chain.push(model)
+            }
             Err(e) => problems.push(Problem::error(path.clone(), e)),
         }
     }

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::config::ToolProgress;
+use crate::store::Undone;
 
 /// The settings names in the store.
 const MODEL: &str = "model";
@@ -107,8 +108,10 @@ impl SessionActor {
                 Some(text) => text,
                 None => return, // a turn answers it
             },
-            SessionCommand::Undo => self.undo(author).await,
-            SessionCommand::Compress => self.compress(author).await,
+            SessionCommand::Undo => self.undo(inbox_id, author).await,
+            SessionCommand::Compress => {
+                return self.compress(inbox_id, message_id, author).await;
+            }
             SessionCommand::Model(name) => self.model(name.trim()).await,
             SessionCommand::Title(title) => self.title(author, title.trim()).await,
             SessionCommand::SetHome => self.set_home(author).await,
@@ -132,8 +135,13 @@ impl SessionActor {
             Ok(id) => id,
             Err(text) => return Some(text),
         };
-        match self.services.store.session_undo(&session).await {
-            Ok(Some(text)) if !text.trim().is_empty() => {
+        match self
+            .services
+            .store
+            .session_undo(&session, inbox_id, true)
+            .await
+        {
+            Ok(Undone::Hidden(text)) => {
                 let input = UserInput {
                     inbox_id: Some(inbox_id),
                     message_id: Some(message_id.to_owned()),
@@ -144,7 +152,11 @@ impl SessionActor {
                 self.start(vec![input], text, Vec::new(), running).await;
                 None
             }
-            Ok(_) => Some("There's no earlier message to retry.".into()),
+            Ok(Undone::Nothing) => Some("There's no earlier message to retry.".into()),
+            Ok(Undone::NoText) => Some(
+                "Your last message had no words to ask again (only a file); send it again instead."
+                    .into(),
+            ),
             Err(e) => {
                 tracing::error!(error = %e, "session: /retry could not edit the history");
                 Some("⚠️ I could not change the history (database error).".into())
@@ -153,17 +165,25 @@ impl SessionActor {
     }
 
     /// `/undo`: the last exchange leaves the model's context (it stays searchable).
-    async fn undo(&mut self, author: &Author) -> String {
+    async fn undo(&mut self, inbox_id: i64, author: &Author) -> String {
         let session = match self.session_id_for(author).await {
             Ok(id) => id,
             Err(text) => return text,
         };
-        match self.services.store.session_undo(&session).await {
-            Ok(Some(text)) => format!(
+        match self
+            .services
+            .store
+            .session_undo(&session, inbox_id, false)
+            .await
+        {
+            Ok(Undone::Hidden(text)) if text.trim().is_empty() => {
+                "↩️ Undone: your last message and my answer. I won't see them again.".into()
+            }
+            Ok(Undone::Hidden(text)) => format!(
                 "↩️ Undone: your message “{}” and my answer. I won't see them again.",
                 short(&text, 60)
             ),
-            Ok(None) => "There's nothing to undo.".into(),
+            Ok(Undone::Nothing | Undone::NoText) => "There's nothing to undo.".into(),
             Err(e) => {
                 tracing::error!(error = %e, "session: /undo could not edit the history");
                 "⚠️ I could not change the history (database error).".into()
@@ -171,32 +191,49 @@ impl SessionActor {
         }
     }
 
-    /// `/compress`: summarise the earlier part of the conversation now.
-    async fn compress(&mut self, author: &Author) -> String {
+    /// `/compress`: summarise the earlier part of the conversation now. The summary takes
+    /// a model call, so it runs beside the actor (which goes on taking `/stop` and new
+    /// messages; a turn started meanwhile only adds messages after what is summarised),
+    /// and answers the command itself.
+    async fn compress(&mut self, inbox_id: i64, message_id: String, author: &Author) {
         let Some(compressor) = self.services.agent.compressor.clone() else {
-            return "Compression is turned off here (compression.enabled: false).".into();
+            let text = "Compression is turned off here (compression.enabled: false).";
+            return self.say(inbox_id, &message_id, text).await;
         };
         let session = match self.session_id_for(author).await {
             Ok(id) => id,
-            Err(text) => return text,
+            Err(text) => return self.say(inbox_id, &message_id, &text).await,
         };
+        let services = self.services.clone();
+        let chat = self.chat.clone();
         let cancel = self.services.shutdown.child_token();
-        match compressor
-            .compress(&self.services.store, &session, &cancel)
-            .await
-        {
-            Ok(crate::agent::Compressed::Done {
-                replaced,
-                before,
-                after,
-            }) => format!(
-                "🗜️ Compressed: {replaced} earlier messages became a summary (about {before} → {after} tokens). They stay in the history search."
-            ),
-            Ok(crate::agent::Compressed::NothingToDo) => {
-                "The conversation is still too short to compress.".into()
+        self.services.tasks.spawn(async move {
+            let text = match compressor
+                .compress(&services.store, &session, &cancel, false)
+                .await
+            {
+                Ok(crate::agent::Compressed::Done {
+                    replaced,
+                    before,
+                    after,
+                }) => format!(
+                    "🗜️ Compressed: {replaced} earlier messages became a summary (about {before} → {after} tokens). They stay in the history search."
+                ),
+                Ok(crate::agent::Compressed::NothingToDo) => {
+                    "The conversation is still too short to compress.".into()
+                }
+                Err(_) if cancel.is_cancelled() => return, // answered after the restart
+                Err(e) => format!("⚠️ Compression failed: {e}"),
+            };
+            let rows = services
+                .delivery
+                .reply_rows(&chat, &text, Some(message_id));
+            let record = TurnRecord::outcome(vec![inbox_id], InboxState::Done, "command", rows);
+            if let Err(e) = services.delivery.commit(record).await {
+                // The command stays open in the inbox and runs again after a restart.
+                tracing::error!(error = %e, "session: could not record the answer to /compress");
             }
-            Err(e) => format!("⚠️ Compression failed: {e}"),
-        }
+        });
     }
 
     /// `/model [name]`: show the chat's model, or switch it (`default` goes back).
@@ -287,7 +324,7 @@ impl SessionActor {
             .await
         {
             Ok(()) => format!(
-                "🏠 This chat is now the home channel for {}: notices that belong to no conversation come here.",
+                "🏠 This chat is now the home channel for {} (in place of the configured one; /status shows it).",
                 self.chat.platform
             ),
             Err(e) => store_failed(e),

@@ -132,6 +132,13 @@ impl SessionActor {
             lines.push(format!("Queued: {} message(s)", self.queued.len()));
         }
         lines.push(format!("Busy mode: {}", self.services.busy_mode.as_str()));
+        if let Ok(Some(home)) = store.home_channel(self.chat.platform).await {
+            lines.push(if home == self.chat {
+                "Home channel: this chat".to_owned()
+            } else {
+                format!("Home channel: {}", home.chat_id)
+            });
+        }
         lines.join("\n")
     }
 }

@@ -14,6 +14,24 @@ pub struct LiveMessage {
     pub message: StoredMessage,
 }
 
+/// Opens a compression summary (stored as the person's message).
+pub const SUMMARY_OPENING: &str = "[Summary of the earlier conversation";
+
+fn is_summary(text: Option<&str>) -> bool {
+    text.is_some_and(|t| t.starts_with(SUMMARY_OPENING))
+}
+
+/// What `/undo` (or `/retry`) took out of the context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Undone {
+    /// The exchange is out; the person's words in it (to ask again).
+    Hidden(String),
+    /// There is no exchange to take back.
+    Nothing,
+    /// The last exchange has no words to ask again; nothing was taken out.
+    NoText,
+}
+
 /// Why a message left the context (`messages.hidden`).
 pub const HIDDEN_UNDONE: &str = "undone";
 pub const HIDDEN_COMPRESSED: &str = "compressed";
@@ -45,30 +63,66 @@ impl Store {
         .await
     }
 
-    /// Take the last exchange out of the context: the person's last message and all that
-    /// came after it. Returns that message's text, or `None` when there is none.
-    pub async fn session_undo(&self, session_id: &str) -> Result<Option<String>, StoreError> {
+    /// Take the last exchange out of the context for the command of inbox row `by`: the
+    /// person's last message (the one that started a turn: not a summary, not words sent
+    /// in the middle of a turn) and all that came after it. Run again for the same row
+    /// (after a restart), it hides nothing more and says what it hid. With `needs_text`,
+    /// an exchange with no words to ask again (a picture alone) is left as it is.
+    pub async fn session_undo(
+        &self,
+        session_id: &str,
+        by: i64,
+        needs_text: bool,
+    ) -> Result<Undone, StoreError> {
         let session_id = session_id.to_owned();
         self.call(move |conn| {
             let tx = conn.transaction()?;
-            let last: Option<(i64, Option<String>)> = tx
-                .prepare_cached(
-                    "SELECT id, content FROM messages
-                     WHERE session_id = ?1 AND hidden IS NULL AND role = 'user'
-                     ORDER BY id DESC LIMIT 1",
-                )?
-                .query_row([&session_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            let Some((id, text)) = last else {
-                return Ok(None);
+            let words = |rows: &[(i64, String, Option<String>)]| {
+                rows.iter()
+                    .filter(|(_, role, text)| role == "user" && !is_summary(text.as_deref()))
+                    .filter_map(|(_, _, text)| text.clone())
+                    .collect::<Vec<_>>()
+                    .join("\n\n")
             };
+            let done: Vec<(i64, String, Option<String>)> = tx
+                .prepare_cached(
+                    "SELECT id, role, content FROM messages
+                     WHERE session_id = ?1 AND hidden_by = ?2 ORDER BY id",
+                )?
+                .query_map(params![session_id, by], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?
+                .collect::<Result<_, _>>()?;
+            if !done.is_empty() {
+                return Ok(Undone::Hidden(words(&done)));
+            }
+            let live: Vec<(i64, String, Option<String>)> = tx
+                .prepare_cached(
+                    "SELECT id, role, content FROM messages
+                     WHERE session_id = ?1 AND hidden IS NULL ORDER BY id",
+                )?
+                .query_map([&session_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<_, _>>()?;
+            let start = (0..live.len()).rev().find(|&i| {
+                let (_, role, text) = &live[i];
+                role == "user"
+                    && !is_summary(text.as_deref())
+                    && (i == 0 || live[i - 1].1 != "tool")
+            });
+            let Some(start) = start else {
+                return Ok(Undone::Nothing);
+            };
+            let text = words(&live[start..]);
+            if needs_text && text.trim().is_empty() {
+                return Ok(Undone::NoText);
+            }
             tx.prepare_cached(
-                "UPDATE messages SET hidden = ?1
-                 WHERE session_id = ?2 AND hidden IS NULL AND id >= ?3",
+                "UPDATE messages SET hidden = ?1, hidden_by = ?2
+                 WHERE session_id = ?3 AND hidden IS NULL AND id >= ?4",
             )?
-            .execute(params![HIDDEN_UNDONE, session_id, id])?;
+            .execute(params![HIDDEN_UNDONE, by, session_id, live[start].0])?;
             tx.commit()?;
-            Ok(Some(text.unwrap_or_default()))
+            Ok(Undone::Hidden(text))
         })
         .await
     }
@@ -182,8 +236,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            store.session_undo(&id).await.unwrap().as_deref(),
-            Some("second zebra")
+            store.session_undo(&id, 7, false).await.unwrap(),
+            Undone::Hidden("second zebra".into())
+        );
+        // The same command run again (after a restart) takes nothing more.
+        assert_eq!(
+            store.session_undo(&id, 7, false).await.unwrap(),
+            Undone::Hidden("second zebra".into())
         );
         assert_eq!(
             texts(&store.session_live(&id).await.unwrap()),
@@ -191,8 +250,62 @@ mod tests {
         );
         assert_eq!(store.session_messages(&id).await.unwrap().len(), 2);
         assert_eq!(store.search_messages("zebra", 5).await.unwrap().len(), 1);
-        store.session_undo(&id).await.unwrap();
-        assert_eq!(store.session_undo(&id).await.unwrap(), None);
+        store.session_undo(&id, 8, false).await.unwrap();
+        assert_eq!(
+            store.session_undo(&id, 9, false).await.unwrap(),
+            Undone::Nothing
+        );
+    }
+
+    #[tokio::test]
+    async fn undo_takes_a_whole_turn_and_never_a_summary() {
+        let store = Store::open_in_memory().unwrap();
+        let id = session(&store).await;
+        let tool = |text: &str| StoredMessage {
+            role: "tool".into(),
+            content: Some(text.into()),
+            tool_calls: None,
+            tool_call_id: Some("c".into()),
+            tool_name: Some("terminal".into()),
+        };
+        store
+            .session_append(
+                &id,
+                vec![
+                    StoredMessage::user(format!("{SUMMARY_OPENING} (3 messages)] …")),
+                    StoredMessage::user("build it"),
+                    StoredMessage::assistant("working"),
+                    tool("built"),
+                    StoredMessage::user("and test it"), // sent while the turn ran
+                    tool("tested"),
+                    StoredMessage::assistant("done"),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            store.session_undo(&id, 1, true).await.unwrap(),
+            Undone::Hidden("build it\n\nand test it".into())
+        );
+        assert_eq!(texts(&store.session_live(&id).await.unwrap()).len(), 1);
+        assert_eq!(
+            store.session_undo(&id, 2, false).await.unwrap(),
+            Undone::Nothing,
+            "the summary stays"
+        );
+        // A picture alone has nothing to ask again: /retry leaves it.
+        store
+            .session_append(
+                &id,
+                vec![StoredMessage::user(""), StoredMessage::assistant("a cat")],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            store.session_undo(&id, 3, true).await.unwrap(),
+            Undone::NoText
+        );
+        assert_eq!(texts(&store.session_live(&id).await.unwrap()).len(), 3);
     }
 
     #[tokio::test]

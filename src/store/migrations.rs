@@ -228,6 +228,7 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE usage ADD COLUMN cache_write INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE usage ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE messages ADD COLUMN hidden TEXT;
+    ALTER TABLE messages ADD COLUMN hidden_by INTEGER;
     ALTER TABLE sessions ADD COLUMN title TEXT;
     CREATE TABLE chat_settings (
         session_key TEXT NOT NULL,
@@ -277,7 +278,8 @@ const SCHEMA: &str = r#"
         tool_call_id TEXT,
         tool_name    TEXT,
         created_at   INTEGER NOT NULL,
-        hidden       TEXT
+        hidden       TEXT,
+        hidden_by    INTEGER
     );
     CREATE INDEX messages_by_session ON messages(session_id, id);
     CREATE VIRTUAL TABLE messages_fts USING fts5(content, content=messages, content_rowid=id);

@@ -21,7 +21,7 @@ mod turns;
 mod usage;
 
 pub use approvals::{AllowlistEntry, PendingApproval};
-pub use history::{HIDDEN_COMPRESSED, HIDDEN_UNDONE, LiveMessage};
+pub use history::{HIDDEN_COMPRESSED, HIDDEN_UNDONE, LiveMessage, SUMMARY_OPENING, Undone};
 pub use inbox::{InboxRow, InboxState};
 pub use outbox::{NewOutboxRow, OutboxRow, Settled};
 pub use pairing::{PairingApproval, PairingError, PairingRequest, PairingRequestOutcome};

@@ -68,10 +68,10 @@ pub fn mentions(msg: &Message, me: &Identity) -> bool {
 /// The command that is really a question (`/ask <question>`): recorded as a message.
 pub const ASK: &str = "ask";
 
-/// Whether a command's answers are only for the person who ran it: all but `/ask`, as in
-/// Hermes.
+/// Whether a command's answers are only for the person who ran it: all but `/ask` (as in
+/// Hermes) and `/retry`, whose answer is the conversation's, like the one it replaces.
 pub fn is_private(command: &str) -> bool {
-    !command.eq_ignore_ascii_case(ASK)
+    !(command.eq_ignore_ascii_case(ASK) || command.eq_ignore_ascii_case("retry"))
 }
 
 /// Where a channel's messages (and their answers) go.

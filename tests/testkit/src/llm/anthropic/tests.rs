@@ -252,6 +252,7 @@ async fn thinking_on_the_signed_block_must_come_back_before_the_tool_results() {
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "noon"}]}
         ]));
         body["thinking"] = thinking.clone();
+        body["tools"] = json!([{"name": "terminal", "input_schema": {"type": "object"}}]);
         body
     };
     let without = refusal(&fake, &follow(json!([use_block]))).await;
