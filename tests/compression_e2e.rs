@@ -169,3 +169,37 @@ async fn the_compress_command_summarises_now() {
         .to_owned();
     assert!(summary.contains("what happened so far"), "{summary}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_summariser_is_not_asked_before_every_turn() {
+    let w = World::allow_all().await;
+    small_context(&w, "compression:\n  protect_first_n: 1\n");
+    for _ in 0..16 {
+        w.llm.push(Reply::computed(|request| {
+            if is_summary_request(request) {
+                Reply::ErrorSaying {
+                    status: 400,
+                    message: "the summariser is broken".into(),
+                }
+            } else {
+                Reply::text(format!("echo: {}", last_user_text(request)))
+            }
+        }));
+    }
+    let _d = w.start();
+    let long = "lorem ipsum dolor sit amet ".repeat(30);
+    for i in 0..8 {
+        let replies = w.ask(&format!("question {i} {long}")).await;
+        assert!(
+            replies.last().unwrap().starts_with("echo: question"),
+            "every turn is answered: {replies:?}"
+        );
+    }
+    let asked = w
+        .llm
+        .requests()
+        .iter()
+        .filter(|r| is_summary_request(r))
+        .count();
+    assert_eq!(asked, 1, "one failure, then a rest");
+}

@@ -36,7 +36,24 @@ pub struct Compressor {
     /// The main model's context, in tokens.
     pub context_tokens: usize,
     /// Sessions whose last automatic compression failed, and when.
-    pub failed: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    failed: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// Sessions being compressed now (one compression per session at a time).
+    running: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+/// Takes a session off [`Compressor::running`] however its compression ends.
+struct Running<'a> {
+    set: &'a std::sync::Mutex<std::collections::HashSet<String>>,
+    session: String,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .expect("compressions lock")
+            .remove(&self.session);
+    }
 }
 
 /// The outcome of a compression.
@@ -64,6 +81,7 @@ impl Compressor {
             client,
             context_tokens,
             failed: Default::default(),
+            running: Default::default(),
         }
     }
 
@@ -83,6 +101,21 @@ impl Compressor {
         {
             return Ok(Compressed::NothingToDo);
         }
+        if !self
+            .running
+            .lock()
+            .expect("compressions lock")
+            .insert(session_id.to_owned())
+        {
+            return match automatic {
+                true => Ok(Compressed::NothingToDo),
+                false => Err("this conversation is being compressed already".into()),
+            };
+        }
+        let _running = Running {
+            set: &self.running,
+            session: session_id.to_owned(),
+        };
         let result = self.summarise(store, session_id, cancel, automatic).await;
         let mut failed = self.failed.lock().expect("failures lock");
         match &result {
