@@ -9,16 +9,13 @@ use common::*;
 use hermes_testkit::llm::{Reply, anthropic_tool_results, cache_control_count};
 use serde_json::{Value, json};
 
-fn anthropic_model(w: &World, effort: Option<&str>) {
-    let effort = effort
-        .map(|e| format!("agent:\n  reasoning_effort: {e}\n"))
-        .unwrap_or_default();
+fn anthropic_model(w: &World, model: &str, agent_yaml: &str) {
     w.set_model(
         &format!(
-            "model:\n  provider: anthropic\n  default: claude-sonnet-4-5\n  base_url: {}\n  max_attempts: 2\n",
+            "model:\n  provider: anthropic\n  default: {model}\n  base_url: {}\n  max_attempts: 2\n",
             w.llm.anthropic_base_url()
         ),
-        &effort,
+        agent_yaml,
     );
 }
 
@@ -32,7 +29,11 @@ async fn anthropic_runs_a_tool_round_trip_with_thinking_and_prompt_caching() {
         "",
     )
     .await;
-    anthropic_model(&w, Some("medium"));
+    anthropic_model(
+        &w,
+        "claude-sonnet-4-5",
+        "agent:\n  reasoning_effort: medium\n",
+    );
     w.llm.push(Reply::ThinkingThenTool {
         thinking: "I should list the files.".into(),
         name: "terminal".into(),
@@ -243,16 +244,23 @@ async fn the_grace_call_on_anthropic_writes_the_tool_steps_as_text() {
             "TELEGRAM_ALLOW_ALL_USERS=true",
             "ANTHROPIC_API_KEY=sk-ant-api03-test-key",
         ],
-        "agent:\n  max_turns: 1\n",
+        "",
     )
     .await;
-    anthropic_model(&w, None);
+    // Claude 4.7 thinks adaptively.
+    anthropic_model(
+        &w,
+        "claude-opus-4-7",
+        "agent:\n  max_turns: 1\n  reasoning_effort: high\n",
+    );
     w.llm.push(Reply::terminal("echo step"));
     w.llm.push(Reply::text("here is where I got to"));
     let _d = w.start();
     assert_eq!(w.ask("do a lot").await, ["here is where I got to"]);
     let requests = w.llm.requests();
     assert_eq!(requests.len(), 2, "the grace call passed the API's checks");
+    assert_eq!(requests[0]["thinking"]["type"], "adaptive");
+    assert_eq!(requests[0]["output_config"]["effort"], "high");
     assert!(requests[1].get("tools").is_none());
     assert!(
         requests[1]["messages"]
