@@ -61,7 +61,7 @@ async fn a_long_session_is_summarised_and_the_next_call_carries_the_summary() {
         }));
     }
     let _d = w.start();
-    let long = "lorem ipsum dolor sit amet ".repeat(30); // ~200 tokens
+    let long = "lorem ipsum dolor sit amet ".repeat(15); // ~100 tokens
     let mut summarised_at = None;
     for i in 0..6 {
         w.ask(&format!("question {i} {long}")).await;
@@ -187,7 +187,7 @@ async fn a_failing_summariser_is_not_asked_before_every_turn() {
         }));
     }
     let _d = w.start();
-    let long = "lorem ipsum dolor sit amet ".repeat(30);
+    let long = "lorem ipsum dolor sit amet ".repeat(15);
     for i in 0..8 {
         let replies = w.ask(&format!("question {i} {long}")).await;
         assert!(

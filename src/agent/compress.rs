@@ -70,6 +70,14 @@ pub enum Compressed {
 }
 
 impl Compressor {
+    /// Whether session `session_id` is being compressed now.
+    pub fn is_running(&self, session_id: &str) -> bool {
+        self.running
+            .lock()
+            .expect("compressions lock")
+            .contains(session_id)
+    }
+
     /// Compress when the conversation passes this many tokens.
     pub fn threshold_tokens(&self) -> usize {
         (self.context_tokens as f64 * self.config.threshold) as usize
@@ -158,7 +166,7 @@ impl Compressor {
             end -= 1;
             size -= sizes[end - head_end];
         }
-        if end < head_end + min_middle.min(2) {
+        if end < head_end + min_middle {
             return Ok(Compressed::NothingToDo);
         }
         let middle = &live[head_end..end];

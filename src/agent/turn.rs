@@ -61,11 +61,18 @@ impl AgentRuntime {
             let size = estimate_tokens(&system)
                 + history.iter().chain(&new_messages).map(cost).sum::<usize>();
             if size > compaction.threshold_tokens() {
-                compacted = true;
+                // What did not compress now (resting, too little in the middle) may still
+                // be compressed once if the provider says the context is full.
                 match compaction.run(&cancel, true).await {
-                    Ok(Some(shorter)) => history = shorter,
+                    Ok(Some(shorter)) => {
+                        history = shorter;
+                        compacted = true;
+                    }
                     Ok(None) => {}
-                    Err(e) => tracing::warn!(error = %e, "agent: compression failed"),
+                    Err(e) => {
+                        compacted = true;
+                        tracing::warn!(error = %e, "agent: compression failed")
+                    }
                 }
             }
         }

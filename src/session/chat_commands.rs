@@ -102,6 +102,14 @@ impl SessionActor {
         if edits_history && running.is_some() {
             return self.say(inbox_id, &message_id, BUSY).await;
         }
+        let compressing = match (&self.services.agent.compressor, &self.session_id) {
+            (Some(c), Some(session)) => c.is_running(session),
+            _ => false,
+        };
+        if edits_history && compressing {
+            let text = "🗜️ I'm compressing this conversation right now; try again in a moment.";
+            return self.say(inbox_id, &message_id, text).await;
+        }
         let text = match command {
             SessionCommand::Retry => match self.retry(inbox_id, &message_id, author, running).await
             {

@@ -96,22 +96,42 @@ impl Store {
             if !done.is_empty() {
                 return Ok(Undone::Hidden(words(&done)));
             }
-            let live: Vec<(i64, String, Option<String>)> = tx
+            let live: Vec<(i64, String, Option<String>, Option<i64>)> = tx
                 .prepare_cached(
-                    "SELECT id, role, content FROM messages
+                    "SELECT id, role, content, turn FROM messages
                      WHERE session_id = ?1 AND hidden IS NULL ORDER BY id",
                 )?
-                .query_map([&session_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .query_map([&session_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?
                 .collect::<Result<_, _>>()?;
-            let start = (0..live.len()).rev().find(|&i| {
-                let (_, role, text) = &live[i];
-                role == "user"
-                    && !is_summary(text.as_deref())
-                    && (i == 0 || live[i - 1].1 != "tool")
-            });
+            // Never at or before the newest summary: it stands for all before it.
+            let floor = live
+                .iter()
+                .rposition(|(_, role, text, _)| role == "user" && is_summary(text.as_deref()))
+                .map_or(0, |i| i + 1);
+            let start = match live.last() {
+                // The last turn, as it was stored.
+                Some((_, _, _, Some(turn))) => live
+                    .iter()
+                    .position(|(_, _, _, t)| t == &Some(*turn))
+                    .filter(|&i| i >= floor),
+                // Messages stored before turns were named: the last message of the person
+                // that does not follow a tool result (words sent in the middle of a turn).
+                _ => (floor..live.len()).rev().find(|&i| {
+                    let (_, role, text, _) = &live[i];
+                    role == "user"
+                        && !is_summary(text.as_deref())
+                        && (i == 0 || live[i - 1].1 != "tool")
+                }),
+            };
             let Some(start) = start else {
                 return Ok(Undone::Nothing);
             };
+            let live: Vec<(i64, String, Option<String>)> = live
+                .into_iter()
+                .map(|(id, role, text, _)| (id, role, text))
+                .collect();
             let text = words(&live[start..]);
             if needs_text && text.trim().is_empty() {
                 return Ok(Undone::NoText);
@@ -162,7 +182,7 @@ impl Store {
                 .execute(params![HIDDEN_COMPRESSED, session_id, first, last])?;
             tx.prepare_cached(
                 "UPDATE messages SET role = ?1, content = ?2, tool_calls = NULL,
-                    tool_call_id = NULL, tool_name = NULL
+                    tool_call_id = NULL, tool_name = NULL, turn = NULL
                  WHERE id = ?3",
             )?
             .execute(params![summary.role, summary.content, first])?;
@@ -223,18 +243,18 @@ mod tests {
     async fn undo_hides_the_last_exchange_and_search_still_finds_it() {
         let store = Store::open_in_memory().unwrap();
         let id = session(&store).await;
-        store
-            .session_append(
-                &id,
-                vec![
-                    StoredMessage::user("first"),
-                    StoredMessage::assistant("one"),
-                    StoredMessage::user("second zebra"),
-                    StoredMessage::assistant("two"),
-                ],
-            )
-            .await
-            .unwrap();
+        for (question, answer) in [("first", "one"), ("second zebra", "two")] {
+            store
+                .session_append(
+                    &id,
+                    vec![
+                        StoredMessage::user(question),
+                        StoredMessage::assistant(answer),
+                    ],
+                )
+                .await
+                .unwrap();
+        }
         assert_eq!(
             store.session_undo(&id, 7, false).await.unwrap(),
             Undone::Hidden("second zebra".into())
@@ -271,12 +291,34 @@ mod tests {
         store
             .session_append(
                 &id,
+                vec![StoredMessage::user(format!(
+                    "{SUMMARY_OPENING} (3 messages)] …"
+                ))],
+            )
+            .await
+            .unwrap();
+        // A stopped turn ends with a tool result; the next turn is its own.
+        store
+            .session_append(
+                &id,
                 vec![
-                    StoredMessage::user(format!("{SUMMARY_OPENING} (3 messages)] …")),
+                    StoredMessage::user("stopped one"),
+                    StoredMessage::assistant("working"),
+                    tool("cancelled"),
+                ],
+            )
+            .await
+            .unwrap();
+        store
+            .session_append(
+                &id,
+                vec![
                     StoredMessage::user("build it"),
                     StoredMessage::assistant("working"),
                     tool("built"),
-                    StoredMessage::user("and test it"), // sent while the turn ran
+                    // Two messages sent while the turn ran.
+                    StoredMessage::user("and test it"),
+                    StoredMessage::user("with coverage"),
                     tool("tested"),
                     StoredMessage::assistant("done"),
                 ],
@@ -285,7 +327,12 @@ mod tests {
             .unwrap();
         assert_eq!(
             store.session_undo(&id, 1, true).await.unwrap(),
-            Undone::Hidden("build it\n\nand test it".into())
+            Undone::Hidden("build it\n\nand test it\n\nwith coverage".into())
+        );
+        assert_eq!(texts(&store.session_live(&id).await.unwrap()).len(), 4);
+        assert_eq!(
+            store.session_undo(&id, 4, true).await.unwrap(),
+            Undone::Hidden("stopped one".into())
         );
         assert_eq!(texts(&store.session_live(&id).await.unwrap()).len(), 1);
         assert_eq!(

@@ -222,13 +222,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX usage_by_time ON usage(at);
     "#,
     // 9: what a turn cost (cache writes, money); messages taken out of the model's context
-    // (summarised by compression, or undone) but kept for search; session titles; per-chat
+    // (summarised by compression, or undone) but kept for search, and the turn each
+    // message belongs to (the id of the turn's first message); session titles; per-chat
     // settings (`/model`, `/personality`, `/verbose`); home channels set with `/sethome`.
     r#"
     ALTER TABLE usage ADD COLUMN cache_write INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE usage ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE messages ADD COLUMN hidden TEXT;
     ALTER TABLE messages ADD COLUMN hidden_by INTEGER;
+    ALTER TABLE messages ADD COLUMN turn INTEGER;
     ALTER TABLE sessions ADD COLUMN title TEXT;
     CREATE TABLE chat_settings (
         session_key TEXT NOT NULL,
@@ -279,7 +281,8 @@ const SCHEMA: &str = r#"
         tool_name    TEXT,
         created_at   INTEGER NOT NULL,
         hidden       TEXT,
-        hidden_by    INTEGER
+        hidden_by    INTEGER,
+        turn         INTEGER
     );
     CREATE INDEX messages_by_session ON messages(session_id, id);
     CREATE VIRTUAL TABLE messages_fts USING fts5(content, content=messages, content_rowid=id);

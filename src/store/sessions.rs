@@ -222,11 +222,14 @@ pub(super) fn append_in(
     messages: &[StoredMessage],
 ) -> Result<(), StoreError> {
     let now = now_ms();
+    // The messages appended together are one turn, named by the id of its first message
+    // (`/undo` takes back a whole turn).
+    let mut turn: Option<i64> = None;
     for m in messages {
         tx.prepare_cached(
             "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id,
-                tool_name, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                tool_name, created_at, turn)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?
         .execute(params![
             session_id,
@@ -235,8 +238,15 @@ pub(super) fn append_in(
             m.tool_calls,
             m.tool_call_id,
             m.tool_name,
-            now
+            now,
+            turn
         ])?;
+        if turn.is_none() {
+            let id = tx.last_insert_rowid();
+            tx.prepare_cached("UPDATE messages SET turn = ?1 WHERE id = ?1")?
+                .execute([id])?;
+            turn = Some(id);
+        }
     }
     tx.prepare_cached(
         "UPDATE sessions SET updated_at = ?1, message_count = message_count + ?2 WHERE id = ?3",
