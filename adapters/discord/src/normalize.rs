@@ -299,6 +299,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn answers_to_ask_and_retry_are_public_the_rest_private() {
+        assert!(!is_private("ask") && !is_private("retry") && !is_private("Retry"));
+        for command in ["new", "status", "model", "undo", "usage", "help"] {
+            assert!(is_private(command), "{command}");
+        }
+    }
+
     fn me() -> Identity {
         Identity {
             user_id: "900".into(),
