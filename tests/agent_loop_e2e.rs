@@ -196,40 +196,8 @@ async fn arguments_that_are_not_json_get_an_error_result_the_model_can_correct()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_calls_in_one_step_run_together() {
     let w = World::allow_all().await;
-    w.llm.push(Reply::ToolCalls(vec![
-        (
-            "terminal".into(),
-            json!({"command": "sleep 9", "background": true}),
-        ),
-        (
-            "terminal".into(),
-            json!({"command": "sleep 9 # second", "background": true}),
-        ),
-    ]));
     // Two waits of two seconds each on processes that outlast them.
-    w.llm.push(Reply::computed(|request| {
-        let ids: Vec<String> = request["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .filter_map(|m| {
-                let text = m["content"].as_str()?;
-                let start = text.find("proc_")?;
-                Some(text[start..start + 17].to_owned())
-            })
-            .collect();
-        Reply::ToolCalls(
-            ids.iter()
-                .map(|id| {
-                    (
-                        "process".to_owned(),
-                        json!({"action": "wait", "id": id, "timeout": 2}),
-                    )
-                })
-                .collect(),
-        )
-    }));
+    script_two_sleeps_and_waits(&w, 9, 2);
     w.llm.push(Reply::text("both waited"));
     let _d = w.start();
     assert_eq!(w.ask("wait for both").await, ["both waited"]);
@@ -248,39 +216,7 @@ async fn read_only_calls_in_one_step_run_together() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_reaches_every_call_running_together() {
     let w = World::allow_all().await;
-    w.llm.push(Reply::ToolCalls(vec![
-        (
-            "terminal".into(),
-            json!({"command": "sleep 20", "background": true}),
-        ),
-        (
-            "terminal".into(),
-            json!({"command": "sleep 20 # second", "background": true}),
-        ),
-    ]));
-    w.llm.push(Reply::computed(|request| {
-        let ids: Vec<String> = request["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .filter_map(|m| {
-                let text = m["content"].as_str()?;
-                let start = text.find("proc_")?;
-                Some(text[start..start + 17].to_owned())
-            })
-            .collect();
-        Reply::ToolCalls(
-            ids.iter()
-                .map(|id| {
-                    (
-                        "process".to_owned(),
-                        json!({"action": "wait", "id": id, "timeout": 60}),
-                    )
-                })
-                .collect(),
-        )
-    }));
+    script_two_sleeps_and_waits(&w, 20, 60);
     let _d = w.start();
     w.telegram.dm(ALICE, "wait for both");
     let llm = w.llm.clone();
@@ -309,4 +245,43 @@ async fn stop_reaches_every_call_running_together() {
     })
     .await;
     assert_eq!(stopped, 2, "both waits were stopped");
+}
+
+/// The model starts two background `sleep`s of `sleep` seconds in one step, then waits on
+/// both (`wait` seconds each) in the next: the process ids are read from the tool results
+/// when that request arrives.
+fn script_two_sleeps_and_waits(w: &World, sleep: u64, wait: u64) {
+    w.llm.push(Reply::ToolCalls(vec![
+        (
+            "terminal".into(),
+            json!({"command": format!("sleep {sleep}"), "background": true}),
+        ),
+        (
+            "terminal".into(),
+            json!({"command": format!("sleep {sleep} # second"), "background": true}),
+        ),
+    ]));
+    w.llm.push(Reply::computed(move |request| {
+        let ids: Vec<String> = request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .filter_map(|m| {
+                let text = m["content"].as_str()?;
+                let start = text.find("proc_")?;
+                Some(text[start..start + 17].to_owned())
+            })
+            .collect();
+        Reply::ToolCalls(
+            ids.iter()
+                .map(|id| {
+                    (
+                        "process".to_owned(),
+                        json!({"action": "wait", "id": id, "timeout": wait}),
+                    )
+                })
+                .collect(),
+        )
+    }));
 }
