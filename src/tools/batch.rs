@@ -1,11 +1,10 @@
 //! One step's tool calls, run as Hermes runs them: the same call twice runs once and both
-//! get its result; calls that only read (`process` list, poll, log, wait) run together
-//! when they come in a row; everything else (the terminal, writing to or killing a
-//! process) runs alone, in order. Results come back in the calls' order, and the turn's
+//! get its result; calls that only read (each tool says which of its calls do: `process`
+//! list, poll, log, wait; `read_file`, `search_files`…) run together when they come in a
+//! row; everything else (the terminal, writes) runs alone, in order. Results come back in the calls' order, and the turn's
 //! cancellation reaches every running call; calls after a cancelled one are not started.
 
 use futures_util::future::join_all;
-use serde_json::Value;
 
 use super::{ToolContext, ToolResult, Toolbox};
 use crate::llm::ToolCall;
@@ -33,8 +32,8 @@ impl Toolbox {
         while next < unique.len() {
             // A run of read-only calls, or one other call.
             let mut end = next + 1;
-            if reads_only(&calls[unique[next]]) {
-                while end < unique.len() && reads_only(&calls[unique[end]]) {
+            if self.reads_only(&calls[unique[next]]) {
+                while end < unique.len() && self.reads_only(&calls[unique[end]]) {
                     end += 1;
                 }
             }
@@ -71,16 +70,4 @@ impl Toolbox {
             })
             .collect()
     }
-}
-
-/// Whether a call only reads, so it may run alongside others.
-fn reads_only(call: &ToolCall) -> bool {
-    if call.name != "process" {
-        return false;
-    }
-    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-    matches!(
-        args.get("action").and_then(Value::as_str),
-        Some("list" | "poll" | "log" | "wait")
-    )
 }

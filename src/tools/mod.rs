@@ -1,25 +1,28 @@
-//! The agent's tools: their JSON schemas for the model and their execution. Every tool run
-//! gets the turn's [`ToolContext`], so an interrupt or `/stop` reaches running work, and a
-//! dangerous command passes the approval broker before it runs.
+//! The agent's tools, as Hermes organises them: a registry of [`Tool`]s, each with its
+//! name, toolset, JSON schema, availability (a tool whose key or binary is missing is not
+//! offered) and whether a call only reads (so a step's reading calls run together). Every
+//! tool run gets the turn's [`ToolContext`], so an interrupt or `/stop` reaches running
+//! work; a dangerous command or a write to a sensitive file passes the approval broker
+//! first ([`gate`]); a failure reaches the model as an error result, never a crashed turn.
 
 mod batch;
 mod output;
 mod process_tool;
+mod shell_tools;
 pub mod terminal;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use hermes_adapter::{Author, ChatRef};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalBroker, CheckContext, Gate};
 use crate::config::TerminalConfig;
 use crate::llm::ToolCall;
-use crate::process::{MIN_CHECK_INTERVAL, Origin, ProcessRegistry, SpawnRequest};
-use terminal::{CommandOutcome, Terminal};
+use crate::process::ProcessRegistry;
+pub use shell_tools::Shell;
 
 /// What a tool knows about the turn that called it.
 #[derive(Clone)]
@@ -33,60 +36,75 @@ pub struct ToolContext {
     pub attention: CancellationToken,
 }
 
-/// The tools offered to the model.
-pub struct Toolbox {
-    terminal: Terminal,
-    approvals: Arc<ApprovalBroker>,
-    processes: Arc<ProcessRegistry>,
-    /// What was written to each process's stdin since its last newline.
-    unfinished_lines: Mutex<BTreeMap<String, String>>,
+/// One tool the model can call.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Hermes' toolset it belongs to (`terminal`, `file`, `todo`, `memory`…).
+    fn toolset(&self) -> &'static str;
+    /// The OpenAI function definition offered to the model.
+    fn definition(&self) -> Value;
+    /// Why the tool cannot be offered now (a missing key or binary), if so.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
+    /// Whether this call only reads, so it may run alongside the step's other reading
+    /// calls.
+    fn reads_only(&self, _args: &Value) -> bool {
+        false
+    }
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult>;
 }
 
-/// How many processes' partial stdin lines are remembered.
-const MAX_UNFINISHED_LINES: usize = 256;
+/// The tools offered to the model.
+pub struct Toolbox {
+    tools: Vec<Arc<dyn Tool>>,
+}
 
 impl Toolbox {
+    /// The gateway's tools.
     pub fn new(
         config: TerminalConfig,
         secret_env_names: Vec<String>,
         approvals: Arc<ApprovalBroker>,
         processes: Arc<ProcessRegistry>,
     ) -> Self {
-        Toolbox {
-            terminal: Terminal::new(config, secret_env_names),
+        let shell = Shell::new(
+            terminal::Terminal::new(config, secret_env_names),
             approvals,
             processes,
-            unfinished_lines: Mutex::new(BTreeMap::new()),
-        }
+        );
+        Toolbox::with(vec![
+            Arc::new(shell_tools::TerminalTool(shell.clone())),
+            Arc::new(shell_tools::ProcessTool(shell)),
+        ])
+    }
+
+    pub fn with(tools: Vec<Arc<dyn Tool>>) -> Self {
+        Toolbox { tools }
+    }
+
+    /// The tools offered now (those available), in registry order.
+    fn offered(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter().filter(|t| t.unavailable().is_none())
     }
 
     /// OpenAI `tools` definitions.
     pub fn definitions(&self) -> Vec<Value> {
-        vec![
-            json!({
-                "type": "function",
-                "function": {
-                    "name": "terminal",
-                    "description": "Run a shell command (bash -c) on the host. In the foreground it returns the exit code and output \
-                                    (stdout and stderr interleaved, long output shortened in the middle). With background=true it \
-                                    returns a process id at once; the chat is told when it finishes, and the `process` tool checks on it. \
-                                    Dangerous commands wait for the person's approval.",
-                    "parameters": {
-                        "type": "object",
-                        "properties": {
-                            "command": {"type": "string", "description": "The command line to run."},
-                            "timeout": {"type": "integer", "description": "Foreground only: seconds before the command is killed (default from config)."},
-                            "workdir": {"type": "string", "description": "Working directory (default from config)."},
-                            "background": {"type": "boolean", "description": "Run in the background and return at once."},
-                            "check_interval": {"type": "integer", "description": "Background only: post new output to the chat at most this often (seconds, minimum 5)."},
-                            "notify_on_complete": {"type": "boolean", "description": "Background only: when it finishes, start a new turn so you can continue the work."}
-                        },
-                        "required": ["command"]
-                    }
-                }
-            }),
-            process_tool::definition(),
-        ]
+        self.offered().map(|t| t.definition()).collect()
+    }
+
+    fn find(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.offered().find(|t| t.name() == name)
+    }
+
+    /// Whether a call only reads (an unknown tool's or unreadable arguments' does not).
+    pub fn reads_only(&self, call: &ToolCall) -> bool {
+        let Some(tool) = self.find(&call.name) else {
+            return false;
+        };
+        serde_json::from_str::<Value>(&call.arguments)
+            .map(|args| tool.reads_only(&args))
+            .unwrap_or(false)
     }
 
     /// Run one tool call; the result text goes back to the model.
@@ -104,170 +122,58 @@ impl Toolbox {
             &call.arguments
         };
         let args: Value = match serde_json::from_str(raw) {
-            Ok(v) => v,
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return ToolResult::text(
+                    "error: the arguments must be a JSON object, like {\"path\": \"notes.txt\"}",
+                );
+            }
             Err(e) => {
                 return ToolResult::text(format!(
                     "error: the arguments are not valid JSON ({e}); send an object like {{\"command\": \"ls\"}}"
                 ));
             }
         };
-        match call.name.as_str() {
-            "terminal" => self.terminal(&args, ctx).await,
-            "process" => {
-                if args.get("action").and_then(Value::as_str) == Some("write")
-                    && let Some(data) = args.get("data").and_then(Value::as_str)
-                {
-                    let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
-                    return self.write_to_process(id, data, &args, ctx).await;
-                }
-                ToolResult::text(process_tool::run(&self.processes, &args, ctx).await)
+        match self.find(&call.name) {
+            Some(tool) => tool.run(args, ctx).await,
+            None => {
+                let names: Vec<&str> = self.offered().map(|t| t.name()).collect();
+                ToolResult::text(format!(
+                    "error: there is no tool named {:?}; available: {}",
+                    call.name,
+                    names.join(", ")
+                ))
             }
-            other => ToolResult::text(format!(
-                "error: there is no tool named {other:?}; available: {}",
-                TOOL_NAMES.join(", ")
-            )),
-        }
-    }
-
-    async fn terminal(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
-        let Some(command) = args
-            .get("command")
-            .and_then(Value::as_str)
-            .filter(|c| !c.trim().is_empty())
-        else {
-            return ToolResult::text("error: `command` is required and must be a non-empty string");
-        };
-        let workdir = args.get("workdir").and_then(Value::as_str);
-        let background = args
-            .get("background")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let cwd = self.terminal.workdir(workdir);
-        if let Some(refused) = self.refused(command, ctx, &cwd, background).await {
-            return refused;
-        }
-        if ctx.cancel.is_cancelled() {
-            // Stopped while it waited for approval: it never starts.
-            return ToolResult {
-                text: "The command was NOT run: the task was stopped.".into(),
-                cancelled: true,
-            };
-        }
-        if background {
-            let requested = args
-                .get("check_interval")
-                .and_then(Value::as_u64)
-                .map(Duration::from_secs);
-            let check_interval = requested.map(|i| i.max(MIN_CHECK_INTERVAL));
-            let request = SpawnRequest {
-                command: command.to_owned(),
-                cwd,
-                env: self.terminal.child_env(),
-                origin: Origin {
-                    session_key: ctx.session_key.clone(),
-                    chat: ctx.chat.clone(),
-                    author: ctx.author.clone(),
-                },
-                check_interval,
-                notify_on_complete: args
-                    .get("notify_on_complete")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            };
-            return ToolResult::text(match self.processes.spawn(request).await {
-                Ok((id, pid)) => {
-                    let mut text = format!(
-                        "started in the background as {id} (pid {pid}). The chat will be told when it finishes; use the `process` tool (poll, log, wait, kill, write) to check on it."
-                    );
-                    if requested.is_some_and(|r| r < MIN_CHECK_INTERVAL) {
-                        text.push_str(" check_interval was raised to the minimum of 5 seconds.");
-                    }
-                    text
-                }
-                Err(e) => format!("error: {e}"),
-            });
-        }
-        let timeout = args.get("timeout").and_then(Value::as_u64);
-        let outcome = self
-            .terminal
-            .run(command, workdir, timeout, &ctx.cancel)
-            .await;
-        ToolResult {
-            cancelled: matches!(outcome, CommandOutcome::Cancelled { .. }),
-            text: outcome.describe(),
         }
     }
 }
 
-impl Toolbox {
-    /// Text written to a process's stdin may be a command for a shell it runs: it passes the
-    /// same approval check as `terminal`, judged together with whatever was written before
-    /// it on the same line (so `r` then `m -rf ~\n` is judged as `rm -rf ~`).
-    async fn write_to_process(
-        &self,
-        id: &str,
-        data: &str,
-        args: &Value,
-        ctx: &ToolContext,
-    ) -> ToolResult {
-        let earlier = self
-            .unfinished_lines
-            .lock()
-            .expect("unfinished lines lock")
-            .get(id)
-            .cloned()
-            .unwrap_or_default();
-        let line = format!("{earlier}{data}");
-        let cwd = self.terminal.workdir(None);
-        if let Some(refused) = self.refused(&line, ctx, &cwd, true).await {
-            return refused;
-        }
-        let result = process_tool::run(&self.processes, args, ctx).await;
-        let rest = match line.rfind('\n') {
-            Some(at) => line[at + 1..].to_owned(),
-            None => line,
-        };
-        let mut lines = self.unfinished_lines.lock().expect("unfinished lines lock");
-        if rest.is_empty() {
-            lines.remove(id);
-        } else {
-            if lines.len() >= MAX_UNFINISHED_LINES && !lines.contains_key(id) {
-                // Forget the oldest shells' partial lines; a forgotten prefix is judged anew.
-                if let Some(oldest) = lines.keys().next().cloned() {
-                    lines.remove(&oldest);
-                }
-            }
-            lines.insert(id.to_owned(), rest);
-        }
-        ToolResult::text(result)
-    }
-
-    /// The approval gate: `Some(result)` when `command` must not run.
-    async fn refused(
-        &self,
-        command: &str,
-        ctx: &ToolContext,
-        workdir: &std::path::Path,
-        background: bool,
-    ) -> Option<ToolResult> {
-        let check = CheckContext {
-            session_key: &ctx.session_key,
-            chat: &ctx.chat,
-            cancel: &ctx.cancel,
-            workdir,
-            background,
-        };
-        match self.approvals.check(check, command).await {
-            Gate::Run => None,
-            Gate::Refused(why) => Some(ToolResult {
-                text: why,
-                cancelled: ctx.cancel.is_cancelled(),
-            }),
-        }
+/// The approval gate for a command (or the command a file tool's work amounts to):
+/// `Some(result)` when it must not run.
+pub(crate) async fn gate(
+    approvals: &ApprovalBroker,
+    command: &str,
+    ctx: &ToolContext,
+    workdir: &std::path::Path,
+    background: bool,
+) -> Option<ToolResult> {
+    let check = CheckContext {
+        session_key: &ctx.session_key,
+        chat: &ctx.chat,
+        cancel: &ctx.cancel,
+        workdir,
+        background,
+    };
+    match approvals.check(check, command).await {
+        Gate::Run => None,
+        Gate::Refused(why) => Some(ToolResult {
+            text: why,
+            cancelled: ctx.cancel.is_cancelled(),
+        }),
     }
 }
 
-/// The tools the agent has.
+/// Every tool the gateway has (for name repair and metrics labels).
 const TOOL_NAMES: [&str; 2] = ["terminal", "process"];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or
@@ -341,7 +247,7 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    fn text(text: impl Into<String>) -> Self {
+    pub fn text(text: impl Into<String>) -> Self {
         ToolResult {
             text: text.into(),
             cancelled: false,

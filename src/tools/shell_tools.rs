@@ -1,0 +1,242 @@
+//! The shell tools: `terminal` (a command in the foreground or the background, after the
+//! approval gate) and `process` (the conversation's background processes; what is written
+//! to one's stdin passes the gate too, judged with the rest of its line).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::terminal::{CommandOutcome, Terminal};
+use super::{Tool, ToolContext, ToolResult, gate, process_tool};
+use crate::approval::ApprovalBroker;
+use crate::process::{MIN_CHECK_INTERVAL, Origin, ProcessRegistry, SpawnRequest};
+
+/// What both shell tools use.
+pub struct Shell {
+    pub terminal: Terminal,
+    pub approvals: Arc<ApprovalBroker>,
+    pub processes: Arc<ProcessRegistry>,
+    /// What was written to each process's stdin since its last newline.
+    unfinished_lines: Mutex<BTreeMap<String, String>>,
+}
+
+/// How many processes' partial stdin lines are remembered.
+const MAX_UNFINISHED_LINES: usize = 256;
+
+impl Shell {
+    pub fn new(
+        terminal: Terminal,
+        approvals: Arc<ApprovalBroker>,
+        processes: Arc<ProcessRegistry>,
+    ) -> Arc<Self> {
+        Arc::new(Shell {
+            terminal,
+            approvals,
+            processes,
+            unfinished_lines: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The approval gate for `command`: `Some(result)` when it must not run.
+    async fn refused(
+        &self,
+        command: &str,
+        ctx: &ToolContext,
+        workdir: &std::path::Path,
+        background: bool,
+    ) -> Option<ToolResult> {
+        gate(&self.approvals, command, ctx, workdir, background).await
+    }
+
+    async fn terminal(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
+        let Some(command) = args
+            .get("command")
+            .and_then(Value::as_str)
+            .filter(|c| !c.trim().is_empty())
+        else {
+            return ToolResult::text("error: `command` is required and must be a non-empty string");
+        };
+        let workdir = args.get("workdir").and_then(Value::as_str);
+        let background = args
+            .get("background")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let cwd = self.terminal.workdir(workdir);
+        if let Some(refused) = self.refused(command, ctx, &cwd, background).await {
+            return refused;
+        }
+        if ctx.cancel.is_cancelled() {
+            // Stopped while it waited for approval: it never starts.
+            return ToolResult {
+                text: "The command was NOT run: the task was stopped.".into(),
+                cancelled: true,
+            };
+        }
+        if background {
+            let requested = args
+                .get("check_interval")
+                .and_then(Value::as_u64)
+                .map(Duration::from_secs);
+            let check_interval = requested.map(|i| i.max(MIN_CHECK_INTERVAL));
+            let request = SpawnRequest {
+                command: command.to_owned(),
+                cwd,
+                env: self.terminal.child_env(),
+                origin: Origin {
+                    session_key: ctx.session_key.clone(),
+                    chat: ctx.chat.clone(),
+                    author: ctx.author.clone(),
+                },
+                check_interval,
+                notify_on_complete: args
+                    .get("notify_on_complete")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            };
+            return ToolResult::text(match self.processes.spawn(request).await {
+                Ok((id, pid)) => {
+                    let mut text = format!(
+                        "started in the background as {id} (pid {pid}). The chat will be told when it finishes; use the `process` tool (poll, log, wait, kill, write) to check on it."
+                    );
+                    if requested.is_some_and(|r| r < MIN_CHECK_INTERVAL) {
+                        text.push_str(" check_interval was raised to the minimum of 5 seconds.");
+                    }
+                    text
+                }
+                Err(e) => format!("error: {e}"),
+            });
+        }
+        let timeout = args.get("timeout").and_then(Value::as_u64);
+        let outcome = self
+            .terminal
+            .run(command, workdir, timeout, &ctx.cancel)
+            .await;
+        ToolResult {
+            cancelled: matches!(outcome, CommandOutcome::Cancelled { .. }),
+            text: outcome.describe(),
+        }
+    }
+
+    /// Text written to a process's stdin may be a command for a shell it runs: it passes the
+    /// same approval check as `terminal`, judged together with whatever was written before
+    /// it on the same line (so `r` then `m -rf ~\n` is judged as `rm -rf ~`).
+    async fn write_to_process(
+        &self,
+        id: &str,
+        data: &str,
+        args: &Value,
+        ctx: &ToolContext,
+    ) -> ToolResult {
+        let earlier = self
+            .unfinished_lines
+            .lock()
+            .expect("unfinished lines lock")
+            .get(id)
+            .cloned()
+            .unwrap_or_default();
+        let line = format!("{earlier}{data}");
+        let cwd = self.terminal.workdir(None);
+        if let Some(refused) = self.refused(&line, ctx, &cwd, true).await {
+            return refused;
+        }
+        let result = process_tool::run(&self.processes, args, ctx).await;
+        let rest = match line.rfind('\n') {
+            Some(at) => line[at + 1..].to_owned(),
+            None => line,
+        };
+        let mut lines = self.unfinished_lines.lock().expect("unfinished lines lock");
+        if rest.is_empty() {
+            lines.remove(id);
+        } else {
+            if lines.len() >= MAX_UNFINISHED_LINES && !lines.contains_key(id) {
+                // Forget the oldest shells' partial lines; a forgotten prefix is judged anew.
+                if let Some(oldest) = lines.keys().next().cloned() {
+                    lines.remove(&oldest);
+                }
+            }
+            lines.insert(id.to_owned(), rest);
+        }
+        ToolResult::text(result)
+    }
+}
+
+/// `terminal`.
+pub struct TerminalTool(pub Arc<Shell>);
+
+impl Tool for TerminalTool {
+    fn name(&self) -> &'static str {
+        "terminal"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "terminal"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "terminal",
+                "description": "Run a shell command (bash -c) on the host. In the foreground it returns the exit code and output \
+                                (stdout and stderr interleaved, long output shortened in the middle). With background=true it \
+                                returns a process id at once; the chat is told when it finishes, and the `process` tool checks on it. \
+                                Dangerous commands wait for the person's approval.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "command": {"type": "string", "description": "The command line to run."},
+                        "timeout": {"type": "integer", "description": "Foreground only: seconds before the command is killed (default from config)."},
+                        "workdir": {"type": "string", "description": "Working directory (default from config)."},
+                        "background": {"type": "boolean", "description": "Run in the background and return at once."},
+                        "check_interval": {"type": "integer", "description": "Background only: post new output to the chat at most this often (seconds, minimum 5)."},
+                        "notify_on_complete": {"type": "boolean", "description": "Background only: when it finishes, start a new turn so you can continue the work."}
+                    },
+                    "required": ["command"]
+                }
+            }
+        })
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move { self.0.terminal(&args, ctx).await })
+    }
+}
+
+/// `process`.
+pub struct ProcessTool(pub Arc<Shell>);
+
+impl Tool for ProcessTool {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "terminal"
+    }
+
+    fn definition(&self) -> Value {
+        process_tool::definition()
+    }
+
+    fn reads_only(&self, args: &Value) -> bool {
+        matches!(
+            args.get("action").and_then(Value::as_str),
+            Some("list" | "poll" | "log" | "wait")
+        )
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            if args.get("action").and_then(Value::as_str) == Some("write")
+                && let Some(data) = args.get("data").and_then(Value::as_str)
+            {
+                let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
+                return self.0.write_to_process(id, data, &args, ctx).await;
+            }
+            ToolResult::text(process_tool::run(&self.0.processes, &args, ctx).await)
+        })
+    }
+}
