@@ -116,6 +116,26 @@ impl ApprovalBroker {
         }
     }
 
+    /// A broker over an in-memory store with no platform, for tests of what uses it.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> std::sync::Arc<ApprovalBroker> {
+        let store = Store::open_in_memory().expect("in-memory store");
+        let delivery = Delivery::new(
+            store.clone(),
+            HashMap::new(),
+            crate::config::DeliveryConfig::default(),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let config = ApprovalConfig {
+            mode: crate::config::ApprovalMode::Manual,
+            timeout: Duration::from_secs(1),
+            deny: Vec::new(),
+            allowlist: Vec::new(),
+        };
+        let scene = Scene::of_this_process("/nonexistent/hermes".into(), "/tmp".into());
+        std::sync::Arc::new(ApprovalBroker::new(store, delivery, config, scene))
+    }
+
     /// The dangers of `command` run from `workdir`. Parsing is CPU work on a thread of its
     /// own (see [`detect::detect`]), so it runs off the async workers.
     async fn dangers(&self, command: &str, workdir: &Path) -> Vec<Danger> {

@@ -6,6 +6,7 @@
 //! first ([`gate`]); a failure reaches the model as an error result, never a crashed turn.
 
 mod batch;
+mod files;
 mod output;
 mod process_tool;
 mod shell_tools;
@@ -34,6 +35,31 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Cancelled when the person sends anything while the turn runs (`process wait` returns).
     pub attention: CancellationToken,
+}
+
+impl ToolContext {
+    /// A turn in a Telegram DM, for tests of single tools.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> ToolContext {
+        ToolContext {
+            session_key: "test".into(),
+            chat: ChatRef {
+                platform: hermes_adapter::Platform::Telegram,
+                account: None,
+                chat_id: "1".into(),
+                thread_id: None,
+                kind: hermes_adapter::ChatKind::Direct,
+            },
+            author: Author {
+                user_id: "1".into(),
+                display_name: "Tess".into(),
+                username: None,
+                is_bot: false,
+            },
+            cancel: CancellationToken::new(),
+            attention: CancellationToken::new(),
+        }
+    }
 }
 
 /// One tool the model can call.
@@ -68,6 +94,10 @@ impl Toolbox {
         approvals: Arc<ApprovalBroker>,
         processes: Arc<ProcessRegistry>,
     ) -> Self {
+        let files = Arc::new(files::Files {
+            cwd: config.cwd.clone(),
+            approvals: approvals.clone(),
+        });
         let shell = Shell::new(
             terminal::Terminal::new(config, secret_env_names),
             approvals,
@@ -76,6 +106,10 @@ impl Toolbox {
         Toolbox::with(vec![
             Arc::new(shell_tools::TerminalTool(shell.clone())),
             Arc::new(shell_tools::ProcessTool(shell)),
+            Arc::new(files::ReadFileTool(files.clone())),
+            Arc::new(files::WriteFileTool(files.clone())),
+            Arc::new(files::PatchTool(files.clone())),
+            Arc::new(files::SearchFilesTool(files)),
         ])
     }
 
@@ -174,7 +208,14 @@ pub(crate) async fn gate(
 }
 
 /// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 2] = ["terminal", "process"];
+const TOOL_NAMES: [&str; 6] = [
+    "terminal",
+    "process",
+    "read_file",
+    "write_file",
+    "patch",
+    "search_files",
+];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or
 /// angle bracket, lower case, `-` and spaces as `_`, CamelCase as snake_case, a trailing

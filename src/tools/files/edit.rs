@@ -1,0 +1,239 @@
+//! `write_file {path, content}` (creates the directories, replaces the file) and `patch`:
+//! `mode: replace` swaps `old_string` for `new_string` (it must be found exactly once unless
+//! `replace_all`), `mode: patch` applies a unified diff (`patch`). Both answer with the
+//! change as a unified diff, shortened.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{Files, blocking, looks_binary, text_arg};
+use crate::tools::{Tool, ToolContext, ToolResult};
+
+/// The largest file these tools write or edit.
+const MAX_FILE_BYTES: usize = 10 * 1024 * 1024;
+/// How much of a change's diff the model is shown.
+const MAX_DIFF_CHARS: usize = 4_000;
+
+pub struct WriteFileTool(pub Arc<Files>);
+
+impl Tool for WriteFileTool {
+    fn name(&self) -> &'static str {
+        "write_file"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "file"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "write_file",
+                "description": "Write a text file, replacing it if it exists (directories are created). For small changes to an existing file use patch.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path (relative to the working directory, or absolute)."},
+                        "content": {"type": "string", "description": "The whole new content."}
+                    },
+                    "required": ["path", "content"]
+                }
+            }
+        })
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let Some(path) = text_arg(&args, "path") else {
+                return ToolResult::text("error: `path` is required");
+            };
+            let Some(content) = args.get("content").and_then(Value::as_str) else {
+                return ToolResult::text("error: `content` is required (a string)");
+            };
+            if content.len() > MAX_FILE_BYTES {
+                return ToolResult::text(format!(
+                    "error: the content is larger than {MAX_FILE_BYTES} bytes"
+                ));
+            }
+            let path = self.0.resolve(path);
+            if let Some(refused) = self.0.gate(&path, true, ctx).await {
+                return refused;
+            }
+            if ctx.cancel.is_cancelled() {
+                return ToolResult {
+                    text: "The file was NOT written: the task was stopped.".into(),
+                    cancelled: true,
+                };
+            }
+            let content = content.to_owned();
+            let shown = path.display().to_string();
+            let written = blocking(move || {
+                let before = std::fs::read_to_string(&path).ok();
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+                }
+                std::fs::write(&path, &content).map_err(|e| e.to_string())?;
+                Ok((before.is_some(), content.len(), content.lines().count()))
+            })
+            .await;
+            ToolResult::text(match written {
+                Ok((replaced, bytes, lines)) => format!(
+                    "{} {shown}: {bytes} bytes, {lines} lines",
+                    if replaced { "replaced" } else { "created" }
+                ),
+                Err(e) => format!("error: cannot write {shown}: {e}"),
+            })
+        })
+    }
+}
+
+pub struct PatchTool(pub Arc<Files>);
+
+impl Tool for PatchTool {
+    fn name(&self) -> &'static str {
+        "patch"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "file"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "patch",
+                "description": "Edit a text file. mode=replace: replace old_string (copied exactly from the file, found once unless replace_all) with new_string. mode=patch: apply a unified diff (--- a/file, +++ b/file, @@ hunks). Answers with the change as a diff.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "mode": {"type": "string", "enum": ["replace", "patch"], "description": "replace (default) or patch."},
+                        "path": {"type": "string", "description": "File path."},
+                        "old_string": {"type": "string", "description": "replace: the exact text to replace."},
+                        "new_string": {"type": "string", "description": "replace: the text to put in its place."},
+                        "replace_all": {"type": "boolean", "description": "replace: every occurrence (default: it must be unique)."},
+                        "patch": {"type": "string", "description": "patch: the unified diff."}
+                    },
+                    "required": ["path"]
+                }
+            }
+        })
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let Some(path) = text_arg(&args, "path") else {
+                return ToolResult::text("error: `path` is required");
+            };
+            let path = self.0.resolve(path);
+            let edit = match Edit::from_args(&args) {
+                Ok(edit) => edit,
+                Err(e) => return ToolResult::text(format!("error: {e}")),
+            };
+            if let Some(refused) = self.0.gate(&path, true, ctx).await {
+                return refused;
+            }
+            if ctx.cancel.is_cancelled() {
+                return ToolResult {
+                    text: "The file was NOT changed: the task was stopped.".into(),
+                    cancelled: true,
+                };
+            }
+            let shown = path.display().to_string();
+            match blocking(move || edit.apply(&path)).await {
+                Ok(diff) => ToolResult::text(format!("patched {shown}\n{diff}")),
+                Err(e) => ToolResult::text(format!("error: {shown} was not changed: {e}")),
+            }
+        })
+    }
+}
+
+/// One `patch` call's change.
+enum Edit {
+    Replace { old: String, new: String, all: bool },
+    Diff(String),
+}
+
+impl Edit {
+    fn from_args(args: &Value) -> Result<Edit, String> {
+        let text = |name: &str| args.get(name).and_then(Value::as_str).map(str::to_owned);
+        let mode = text("mode").unwrap_or_else(|| {
+            if args.get("patch").is_some() && args.get("old_string").is_none() {
+                "patch".into()
+            } else {
+                "replace".into()
+            }
+        });
+        match mode.as_str() {
+            "replace" => {
+                let old = text("old_string").ok_or("replace needs `old_string`")?;
+                if old.is_empty() {
+                    return Err(
+                        "`old_string` is empty; use write_file to write a whole file".into(),
+                    );
+                }
+                Ok(Edit::Replace {
+                    old,
+                    new: text("new_string").ok_or("replace needs `new_string`")?,
+                    all: args
+                        .get("replace_all")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                })
+            }
+            "patch" => Ok(Edit::Diff(text("patch").ok_or("mode patch needs `patch`")?)),
+            other => Err(format!("unknown mode {other:?}; use replace or patch")),
+        }
+    }
+
+    /// Apply to the file at `path`; the change as a diff.
+    fn apply(self, path: &Path) -> Result<String, String> {
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        if bytes.len() > MAX_FILE_BYTES {
+            return Err(format!("it is larger than {MAX_FILE_BYTES} bytes"));
+        }
+        if looks_binary(&bytes) {
+            return Err("it is a binary file".into());
+        }
+        let before = String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text")?;
+        let after = match self {
+            Edit::Replace { old, new, all } => {
+                let found = before.matches(old.as_str()).count();
+                match (found, all) {
+                    (0, _) => {
+                        return Err(
+                            "old_string was not found (it must match the file exactly, spaces and line breaks included; read_file shows the text)"
+                                .into(),
+                        );
+                    }
+                    (1, _) | (_, true) => before.replace(old.as_str(), &new),
+                    (n, false) => {
+                        return Err(format!(
+                            "old_string is found {n} times; add surrounding lines to make it unique, or set replace_all"
+                        ));
+                    }
+                }
+            }
+            Edit::Diff(text) => {
+                let patch = diffy::Patch::from_str(&text)
+                    .map_err(|e| format!("the diff cannot be read: {e}"))?;
+                diffy::apply(&before, &patch)
+                    .map_err(|e| format!("the diff does not apply: {e}"))?
+            }
+        };
+        if after == before {
+            return Ok("(no change)".into());
+        }
+        std::fs::write(path, &after).map_err(|e| e.to_string())?;
+        let diff = diffy::create_patch(&before, &after).to_string();
+        let mut shown: String = diff.chars().take(MAX_DIFF_CHARS).collect();
+        if shown.len() < diff.len() {
+            shown.push_str("\n[… diff shortened]");
+        }
+        Ok(shown)
+    }
+}

@@ -1,0 +1,152 @@
+//! `read_file {path, offset, limit}`: numbered lines (`N|text`) from `offset` (1-based,
+//! default 1), at most `limit` (default 500, at most 2,000), each line cut at 2,000
+//! characters; a read stops before 100,000 characters and says where to go on. Binary files
+//! are refused with their size.
+
+use std::io::{BufRead, BufReader, Read};
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{Files, blocking, looks_binary, number_arg, text_arg};
+use crate::tools::{Tool, ToolContext, ToolResult};
+
+const DEFAULT_LIMIT: u64 = 500;
+const MAX_LIMIT: u64 = 2_000;
+const MAX_LINE_CHARS: usize = 2_000;
+/// What one read returns at most.
+const MAX_READ_CHARS: usize = 100_000;
+
+pub struct ReadFileTool(pub Arc<Files>);
+
+impl Tool for ReadFileTool {
+    fn name(&self) -> &'static str {
+        "read_file"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "file"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "read_file",
+                "description": "Read a text file as numbered lines (LINE|text). Use offset and limit for long files; the answer says where to continue. Binary files are refused.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path (relative to the working directory, or absolute; ~ is the home)."},
+                        "offset": {"type": "integer", "description": "First line to read, from 1 (default 1)."},
+                        "limit": {"type": "integer", "description": "How many lines (default 500, at most 2000)."}
+                    },
+                    "required": ["path"]
+                }
+            }
+        })
+    }
+
+    fn reads_only(&self, _args: &Value) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let Some(path) = text_arg(&args, "path") else {
+                return ToolResult::text("error: `path` is required");
+            };
+            let path = self.0.resolve(path);
+            if let Some(refused) = self.0.gate(&path, false, ctx).await {
+                return refused;
+            }
+            let offset = number_arg(&args, "offset").unwrap_or(1).max(1);
+            let limit = number_arg(&args, "limit")
+                .unwrap_or(DEFAULT_LIMIT)
+                .clamp(1, MAX_LIMIT);
+            let shown = path.display().to_string();
+            match blocking(move || read(&path, offset, limit)).await {
+                Ok(text) => ToolResult::text(text),
+                Err(e) => ToolResult::text(format!("error: cannot read {shown}: {e}")),
+            }
+        })
+    }
+}
+
+fn read(path: &std::path::Path, offset: u64, limit: u64) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if meta.is_dir() {
+        return Err("it is a directory (search_files lists files)".into());
+    }
+    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut head = vec![0u8; 8 * 1024];
+    let n = read_up_to(&mut file, &mut head).map_err(|e| e.to_string())?;
+    if looks_binary(&head[..n]) {
+        return Err(format!(
+            "it is a binary file ({} bytes); read_file shows text only",
+            meta.len()
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(file);
+    let mut out = String::new();
+    let mut line = Vec::new();
+    let mut number = 0u64;
+    let mut shown = 0u64;
+    loop {
+        line.clear();
+        if reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| e.to_string())?
+            == 0
+        {
+            break;
+        }
+        number += 1;
+        if number < offset {
+            continue;
+        }
+        if shown == limit {
+            out.push_str(&format!(
+                "[… more lines follow: read_file with offset {number} to continue]\n"
+            ));
+            return Ok(out);
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let mut cut: String = text.chars().take(MAX_LINE_CHARS).collect();
+        if cut.len() < text.len() {
+            cut.push_str(" […line cut]");
+        }
+        let entry = format!("{number}|{cut}\n");
+        if out.len() + entry.len() > MAX_READ_CHARS && shown > 0 {
+            out.push_str(&format!(
+                "[… stopped at {MAX_READ_CHARS} characters: read_file with offset {number} to continue]\n"
+            ));
+            return Ok(out);
+        }
+        out.push_str(&entry);
+        shown += 1;
+    }
+    if shown == 0 {
+        return Ok(if number == 0 {
+            "(the file is empty)".into()
+        } else {
+            format!("(the file has {number} lines; offset {offset} is past its end)")
+        });
+    }
+    Ok(out)
+}
+
+/// Fill `buf` as far as the file goes.
+fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}

@@ -1,0 +1,304 @@
+//! `search_files {pattern, target, path, file_glob, limit, offset, output_mode, context}`:
+//! `target: content` finds lines matching a regex (`output_mode` content, files_only or
+//! count), `target: files` finds files whose name matches a glob. The walk is `ignore`'s
+//! (ripgrep's): `.gitignore` and hidden files respected, binaries and large files skipped,
+//! and bounded in files, matches and time; the turn's cancellation stops it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Files, blocking, looks_binary, number_arg, text_arg};
+use crate::tools::{Tool, ToolContext, ToolResult};
+
+const DEFAULT_LIMIT: u64 = 50;
+const MAX_LIMIT: u64 = 500;
+/// Files larger than this are not searched inside.
+const MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;
+/// A walk stops after this many files, or this long.
+const MAX_FILES: usize = 50_000;
+const MAX_TIME: Duration = Duration::from_secs(20);
+/// A matching line is shown up to this many characters.
+const MAX_LINE_CHARS: usize = 300;
+
+pub struct SearchFilesTool(pub Arc<Files>);
+
+impl Tool for SearchFilesTool {
+    fn name(&self) -> &'static str {
+        "search_files"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "file"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "search_files",
+                "description": "Search files. target=content (default): lines matching the regex `pattern`, as path:line:text. target=files: files whose name matches the glob `pattern` (newest first). .gitignore'd and hidden files are skipped.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "pattern": {"type": "string", "description": "A regex (content) or a glob such as *.rs (files)."},
+                        "target": {"type": "string", "enum": ["content", "files"]},
+                        "path": {"type": "string", "description": "Where to search (default: the working directory)."},
+                        "file_glob": {"type": "string", "description": "content: only files whose name matches this glob (e.g. *.py)."},
+                        "limit": {"type": "integer", "description": "Most results (default 50)."},
+                        "offset": {"type": "integer", "description": "Results to skip (for the next page)."},
+                        "output_mode": {"type": "string", "enum": ["content", "files_only", "count"]},
+                        "context": {"type": "integer", "description": "content: lines shown around each match (at most 5)."}
+                    },
+                    "required": ["pattern"]
+                }
+            }
+        })
+    }
+
+    fn reads_only(&self, _args: &Value) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let query = match Query::from_args(&args, &self.0) {
+                Ok(q) => q,
+                Err(e) => return ToolResult::text(format!("error: {e}")),
+            };
+            if let Some(refused) = self.0.gate(&query.root, false, ctx).await {
+                return refused;
+            }
+            let cancel = ctx.cancel.clone();
+            match blocking(move || Ok(query.run(&cancel))).await {
+                Ok(text) => ToolResult::text(text),
+                Err(e) => ToolResult::text(format!("error: {e}")),
+            }
+        })
+    }
+}
+
+enum Target {
+    Content {
+        regex: regex::Regex,
+        mode: Mode,
+        context: usize,
+        file_glob: Option<glob::Pattern>,
+    },
+    Files(glob::Pattern),
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Lines,
+    FilesOnly,
+    Count,
+}
+
+struct Query {
+    root: std::path::PathBuf,
+    target: Target,
+    limit: usize,
+    offset: usize,
+}
+
+impl Query {
+    fn from_args(args: &Value, files: &Files) -> Result<Query, String> {
+        let pattern = text_arg(args, "pattern").ok_or("`pattern` is required")?;
+        let root = files.resolve(text_arg(args, "path").unwrap_or("."));
+        let glob = |text: &str| {
+            glob::Pattern::new(text).map_err(|e| format!("{text:?} is not a glob: {e}"))
+        };
+        let target = match text_arg(args, "target").unwrap_or("content") {
+            "files" => Target::Files(glob(pattern)?),
+            "content" => Target::Content {
+                regex: regex::RegexBuilder::new(pattern)
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| format!("{pattern:?} is not a regex: {e}"))?,
+                mode: match text_arg(args, "output_mode").unwrap_or("content") {
+                    "files_only" => Mode::FilesOnly,
+                    "count" => Mode::Count,
+                    _ => Mode::Lines,
+                },
+                context: number_arg(args, "context").unwrap_or(0).min(5) as usize,
+                file_glob: text_arg(args, "file_glob").map(glob).transpose()?,
+            },
+            other => return Err(format!("unknown target {other:?}; use content or files")),
+        };
+        Ok(Query {
+            root,
+            target,
+            limit: number_arg(args, "limit")
+                .unwrap_or(DEFAULT_LIMIT)
+                .clamp(1, MAX_LIMIT) as usize,
+            offset: number_arg(args, "offset").unwrap_or(0) as usize,
+        })
+    }
+
+    fn run(&self, cancel: &CancellationToken) -> String {
+        if !self.root.exists() {
+            return format!("error: {} does not exist", self.root.display());
+        }
+        let started = Instant::now();
+        let mut results: Vec<String> = Vec::new();
+        let mut named: Vec<(SystemTime, String)> = Vec::new();
+        let mut total = 0usize;
+        let mut walked = 0usize;
+        let mut stopped = None;
+        let wanted = self.offset + self.limit;
+        for entry in ignore::WalkBuilder::new(&self.root).build() {
+            if cancel.is_cancelled() {
+                return "stopped: the turn was stopped".into();
+            }
+            walked += 1;
+            if walked > MAX_FILES {
+                stopped = Some(format!("stopped after {MAX_FILES} files"));
+                break;
+            }
+            if started.elapsed() > MAX_TIME {
+                stopped = Some(format!("stopped after {}s", MAX_TIME.as_secs()));
+                break;
+            }
+            let Ok(entry) = entry else { continue };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let path = entry.path();
+            let shown = path
+                .strip_prefix(&self.root)
+                .unwrap_or(path)
+                .display()
+                .to_string();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            match &self.target {
+                Target::Files(pattern) => {
+                    if name.as_deref().is_some_and(|n| pattern.matches(n))
+                        || pattern.matches(&shown)
+                    {
+                        let modified = entry
+                            .metadata()
+                            .ok()
+                            .and_then(|m| m.modified().ok())
+                            .unwrap_or(SystemTime::UNIX_EPOCH);
+                        named.push((modified, shown));
+                    }
+                }
+                Target::Content {
+                    regex,
+                    mode,
+                    context,
+                    file_glob,
+                } => {
+                    if let Some(g) = file_glob
+                        && !name.as_deref().is_some_and(|n| g.matches(n))
+                        && !g.matches(&shown)
+                    {
+                        continue;
+                    }
+                    let hits = search_file(path, regex, *context);
+                    if hits.is_empty() {
+                        continue;
+                    }
+                    match mode {
+                        Mode::Count => {
+                            total += 1;
+                            results.push(format!("{shown}: {}", hits.len()));
+                        }
+                        Mode::FilesOnly => {
+                            total += 1;
+                            results.push(shown);
+                        }
+                        Mode::Lines => {
+                            for hit in hits {
+                                total += 1;
+                                if results.len() < wanted {
+                                    results.push(format!("{shown}:{hit}"));
+                                }
+                            }
+                        }
+                    }
+                    if results.len() >= wanted && *mode != Mode::Count {
+                        stopped = Some("more results may follow".into());
+                        break;
+                    }
+                }
+            }
+        }
+        if let Target::Files(_) = self.target {
+            named.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
+            total = named.len();
+            results = named.into_iter().map(|(_, n)| n).collect();
+        }
+        let page: Vec<String> = results
+            .into_iter()
+            .skip(self.offset)
+            .take(self.limit)
+            .collect();
+        if page.is_empty() {
+            return match stopped {
+                Some(why) => format!("no matches ({why})"),
+                None => "no matches".into(),
+            };
+        }
+        let mut out = page.join("\n");
+        let next = self.offset + page.len();
+        if total > next || stopped.is_some() {
+            out.push_str(&format!(
+                "\n[… {}: search again with offset {next} for more]",
+                stopped.unwrap_or_else(|| format!("{total} results in all"))
+            ));
+        }
+        out
+    }
+}
+
+/// The matching lines of one text file (`line:text`, with `context` lines around each as
+/// `line-text`); none for a binary or large file.
+fn search_file(path: &Path, regex: &regex::Regex, context: usize) -> Vec<String> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Vec::new();
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Vec::new();
+    }
+    let Ok(bytes) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    if looks_binary(&bytes) {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    let cut = |text: &str| -> String {
+        let mut short: String = text.chars().take(MAX_LINE_CHARS).collect();
+        if short.len() < text.len() {
+            short.push('…');
+        }
+        short
+    };
+    let mut hits = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if !regex.is_match(line) {
+            continue;
+        }
+        if context == 0 {
+            hits.push(format!("{}:{}", i + 1, cut(line)));
+            continue;
+        }
+        let from = i.saturating_sub(context);
+        let to = (i + context).min(lines.len() - 1);
+        let block: Vec<String> = (from..=to)
+            .map(|j| {
+                let sep = if j == i { ':' } else { '-' };
+                format!("{}{sep}{}", j + 1, cut(lines[j]))
+            })
+            .collect();
+        hits.push(block.join("\n"));
+    }
+    hits
+}
