@@ -28,7 +28,7 @@ use crate::process::{Limits, ProcessRegistry, Wakeup};
 use crate::router::{COMMANDS, Router};
 use crate::session::SessionServices;
 use crate::store::{InboxRow, Store};
-use crate::tools::Toolbox;
+use crate::tools::{ToolDeps, Toolbox};
 
 /// Restarting an adapter that stopped on an error: 1 s, doubling, at most 60 s.
 const ADAPTER_RESTART: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
@@ -325,12 +325,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         models,
         compressor,
         personalities: config.agent.personalities.clone(),
-        tools: Toolbox::new(
-            config.terminal.clone(),
-            config.secret_env_names.clone(),
-            approvals.clone(),
-            processes.clone(),
-        ),
+        tools: Toolbox::new(ToolDeps {
+            terminal: config.terminal.clone(),
+            secret_env_names: config.secret_env_names.clone(),
+            approvals: approvals.clone(),
+            processes: processes.clone(),
+            store: store.clone(),
+            home: config.home.clone(),
+        }),
+        home: config.home.clone(),
         prompt,
         max_iterations: config.agent.max_turns,
         context_tokens: config.model.context_length,

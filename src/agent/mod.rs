@@ -36,6 +36,8 @@ pub struct AgentRuntime {
     /// Tool calls shown in the chat as they start (`display.tool_progress`; a chat may
     /// choose otherwise with `/verbose`).
     pub tool_progress: crate::config::ToolProgress,
+    /// `$HERMES_HOME` (the memory files the system prompt carries).
+    pub home: std::path::PathBuf,
     /// `agent.personalities` (`/personality`).
     pub personalities: std::collections::BTreeMap<String, String>,
     /// An auxiliary vision model set up to describe images the model refuses (`auto`).
@@ -123,6 +125,8 @@ pub struct TurnInput {
     pub model: Option<std::sync::Arc<LlmClient>>,
     /// The chat's personality text (`/personality`), for the system prompt.
     pub personality: Option<String>,
+    /// The memories the session's system prompt carries (taken at its first turn).
+    pub memory: String,
     /// Which tool calls are shown (`display.tool_progress`, or the chat's `/verbose`).
     pub tool_progress: crate::config::ToolProgress,
     /// Where to tell the person something during the turn (a fallback), one message each.

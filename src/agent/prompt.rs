@@ -32,15 +32,17 @@ impl SystemPrompt {
 
     /// The prompt for a session: the same text for the same `context` and `personality`,
     /// byte for byte, so the provider's prompt cache keeps hitting.
-    pub fn render(&self, context: &str, personality: Option<&str>) -> String {
-        match personality {
-            Some(p) => format!(
-                "{}\n\n## Personality\n{}\n\n## Current session\n{context}",
-                self.base,
-                p.trim()
-            ),
-            None => format!("{}\n\n## Current session\n{context}", self.base),
+    pub fn render(&self, context: &str, personality: Option<&str>, memory: &str) -> String {
+        let mut text = self.base.clone();
+        if let Some(p) = personality {
+            text.push_str(&format!("\n\n## Personality\n{}", p.trim()));
         }
+        if !memory.trim().is_empty() {
+            text.push_str("\n\n");
+            text.push_str(memory.trim());
+        }
+        text.push_str(&format!("\n\n## Current session\n{context}"));
+        text
     }
 }
 
@@ -54,13 +56,13 @@ mod tests {
         std::fs::write(home.path().join("SOUL.md"), "You are cheerful.\n").unwrap();
         std::fs::write(home.path().join("AGENTS.md"), "Use metric units.").unwrap();
         let prompt = SystemPrompt::load(home.path(), Some("Answer briefly."));
-        let text = prompt.render("Platform: telegram.", None);
+        let text = prompt.render("Platform: telegram.", None, "");
         let soul = text.find("You are cheerful.").unwrap();
         let agents = text.find("Use metric units.").unwrap();
         let extra = text.find("Answer briefly.").unwrap();
         assert!(soul < agents && agents < extra);
         assert!(text.ends_with("## Current session\nPlatform: telegram."));
-        let bare = SystemPrompt::load(&home.path().join("missing"), None).render("x", None);
+        let bare = SystemPrompt::load(&home.path().join("missing"), None).render("x", None, "");
         assert!(bare.starts_with("You are Hermes"));
     }
 }

@@ -32,9 +32,9 @@ impl AgentRuntime {
         let with_images = new_messages.len() - 1;
         let mut images = std::mem::take(&mut input.images);
         let mut last_tool: Option<String> = None;
-        let system = self
-            .prompt
-            .render(&input.context, input.personality.as_deref());
+        let system =
+            self.prompt
+                .render(&input.context, input.personality.as_deref(), &input.memory);
         // What the conversation may take of a model's context; the rest is for the answer.
         let system_tokens = estimate_tokens(&system);
         let budget_of =

@@ -171,6 +171,7 @@ impl SessionActor {
             .as_deref()
             .and_then(|name| agent.personalities.get(name).cloned());
         let tool_progress = settings.verbose.unwrap_or(agent.tool_progress);
+        let memory = session_memory(store, &session.id, &agent.home).await;
         let compaction = agent
             .compressor
             .clone()
@@ -236,6 +237,7 @@ impl SessionActor {
             usage: usage.clone(),
             model,
             personality,
+            memory,
             tool_progress,
             notices: Some(notices),
             compaction,
@@ -259,6 +261,7 @@ impl SessionActor {
         let attention = CancellationToken::new();
         let tools_ctx = ToolContext {
             session_key: self.key.clone(),
+            session_id: session.id.clone(),
             chat: self.chat.clone(),
             author,
             cancel: cancel.clone(),
@@ -341,6 +344,28 @@ impl SessionActor {
             latest.display_name,
         )
     }
+}
+
+/// The memories session `session_id`'s system prompt carries: taken from the memory files
+/// at its first turn and kept (the prompt stays the same bytes, so it stays cached; what
+/// the agent remembers now shows from the next session on, as in Hermes).
+async fn session_memory(store: &Store, session_id: &str, home: &std::path::Path) -> String {
+    match store.session_memory(session_id).await {
+        Ok(Some(kept)) => return kept,
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "session: cannot read the memory snapshot");
+            return String::new();
+        }
+    }
+    let home = home.to_path_buf();
+    let now = tokio::task::spawn_blocking(move || crate::tools::memory::snapshot(&home))
+        .await
+        .unwrap_or_default();
+    store
+        .keep_session_memory(session_id, now.clone())
+        .await
+        .unwrap_or(now)
 }
 
 /// The files of a turn's messages, fetched in the turn's own task when it starts.

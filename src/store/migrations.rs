@@ -224,7 +224,8 @@ const MIGRATIONS: &[&str] = &[
     // 9: what a turn cost (cache writes, money); messages taken out of the model's context
     // (summarised by compression, or undone) but kept for search, and the turn each
     // message belongs to (the id of the turn's first message); session titles; per-chat
-    // settings (`/model`, `/personality`, `/verbose`); home channels set with `/sethome`.
+    // settings (`/model`, `/personality`, `/verbose`); home channels set with `/sethome`;
+    // each session's todo list, and the memory snapshot its system prompt carries.
     r#"
     ALTER TABLE usage ADD COLUMN cache_write INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE usage ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0;
@@ -245,6 +246,12 @@ const MIGRATIONS: &[&str] = &[
         set_by   TEXT NOT NULL,
         set_at   INTEGER NOT NULL
     );
+    CREATE TABLE todos (
+        session_id TEXT PRIMARY KEY,
+        items      TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    ALTER TABLE sessions ADD COLUMN memory TEXT;
     "#,
 ];
 
@@ -267,7 +274,8 @@ const SCHEMA: &str = r#"
         end_reason    TEXT,
         message_count INTEGER NOT NULL DEFAULT 0,
         account TEXT,
-        title TEXT
+        title TEXT,
+        memory TEXT
     );
     CREATE INDEX sessions_by_key ON sessions(session_key, ended_at);
 
@@ -454,6 +462,11 @@ const SCHEMA: &str = r#"
         chat     TEXT NOT NULL,
         set_by   TEXT NOT NULL,
         set_at   INTEGER NOT NULL
+    );
+    CREATE TABLE todos (
+        session_id TEXT PRIMARY KEY,
+        items      TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
     );
 "#;
 

@@ -7,10 +7,13 @@
 
 mod batch;
 mod files;
+pub mod memory;
 mod output;
 mod process_tool;
+mod session_search;
 mod shell_tools;
 pub mod terminal;
+mod todo;
 
 use std::sync::Arc;
 
@@ -29,6 +32,8 @@ pub use shell_tools::Shell;
 #[derive(Clone)]
 pub struct ToolContext {
     pub session_key: String,
+    /// The open session's id (its todo list, its own search results).
+    pub session_id: String,
     pub chat: ChatRef,
     pub author: Author,
     /// Cancelled by `/stop`, an interrupting message, `/new` or shutdown.
@@ -43,6 +48,7 @@ impl ToolContext {
     pub(crate) fn for_tests() -> ToolContext {
         ToolContext {
             session_key: "test".into(),
+            session_id: "s-test".into(),
             chat: ChatRef {
                 platform: hermes_adapter::Platform::Telegram,
                 account: None,
@@ -81,6 +87,18 @@ pub trait Tool: Send + Sync {
     fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult>;
 }
 
+/// What the tools are built from.
+pub struct ToolDeps {
+    pub terminal: TerminalConfig,
+    /// Names of secret variables, kept from commands.
+    pub secret_env_names: Vec<String>,
+    pub approvals: Arc<ApprovalBroker>,
+    pub processes: Arc<ProcessRegistry>,
+    pub store: crate::store::Store,
+    /// `$HERMES_HOME` (memories).
+    pub home: std::path::PathBuf,
+}
+
 /// The tools offered to the model.
 pub struct Toolbox {
     tools: Vec<Arc<dyn Tool>>,
@@ -88,12 +106,15 @@ pub struct Toolbox {
 
 impl Toolbox {
     /// The gateway's tools.
-    pub fn new(
-        config: TerminalConfig,
-        secret_env_names: Vec<String>,
-        approvals: Arc<ApprovalBroker>,
-        processes: Arc<ProcessRegistry>,
-    ) -> Self {
+    pub fn new(deps: ToolDeps) -> Self {
+        let ToolDeps {
+            terminal: config,
+            secret_env_names,
+            approvals,
+            processes,
+            store,
+            home,
+        } = deps;
         let files = Arc::new(files::Files {
             cwd: config.cwd.clone(),
             approvals: approvals.clone(),
@@ -110,6 +131,9 @@ impl Toolbox {
             Arc::new(files::WriteFileTool(files.clone())),
             Arc::new(files::PatchTool(files.clone())),
             Arc::new(files::SearchFilesTool(files)),
+            Arc::new(todo::TodoTool(store.clone())),
+            Arc::new(memory::MemoryTool::new(&home)),
+            Arc::new(session_search::SessionSearchTool(store)),
         ])
     }
 
@@ -208,13 +232,16 @@ pub(crate) async fn gate(
 }
 
 /// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 6] = [
+const TOOL_NAMES: [&str; 9] = [
     "terminal",
     "process",
     "read_file",
     "write_file",
     "patch",
     "search_files",
+    "todo",
+    "memory",
+    "session_search",
 ];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or

@@ -1,0 +1,71 @@
+//! Each session's todo list (the `todo` tool), kept as the JSON the tool reads back, and
+//! the memory snapshot each session's system prompt carries (taken once, at its first turn,
+//! so the prompt stays the same bytes).
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Store, StoreError, now_ms};
+
+impl Store {
+    /// Session `session_id`'s todo list (a JSON array), if it has one.
+    pub async fn todos(&self, session_id: &str) -> Result<Option<String>, StoreError> {
+        let session_id = session_id.to_owned();
+        self.call(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT items FROM todos WHERE session_id = ?1")?
+                .query_row([session_id], |r| r.get(0))
+                .optional()?)
+        })
+        .await
+    }
+
+    pub async fn set_todos(&self, session_id: &str, items: String) -> Result<(), StoreError> {
+        let session_id = session_id.to_owned();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO todos (session_id, items, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id) DO UPDATE
+                 SET items = excluded.items, updated_at = excluded.updated_at",
+            )?
+            .execute(params![session_id, items, now_ms()])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The memory snapshot session `session_id` took at its first turn, if it did.
+    pub async fn session_memory(&self, session_id: &str) -> Result<Option<String>, StoreError> {
+        let session_id = session_id.to_owned();
+        self.call(move |conn| {
+            Ok(conn
+                .prepare_cached("SELECT memory FROM sessions WHERE id = ?1")?
+                .query_row([session_id], |r| r.get::<_, Option<String>>(0))
+                .optional()?
+                .flatten())
+        })
+        .await
+    }
+
+    /// Keep `snapshot` as session `session_id`'s memory unless it has one already; the one
+    /// it keeps.
+    pub async fn keep_session_memory(
+        &self,
+        session_id: &str,
+        snapshot: String,
+    ) -> Result<String, StoreError> {
+        let session_id = session_id.to_owned();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "UPDATE sessions SET memory = ?1 WHERE id = ?2 AND memory IS NULL",
+            )?
+            .execute(params![snapshot, session_id])?;
+            Ok(conn
+                .prepare_cached("SELECT memory FROM sessions WHERE id = ?1")?
+                .query_row([session_id], |r| r.get::<_, Option<String>>(0))
+                .optional()?
+                .flatten()
+                .unwrap_or(snapshot))
+        })
+        .await
+    }
+}

@@ -1,0 +1,275 @@
+//! `memory {action, target, content, old_text}` with Hermes' files and limits:
+//! `$HERMES_HOME/memories/MEMORY.md` (the agent's notes, 2,200 characters) and `USER.md`
+//! (about the person, 1,375 characters), entries separated by `\n§\n`, so an existing
+//! Hermes home's memories are read as they are. `add` (refused past the limit, with the
+//! current entries; an exact duplicate is a no-op), `replace` and `remove` (by a piece of
+//! one entry's text: it must pick out one entry). Writes are atomic (a temporary file
+//! renamed) and one at a time. [`snapshot`] is what a session's system prompt carries,
+//! taken at its first turn.
+
+use std::path::{Path, PathBuf};
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use super::{Tool, ToolContext, ToolResult};
+
+/// Between entries, as Hermes writes them.
+const SEPARATOR: &str = "\n§\n";
+
+/// The two memory files: (target name, file, character limit, heading in the prompt).
+const TARGETS: [(&str, &str, usize, &str); 2] = [
+    ("memory", "MEMORY.md", 2_200, "Your memory (notes you kept)"),
+    ("user", "USER.md", 1_375, "About the person"),
+];
+
+pub struct MemoryTool {
+    dir: PathBuf,
+    /// One write at a time.
+    writing: Mutex<()>,
+}
+
+impl MemoryTool {
+    /// Memories kept in `home/memories`.
+    pub fn new(home: &Path) -> Self {
+        MemoryTool {
+            dir: home.join("memories"),
+            writing: Mutex::new(()),
+        }
+    }
+}
+
+impl Tool for MemoryTool {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "memory"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "memory",
+                "description": "Keep what should last beyond this conversation. target=memory: your own notes (facts, conventions, lessons); target=user: what you learn about the person (name, preferences, projects). Short entries; the store is small (memory 2200, user 1375 characters). It shows in the system prompt of later conversations.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["add", "replace", "remove"]},
+                        "target": {"type": "string", "enum": ["memory", "user"]},
+                        "content": {"type": "string", "description": "add/replace: the entry's text."},
+                        "old_text": {"type": "string", "description": "replace/remove: a piece of the entry's text that picks it out."}
+                    },
+                    "required": ["action", "target"]
+                }
+            }
+        })
+    }
+
+    fn run<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::trim);
+            let Some(&(target, file, limit, _)) = TARGETS
+                .iter()
+                .find(|(name, ..)| Some(*name) == text("target"))
+            else {
+                return ToolResult::text("error: `target` must be memory or user");
+            };
+            let action = text("action").unwrap_or_default().to_owned();
+            let content = text("content").unwrap_or_default().to_owned();
+            let old = text("old_text").unwrap_or_default().to_owned();
+            let _writing = self.writing.lock().await;
+            let path = self.dir.join(file);
+            let dir = self.dir.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                let mut entries = read_entries(&path);
+                let message = change(&mut entries, &action, &content, &old, limit)?;
+                write_entries(&dir, &path, &entries)?;
+                Ok::<_, String>(format!(
+                    "{message} {target} is now {}/{limit} characters.",
+                    joined(&entries).chars().count()
+                ))
+            })
+            .await;
+            ToolResult::text(match done {
+                Ok(Ok(text)) => text,
+                Ok(Err(e)) => format!("error: {e}"),
+                Err(e) => format!("error: the memory could not be changed: {e}"),
+            })
+        })
+    }
+}
+
+fn read_entries(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split(SEPARATOR)
+        .map(|e| e.trim().to_owned())
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
+fn joined(entries: &[String]) -> String {
+    entries.join(SEPARATOR)
+}
+
+/// Apply one action; what to tell the model.
+fn change(
+    entries: &mut Vec<String>,
+    action: &str,
+    content: &str,
+    old: &str,
+    limit: usize,
+) -> Result<String, String> {
+    let fits = |entries: &[String]| joined(entries).chars().count() <= limit;
+    let listing = |entries: &[String]| {
+        entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| format!("{}. {e}", i + 1))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let pick = |entries: &[String]| -> Result<usize, String> {
+        if old.is_empty() {
+            return Err("`old_text` is required: a piece of the entry's text".into());
+        }
+        let found: Vec<usize> = (0..entries.len())
+            .filter(|&i| entries[i].contains(old))
+            .collect();
+        match found.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(format!(
+                "no entry contains {old:?}; the entries are:\n{}",
+                listing(entries)
+            )),
+            _ => Err(format!(
+                "{} entries contain {old:?}; give more of the text",
+                found.len()
+            )),
+        }
+    };
+    match action {
+        "add" => {
+            if content.is_empty() {
+                return Err("`content` is required".into());
+            }
+            if entries.iter().any(|e| e == content) {
+                return Ok("Already there.".into());
+            }
+            entries.push(content.to_owned());
+            if !fits(entries) {
+                entries.pop();
+                return Err(format!(
+                    "that does not fit in {limit} characters; replace or remove an entry first. The entries are:\n{}",
+                    listing(entries)
+                ));
+            }
+            Ok("Added.".into())
+        }
+        "replace" => {
+            if content.is_empty() {
+                return Err("`content` is required (to remove an entry use remove)".into());
+            }
+            let i = pick(entries)?;
+            let before = std::mem::replace(&mut entries[i], content.to_owned());
+            if !fits(entries) {
+                entries[i] = before;
+                return Err(format!("the new text does not fit in {limit} characters"));
+            }
+            Ok("Replaced.".into())
+        }
+        "remove" => {
+            let i = pick(entries)?;
+            entries.remove(i);
+            Ok("Removed.".into())
+        }
+        other => Err(format!(
+            "unknown action {other:?}; use add, replace or remove"
+        )),
+    }
+}
+
+/// Write the file whole: a temporary file in the same directory, then renamed over it.
+fn write_entries(dir: &Path, path: &Path, entries: &[String]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let temporary = path.with_extension("md.tmp");
+    std::fs::write(&temporary, joined(entries)).map_err(|e| e.to_string())?;
+    std::fs::rename(&temporary, path).map_err(|e| e.to_string())
+}
+
+/// The memories as the system prompt carries them (empty when there are none), each file
+/// with how full it is, as Hermes shows it.
+pub fn snapshot(home: &Path) -> String {
+    let dir = home.join("memories");
+    let mut out = Vec::new();
+    for (_, file, limit, heading) in TARGETS {
+        let entries = read_entries(&dir.join(file));
+        if entries.is_empty() {
+            continue;
+        }
+        let text = joined(&entries);
+        let used = text.chars().count();
+        out.push(format!(
+            "## {heading} [{}% — {used}/{limit} chars]\n{text}",
+            used * 100 / limit
+        ));
+    }
+    out.join("\n\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_added_replaced_and_removed_within_the_limit() {
+        let mut entries = Vec::new();
+        assert_eq!(
+            change(&mut entries, "add", "likes tea", "", 40).unwrap(),
+            "Added."
+        );
+        assert_eq!(
+            change(&mut entries, "add", "likes tea", "", 40).unwrap(),
+            "Already there."
+        );
+        change(&mut entries, "add", "lives in Lisbon", "", 40).unwrap();
+        let full = change(&mut entries, "add", "works on a very long project", "", 40).unwrap_err();
+        assert!(
+            full.contains("does not fit") && full.contains("1. likes tea"),
+            "{full}"
+        );
+        change(&mut entries, "replace", "likes coffee", "tea", 40).unwrap();
+        assert!(
+            change(&mut entries, "remove", "", "i", 40)
+                .unwrap_err()
+                .contains("2 entries")
+        );
+        change(&mut entries, "remove", "", "Lisbon", 40).unwrap();
+        assert_eq!(entries, ["likes coffee"]);
+    }
+
+    #[test]
+    fn a_hermes_memory_file_is_read_as_it_is() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join("memories")).unwrap();
+        std::fs::write(
+            home.path().join("memories/USER.md"),
+            "Name: Ana\n§\nPrefers metric units\n",
+        )
+        .unwrap();
+        let shown = snapshot(home.path());
+        assert!(
+            shown.starts_with("## About the person [2% — 32/1375 chars]"),
+            "{shown}"
+        );
+        assert!(
+            shown.ends_with("Name: Ana\n§\nPrefers metric units"),
+            "{shown}"
+        );
+        assert_eq!(snapshot(&home.path().join("none")), "");
+    }
+}

@@ -1,0 +1,96 @@
+//! `session_search {query, limit}`: the person's own earlier conversations on this
+//! platform that mention the words, best first, one line each with the session's title,
+//! its date and the best matching text. Other people's conversations are never searched.
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolResult};
+use crate::store::Store;
+
+pub struct SessionSearchTool(pub Store);
+
+impl Tool for SessionSearchTool {
+    fn name(&self) -> &'static str {
+        "session_search"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "session_search"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "session_search",
+                "description": "Search this person's earlier conversations with you (not the current one) for words, to recall what was said or decided. Answers with the matching sessions, best first.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "Words to look for (all must appear)."},
+                        "limit": {"type": "integer", "description": "How many sessions (default 3, at most 10)."}
+                    },
+                    "required": ["query"]
+                }
+            }
+        })
+    }
+
+    fn reads_only(&self, _args: &Value) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let Some(query) = args
+                .get("query")
+                .and_then(Value::as_str)
+                .filter(|q| !q.trim().is_empty())
+            else {
+                return ToolResult::text("error: `query` is required");
+            };
+            let limit = args
+                .get("limit")
+                .and_then(Value::as_u64)
+                .unwrap_or(3)
+                .clamp(1, 10) as usize;
+            let hits = match self
+                .0
+                .search_own_sessions(
+                    query,
+                    ctx.chat.platform.as_str(),
+                    &ctx.author.user_id,
+                    &ctx.session_id,
+                    limit,
+                )
+                .await
+            {
+                Ok(hits) => hits,
+                Err(e) => return ToolResult::text(format!("error: the search failed: {e}")),
+            };
+            if hits.is_empty() {
+                return ToolResult::text(format!("No earlier conversation mentions {query:?}."));
+            }
+            let lines: Vec<String> = hits
+                .iter()
+                .map(|h| {
+                    format!(
+                        "- {} ({}): {}",
+                        h.title.as_deref().unwrap_or("untitled"),
+                        day(h.started_at),
+                        h.snippet.replace('\n', " ")
+                    )
+                })
+                .collect();
+            ToolResult::text(lines.join("\n"))
+        })
+    }
+}
+
+/// A UTC day as `YYYY-MM-DD` (session ids carry the same).
+fn day(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let (y, m, d) = crate::store::civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}")
+}

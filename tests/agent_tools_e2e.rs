@@ -1,0 +1,105 @@
+//! The agent's own tools end to end: a todo list that lasts across turns, memory that
+//! reaches the next session's system prompt (and not the current one's: it stays cached),
+//! and session_search over the person's own earlier conversations only.
+
+mod common;
+
+use common::*;
+use hermes_testkit::llm::Reply;
+use serde_json::json;
+
+const BOB: i64 = 5151;
+
+fn call(name: &str, arguments: serde_json::Value) -> Reply {
+    Reply::ToolCall {
+        name: name.into(),
+        arguments,
+    }
+}
+
+fn system_of(request: &serde_json::Value) -> String {
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_todo_list_lasts_across_turns() {
+    let w = World::allow_all().await;
+    w.llm.push(call(
+        "todo",
+        json!({"todos": [
+            {"id": "1", "content": "read the logs", "status": "in_progress"},
+            {"id": "2", "content": "write the fix", "status": "pending"}
+        ]}),
+    ));
+    w.llm.push(Reply::text("planned"));
+    w.llm.push(call(
+        "todo",
+        json!({"todos": [{"id": "1", "content": "read the logs", "status": "completed"}], "merge": true}),
+    ));
+    w.llm.push(Reply::text("updated"));
+    w.llm.push(call("todo", json!({})));
+    w.llm.push(Reply::text("here it is"));
+    let _d = w.start();
+    w.ask("plan the work").await;
+    w.ask("the logs are read").await;
+    w.ask("show the list").await;
+    let list: serde_json::Value = serde_json::from_str(tool_results(&w).last().unwrap()).unwrap();
+    assert_eq!(list["todos"][0]["status"], "completed");
+    assert_eq!(list["todos"][1]["content"], "write the fix");
+    assert_eq!(list["summary"]["pending"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_reaches_the_next_sessions_prompt() {
+    let w = World::allow_all().await;
+    w.llm.push(call(
+        "memory",
+        json!({"action": "add", "target": "user", "content": "Name: Ana; prefers metric units"}),
+    ));
+    w.llm.push(Reply::text("I'll remember"));
+    let _d = w.start();
+    w.ask("I'm Ana and I like metric units").await;
+    let requests = w.llm.requests();
+    assert!(
+        !system_of(&requests[1]).contains("Name: Ana"),
+        "the session's prompt stays as it began"
+    );
+    let file = std::fs::read_to_string(w.home.dir.join("memories/USER.md")).unwrap();
+    assert_eq!(file, "Name: Ana; prefers metric units");
+    w.ask("/new").await;
+    w.ask("hello again").await;
+    let system = system_of(w.llm.requests().last().unwrap());
+    assert!(system.contains("## About the person"), "{system}");
+    assert!(
+        system.contains("Name: Ana; prefers metric units"),
+        "{system}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_search_finds_the_persons_own_earlier_words_only() {
+    let w = World::allow_all().await;
+    let _d = w.start();
+    w.ask("the zebra budget is forty thousand").await;
+    w.ask("/new").await;
+    w.telegram.dm(BOB, "my zebra secret is the moon");
+    w.replies(BOB, 1).await;
+    w.llm
+        .push(call("session_search", json!({"query": "zebra"})));
+    w.llm.push(Reply::text("found it"));
+    w.ask("what did I say about the zebra?").await;
+    let results = tool_results(&w);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].contains("[zebra] budget"), "{results:?}");
+    assert!(
+        !results[0].contains("moon"),
+        "another person's words: {results:?}"
+    );
+    assert!(
+        !results[0].contains("what did I say"),
+        "not the current conversation: {results:?}"
+    );
+}
