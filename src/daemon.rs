@@ -332,6 +332,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             processes: processes.clone(),
             store: store.clone(),
             home: config.home.clone(),
+            toolsets: config.agent.toolsets.clone(),
         }),
         home: config.home.clone(),
         prompt,

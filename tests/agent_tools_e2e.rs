@@ -103,3 +103,28 @@ async fn session_search_finds_the_persons_own_earlier_words_only() {
         "not the current conversation: {results:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_platform_offers_its_toolsets() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "platform_toolsets:\n  telegram: [terminal, todo]\nagent:\n  disabled_toolsets: [todo]\n",
+    )
+    .await;
+    let _d = w.start();
+    w.ask("hello").await;
+    let offered: Vec<String> = w.llm.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(offered, ["terminal", "process"]);
+    // A tool not offered here is refused like an unknown one.
+    w.llm
+        .push(call("read_file", json!({"path": "/etc/hostname"})));
+    w.llm.push(Reply::text("no such tool"));
+    w.ask("read it").await;
+    let results = tool_results(&w);
+    assert!(results[0].contains("no tool named"), "{results:?}");
+}

@@ -177,6 +177,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .unwrap_or(90)
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
+        toolsets: read_toolsets(&mut y, &mut problems),
         personalities,
         stt: read_stt(
             &mut y,
@@ -425,6 +426,50 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         problems,
         unused,
         secret_values,
+    }
+}
+
+/// The toolsets Hermes names (and the presets that mean all of them).
+const TOOLSETS: &[&str] = &["terminal", "file", "todo", "memory", "session_search"];
+
+/// `toolsets`, `platform_toolsets.*`, `agent.disabled_toolsets`.
+fn read_toolsets(y: &mut YamlReader, problems: &mut Vec<Problem>) -> ToolsetsConfig {
+    let check = |key: &str, names: &[String], problems: &mut Vec<Problem>| {
+        for name in names {
+            if !TOOLSETS.contains(&name.as_str()) && name != "all" && !name.starts_with("hermes-") {
+                problems.push(Problem::warning(
+                    key,
+                    format!(
+                        "{name:?} is not a toolset here (known: {}, or a hermes-* preset); it is ignored",
+                        TOOLSETS.join(", ")
+                    ),
+                ));
+            }
+        }
+    };
+    let default = y.list("toolsets", problems);
+    if let Some(names) = &default {
+        check("toolsets", names, problems);
+    }
+    let mut per_platform = std::collections::BTreeMap::new();
+    let platforms: Vec<String> = match y.get("platform_toolsets") {
+        Some(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    for platform in platforms {
+        let key = format!("platform_toolsets.{platform}");
+        if let Some(names) = y.list(&key, problems) {
+            check(&key, &names, problems);
+            per_platform.insert(platform, names);
+        }
+    }
+    let disabled = y
+        .list("agent.disabled_toolsets", problems)
+        .unwrap_or_default();
+    ToolsetsConfig {
+        default,
+        per_platform,
+        disabled,
     }
 }
 

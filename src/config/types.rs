@@ -131,6 +131,36 @@ pub struct VisionConfig {
     pub configured: bool,
 }
 
+/// Which toolsets the agent is offered (Hermes' `toolsets`, `platform_toolsets`,
+/// `agent.disabled_toolsets`). A name is a toolset (`terminal`, `file`, `todo`, `memory`,
+/// `session_search`…) or a preset that means all of them (`hermes-cli`, `hermes-gateway`,
+/// `hermes-<platform>`, `all`).
+#[derive(Debug, Clone, Default)]
+pub struct ToolsetsConfig {
+    /// `toolsets`; `None`: all.
+    pub default: Option<Vec<String>>,
+    /// `platform_toolsets.<platform>`, in place of `toolsets` there.
+    pub per_platform: std::collections::BTreeMap<String, Vec<String>>,
+    /// `agent.disabled_toolsets`: never offered.
+    pub disabled: Vec<String>,
+}
+
+impl ToolsetsConfig {
+    /// Whether toolset `toolset` is offered on `platform`.
+    pub fn offers(&self, platform: &str, toolset: &str) -> bool {
+        if self.disabled.iter().any(|d| d == toolset) {
+            return false;
+        }
+        let chosen = self.per_platform.get(platform).or(self.default.as_ref());
+        match chosen {
+            None => true,
+            Some(names) => names
+                .iter()
+                .any(|n| n == toolset || n == "all" || n.starts_with("hermes-")),
+        }
+    }
+}
+
 /// The agent loop.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -138,6 +168,8 @@ pub struct AgentConfig {
     pub max_turns: u32,
     /// Extra system prompt text (`agent.system_prompt`).
     pub system_prompt: Option<String>,
+    /// Which toolsets are offered where.
+    pub toolsets: ToolsetsConfig,
     /// `agent.personalities`: name → prompt text (`/personality`).
     pub personalities: std::collections::BTreeMap<String, String>,
     /// How images reach the model (`agent.image_input_mode`).

@@ -18,7 +18,7 @@ mod todo;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use hermes_adapter::{Author, ChatRef};
+use hermes_adapter::{Author, ChatRef, Platform};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -97,11 +97,14 @@ pub struct ToolDeps {
     pub store: crate::store::Store,
     /// `$HERMES_HOME` (memories).
     pub home: std::path::PathBuf,
+    /// Which toolsets each platform offers.
+    pub toolsets: crate::config::ToolsetsConfig,
 }
 
 /// The tools offered to the model.
 pub struct Toolbox {
     tools: Vec<Arc<dyn Tool>>,
+    toolsets: crate::config::ToolsetsConfig,
 }
 
 impl Toolbox {
@@ -114,6 +117,7 @@ impl Toolbox {
             processes,
             store,
             home,
+            toolsets,
         } = deps;
         let files = Arc::new(files::Files {
             cwd: config.cwd.clone(),
@@ -124,40 +128,46 @@ impl Toolbox {
             approvals,
             processes,
         );
-        Toolbox::with(vec![
-            Arc::new(shell_tools::TerminalTool(shell.clone())),
-            Arc::new(shell_tools::ProcessTool(shell)),
-            Arc::new(files::ReadFileTool(files.clone())),
-            Arc::new(files::WriteFileTool(files.clone())),
-            Arc::new(files::PatchTool(files.clone())),
-            Arc::new(files::SearchFilesTool(files)),
-            Arc::new(todo::TodoTool(store.clone())),
-            Arc::new(memory::MemoryTool::new(&home)),
-            Arc::new(session_search::SessionSearchTool(store)),
-        ])
+        Toolbox::with(
+            toolsets,
+            vec![
+                Arc::new(shell_tools::TerminalTool(shell.clone())),
+                Arc::new(shell_tools::ProcessTool(shell)),
+                Arc::new(files::ReadFileTool(files.clone())),
+                Arc::new(files::WriteFileTool(files.clone())),
+                Arc::new(files::PatchTool(files.clone())),
+                Arc::new(files::SearchFilesTool(files)),
+                Arc::new(todo::TodoTool(store.clone())),
+                Arc::new(memory::MemoryTool::new(&home)),
+                Arc::new(session_search::SessionSearchTool(store)),
+            ],
+        )
     }
 
-    pub fn with(tools: Vec<Arc<dyn Tool>>) -> Self {
-        Toolbox { tools }
+    pub fn with(toolsets: crate::config::ToolsetsConfig, tools: Vec<Arc<dyn Tool>>) -> Self {
+        Toolbox { tools, toolsets }
     }
 
-    /// The tools offered now (those available), in registry order.
-    fn offered(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.iter().filter(|t| t.unavailable().is_none())
+    /// The tools offered now on `platform` (its toolsets, those available), in registry
+    /// order.
+    fn offered(&self, platform: Platform) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter().filter(move |t| {
+            self.toolsets.offers(platform.as_str(), t.toolset()) && t.unavailable().is_none()
+        })
     }
 
-    /// OpenAI `tools` definitions.
-    pub fn definitions(&self) -> Vec<Value> {
-        self.offered().map(|t| t.definition()).collect()
+    /// OpenAI `tools` definitions for a turn on `platform`.
+    pub fn definitions(&self, platform: Platform) -> Vec<Value> {
+        self.offered(platform).map(|t| t.definition()).collect()
     }
 
-    fn find(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.offered().find(|t| t.name() == name)
+    fn find(&self, name: &str, platform: Platform) -> Option<&Arc<dyn Tool>> {
+        self.offered(platform).find(|t| t.name() == name)
     }
 
     /// Whether a call only reads (an unknown tool's or unreadable arguments' does not).
-    pub fn reads_only(&self, call: &ToolCall) -> bool {
-        let Some(tool) = self.find(&call.name) else {
+    pub fn reads_only(&self, call: &ToolCall, platform: Platform) -> bool {
+        let Some(tool) = self.find(&call.name, platform) else {
             return false;
         };
         serde_json::from_str::<Value>(&call.arguments)
@@ -192,10 +202,10 @@ impl Toolbox {
                 ));
             }
         };
-        match self.find(&call.name) {
+        match self.find(&call.name, ctx.chat.platform) {
             Some(tool) => tool.run(args, ctx).await,
             None => {
-                let names: Vec<&str> = self.offered().map(|t| t.name()).collect();
+                let names: Vec<&str> = self.offered(ctx.chat.platform).map(|t| t.name()).collect();
                 ToolResult::text(format!(
                     "error: there is no tool named {:?}; available: {}",
                     call.name,
