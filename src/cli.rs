@@ -43,6 +43,11 @@ enum Command {
         #[command(subcommand)]
         action: ApprovalsAction,
     },
+    /// Scheduled jobs: list, run, pause, resume, remove
+    Cron {
+        #[command(subcommand)]
+        action: crate::cron::cli::CronAction,
+    },
     /// Run it as a systemd service: install, uninstall, start, stop, restart, status, logs
     Service {
         #[command(subcommand)]
@@ -95,6 +100,15 @@ pub fn main() -> ExitCode {
         Command::CheckConfig => check_config(home),
         Command::Pairing { action } => runtime.block_on(pairing(home, action)),
         Command::Approvals { action } => runtime.block_on(approvals(home, action)),
+        Command::Cron { action } => runtime.block_on(async {
+            match open_store(&home).await {
+                Ok(store) => {
+                    let timezone = config::read_key(&home, "timezone");
+                    crate::cron::cli::command(store, action, timezone).await
+                }
+                Err(code) => code,
+            }
+        }),
         // Its own defaults for the home (a system service lives in /var/lib).
         Command::Service { action } => crate::service::run(action, given_home),
     }

@@ -321,6 +321,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             config.model.context_length,
         ))
     });
+    let cron = crate::cron::Cron::new(
+        store.clone(),
+        crate::cron::zone(config.agent.timezone.as_deref()),
+    );
     let agent = Arc::new(AgentRuntime {
         models,
         compressor,
@@ -333,6 +337,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             store: store.clone(),
             home: config.home.clone(),
             toolsets: config.agent.toolsets.clone(),
+            cron: cron.clone(),
         }),
         home: config.home.clone(),
         prompt,
@@ -404,6 +409,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             }
         }
     });
+    // Scheduled jobs: each due run recorded in the inbox like any event.
+    tasks.spawn(cron.clone().run(sink.clone(), shutdown.clone()));
     if let Some(listener) = listener {
         let sink: Arc<dyn InboundSink> = sink.clone();
         let routes = adapters

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod approval;
 pub mod cli;
 pub mod config;
+pub mod cron;
 pub mod daemon;
 pub mod delivery;
 pub mod home;

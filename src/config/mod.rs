@@ -178,6 +178,18 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
         toolsets: read_toolsets(&mut y, &mut problems),
+        timezone: y.string("timezone", &mut problems).filter(|tz| {
+            let known = jiff::tz::TimeZone::get(tz).is_ok();
+            if !known {
+                problems.push(Problem::warning(
+                    "timezone",
+                    format!(
+                        "{tz:?} is not a time zone this host knows; scheduled jobs use the host's"
+                    ),
+                ));
+            }
+            known
+        }),
         personalities,
         stt: read_stt(
             &mut y,
@@ -430,7 +442,14 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
 }
 
 /// The toolsets Hermes names (and the presets that mean all of them).
-const TOOLSETS: &[&str] = &["terminal", "file", "todo", "memory", "session_search"];
+const TOOLSETS: &[&str] = &[
+    "terminal",
+    "file",
+    "todo",
+    "memory",
+    "session_search",
+    "cronjob",
+];
 
 /// `toolsets`, `platform_toolsets.*`, `agent.disabled_toolsets`.
 fn read_toolsets(y: &mut YamlReader, problems: &mut Vec<Problem>) -> ToolsetsConfig {

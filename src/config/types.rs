@@ -170,6 +170,8 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     /// Which toolsets are offered where.
     pub toolsets: ToolsetsConfig,
+    /// `timezone` (IANA, as in Hermes): scheduled jobs' wall clock; the host's when unset.
+    pub timezone: Option<String>,
     /// `agent.personalities`: name → prompt text (`/personality`).
     pub personalities: std::collections::BTreeMap<String, String>,
     /// How images reach the model (`agent.image_input_mode`).

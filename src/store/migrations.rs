@@ -225,7 +225,8 @@ const MIGRATIONS: &[&str] = &[
     // (summarised by compression, or undone) but kept for search, and the turn each
     // message belongs to (the id of the turn's first message); session titles; per-chat
     // settings (`/model`, `/personality`, `/verbose`); home channels set with `/sethome`;
-    // each session's todo list, and the memory snapshot its system prompt carries.
+    // each session's todo list, and the memory snapshot its system prompt carries;
+    // scheduled jobs.
     r#"
     ALTER TABLE usage ADD COLUMN cache_write INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE usage ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0;
@@ -252,6 +253,22 @@ const MIGRATIONS: &[&str] = &[
         updated_at INTEGER NOT NULL
     );
     ALTER TABLE sessions ADD COLUMN memory TEXT;
+    CREATE TABLE cron_jobs (
+        id          TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        prompt      TEXT NOT NULL,
+        schedule    TEXT NOT NULL,
+        deliver     TEXT NOT NULL,
+        author      TEXT NOT NULL,
+        origin_key  TEXT NOT NULL,
+        repeat      INTEGER,
+        runs        INTEGER NOT NULL DEFAULT 0,
+        paused      INTEGER NOT NULL DEFAULT 0,
+        catch_up    INTEGER NOT NULL DEFAULT 1,
+        next_run_at INTEGER,
+        last_run_at INTEGER,
+        created_at  INTEGER NOT NULL
+    );
     "#,
 ];
 
@@ -467,6 +484,22 @@ const SCHEMA: &str = r#"
         session_id TEXT PRIMARY KEY,
         items      TEXT NOT NULL,
         updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE cron_jobs (
+        id          TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        prompt      TEXT NOT NULL,
+        schedule    TEXT NOT NULL,
+        deliver     TEXT NOT NULL,
+        author      TEXT NOT NULL,
+        origin_key  TEXT NOT NULL,
+        repeat      INTEGER,
+        runs        INTEGER NOT NULL DEFAULT 0,
+        paused      INTEGER NOT NULL DEFAULT 0,
+        catch_up    INTEGER NOT NULL DEFAULT 1,
+        next_run_at INTEGER,
+        last_run_at INTEGER,
+        created_at  INTEGER NOT NULL
     );
 "#;
 

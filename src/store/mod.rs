@@ -7,6 +7,7 @@
 
 mod approvals;
 mod checkpoint;
+mod cron;
 mod cursors;
 mod history;
 mod inbox;
@@ -23,6 +24,7 @@ mod turns;
 mod usage;
 
 pub use approvals::{AllowlistEntry, PendingApproval};
+pub use cron::CronJob;
 pub use history::{HIDDEN_COMPRESSED, HIDDEN_UNDONE, LiveMessage, SUMMARY_OPENING, Undone};
 pub use inbox::{InboxRow, InboxState};
 pub use outbox::{NewOutboxRow, OutboxRow, Settled};

@@ -6,6 +6,7 @@
 //! first ([`gate`]); a failure reaches the model as an error result, never a crashed turn.
 
 mod batch;
+mod cronjob;
 mod files;
 pub mod memory;
 mod output;
@@ -99,6 +100,8 @@ pub struct ToolDeps {
     pub home: std::path::PathBuf,
     /// Which toolsets each platform offers.
     pub toolsets: crate::config::ToolsetsConfig,
+    /// The scheduler's jobs.
+    pub cron: Arc<crate::cron::Cron>,
 }
 
 /// The tools offered to the model.
@@ -118,6 +121,7 @@ impl Toolbox {
             store,
             home,
             toolsets,
+            cron,
         } = deps;
         let files = Arc::new(files::Files {
             cwd: config.cwd.clone(),
@@ -140,6 +144,7 @@ impl Toolbox {
                 Arc::new(todo::TodoTool(store.clone())),
                 Arc::new(memory::MemoryTool::new(&home)),
                 Arc::new(session_search::SessionSearchTool(store)),
+                Arc::new(cronjob::CronjobTool(cron)),
             ],
         )
     }
@@ -242,7 +247,7 @@ pub(crate) async fn gate(
 }
 
 /// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 9] = [
+const TOOL_NAMES: [&str; 10] = [
     "terminal",
     "process",
     "read_file",
@@ -252,6 +257,7 @@ const TOOL_NAMES: [&str; 9] = [
     "todo",
     "memory",
     "session_search",
+    "cronjob",
 ];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or

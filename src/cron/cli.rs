@@ -1,0 +1,122 @@
+//! `hermes-gateway cron list | run <job> | pause <job> | resume <job> | remove <job>`: the
+//! scheduled jobs, from the database (the running daemon sees a change at its next look,
+//! within a minute).
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use super::{Schedule, now_ms, shown, zone};
+use crate::store::Store;
+
+#[derive(Subcommand)]
+pub enum CronAction {
+    /// Every job: id, name, schedule, next run, where answers go
+    List,
+    /// Run a job now (the running daemon starts it within a minute)
+    Run { job_id: String },
+    /// Stop a job from running until it is resumed
+    Pause { job_id: String },
+    /// Let a paused job run again
+    Resume { job_id: String },
+    /// Delete a job
+    Remove { job_id: String },
+}
+
+pub async fn command(store: Store, action: CronAction, timezone: Option<String>) -> ExitCode {
+    let tz = zone(timezone.as_deref());
+    let failed = |e: String| {
+        eprintln!("hermes-gateway: {e}");
+        ExitCode::FAILURE
+    };
+    let id = match &action {
+        CronAction::List => {
+            return match store.cron_list(None).await {
+                Ok(jobs) if jobs.is_empty() => {
+                    println!("No scheduled jobs.");
+                    ExitCode::SUCCESS
+                }
+                Ok(jobs) => {
+                    for j in jobs {
+                        let next = match (j.paused, j.next_run_at) {
+                            (true, _) => "paused".to_owned(),
+                            (false, Some(at)) => format!("next {}", shown(at, &tz)),
+                            (false, None) => "finished".to_owned(),
+                        };
+                        println!(
+                            "{}  {:?}  {}  {next}  runs {}  → {} {}",
+                            j.id, j.name, j.schedule, j.runs, j.deliver.platform, j.deliver.chat_id
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e.to_string()),
+            };
+        }
+        CronAction::Run { job_id }
+        | CronAction::Pause { job_id }
+        | CronAction::Resume { job_id }
+        | CronAction::Remove { job_id } => job_id.clone(),
+    };
+    let job = match store.cron_get(&id).await {
+        Ok(Some(job)) => job,
+        Ok(None) => return failed(format!("there is no job {id:?} (see cron list)")),
+        Err(e) => return failed(e.to_string()),
+    };
+    let now = now_ms();
+    let (changed, said) = match action {
+        CronAction::Remove { .. } => {
+            return match store.cron_remove(&id).await {
+                Ok(_) => {
+                    println!("Removed {id}.");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e.to_string()),
+            };
+        }
+        CronAction::Run { .. } => (
+            crate::store::CronJob {
+                paused: false,
+                next_run_at: Some(now),
+                repeat: job.repeat.map(|r| r.max(1)),
+                ..job
+            },
+            "runs within a minute",
+        ),
+        CronAction::Pause { .. } => (
+            crate::store::CronJob {
+                paused: true,
+                ..job
+            },
+            "is paused",
+        ),
+        CronAction::Resume { .. } => {
+            let next = job.next_run_at.filter(|at| *at > now).or_else(|| {
+                Schedule::parse(&job.schedule, ts(now), &tz)
+                    .ok()
+                    .and_then(|s| s.next_after(ts(now), &tz))
+                    .map(|t| t.as_millisecond())
+            });
+            (
+                crate::store::CronJob {
+                    paused: false,
+                    next_run_at: next,
+                    ..job
+                },
+                "runs again on its schedule",
+            )
+        }
+        CronAction::List => unreachable!("answered above"),
+    };
+    match store.cron_update(changed).await {
+        Ok(_) => {
+            println!("{id} {said}.");
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(e.to_string()),
+    }
+}
+
+fn ts(ms: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+}

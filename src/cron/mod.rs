@@ -1,0 +1,160 @@
+//! Scheduled jobs run inside the daemon. The scheduler sleeps until the next job is due (at
+//! most a minute, or until a job changes), then, for each due job, records its run in the
+//! inbox as a gateway event (`gateway:cron:<job>:<slot>`, so a slot recorded twice after a
+//! crash is one run) and only then moves the job on by a compare-and-set on that slot. The
+//! run is an agent turn in a fresh session of its own (`cron:<job>:<slot>`), speaking for
+//! the job's creator, answered in the job's delivery chat. A slot missed while the daemon
+//! was down runs once on start, or is skipped for a job that says so.
+
+pub mod cli;
+pub mod schedule;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_adapter::{Inbound, InboundKind, InboundSink, Wakeup as WakeupEvent};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+pub use schedule::Schedule;
+
+use crate::store::{CronJob, Store};
+
+/// The longest the scheduler sleeps without looking again.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// What the scheduler and the `cronjob` tool share.
+pub struct Cron {
+    pub store: Store,
+    /// `timezone` (IANA; the host's when unset).
+    pub tz: TimeZone,
+    /// Rung when a job is created or changed, so the scheduler looks again.
+    pub changed: Notify,
+}
+
+impl Cron {
+    pub fn new(store: Store, tz: TimeZone) -> Arc<Self> {
+        Arc::new(Cron {
+            store,
+            tz,
+            changed: Notify::new(),
+        })
+    }
+
+    /// Run due jobs until `stop`.
+    pub async fn run(self: Arc<Self>, sink: Arc<dyn InboundSink>, stop: CancellationToken) {
+        loop {
+            let now = now_ms();
+            match self.store.cron_due(now).await {
+                Ok(due) => {
+                    for job in due {
+                        self.fire(&job, now, sink.as_ref()).await;
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "cron: cannot read the due jobs"),
+            }
+            let next = self.store.cron_next_due().await.ok().flatten();
+            let sleep = next
+                .map(|at| Duration::from_millis(at.saturating_sub(now_ms()).max(0) as u64))
+                .unwrap_or(MAX_SLEEP)
+                .min(MAX_SLEEP);
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.changed.notified() => {}
+                _ = tokio::time::sleep(sleep) => {}
+            }
+        }
+    }
+
+    /// Record `job`'s due run (unless it is a missed slot the job skips), then move it on.
+    async fn fire(&self, job: &CronJob, now: i64, sink: &dyn InboundSink) {
+        let Some(slot) = job.next_run_at else { return };
+        let schedule = match Schedule::parse(&job.schedule, ts(now), &self.tz) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(job = %job.id, error = %e, "cron: the job's schedule cannot be read; it is paused");
+                let paused = CronJob {
+                    paused: true,
+                    ..job.clone()
+                };
+                let _ = self.store.cron_update(paused).await;
+                return;
+            }
+        };
+        // Missed while the daemon was down (more than a minute late): run once, or skip.
+        let late = now - slot > 60_000;
+        let run = !late || job.catch_up;
+        if run {
+            let event = Inbound {
+                event_id: format!("gateway:cron:{}:{slot}", job.id),
+                chat: job.deliver.clone(),
+                author: job.author.clone(),
+                kind: InboundKind::Wakeup(WakeupEvent {
+                    session_key: format!("cron:{}:{slot}", job.id),
+                    text: run_text(job),
+                }),
+            };
+            if let Err(e) = sink.accept(event).await {
+                // Not recorded: the job stays due and is tried again at the next look.
+                tracing::error!(job = %job.id, error = %e, "cron: could not record a run");
+                return;
+            }
+            tracing::info!(job = %job.id, name = %job.name, late, "cron: a run is recorded");
+        } else {
+            tracing::info!(job = %job.id, "cron: a slot missed while the daemon was down is skipped");
+        }
+        let runs_left = job.repeat.map(|r| r - i64::from(run));
+        let next = match runs_left {
+            Some(left) if left <= 0 => None,
+            _ => schedule
+                .next_after(ts(now.max(slot)), &self.tz)
+                .map(|t| t.as_millisecond()),
+        };
+        if let Err(e) = self.store.cron_advance(&job.id, slot, next, run).await {
+            tracing::error!(job = %job.id, error = %e, "cron: could not move the job on (the run is recorded once)");
+        }
+    }
+}
+
+/// What the agent is told when a job runs.
+fn run_text(job: &CronJob) -> String {
+    format!(
+        "[Scheduled job \"{}\" ({}), run {}. Do what it asks now; your answer is delivered to the chat. Do not create scheduled jobs from here.]\n\n{}",
+        job.name,
+        job.id,
+        job.runs + 1,
+        job.prompt
+    )
+}
+
+pub fn now_ms() -> i64 {
+    crate::store::now_ms()
+}
+
+fn ts(ms: i64) -> Timestamp {
+    Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// The time zone named by `timezone` (IANA), the host's when unset or unknown.
+pub fn zone(name: Option<&str>) -> TimeZone {
+    match name.filter(|n| !n.trim().is_empty()) {
+        Some(name) => TimeZone::get(name.trim()).unwrap_or_else(|e| {
+            tracing::warn!(timezone = name, error = %e, "cron: unknown time zone; using the host's");
+            TimeZone::system()
+        }),
+        None => TimeZone::system(),
+    }
+}
+
+/// `ms` as a time in `tz` for people (`2026-11-24 09:00 WET`).
+pub fn shown(ms: i64, tz: &TimeZone) -> String {
+    ts(ms)
+        .to_zoned(tz.clone())
+        .strftime("%Y-%m-%d %H:%M %Z")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,276 @@
+//! `cronjob {action, job_id, schedule, prompt, name, repeat, deliver, catch_up}` (Hermes'
+//! tool): create, list, update, pause, resume, remove or run now the scheduled jobs of
+//! this conversation. `deliver` is where answers go: this chat (the default), `home` (the
+//! platform's home channel, `/sethome`), or `platform:chat_id[:thread_id]` of a chat the
+//! gateway has had a conversation in, never an arbitrary id. A job's own runs cannot create
+//! jobs.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use hermes_adapter::{ChatRef, Platform};
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolResult};
+use crate::cron::{Cron, Schedule, now_ms, shown};
+use crate::store::CronJob;
+
+pub struct CronjobTool(pub Arc<Cron>);
+
+impl Tool for CronjobTool {
+    fn name(&self) -> &'static str {
+        "cronjob"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "cronjob"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "cronjob",
+                "description": "Schedule work: each run is a fresh conversation with you that does `prompt`, and its answer is delivered to the chat. schedule: '30m' or '2h' (once, from now), 'every 30m' (recurring), a cron expression like '0 9 * * *', or a time like '2026-02-03T14:00'. Actions: create, list, update, pause, resume, remove, run (now).",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["create", "list", "update", "pause", "resume", "remove", "run"]},
+                        "job_id": {"type": "string", "description": "The job (all actions but create and list)."},
+                        "schedule": {"type": "string"},
+                        "prompt": {"type": "string", "description": "What to do at each run, written so it stands on its own."},
+                        "name": {"type": "string"},
+                        "repeat": {"type": "integer", "description": "How many runs, then the job stops (default: no limit; once for a one-time schedule)."},
+                        "deliver": {"type": "string", "description": "Where answers go: omit for this chat, 'home' for the home channel, or platform:chat_id."},
+                        "catch_up": {"type": "boolean", "description": "A run missed while the gateway was down runs once when it is back (default true)."}
+                    },
+                    "required": ["action"]
+                }
+            }
+        })
+    }
+
+    fn reads_only(&self, args: &Value) -> bool {
+        args.get("action").and_then(Value::as_str) == Some("list")
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let text = match self.act(&args, ctx).await {
+                Ok(text) => text,
+                Err(e) => format!("error: {e}"),
+            };
+            ToolResult::text(text)
+        })
+    }
+}
+
+impl CronjobTool {
+    async fn act(&self, args: &Value, ctx: &ToolContext) -> Result<String, String> {
+        let cron = &self.0;
+        let text = |key: &str| {
+            args.get(key)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+        };
+        let action = text("action").ok_or("`action` is required")?;
+        let from_a_run = ctx.session_key.starts_with("cron:");
+        if from_a_run && matches!(action, "create" | "update" | "run") {
+            return Err("a scheduled run cannot create or change scheduled jobs".into());
+        }
+        let store_error = |e: crate::store::StoreError| format!("the jobs cannot be reached: {e}");
+        if action == "list" {
+            let jobs = cron
+                .store
+                .cron_list(Some(ctx.session_key.clone()))
+                .await
+                .map_err(store_error)?;
+            if jobs.is_empty() {
+                return Ok("No scheduled jobs in this conversation.".into());
+            }
+            return Ok(jobs
+                .iter()
+                .map(|j| self.describe(j))
+                .collect::<Vec<_>>()
+                .join("\n"));
+        }
+        if action == "create" {
+            let schedule_text = text("schedule").ok_or("create needs `schedule`")?;
+            let prompt = text("prompt").ok_or("create needs `prompt`")?;
+            let now = now_ms();
+            let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
+            let next = schedule
+                .next_after(ts(now), &cron.tz)
+                .ok_or("that time has passed")?
+                .as_millisecond();
+            let deliver = self.destination(text("deliver"), ctx).await?;
+            let repeat = args
+                .get("repeat")
+                .and_then(Value::as_i64)
+                .filter(|r| *r > 0)
+                .or((!schedule.recurring()).then_some(1));
+            let job = CronJob {
+                id: format!("job_{:08x}", rand::random::<u32>()),
+                name: text("name")
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| prompt.chars().take(40).collect()),
+                prompt: prompt.to_owned(),
+                schedule: schedule.text(),
+                deliver,
+                author: ctx.author.clone(),
+                origin_key: ctx.session_key.clone(),
+                repeat,
+                runs: 0,
+                paused: false,
+                catch_up: args
+                    .get("catch_up")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true),
+                next_run_at: Some(next),
+                last_run_at: None,
+                created_at: now,
+            };
+            cron.store
+                .cron_create(job.clone())
+                .await
+                .map_err(store_error)?;
+            cron.changed.notify_one();
+            return Ok(format!("Scheduled: {}", self.describe(&job)));
+        }
+        let id = text("job_id").ok_or_else(|| format!("{action} needs `job_id` (see list)"))?;
+        let job = cron
+            .store
+            .cron_get(id)
+            .await
+            .map_err(store_error)?
+            .filter(|j| j.origin_key == ctx.session_key)
+            .ok_or_else(|| format!("there is no job {id:?} in this conversation (see list)"))?;
+        let now = now_ms();
+        let changed = match action {
+            "remove" => {
+                cron.store.cron_remove(id).await.map_err(store_error)?;
+                cron.changed.notify_one();
+                return Ok(format!("Removed {} ({id}).", job.name));
+            }
+            "pause" => CronJob {
+                paused: true,
+                ..job
+            },
+            "resume" => {
+                let schedule = Schedule::parse(&job.schedule, ts(now), &cron.tz)?;
+                let next = job.next_run_at.filter(|at| *at > now).or_else(|| {
+                    schedule
+                        .next_after(ts(now), &cron.tz)
+                        .map(|t| t.as_millisecond())
+                });
+                CronJob {
+                    paused: false,
+                    next_run_at: next,
+                    ..job
+                }
+            }
+            "run" => CronJob {
+                paused: false,
+                next_run_at: Some(now),
+                repeat: job.repeat.map(|r| r.max(1)),
+                ..job
+            },
+            "update" => {
+                let mut job = job;
+                if let Some(prompt) = text("prompt") {
+                    job.prompt = prompt.to_owned();
+                }
+                if let Some(name) = text("name") {
+                    job.name = name.to_owned();
+                }
+                if let Some(repeat) = args.get("repeat").and_then(Value::as_i64) {
+                    job.repeat = (repeat > 0).then_some(repeat);
+                }
+                if text("deliver").is_some() {
+                    job.deliver = self.destination(text("deliver"), ctx).await?;
+                }
+                if let Some(schedule_text) = text("schedule") {
+                    let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
+                    job.next_run_at = schedule
+                        .next_after(ts(now), &cron.tz)
+                        .map(|t| t.as_millisecond());
+                    job.schedule = schedule.text();
+                }
+                job
+            }
+            other => {
+                return Err(format!(
+                    "unknown action {other:?}; use create, list, update, pause, resume, remove or run"
+                ));
+            }
+        };
+        cron.store
+            .cron_update(changed.clone())
+            .await
+            .map_err(store_error)?;
+        cron.changed.notify_one();
+        Ok(format!("Done: {}", self.describe(&changed)))
+    }
+
+    /// Where a job's answers go (see the module's header).
+    async fn destination(
+        &self,
+        deliver: Option<&str>,
+        ctx: &ToolContext,
+    ) -> Result<ChatRef, String> {
+        let store = &self.0.store;
+        let Some(deliver) = deliver.filter(|d| !matches!(*d, "origin" | "here" | "this chat"))
+        else {
+            return Ok(ctx.chat.clone());
+        };
+        if deliver == "home" {
+            return store
+                .home_channel(ctx.chat.platform)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| {
+                    "this platform has no home channel yet; /sethome in a chat makes it one"
+                        .to_owned()
+                });
+        }
+        let mut parts = deliver.splitn(3, ':');
+        let platform = parts
+            .next()
+            .and_then(Platform::parse)
+            .ok_or_else(|| format!("{deliver:?}: use home, or platform:chat_id"))?;
+        let chat_id = parts.next().filter(|c| !c.is_empty()).ok_or("no chat id")?;
+        let thread = parts.next();
+        store
+            .chat_seen(platform, chat_id, thread)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| {
+                format!("{deliver:?} is not a chat I have talked in; answers can only go to those")
+            })
+    }
+
+    fn describe(&self, job: &CronJob) -> String {
+        let next = match (job.paused, job.next_run_at) {
+            (true, _) => "paused".to_owned(),
+            (false, Some(at)) => format!("next {}", shown(at, &self.0.tz)),
+            (false, None) => "finished".to_owned(),
+        };
+        format!(
+            "{} \"{}\" — {} — {next}, {} run(s) so far{} — to {} {}",
+            job.id,
+            job.name,
+            job.schedule,
+            job.runs,
+            job.repeat
+                .map(|r| format!(", {r} left"))
+                .unwrap_or_default(),
+            job.deliver.platform,
+            job.deliver.chat_id
+        )
+    }
+}
+
+fn ts(ms: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+}
