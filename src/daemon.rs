@@ -338,6 +338,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             home: config.home.clone(),
             toolsets: config.agent.toolsets.clone(),
             cron: cron.clone(),
+            delivery: delivery.clone(),
+            homes: Arc::new(
+                config
+                    .platforms
+                    .iter()
+                    .filter_map(|p| Some((p.platform(), p.home_channel()?.to_owned())))
+                    .collect(),
+            ),
         }),
         home: config.home.clone(),
         prompt,

@@ -128,3 +128,41 @@ async fn each_platform_offers_its_toolsets() {
     let results = tool_results(&w);
     assert!(results[0].contains("no tool named"), "{results:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_message_reaches_the_home_channel_and_no_stranger() {
+    let w = World::allow_all().await;
+    let _d = w.start();
+    w.ask("/sethome").await;
+    w.llm.push(Reply::ToolCalls(vec![
+        (
+            "send_message".into(),
+            json!({"target": "home", "message": "the build is green"}),
+        ),
+        (
+            "send_message".into(),
+            json!({"target": "telegram:999999", "message": "hi stranger"}),
+        ),
+    ]));
+    w.llm.push(Reply::text("told them"));
+    w.telegram
+        .dm(BOB, "tell the home channel the build is green");
+    w.replies(BOB, 1).await;
+    let t = w.telegram.clone();
+    hermes_testkit::eventually(WAIT, "the message in the home channel", || {
+        t.sent_texts(ALICE)
+            .contains(&"the build is green".to_owned())
+            .then_some(())
+    })
+    .await;
+    let results = tool_results(&w);
+    assert!(
+        results[0].starts_with("queued for telegram 4242"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("not a chat I have talked in"),
+        "{results:?}"
+    );
+    assert!(w.telegram.sent_texts(999_999).is_empty());
+}

@@ -449,6 +449,7 @@ const TOOLSETS: &[&str] = &[
     "memory",
     "session_search",
     "cronjob",
+    "messaging",
 ];
 
 /// `toolsets`, `platform_toolsets.*`, `agent.disabled_toolsets`.

@@ -8,14 +8,17 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use hermes_adapter::{ChatRef, Platform};
+use hermes_adapter::ChatRef;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolResult};
 use crate::cron::{Cron, Schedule, now_ms, shown};
 use crate::store::CronJob;
 
-pub struct CronjobTool(pub Arc<Cron>);
+pub struct CronjobTool {
+    pub cron: Arc<Cron>,
+    pub homes: Arc<super::destinations::ConfiguredHomes>,
+}
 
 impl Tool for CronjobTool {
     fn name(&self) -> &'static str {
@@ -67,7 +70,7 @@ impl Tool for CronjobTool {
 
 impl CronjobTool {
     async fn act(&self, args: &Value, ctx: &ToolContext) -> Result<String, String> {
-        let cron = &self.0;
+        let cron = &self.cron;
         let text = |key: &str| {
             args.get(key)
                 .and_then(Value::as_str)
@@ -213,47 +216,19 @@ impl CronjobTool {
         Ok(format!("Done: {}", self.describe(&changed)))
     }
 
-    /// Where a job's answers go (see the module's header).
+    /// Where a job's answers go (see [`super::destinations`]).
     async fn destination(
         &self,
         deliver: Option<&str>,
         ctx: &ToolContext,
     ) -> Result<ChatRef, String> {
-        let store = &self.0.store;
-        let Some(deliver) = deliver.filter(|d| !matches!(*d, "origin" | "here" | "this chat"))
-        else {
-            return Ok(ctx.chat.clone());
-        };
-        if deliver == "home" {
-            return store
-                .home_channel(ctx.chat.platform)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| {
-                    "this platform has no home channel yet; /sethome in a chat makes it one"
-                        .to_owned()
-                });
-        }
-        let mut parts = deliver.splitn(3, ':');
-        let platform = parts
-            .next()
-            .and_then(Platform::parse)
-            .ok_or_else(|| format!("{deliver:?}: use home, or platform:chat_id"))?;
-        let chat_id = parts.next().filter(|c| !c.is_empty()).ok_or("no chat id")?;
-        let thread = parts.next();
-        store
-            .chat_seen(platform, chat_id, thread)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                format!("{deliver:?} is not a chat I have talked in; answers can only go to those")
-            })
+        super::destinations::resolve(deliver, &ctx.chat, &self.cron.store, &self.homes).await
     }
 
     fn describe(&self, job: &CronJob) -> String {
         let next = match (job.paused, job.next_run_at) {
             (true, _) => "paused".to_owned(),
-            (false, Some(at)) => format!("next {}", shown(at, &self.0.tz)),
+            (false, Some(at)) => format!("next {}", shown(at, &self.cron.tz)),
             (false, None) => "finished".to_owned(),
         };
         format!(

@@ -7,10 +7,12 @@
 
 mod batch;
 mod cronjob;
+pub mod destinations;
 mod files;
 pub mod memory;
 mod output;
 mod process_tool;
+mod send_message;
 mod session_search;
 mod shell_tools;
 pub mod terminal;
@@ -102,6 +104,10 @@ pub struct ToolDeps {
     pub toolsets: crate::config::ToolsetsConfig,
     /// The scheduler's jobs.
     pub cron: Arc<crate::cron::Cron>,
+    /// Sends for `send_message`.
+    pub delivery: crate::delivery::Delivery,
+    /// The configured home channels.
+    pub homes: Arc<destinations::ConfiguredHomes>,
 }
 
 /// The tools offered to the model.
@@ -122,6 +128,8 @@ impl Toolbox {
             home,
             toolsets,
             cron,
+            delivery,
+            homes,
         } = deps;
         let files = Arc::new(files::Files {
             cwd: config.cwd.clone(),
@@ -143,8 +151,16 @@ impl Toolbox {
                 Arc::new(files::SearchFilesTool(files)),
                 Arc::new(todo::TodoTool(store.clone())),
                 Arc::new(memory::MemoryTool::new(&home)),
-                Arc::new(session_search::SessionSearchTool(store)),
-                Arc::new(cronjob::CronjobTool(cron)),
+                Arc::new(session_search::SessionSearchTool(store.clone())),
+                Arc::new(cronjob::CronjobTool {
+                    cron,
+                    homes: homes.clone(),
+                }),
+                Arc::new(send_message::SendMessageTool {
+                    store: store.clone(),
+                    delivery,
+                    homes,
+                }),
             ],
         )
     }
@@ -247,7 +263,7 @@ pub(crate) async fn gate(
 }
 
 /// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 10] = [
+const TOOL_NAMES: [&str; 11] = [
     "terminal",
     "process",
     "read_file",
@@ -258,6 +274,7 @@ const TOOL_NAMES: [&str; 10] = [
     "memory",
     "session_search",
     "cronjob",
+    "send_message",
 ];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or

@@ -1,0 +1,85 @@
+//! `send_message {target, message}` (Hermes' names): text to another chat the bot can
+//! reach (see [`super::destinations`]): a platform's home channel, or a chat it has talked
+//! in. It goes through the outbox like any answer (rendered for the platform, within its
+//! limits and budgets, not lost in a restart).
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::destinations::{ConfiguredHomes, resolve};
+use super::{Tool, ToolContext, ToolResult};
+use crate::delivery::Delivery;
+use crate::store::Store;
+
+/// The longest message sent at once.
+const MAX_CHARS: usize = 20_000;
+
+pub struct SendMessageTool {
+    pub store: Store,
+    pub delivery: Delivery,
+    pub homes: Arc<ConfiguredHomes>,
+}
+
+impl Tool for SendMessageTool {
+    fn name(&self) -> &'static str {
+        "send_message"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "messaging"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "send_message",
+                "description": "Send a message to another chat: 'home' (this platform's home channel), a platform name (its home channel, e.g. 'slack'), or platform:chat_id[:thread_id] of a chat you have talked in. Your normal answer already goes to this chat; use this only for other chats.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "target": {"type": "string"},
+                        "message": {"type": "string"}
+                    },
+                    "required": ["target", "message"]
+                }
+            }
+        })
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::trim);
+            let Some(message) = text("message").filter(|m| !m.is_empty()) else {
+                return ToolResult::text("error: `message` is required");
+            };
+            if message.chars().count() > MAX_CHARS {
+                return ToolResult::text(format!(
+                    "error: the message is longer than {MAX_CHARS} characters"
+                ));
+            }
+            let Some(target) = text("target").filter(|t| !t.is_empty()) else {
+                return ToolResult::text("error: `target` is required");
+            };
+            let chat = match resolve(Some(target), &ctx.chat, &self.store, &self.homes).await {
+                Ok(chat) => chat,
+                Err(e) => return ToolResult::text(format!("error: {e}")),
+            };
+            if self.delivery.sender(chat.platform).is_none() {
+                return ToolResult::text(format!(
+                    "error: {} is not connected here, so nothing can be sent there",
+                    chat.platform
+                ));
+            }
+            match self.delivery.reply(&chat, message, None).await {
+                Ok(_) => ToolResult::text(format!(
+                    "queued for {} {} (it goes out in order, like any message)",
+                    chat.platform, chat.chat_id
+                )),
+                Err(e) => ToolResult::text(format!("error: the message was not queued: {e}")),
+            }
+        })
+    }
+}
