@@ -166,3 +166,38 @@ async fn send_message_reaches_the_home_channel_and_no_stranger() {
     );
     assert!(w.telegram.sent_texts(999_999).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_from_a_hermes_home_are_indexed_listed_and_viewed() {
+    let w = World::allow_all().await;
+    let skill = w.home.dir.join("skills/writing/release-notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: release-notes\ndescription: Write release notes our way\n---\nStart with the headline change.\n",
+    )
+    .unwrap();
+    w.llm.push(Reply::ToolCalls(vec![
+        ("skills_list".into(), json!({})),
+        ("skill_view".into(), json!({"name": "release-notes"})),
+    ]));
+    w.llm.push(Reply::text("following the skill"));
+    let _d = w.start();
+    w.ask("write the release notes").await;
+    let system = system_of(&w.llm.requests()[0]);
+    assert!(
+        system.contains(
+            "<available_skills>\n  writing:\n    - release-notes: Write release notes our way"
+        ),
+        "{system}"
+    );
+    let results = tool_results(&w);
+    assert_eq!(
+        results[0],
+        "- release-notes (writing): Write release notes our way"
+    );
+    assert!(
+        results[1].contains("Start with the headline change."),
+        "{results:?}"
+    );
+}

@@ -27,6 +27,12 @@ impl SystemPrompt {
             base.push_str("\n\n");
             base.push_str(extra.trim());
         }
+        // The skills index, as Hermes shows it (read at start: the prompt stays the same).
+        let skills = crate::tools::skills::index(home);
+        if !skills.is_empty() {
+            base.push_str("\n\n");
+            base.push_str(&skills);
+        }
         SystemPrompt { base }
     }
 

@@ -450,6 +450,7 @@ const TOOLSETS: &[&str] = &[
     "session_search",
     "cronjob",
     "messaging",
+    "skills",
 ];
 
 /// `toolsets`, `platform_toolsets.*`, `agent.disabled_toolsets`.

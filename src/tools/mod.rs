@@ -15,6 +15,7 @@ mod process_tool;
 mod send_message;
 mod session_search;
 mod shell_tools;
+pub mod skills;
 pub mod terminal;
 mod todo;
 
@@ -151,6 +152,8 @@ impl Toolbox {
                 Arc::new(files::SearchFilesTool(files)),
                 Arc::new(todo::TodoTool(store.clone())),
                 Arc::new(memory::MemoryTool::new(&home)),
+                Arc::new(skills::SkillsListTool(home.clone())),
+                Arc::new(skills::SkillViewTool(home.clone())),
                 Arc::new(session_search::SessionSearchTool(store.clone())),
                 Arc::new(cronjob::CronjobTool {
                     cron,
@@ -263,7 +266,7 @@ pub(crate) async fn gate(
 }
 
 /// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 11] = [
+const TOOL_NAMES: [&str; 13] = [
     "terminal",
     "process",
     "read_file",
@@ -275,6 +278,8 @@ const TOOL_NAMES: [&str; 11] = [
     "session_search",
     "cronjob",
     "send_message",
+    "skills_list",
+    "skill_view",
 ];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or
