@@ -321,6 +321,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             config.model.context_length,
         ))
     });
+    let clarify =
+        crate::tools::clarify::Clarify::new(delivery.clone(), config.agent.clarify_timeout);
     let cron = crate::cron::Cron::new(
         store.clone(),
         crate::cron::zone(config.agent.timezone.as_deref()),
@@ -339,6 +341,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             toolsets: config.agent.toolsets.clone(),
             cron: cron.clone(),
             delivery: delivery.clone(),
+            clarify: clarify.clone(),
             homes: Arc::new(
                 config
                     .platforms
@@ -356,6 +359,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         describer: describer.clone(),
     });
     let services = Arc::new(SessionServices {
+        clarify,
         store: store.clone(),
         delivery: delivery.clone(),
         agent,

@@ -360,7 +360,16 @@ impl Router {
     /// acknowledged the press already; the notice for the presser is handed to it without
     /// waiting.
     async fn press(&self, id: i64, chat: &ChatRef, author: &Author, press: &Press, allowed: bool) {
+        // A choice of a question the agent asked (`clarify`).
+        let question = allowed
+            .then(|| self.services.clarify.press(chat, &press.choice_id))
+            .flatten();
         let (state, note, notice) = match parse_choice_id(&press.choice_id) {
+            _ if question.is_some() => (
+                InboxState::Done,
+                "question answered by button",
+                question.unwrap_or_default(),
+            ),
             _ if !allowed => (
                 InboxState::Refused,
                 "button press from someone not allowed",

@@ -178,6 +178,11 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
         toolsets: read_toolsets(&mut y, &mut problems),
+        clarify_timeout: Duration::from_secs(
+            y.number("agent.clarify_timeout", &mut problems)
+                .unwrap_or(3_600)
+                .max(1),
+        ),
         timezone: y.string("timezone", &mut problems).filter(|tz| {
             let known = jiff::tz::TimeZone::get(tz).is_ok();
             if !known {
@@ -451,6 +456,7 @@ const TOOLSETS: &[&str] = &[
     "cronjob",
     "messaging",
     "skills",
+    "clarify",
 ];
 
 /// `toolsets`, `platform_toolsets.*`, `agent.disabled_toolsets`.

@@ -170,6 +170,8 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     /// Which toolsets are offered where.
     pub toolsets: ToolsetsConfig,
+    /// How long `clarify` waits for the person (`agent.clarify_timeout`, 3600 s).
+    pub clarify_timeout: Duration,
     /// `timezone` (IANA, as in Hermes): scheduled jobs' wall clock; the host's when unset.
     pub timezone: Option<String>,
     /// `agent.personalities`: name → prompt text (`/personality`).

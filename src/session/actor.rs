@@ -56,6 +56,15 @@ impl SessionActor {
                     self.start(vec![message], text, Vec::new(), running).await
                 }
                 Some(turn) => {
+                    // A question the agent asked is answered by the person's next words.
+                    if message.attachments.is_empty()
+                        && self.services.clarify.answer_text(&self.key, &message.text)
+                    {
+                        let ids = message.inbox_id.into_iter().collect();
+                        self.finish(ids, InboxState::Done, "question answered", None)
+                            .await;
+                        return;
+                    }
                     // Whatever the busy mode, a tool waiting on a process stops waiting.
                     turn.attention.cancel();
                     self.busy(turn, message);

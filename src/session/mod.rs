@@ -102,6 +102,8 @@ pub struct SessionServices {
     pub processes: Arc<ProcessRegistry>,
     /// `/stop` also kills background processes.
     pub stop_kills_background: bool,
+    /// Questions the agent asked (`clarify`), answered by the person's next message.
+    pub clarify: Arc<crate::tools::clarify::Clarify>,
     /// Turns the files people send into what the model reads.
     pub media: Arc<crate::media::MediaPreparer>,
     /// Answers shown as they are written (`streaming.*`), where the platform edits.

@@ -6,6 +6,7 @@
 //! first ([`gate`]); a failure reaches the model as an error result, never a crashed turn.
 
 mod batch;
+pub mod clarify;
 mod cronjob;
 pub mod destinations;
 mod files;
@@ -109,6 +110,8 @@ pub struct ToolDeps {
     pub delivery: crate::delivery::Delivery,
     /// The configured home channels.
     pub homes: Arc<destinations::ConfiguredHomes>,
+    /// Questions waiting for the person.
+    pub clarify: Arc<clarify::Clarify>,
 }
 
 /// The tools offered to the model.
@@ -131,6 +134,7 @@ impl Toolbox {
             cron,
             delivery,
             homes,
+            clarify,
         } = deps;
         let files = Arc::new(files::Files {
             cwd: config.cwd.clone(),
@@ -153,6 +157,7 @@ impl Toolbox {
                 Arc::new(todo::TodoTool(store.clone())),
                 Arc::new(memory::MemoryTool::new(&home)),
                 Arc::new(skills::SkillsListTool(home.clone())),
+                Arc::new(clarify::ClarifyTool(clarify)),
                 Arc::new(skills::SkillViewTool(home.clone())),
                 Arc::new(session_search::SessionSearchTool(store.clone())),
                 Arc::new(cronjob::CronjobTool {
@@ -266,7 +271,7 @@ pub(crate) async fn gate(
 }
 
 /// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 13] = [
+const TOOL_NAMES: [&str; 14] = [
     "terminal",
     "process",
     "read_file",
@@ -280,6 +285,7 @@ const TOOL_NAMES: [&str; 13] = [
     "send_message",
     "skills_list",
     "skill_view",
+    "clarify",
 ];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or
