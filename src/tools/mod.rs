@@ -136,10 +136,11 @@ impl Toolbox {
             homes,
             clarify,
         } = deps;
-        let files = Arc::new(files::Files {
-            cwd: config.cwd.clone(),
-            approvals: approvals.clone(),
-        });
+        let files = Arc::new(files::Files::new(
+            config.cwd.clone(),
+            home.clone(),
+            approvals.clone(),
+        ));
         let shell = Shell::new(
             terminal::Terminal::new(config, secret_env_names),
             approvals,

@@ -59,7 +59,11 @@ impl Tool for WriteFileTool {
                     "error: the content is larger than {MAX_FILE_BYTES} bytes"
                 ));
             }
-            let path = self.0.resolve(path);
+            let typed = self.0.resolve(path);
+            let path = match self.0.checked(&typed, super::Access::Write) {
+                Ok(real) => real,
+                Err(e) => return ToolResult::text(format!("error: {e}")),
+            };
             if let Some(refused) = self.0.gate(&path, true, ctx).await {
                 return refused;
             }
@@ -71,8 +75,8 @@ impl Tool for WriteFileTool {
             }
             let content = content.to_owned();
             let shown = path.display().to_string();
-            let written = blocking(move || {
-                let before = std::fs::read_to_string(&path).ok();
+            let written = blocking(&ctx.cancel, move || {
+                let before = std::fs::metadata(&path).ok();
                 if let Some(dir) = path.parent() {
                     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
                 }
@@ -129,9 +133,13 @@ impl Tool for PatchTool {
             let Some(path) = text_arg(&args, "path") else {
                 return ToolResult::text("error: `path` is required");
             };
-            let path = self.0.resolve(path);
+            let typed = self.0.resolve(path);
             let edit = match Edit::from_args(&args) {
                 Ok(edit) => edit,
+                Err(e) => return ToolResult::text(format!("error: {e}")),
+            };
+            let path = match self.0.checked(&typed, super::Access::Write) {
+                Ok(real) => real,
                 Err(e) => return ToolResult::text(format!("error: {e}")),
             };
             if let Some(refused) = self.0.gate(&path, true, ctx).await {
@@ -144,7 +152,7 @@ impl Tool for PatchTool {
                 };
             }
             let shown = path.display().to_string();
-            match blocking(move || edit.apply(&path)).await {
+            match blocking(&ctx.cancel, move || edit.apply(&path)).await {
                 Ok(diff) => ToolResult::text(format!("patched {shown}\n{diff}")),
                 Err(e) => ToolResult::text(format!("error: {shown} was not changed: {e}")),
             }
@@ -192,10 +200,11 @@ impl Edit {
 
     /// Apply to the file at `path`; the change as a diff.
     fn apply(self, path: &Path) -> Result<String, String> {
-        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-        if bytes.len() > MAX_FILE_BYTES {
+        let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+        if size > MAX_FILE_BYTES as u64 {
             return Err(format!("it is larger than {MAX_FILE_BYTES} bytes"));
         }
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         if looks_binary(&bytes) {
             return Err("it is a binary file".into());
         }
@@ -210,8 +219,17 @@ impl Edit {
                                 .into(),
                         );
                     }
-                    (1, _) | (_, true) => before.replace(old.as_str(), &new),
-                    (n, false) => {
+                    (n, _) if n == 1 || all => {
+                        // The result's size is known before it is built.
+                        let grown = before.len() - n * old.len() + n * new.len();
+                        if grown > MAX_FILE_BYTES {
+                            return Err(format!(
+                                "the result would be larger than {MAX_FILE_BYTES} bytes"
+                            ));
+                        }
+                        before.replace(old.as_str(), &new)
+                    }
+                    (n, _) => {
                         return Err(format!(
                             "old_string is found {n} times; add surrounding lines to make it unique, or set replace_all"
                         ));

@@ -57,7 +57,11 @@ impl Tool for ReadFileTool {
             let Some(path) = text_arg(&args, "path") else {
                 return ToolResult::text("error: `path` is required");
             };
-            let path = self.0.resolve(path);
+            let typed = self.0.resolve(path);
+            let path = match self.0.checked(&typed, super::Access::Read) {
+                Ok(real) => real,
+                Err(e) => return ToolResult::text(format!("error: {e}")),
+            };
             if let Some(refused) = self.0.gate(&path, false, ctx).await {
                 return refused;
             }
@@ -66,7 +70,7 @@ impl Tool for ReadFileTool {
                 .unwrap_or(DEFAULT_LIMIT)
                 .clamp(1, MAX_LIMIT);
             let shown = path.display().to_string();
-            match blocking(move || read(&path, offset, limit)).await {
+            match blocking(&ctx.cancel, move || read(&path, offset, limit)).await {
                 Ok(text) => ToolResult::text(text),
                 Err(e) => ToolResult::text(format!("error: cannot read {shown}: {e}")),
             }
@@ -96,12 +100,18 @@ fn read(path: &std::path::Path, offset: u64, limit: u64) -> Result<String, Strin
     let mut shown = 0u64;
     loop {
         line.clear();
-        if reader
+        // A line is read up to what can be shown of it; the rest of a huge one is skipped.
+        let cap = (4 * MAX_LINE_CHARS + 4) as u64;
+        if (&mut reader)
+            .take(cap)
             .read_until(b'\n', &mut line)
             .map_err(|e| e.to_string())?
             == 0
         {
             break;
+        }
+        if line.len() as u64 == cap && line.last() != Some(&b'\n') {
+            reader.skip_until(b'\n').map_err(|e| e.to_string())?;
         }
         number += 1;
         if number < offset {

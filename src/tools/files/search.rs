@@ -70,11 +70,17 @@ impl Tool for SearchFilesTool {
                 Ok(q) => q,
                 Err(e) => return ToolResult::text(format!("error: {e}")),
             };
+            let mut query = query;
+            query.root = match self.0.checked(&query.root, super::Access::Read) {
+                Ok(real) => real,
+                Err(e) => return ToolResult::text(format!("error: {e}")),
+            };
             if let Some(refused) = self.0.gate(&query.root, false, ctx).await {
                 return refused;
             }
             let cancel = ctx.cancel.clone();
-            match blocking(move || Ok(query.run(&cancel))).await {
+            let files = self.0.clone();
+            match blocking(&ctx.cancel, move || Ok(query.run(&cancel, &files))).await {
                 Ok(text) => ToolResult::text(text),
                 Err(e) => ToolResult::text(format!("error: {e}")),
             }
@@ -140,7 +146,7 @@ impl Query {
         })
     }
 
-    fn run(&self, cancel: &CancellationToken) -> String {
+    fn run(&self, cancel: &CancellationToken, files: &Files) -> String {
         if !self.root.exists() {
             return format!("error: {} does not exist", self.root.display());
         }
@@ -151,7 +157,15 @@ impl Query {
         let mut walked = 0usize;
         let mut stopped = None;
         let wanted = self.offset + self.limit;
-        for entry in ignore::WalkBuilder::new(&self.root).build() {
+        // Never into a protected place, whatever ignore files say: the walk skips them.
+        let scene = files.scene.clone();
+        let walk = ignore::WalkBuilder::new(&self.root)
+            .follow_links(false)
+            .filter_entry(move |entry| {
+                super::refusal(entry.path(), super::Access::Read, &scene).is_none()
+            })
+            .build();
+        for entry in walk {
             if cancel.is_cancelled() {
                 return "stopped: the turn was stopped".into();
             }

@@ -15,10 +15,11 @@ struct Bench {
 fn bench() -> Bench {
     let dir = tempfile::tempdir().unwrap();
     let approvals = crate::approval::ApprovalBroker::for_tests();
-    let files = Arc::new(Files {
-        cwd: dir.path().to_path_buf(),
+    let files = Arc::new(Files::new(
+        dir.path().to_path_buf(),
+        "/nonexistent/hermes".into(),
         approvals,
-    });
+    ));
     Bench { dir, files }
 }
 
@@ -111,7 +112,7 @@ async fn reads_are_capped_and_binaries_refused() {
     assert!(
         call(&read, json!({"path": "nope"}))
             .await
-            .starts_with("error: cannot read")
+            .contains("no such file")
     );
     assert_eq!(call(&read, json!({})).await, "error: `path` is required");
 }
@@ -157,4 +158,86 @@ async fn search_finds_content_and_names_and_skips_what_git_ignores() {
             .await
             .contains("is not a regex")
     );
+}
+
+/// A home with the gateway's home inside it, as on a real host.
+fn hermes_bench() -> (tempfile::TempDir, Arc<Files>) {
+    let dir = tempfile::tempdir().unwrap();
+    let hermes = dir.path().join(".hermes");
+    std::fs::create_dir_all(&hermes).unwrap();
+    std::fs::write(hermes.join(".env"), "TELEGRAM_BOT_TOKEN=123:SECRET\n").unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let files = Arc::new(Files::new(
+        work,
+        hermes,
+        crate::approval::ApprovalBroker::for_tests(),
+    ));
+    (dir, files)
+}
+
+#[tokio::test]
+async fn links_proc_and_ignore_files_do_not_reach_the_gateways_secrets() {
+    let (dir, files) = hermes_bench();
+    let read = read::ReadFileTool(files.clone());
+    let write = edit::WriteFileTool(files.clone());
+    let search = search::SearchFilesTool(files.clone());
+    let work = dir.path().join("work");
+    std::os::unix::fs::symlink("../.hermes/.env", work.join("notes.txt")).unwrap();
+    let env = dir.path().join(".hermes/.env");
+    for path in [
+        "notes.txt".to_owned(),
+        env.display().to_string(),
+        format!("/proc/self/root{}", env.display()),
+        "/proc/self/environ".to_owned(),
+    ] {
+        let out = call(&read, json!({"path": path})).await;
+        assert!(out.contains("off limits"), "{path}: {out}");
+        assert!(!out.contains("SECRET"), "{path}: {out}");
+    }
+    let out = call(&write, json!({"path": "notes.txt", "content": "x"})).await;
+    assert!(out.contains("off limits"), "{out}");
+    assert!(std::fs::read_to_string(&env).unwrap().contains("SECRET"));
+    // An ignore file that un-hides the gateway's home does not open it to the search.
+    std::fs::write(dir.path().join(".ignore"), "!/.hermes/\n!.env\n").unwrap();
+    let found = call(
+        &search,
+        json!({"pattern": "SECRET", "path": dir.path().display().to_string()}),
+    )
+    .await;
+    assert!(!found.contains("SECRET"), "{found}");
+    let unit = format!(
+        "{}/.config/systemd/user/x.service",
+        std::env::var("HOME").unwrap()
+    );
+    let out = call(&write, json!({"path": unit, "content": "[Service]"})).await;
+    assert!(
+        out.contains("off limits") || out.contains("service units"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn fifos_and_huge_replacements_are_refused() {
+    let (dir, files) = hermes_bench();
+    let read = read::ReadFileTool(files.clone());
+    let patch = edit::PatchTool(files.clone());
+    let fifo = dir.path().join("work/pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = call(&read, json!({"path": "pipe"})).await;
+    assert!(out.contains("not a regular file"), "{out}");
+    std::fs::write(dir.path().join("work/a.txt"), "a".repeat(60_000)).unwrap();
+    let big = "b".repeat(50_000);
+    let out = call(
+        &patch,
+        json!({"path": "a.txt", "old_string": "a", "new_string": big, "replace_all": true}),
+    )
+    .await;
+    assert!(out.contains("would be larger"), "{out}");
 }
