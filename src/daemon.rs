@@ -326,6 +326,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let cron = crate::cron::Cron::new(
         store.clone(),
         crate::cron::zone(config.agent.timezone.as_deref()),
+        config.agent.cron_min_interval,
     );
     let agent = Arc::new(AgentRuntime {
         models,

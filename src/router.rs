@@ -339,6 +339,20 @@ impl Router {
     /// A background process finished with `notify_on_complete` (recorded in the inbox, so a
     /// crash cannot lose it): a turn in its session, answering for the inbox row.
     async fn wake(&self, id: i64, chat: &ChatRef, author: &Author, wakeup: &Wakeup) {
+        // A scheduled job speaks for its creator: not once they are no longer allowed.
+        if wakeup.session_key.starts_with("cron:")
+            && !self.is_allowed(chat.platform, &author.user_id).await
+        {
+            tracing::warn!(user = %author.user_id, "router: a scheduled job of someone no longer allowed is not run");
+            return self
+                .end(
+                    id,
+                    InboxState::Refused,
+                    "scheduled job of someone not allowed",
+                    None,
+                )
+                .await;
+        }
         let input = SessionInput::Message(UserInput {
             inbox_id: Some(id),
             message_id: None,

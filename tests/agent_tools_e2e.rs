@@ -161,7 +161,7 @@ async fn send_message_reaches_the_home_channel_and_no_stranger() {
         "{results:?}"
     );
     assert!(
-        results[1].contains("not a chat I have talked in"),
+        results[1].contains("not a chat where you have talked"),
         "{results:?}"
     );
     assert!(w.telegram.sent_texts(999_999).is_empty());

@@ -104,7 +104,12 @@ async fn a_slot_that_fell_due_while_the_daemon_was_down_runs_once_on_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recurring_job_runs_until_paused() {
-    let w = World::allow_all().await;
+    // Recurring jobs run at most once a minute unless the operator says otherwise.
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "cron:\n  min_interval: 1\n",
+    )
+    .await;
     w.llm.push(create("every 1s"));
     script(&w);
     let _d = w.start();
@@ -141,4 +146,31 @@ async fn a_recurring_job_runs_until_paused() {
     let after_pause = ticks(&w).len();
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(ticks(&w).len(), after_pause, "paused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_bounded_and_only_their_creator_changes_them() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::ToolCalls(vec![
+        (
+            "cronjob".into(),
+            json!({"action": "create", "schedule": "every 5s", "prompt": "spam"}),
+        ),
+        (
+            "cronjob".into(),
+            json!({"action": "create", "schedule": "every 2h", "prompt": "report", "deliver": "telegram:777"}),
+        ),
+    ]));
+    w.llm.push(Reply::text("tried"));
+    let _d = w.start();
+    w.ask("schedule things").await;
+    let results = tool_results(&w);
+    assert!(
+        results[0].contains("at most every 60 seconds"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("not a chat where you have talked"),
+        "{results:?}"
+    );
 }

@@ -178,6 +178,10 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
         toolsets: read_toolsets(&mut y, &mut problems),
+        cron_min_interval: y
+            .number("cron.min_interval", &mut problems)
+            .unwrap_or(60)
+            .max(1) as i64,
         clarify_timeout: Duration::from_secs(
             y.number("agent.clarify_timeout", &mut problems)
                 .unwrap_or(3_600)

@@ -172,6 +172,8 @@ pub struct AgentConfig {
     pub toolsets: ToolsetsConfig,
     /// How long `clarify` waits for the person (`agent.clarify_timeout`, 3600 s).
     pub clarify_timeout: Duration,
+    /// The shortest interval of a recurring scheduled job, seconds (`cron.min_interval`).
+    pub cron_min_interval: i64,
     /// `timezone` (IANA, as in Hermes): scheduled jobs' wall clock; the host's when unset.
     pub timezone: Option<String>,
     /// `agent.personalities`: name → prompt text (`/personality`).

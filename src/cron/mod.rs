@@ -32,14 +32,17 @@ pub struct Cron {
     pub tz: TimeZone,
     /// Rung when a job is created or changed, so the scheduler looks again.
     pub changed: Notify,
+    /// The shortest interval of a recurring job, in seconds (`cron.min_interval`, 60).
+    pub min_interval: i64,
 }
 
 impl Cron {
-    pub fn new(store: Store, tz: TimeZone) -> Arc<Self> {
+    pub fn new(store: Store, tz: TimeZone, min_interval: i64) -> Arc<Self> {
         Arc::new(Cron {
             store,
             tz,
             changed: Notify::new(),
+            min_interval: min_interval.max(1),
         })
     }
 
@@ -47,19 +50,27 @@ impl Cron {
     pub async fn run(self: Arc<Self>, sink: Arc<dyn InboundSink>, stop: CancellationToken) {
         loop {
             let now = now_ms();
+            let mut trouble = false;
             match self.store.cron_due(now).await {
                 Ok(due) => {
                     for job in due {
-                        self.fire(&job, now, sink.as_ref()).await;
+                        trouble |= !self.fire(&job, now, sink.as_ref()).await;
                     }
                 }
-                Err(e) => tracing::error!(error = %e, "cron: cannot read the due jobs"),
+                Err(e) => {
+                    trouble = true;
+                    tracing::error!(error = %e, "cron: cannot read the due jobs");
+                }
             }
             let next = self.store.cron_next_due().await.ok().flatten();
-            let sleep = next
+            let mut sleep = next
                 .map(|at| Duration::from_millis(at.saturating_sub(now_ms()).max(0) as u64))
                 .unwrap_or(MAX_SLEEP)
                 .min(MAX_SLEEP);
+            if trouble {
+                // A job that cannot be recorded or moved on is tried again, not in a spin.
+                sleep = sleep.max(Duration::from_secs(5));
+            }
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = self.changed.notified() => {}
@@ -68,9 +79,12 @@ impl Cron {
         }
     }
 
-    /// Record `job`'s due run (unless it is a missed slot the job skips), then move it on.
-    async fn fire(&self, job: &CronJob, now: i64, sink: &dyn InboundSink) {
-        let Some(slot) = job.next_run_at else { return };
+    /// Record `job`'s due run (unless it is a missed slot the job skips), then move it on;
+    /// `false` when that could not be done.
+    async fn fire(&self, job: &CronJob, now: i64, sink: &dyn InboundSink) -> bool {
+        let Some(slot) = job.next_run_at else {
+            return true;
+        };
         let schedule = match Schedule::parse(&job.schedule, ts(now), &self.tz) {
             Ok(s) => s,
             Err(e) => {
@@ -79,8 +93,7 @@ impl Cron {
                     paused: true,
                     ..job.clone()
                 };
-                let _ = self.store.cron_update(paused).await;
-                return;
+                return self.store.cron_update(paused).await.is_ok();
             }
         };
         // Missed while the daemon was down (more than a minute late): run once, or skip.
@@ -99,7 +112,7 @@ impl Cron {
             if let Err(e) = sink.accept(event).await {
                 // Not recorded: the job stays due and is tried again at the next look.
                 tracing::error!(job = %job.id, error = %e, "cron: could not record a run");
-                return;
+                return false;
             }
             tracing::info!(job = %job.id, name = %job.name, late, "cron: a run is recorded");
         } else {
@@ -114,7 +127,9 @@ impl Cron {
         };
         if let Err(e) = self.store.cron_advance(&job.id, slot, next, run).await {
             tracing::error!(job = %job.id, error = %e, "cron: could not move the job on (the run is recorded once)");
+            return false;
         }
+        true
     }
 }
 

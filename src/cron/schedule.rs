@@ -29,12 +29,17 @@ impl Schedule {
         }
         let fields: Vec<&str> = text.split_whitespace().collect();
         if fields.len() >= 5
-            && fields[..5].iter().all(|f| {
-                f.chars()
-                    .all(|c| c.is_ascii_digit() || "*-,/".contains(c) || c.is_ascii_alphabetic())
+            && fields.iter().all(|f| {
+                f.chars().all(|c| {
+                    c.is_ascii_digit() || "*-,/?#LW".contains(c) || c.is_ascii_alphabetic()
+                })
             })
-            && !text.contains('T')
         {
+            if fields.len() > 5 {
+                return Err(format!(
+                    "{text:?}: use five fields (minute hour day month weekday); seconds are not taken"
+                ));
+            }
             croner::Cron::from_str(text)
                 .map_err(|e| format!("{text:?} is not a cron expression: {e}"))?;
             return Ok(Schedule::Cron(text.to_owned()));
@@ -188,7 +193,16 @@ mod tests {
             once.next_after(Timestamp::from_str("2026-08-01T00:00:00Z").unwrap(), &utc),
             None
         );
-        for bad in ["soon", "every", "every 0m", "99999d", "61 * * * *"] {
+        assert!(Schedule::parse("0 9 * * SAT", now(), &utc).is_ok());
+        assert!(Schedule::parse("0 9 * * TUE,THU", now(), &utc).is_ok());
+        for bad in [
+            "soon",
+            "every",
+            "every 0m",
+            "99999d",
+            "61 * * * *",
+            "* * * * * *",
+        ] {
             assert!(Schedule::parse(bad, now(), &utc).is_err(), "{bad}");
         }
     }

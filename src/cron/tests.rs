@@ -66,7 +66,7 @@ fn job(id: &str, schedule: &str, next: i64, catch_up: bool) -> CronJob {
 #[tokio::test]
 async fn a_late_slot_runs_once_or_is_skipped_as_the_job_says_and_a_slot_is_one_event() {
     let store = crate::store::Store::open_in_memory().unwrap();
-    let cron = Cron::new(store.clone(), TimeZone::UTC);
+    let cron = Cron::new(store.clone(), TimeZone::UTC, 60);
     let sink = Recorder::default();
     let now = now_ms();
     let late = now - 3_600_000;
@@ -117,7 +117,7 @@ async fn a_late_slot_runs_once_or_is_skipped_as_the_job_says_and_a_slot_is_one_e
 #[tokio::test]
 async fn a_job_with_runs_left_stops_after_them() {
     let store = crate::store::Store::open_in_memory().unwrap();
-    let cron = Cron::new(store.clone(), TimeZone::UTC);
+    let cron = Cron::new(store.clone(), TimeZone::UTC, 60);
     let sink = Recorder::default();
     let now = now_ms();
     store

@@ -200,25 +200,30 @@ impl Store {
         .await
     }
 
-    /// A chat of `platform` the gateway has had a conversation in, as it knows it.
+    /// A chat of `platform` the gateway has had a conversation in (with `person`, when
+    /// given), as it knows it.
     pub async fn chat_seen(
         &self,
         platform: Platform,
         chat_id: &str,
         thread_id: Option<&str>,
+        person: Option<&str>,
     ) -> Result<Option<ChatRef>, StoreError> {
         let chat_id = chat_id.to_owned();
         let thread_id = thread_id.map(str::to_owned);
+        let person = person.map(str::to_owned);
         self.call(move |conn| {
             Ok(conn
                 .prepare_cached(
                     "SELECT chat_kind, account FROM sessions
                      WHERE platform = ?1 AND chat_id = ?2 AND thread_id IS ?3
+                       AND (?4 IS NULL OR user_id = ?4)
                      ORDER BY started_at DESC LIMIT 1",
                 )?
-                .query_row(params![platform.as_str(), chat_id, thread_id], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
-                })
+                .query_row(
+                    params![platform.as_str(), chat_id, thread_id, person],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
+                )
                 .optional()?
                 .map(|(kind, account)| ChatRef {
                     platform,

@@ -25,8 +25,10 @@ impl Store {
         platform: &str,
         user_id: &str,
         except: &str,
+        only_chat: Option<&str>,
         limit: usize,
     ) -> Result<Vec<SessionHit>, StoreError> {
+        let only_chat = only_chat.map(str::to_owned);
         let Some(query) = fts_query(query) else {
             return Ok(Vec::new());
         };
@@ -41,17 +43,18 @@ impl Store {
                  JOIN messages m ON m.id = messages_fts.rowid
                  JOIN sessions s ON s.id = m.session_id
                  WHERE messages_fts MATCH ?1 AND s.platform = ?2 AND s.user_id = ?3
-                   AND s.id != ?4
+                   AND s.id != ?4 AND (?5 IS NULL OR s.chat_id = ?5)
                  ORDER BY rank LIMIT 200",
             )?;
-            let rows = stmt.query_map(params![query, platform, user_id, except], |r| {
-                Ok(SessionHit {
-                    session_id: r.get(0)?,
-                    title: r.get(1)?,
-                    started_at: r.get(2)?,
-                    snippet: r.get(3)?,
-                })
-            })?;
+            let rows =
+                stmt.query_map(params![query, platform, user_id, except, only_chat], |r| {
+                    Ok(SessionHit {
+                        session_id: r.get(0)?,
+                        title: r.get(1)?,
+                        started_at: r.get(2)?,
+                        snippet: r.get(3)?,
+                    })
+                })?;
             let mut hits: Vec<SessionHit> = Vec::new();
             for hit in rows {
                 let hit = hit?;
@@ -126,7 +129,7 @@ mod tests {
             .await
             .unwrap();
         let hits = store
-            .search_own_sessions("Zebra budget?", "telegram", "ana", &ana_now.id, 5)
+            .search_own_sessions("Zebra budget?", "telegram", "ana", &ana_now.id, None, 5)
             .await
             .unwrap();
         assert_eq!(hits.len(), 1);
@@ -136,7 +139,7 @@ mod tests {
         // FTS syntax in the words is only words.
         assert!(
             store
-                .search_own_sessions("\"zebra OR (", "telegram", "ana", "", 5)
+                .search_own_sessions("\"zebra OR (", "telegram", "ana", "", None, 5)
                 .await
                 .is_ok()
         );

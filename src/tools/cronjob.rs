@@ -17,6 +17,7 @@ use crate::store::CronJob;
 
 pub struct CronjobTool {
     pub cron: Arc<Cron>,
+    pub delivery: crate::delivery::Delivery,
     pub homes: Arc<super::destinations::ConfiguredHomes>,
 }
 
@@ -103,6 +104,17 @@ impl CronjobTool {
             let prompt = text("prompt").ok_or("create needs `prompt`")?;
             let now = now_ms();
             let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
+            check_interval(&schedule, cron.min_interval)?;
+            let jobs = cron.store.cron_list(None).await.map_err(store_error)?;
+            let here = jobs
+                .iter()
+                .filter(|j| j.origin_key == ctx.session_key)
+                .count();
+            if here >= MAX_JOBS_PER_CONVERSATION || jobs.len() >= MAX_JOBS {
+                return Err(format!(
+                    "too many scheduled jobs (at most {MAX_JOBS_PER_CONVERSATION} per conversation, {MAX_JOBS} in all); remove one first"
+                ));
+            }
             let next = schedule
                 .next_after(ts(now), &cron.tz)
                 .ok_or("that time has passed")?
@@ -149,6 +161,14 @@ impl CronjobTool {
             .map_err(store_error)?
             .filter(|j| j.origin_key == ctx.session_key)
             .ok_or_else(|| format!("there is no job {id:?} in this conversation (see list)"))?;
+        // In a shared conversation, a job is changed only by whoever created it (its runs
+        // speak for them).
+        if job.author.user_id != ctx.author.user_id {
+            return Err(format!(
+                "{id} belongs to {}; only they can change it",
+                job.author.display_name
+            ));
+        }
         let now = now_ms();
         let changed = match action {
             "remove" => {
@@ -195,6 +215,7 @@ impl CronjobTool {
                 }
                 if let Some(schedule_text) = text("schedule") {
                     let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
+                    check_interval(&schedule, cron.min_interval)?;
                     job.next_run_at = schedule
                         .next_after(ts(now), &cron.tz)
                         .map(|t| t.as_millisecond());
@@ -222,7 +243,18 @@ impl CronjobTool {
         deliver: Option<&str>,
         ctx: &ToolContext,
     ) -> Result<ChatRef, String> {
-        super::destinations::resolve(deliver, &ctx.chat, &self.cron.store, &self.homes).await
+        let chat = super::destinations::resolve(
+            deliver,
+            &ctx.chat,
+            &ctx.author.user_id,
+            &self.cron.store,
+            &self.homes,
+        )
+        .await?;
+        if self.delivery.sender(chat.platform).is_none() {
+            return Err(format!("{} is not connected here", chat.platform));
+        }
+        Ok(chat)
     }
 
     fn describe(&self, job: &CronJob) -> String {
@@ -243,6 +275,21 @@ impl CronjobTool {
             job.deliver.platform,
             job.deliver.chat_id
         )
+    }
+}
+
+/// At most this many jobs per conversation, and in all.
+const MAX_JOBS_PER_CONVERSATION: usize = 20;
+const MAX_JOBS: usize = 200;
+
+/// A recurring job runs at most once per `min` seconds (`cron.min_interval`, a minute):
+/// each run is a model turn, with its cost.
+fn check_interval(schedule: &Schedule, min: i64) -> Result<(), String> {
+    match schedule {
+        Schedule::Every(seconds) if *seconds < min => {
+            Err(format!("a recurring job runs at most every {min} seconds"))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -1,8 +1,8 @@
 //! Where the agent may send to on its own (`send_message`, a scheduled job's answers): the
 //! chat it is answering, a platform's home channel (set with `/sethome`, else the
-//! configured `*_HOME_CHANNEL`), or `platform:chat_id[:thread_id]` of a chat the gateway
-//! has had a conversation in. Never an arbitrary id: a prompt-injected model cannot make
-//! the bot write to strangers.
+//! configured `*_HOME_CHANNEL`), or `platform:chat_id[:thread_id]` of a chat where the
+//! person has talked with the gateway. Never an arbitrary id, nor someone else's chat: a
+//! prompt-injected model cannot make the bot write to strangers.
 
 use std::collections::HashMap;
 
@@ -18,6 +18,7 @@ pub type ConfiguredHomes = HashMap<Platform, String>;
 pub async fn resolve(
     target: Option<&str>,
     here: &ChatRef,
+    person: &str,
     store: &Store,
     homes: &ConfiguredHomes,
 ) -> Result<ChatRef, String> {
@@ -43,7 +44,7 @@ pub async fn resolve(
         .ok_or("no chat id")?;
     let thread = parts.next().filter(|t| !t.is_empty());
     if let Some(chat) = store
-        .chat_seen(platform, chat_id, thread)
+        .chat_seen(platform, chat_id, thread, Some(person))
         .await
         .map_err(|e| e.to_string())?
     {
@@ -52,7 +53,7 @@ pub async fn resolve(
     match home(platform, store, homes).await {
         Ok(home) if home.chat_id == chat_id && thread.is_none() => Ok(home),
         _ => Err(format!(
-            "{target:?} is not a chat I have talked in (or a home channel); I can only write to those"
+            "{target:?} is not a chat where you have talked with me (or a home channel); I can only write to those"
         )),
     }
 }
@@ -77,7 +78,7 @@ pub async fn home(
         ));
     };
     Ok(store
-        .chat_seen(platform, id, None)
+        .chat_seen(platform, id, None, None)
         .await
         .map_err(|e| e.to_string())?
         .unwrap_or(ChatRef {

@@ -163,6 +163,7 @@ impl Toolbox {
                 Arc::new(session_search::SessionSearchTool(store.clone())),
                 Arc::new(cronjob::CronjobTool {
                     cron,
+                    delivery: delivery.clone(),
                     homes: homes.clone(),
                 }),
                 Arc::new(send_message::SendMessageTool {

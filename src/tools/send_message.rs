@@ -63,10 +63,12 @@ impl Tool for SendMessageTool {
             let Some(target) = text("target").filter(|t| !t.is_empty()) else {
                 return ToolResult::text("error: `target` is required");
             };
-            let chat = match resolve(Some(target), &ctx.chat, &self.store, &self.homes).await {
-                Ok(chat) => chat,
-                Err(e) => return ToolResult::text(format!("error: {e}")),
-            };
+            let person = &ctx.author.user_id;
+            let chat =
+                match resolve(Some(target), &ctx.chat, person, &self.store, &self.homes).await {
+                    Ok(chat) => chat,
+                    Err(e) => return ToolResult::text(format!("error: {e}")),
+                };
             if self.delivery.sender(chat.platform).is_none() {
                 return ToolResult::text(format!(
                     "error: {} is not connected here, so nothing can be sent there",

@@ -1,6 +1,7 @@
 //! `session_search {query, limit}`: the person's own earlier conversations on this
 //! platform that mention the words, best first, one line each with the session's title,
-//! its date and the best matching text. Other people's conversations are never searched.
+//! its date and the best matching text. Other people's conversations are never searched,
+//! and outside a direct chat only that chat's.
 
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
@@ -62,6 +63,10 @@ impl Tool for SessionSearchTool {
                     ctx.chat.platform.as_str(),
                     &ctx.author.user_id,
                     &ctx.session_id,
+                    // Outside a direct chat, only this chat's sessions: a group never
+                    // hears what was said in private.
+                    (ctx.chat.kind != hermes_adapter::ChatKind::Direct)
+                        .then_some(ctx.chat.chat_id.as_str()),
                     limit,
                 )
                 .await
