@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::{Schedule, now_ms, shown, zone};
+use super::{Schedule, now_ms, shown, ts, zone};
 use crate::store::Store;
 
 #[derive(Subcommand)]
@@ -115,8 +115,4 @@ pub async fn command(store: Store, action: CronAction, timezone: Option<String>)
         }
         Err(e) => failed(e.to_string()),
     }
-}
-
-fn ts(ms: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }

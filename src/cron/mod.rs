@@ -148,7 +148,8 @@ pub fn now_ms() -> i64 {
     crate::store::now_ms()
 }
 
-fn ts(ms: i64) -> Timestamp {
+/// Unix milliseconds as a timestamp (the epoch for what cannot be one).
+pub fn ts(ms: i64) -> Timestamp {
     Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 

@@ -12,7 +12,7 @@ use hermes_adapter::ChatRef;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolResult};
-use crate::cron::{Cron, Schedule, now_ms, shown};
+use crate::cron::{Cron, Schedule, now_ms, shown, ts};
 use crate::store::CronJob;
 
 pub struct CronjobTool {
@@ -291,8 +291,4 @@ fn check_interval(schedule: &Schedule, min: i64) -> Result<(), String> {
         }
         _ => Ok(()),
     }
-}
-
-fn ts(ms: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }
