@@ -422,7 +422,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             }
         }
     });
-    // Scheduled jobs: each due run recorded in the inbox like any event.
+    // Scheduled jobs: Hermes' own taken over once; each due run recorded in the inbox like
+    // any event.
+    crate::cron::import::import_once(&config.home, &store, &cron.tz).await;
     tasks.spawn(cron.clone().run(sink.clone(), shutdown.clone()));
     if let Some(listener) = listener {
         let sink: Arc<dyn InboundSink> = sink.clone();

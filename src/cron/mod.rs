@@ -7,6 +7,7 @@
 //! was down runs once on start, or is skipped for a job that says so.
 
 pub mod cli;
+pub mod import;
 pub mod schedule;
 
 use std::sync::Arc;
