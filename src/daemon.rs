@@ -343,6 +343,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             cron: cron.clone(),
             delivery: delivery.clone(),
             clarify: clarify.clone(),
+            web: crate::tools::web::Web::new(
+                config.agent.web.0.clone(),
+                config.agent.web.1.clone(),
+            ),
             homes: Arc::new(
                 config
                     .platforms

@@ -201,3 +201,65 @@ async fn skills_from_a_hermes_home_are_indexed_listed_and_viewed() {
         "{results:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_tools_need_a_key_and_search_and_read_through_the_service() {
+    let search = hermes_testkit::web::FakeSearch::start().await;
+    search.results(&[("Rust 2026", "https://example.org/rust", "What is new")]);
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            "TAVILY_API_KEY=tvly-test-key",
+            &format!("TAVILY_BASE_URL={}", search.base_url()),
+        ],
+        "",
+    )
+    .await;
+    w.llm.push(Reply::ToolCalls(vec![
+        ("web_search".into(), json!({"query": "rust news"})),
+        (
+            "web_extract".into(),
+            json!({"urls": ["https://example.org/rust", "https://example.org/fail", "file:///etc/passwd"]}),
+        ),
+    ]));
+    w.llm.push(Reply::text("read it"));
+    let _d = w.start();
+    w.ask("what's new in rust?").await;
+    let offered = w.llm.requests()[0]["tools"].to_string();
+    assert!(offered.contains("web_search") && offered.contains("web_extract"));
+    let results = tool_results(&w);
+    assert!(
+        results[0].starts_with("1. Rust 2026 — https://example.org/rust"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("Page text of https://example.org/rust"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("could not be read: timeout"),
+        "{results:?}"
+    );
+    let requests = search.requests();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.1.as_deref() == Some("Bearer tvly-test-key"))
+    );
+    let extract = requests.iter().find(|r| r.0 == "/extract").unwrap();
+    assert_eq!(
+        extract.2["urls"].as_array().unwrap().len(),
+        2,
+        "only http(s) URLs"
+    );
+
+    // Without a key the tools are not offered.
+    let plain = World::allow_all().await;
+    let _p = plain.start();
+    plain.ask("hello").await;
+    assert!(
+        !plain.llm.requests()[0]["tools"]
+            .to_string()
+            .contains("web_search")
+    );
+}

@@ -119,6 +119,8 @@ const KNOWN_VARIABLES: &[&str] = &[
     "MESSAGING_CWD",
     "HERMES_BACKGROUND_NOTIFICATIONS",
     "TERMINAL_CWD",
+    "TAVILY_API_KEY",
+    "TAVILY_BASE_URL",
 ];
 
 /// Read the configuration from text (testable without files).
@@ -178,6 +180,13 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
         toolsets: read_toolsets(&mut y, &mut problems),
+        web: (
+            env.value("TAVILY_BASE_URL")
+                .filter(|u| validate_http_url(u).is_ok()),
+            env.value("TAVILY_API_KEY")
+                .filter(|k| !k.is_empty())
+                .map(Secret::new),
+        ),
         cron_min_interval: y
             .number("cron.min_interval", &mut problems)
             .unwrap_or(60)
@@ -461,6 +470,7 @@ const TOOLSETS: &[&str] = &[
     "messaging",
     "skills",
     "clarify",
+    "web",
 ];
 
 /// `toolsets`, `platform_toolsets.*`, `agent.disabled_toolsets`.

@@ -170,6 +170,8 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     /// Which toolsets are offered where.
     pub toolsets: ToolsetsConfig,
+    /// The web search service: `TAVILY_BASE_URL` and `TAVILY_API_KEY`.
+    pub web: (Option<String>, Option<Secret>),
     /// How long `clarify` waits for the person (`agent.clarify_timeout`, 3600 s).
     pub clarify_timeout: Duration,
     /// The shortest interval of a recurring scheduled job, seconds (`cron.min_interval`).

@@ -19,6 +19,7 @@ mod shell_tools;
 pub mod skills;
 pub mod terminal;
 mod todo;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -112,6 +113,8 @@ pub struct ToolDeps {
     pub homes: Arc<destinations::ConfiguredHomes>,
     /// Questions waiting for the person.
     pub clarify: Arc<clarify::Clarify>,
+    /// The web search service (`web_search`, `web_extract`; hidden without a key).
+    pub web: Arc<web::Web>,
 }
 
 /// The tools offered to the model.
@@ -135,6 +138,7 @@ impl Toolbox {
             delivery,
             homes,
             clarify,
+            web,
         } = deps;
         let files = Arc::new(files::Files::new(
             config.cwd.clone(),
@@ -159,6 +163,8 @@ impl Toolbox {
                 Arc::new(memory::MemoryTool::new(&home)),
                 Arc::new(skills::SkillsListTool(home.clone())),
                 Arc::new(clarify::ClarifyTool(clarify)),
+                Arc::new(web::WebSearchTool(web.clone())),
+                Arc::new(web::WebExtractTool(web)),
                 Arc::new(skills::SkillViewTool(home.clone())),
                 Arc::new(session_search::SessionSearchTool(store.clone())),
                 Arc::new(cronjob::CronjobTool {
@@ -273,7 +279,7 @@ pub(crate) async fn gate(
 }
 
 /// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 14] = [
+const TOOL_NAMES: [&str; 16] = [
     "terminal",
     "process",
     "read_file",
@@ -288,6 +294,8 @@ const TOOL_NAMES: [&str; 14] = [
     "skills_list",
     "skill_view",
     "clarify",
+    "web_search",
+    "web_extract",
 ];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or

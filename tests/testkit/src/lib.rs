@@ -9,6 +9,7 @@ pub mod llm;
 pub mod multipart;
 pub mod slack;
 pub mod telegram;
+pub mod web;
 pub mod whatsapp;
 
 use std::time::Duration;
