@@ -391,10 +391,12 @@ mod name_tests {
             ("terminal\"}", "terminal"),
             ("termnal", "terminal"),
             ("Process", "process"),
+            ("WebSearch", "web_search"),
+            ("read-file", "read_file"),
         ] {
             assert_eq!(repair_name(asked), Some(meant), "{asked}");
         }
-        assert_eq!(repair_name("web_search"), None);
+        assert_eq!(repair_name("browser_navigate"), None);
         assert_eq!(repair_name("rm"), None);
     }
 }
