@@ -136,23 +136,50 @@ fn at(text: &str, tz: &TimeZone) -> Result<Timestamp, String> {
         .map_err(|e| format!("{text:?} is not a time here: {e}"))
 }
 
-/// The next match of a cron expression after `after`, read on `tz`'s wall clock (the
-/// offset at `after`, checked again at the match for a change of offset in between).
+/// The next match of a cron expression after `after`, on `tz`'s wall clock: the next
+/// matching local time, made an instant as the zone says (a time skipped by a change to
+/// summer time runs just after it; a time that happens twice runs at its first), and
+/// always later than `after`, so a repeated hour does not run a job twice.
 fn cron_next(expr: &str, after: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
     let cron = croner::Cron::from_str(expr).ok()?;
-    let next_with = |offset_seconds: i32| -> Option<Timestamp> {
-        let offset = chrono::FixedOffset::east_opt(offset_seconds)?;
-        let start = chrono::DateTime::from_timestamp(after.as_second(), 0)?.with_timezone(&offset);
-        let next = cron.find_next_occurrence(&start, false).ok()?;
-        Timestamp::from_second(next.timestamp()).ok()
-    };
-    let first = next_with(tz.to_offset(after).seconds())?;
-    let offset_then = tz.to_offset(first).seconds();
-    if offset_then == tz.to_offset(after).seconds() {
-        Some(first)
-    } else {
-        next_with(offset_then)
+    let utc = chrono::FixedOffset::east_opt(0)?;
+    let mut wall = after.to_zoned(tz.clone()).datetime();
+    for _ in 0..8 {
+        // The wall clock as if it were UTC: croner then walks wall times, not instants.
+        let as_utc = chrono::NaiveDate::from_ymd_opt(
+            i32::from(wall.year()),
+            u32::try_from(wall.month()).ok()?,
+            u32::try_from(wall.day()).ok()?,
+        )?
+        .and_hms_opt(
+            u32::try_from(wall.hour()).ok()?,
+            u32::try_from(wall.minute()).ok()?,
+            u32::try_from(wall.second()).ok()?,
+        )?
+        .and_local_timezone(utc)
+        .single()?;
+        let next = cron.find_next_occurrence(&as_utc, false).ok()?;
+        let next_wall = jiff::civil::DateTime::new(
+            i16::try_from(chrono::Datelike::year(&next)).ok()?,
+            i8::try_from(chrono::Datelike::month(&next)).ok()?,
+            i8::try_from(chrono::Datelike::day(&next)).ok()?,
+            i8::try_from(chrono::Timelike::hour(&next)).ok()?,
+            i8::try_from(chrono::Timelike::minute(&next)).ok()?,
+            0,
+            0,
+        )
+        .ok()?;
+        let at = tz
+            .to_ambiguous_zoned(next_wall)
+            .compatible()
+            .ok()?
+            .timestamp();
+        if at > after {
+            return Some(at);
+        }
+        wall = next_wall;
     }
+    None
 }
 
 #[cfg(test)]
@@ -205,6 +232,28 @@ mod tests {
         ] {
             assert!(Schedule::parse(bad, now(), &utc).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_repeated_or_skipped_hour_runs_a_job_once() {
+        let ny = TimeZone::get("America/New_York").unwrap();
+        let cron = Schedule::Cron("30 1 * * *".into());
+        // 2026-11-01: 01:00–02:00 happens twice in New York.
+        let before = Timestamp::from_str("2026-11-01T04:00:00Z").unwrap(); // 00:00 EDT
+        let first = cron.next_after(before, &ny).unwrap();
+        assert_eq!(first, Timestamp::from_str("2026-11-01T05:30:00Z").unwrap()); // 01:30 EDT
+        let second = cron.next_after(first, &ny).unwrap();
+        assert_eq!(
+            second,
+            Timestamp::from_str("2026-11-02T06:30:00Z").unwrap(),
+            "not again at 01:30 EST the same night"
+        );
+        // 2026-03-08: 02:00–03:00 does not happen; a 02:30 job runs at 03:30 EDT.
+        let spring = Schedule::Cron("30 2 * * *".into());
+        let at = spring
+            .next_after(Timestamp::from_str("2026-03-08T05:00:00Z").unwrap(), &ny)
+            .unwrap();
+        assert_eq!(at, Timestamp::from_str("2026-03-08T07:30:00Z").unwrap());
     }
 
     #[test]
