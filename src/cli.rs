@@ -76,7 +76,12 @@ enum PairingAction {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let given_home = cli.home.clone();
-    let home = cli.home.clone().unwrap_or_else(config::default_home);
+    // Absolute, so what is protected is recognised whatever the daemon's working directory.
+    let home = cli
+        .home
+        .clone()
+        .map(|h| config::absolute(&h.to_string_lossy()))
+        .unwrap_or_else(config::default_home);
     init_logging(config::logging_level(&home));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -620,12 +620,34 @@ fn read_stt(
     }
 }
 
+/// A path as an absolute one: `~` is the home, a relative path starts where the daemon
+/// runs, and links are resolved where it exists (the approval checks compare real paths:
+/// a relative working directory would hide the gateway's secrets from them).
+pub(crate) fn absolute(text: &str) -> PathBuf {
+    let text = text.trim();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let path = match (text.strip_prefix('~'), &home) {
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+            home.join(rest.trim_start_matches('/'))
+        }
+        _ => PathBuf::from(text),
+    };
+    let path = if path.is_relative() {
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(path)
+    } else {
+        path
+    };
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
 fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> TerminalConfig {
     let cwd = y
         .string("terminal.cwd", problems)
         .or_else(|| env.value("MESSAGING_CWD"))
         .or_else(|| env.value("TERMINAL_CWD"))
-        .map(PathBuf::from)
+        .map(|text| absolute(&text))
         .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/"));
     TerminalConfig {

@@ -435,3 +435,14 @@ fn a_key_never_goes_to_another_providers_host() {
     );
     assert_eq!(own.config.unwrap().model.api_key.unwrap().expose(), "ant");
 }
+
+#[test]
+fn a_relative_working_directory_is_made_absolute() {
+    let loaded = with_model(
+        "model:\n  provider: custom\n  default: m\n  base_url: http://127.0.0.1:9/v1\nterminal:\n  cwd: .\n",
+        &[],
+    );
+    let cwd = loaded.config.expect("loads").terminal.cwd;
+    assert!(cwd.is_absolute(), "{}", cwd.display());
+    assert_eq!(cwd, std::fs::canonicalize(".").unwrap());
+}
