@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::context::estimate_tokens;
+use super::context::{cost, estimate_tokens};
 use crate::config::CompressionConfig;
 use crate::llm::LlmClient;
 use crate::store::{LiveMessage, Store, StoredMessage};
@@ -294,11 +294,6 @@ impl Compaction {
                 .map_err(|e| format!("cannot read the conversation: {e}")),
         }
     }
-}
-
-fn cost(m: &StoredMessage) -> usize {
-    estimate_tokens(m.content.as_deref().unwrap_or(""))
-        + m.tool_calls.as_deref().map_or(0, estimate_tokens)
 }
 
 /// The middle as text for the summariser: each message with its role, long ones cut to

@@ -18,7 +18,8 @@ pub(super) fn bytes_for(tokens: usize) -> usize {
     tokens.saturating_mul(4)
 }
 
-fn cost(m: &StoredMessage) -> usize {
+/// A message's rough token count (its text and its tool calls).
+pub(super) fn cost(m: &StoredMessage) -> usize {
     estimate_tokens(m.content.as_deref().unwrap_or(""))
         + m.tool_calls.as_deref().map_or(0, estimate_tokens)
 }

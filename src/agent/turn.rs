@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::context::{estimate_tokens, fit_tool_results, trim_history};
+use super::context::{cost, estimate_tokens, fit_tool_results, trim_history};
 use super::{
     AgentRuntime, CONTINUE, GRACE, MAX_CONTINUATIONS, TurnInput, TurnOutcome, image_parts, to_wire,
 };
@@ -351,11 +351,6 @@ impl AgentRuntime {
             messages: new_messages,
         }
     }
-}
-
-fn cost(m: &StoredMessage) -> usize {
-    estimate_tokens(m.content.as_deref().unwrap_or(""))
-        + m.tool_calls.as_deref().map_or(0, estimate_tokens)
 }
 
 /// What went wrong, in a few words for the person.
