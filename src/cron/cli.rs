@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::{Schedule, now_ms, shown, ts, zone};
+use super::{now_ms, shown, zone};
 use crate::store::Store;
 
 #[derive(Subcommand)]
@@ -74,38 +74,9 @@ pub async fn command(store: Store, action: CronAction, timezone: Option<String>)
                 Err(e) => failed(e.to_string()),
             };
         }
-        CronAction::Run { .. } => (
-            crate::store::CronJob {
-                paused: false,
-                next_run_at: Some(now),
-                repeat: job.repeat.map(|r| r.max(1)),
-                ..job
-            },
-            "runs within a minute",
-        ),
-        CronAction::Pause { .. } => (
-            crate::store::CronJob {
-                paused: true,
-                ..job
-            },
-            "is paused",
-        ),
-        CronAction::Resume { .. } => {
-            let next = job.next_run_at.filter(|at| *at > now).or_else(|| {
-                Schedule::parse(&job.schedule, ts(now), &tz)
-                    .ok()
-                    .and_then(|s| s.next_after(ts(now), &tz))
-                    .map(|t| t.as_millisecond())
-            });
-            (
-                crate::store::CronJob {
-                    paused: false,
-                    next_run_at: next,
-                    ..job
-                },
-                "runs again on its schedule",
-            )
-        }
+        CronAction::Run { .. } => (job.run_now(now), "runs within a minute"),
+        CronAction::Pause { .. } => (job.paused(), "is paused"),
+        CronAction::Resume { .. } => (job.resumed(now, &tz), "runs again on its schedule"),
         CronAction::List => unreachable!("answered above"),
     };
     match store.cron_update(changed).await {

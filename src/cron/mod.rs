@@ -134,6 +134,41 @@ impl Cron {
     }
 }
 
+impl CronJob {
+    /// Paused: it does not run until resumed.
+    pub fn paused(self) -> CronJob {
+        CronJob {
+            paused: true,
+            ..self
+        }
+    }
+
+    /// Running again on its schedule from `now` (a next run still ahead is kept).
+    pub fn resumed(self, now: i64, tz: &TimeZone) -> CronJob {
+        let next = self.next_run_at.filter(|at| *at > now).or_else(|| {
+            Schedule::parse(&self.schedule, ts(now), tz)
+                .ok()
+                .and_then(|s| s.next_after(ts(now), tz))
+                .map(|t| t.as_millisecond())
+        });
+        CronJob {
+            paused: false,
+            next_run_at: next,
+            ..self
+        }
+    }
+
+    /// Due now (at least one run left for it).
+    pub fn run_now(self, now: i64) -> CronJob {
+        CronJob {
+            paused: false,
+            next_run_at: Some(now),
+            repeat: self.repeat.map(|r| r.max(1)),
+            ..self
+        }
+    }
+}
+
 /// What the agent is told when a job runs.
 fn run_text(job: &CronJob) -> String {
     format!(

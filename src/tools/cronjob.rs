@@ -176,29 +176,9 @@ impl CronjobTool {
                 cron.changed.notify_one();
                 return Ok(format!("Removed {} ({id}).", job.name));
             }
-            "pause" => CronJob {
-                paused: true,
-                ..job
-            },
-            "resume" => {
-                let schedule = Schedule::parse(&job.schedule, ts(now), &cron.tz)?;
-                let next = job.next_run_at.filter(|at| *at > now).or_else(|| {
-                    schedule
-                        .next_after(ts(now), &cron.tz)
-                        .map(|t| t.as_millisecond())
-                });
-                CronJob {
-                    paused: false,
-                    next_run_at: next,
-                    ..job
-                }
-            }
-            "run" => CronJob {
-                paused: false,
-                next_run_at: Some(now),
-                repeat: job.repeat.map(|r| r.max(1)),
-                ..job
-            },
+            "pause" => job.paused(),
+            "resume" => job.resumed(now, &cron.tz),
+            "run" => job.run_now(now),
             "update" => {
                 let mut job = job;
                 if let Some(prompt) = text("prompt") {
