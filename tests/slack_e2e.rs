@@ -36,6 +36,9 @@ async fn a_mention_is_answered_in_its_thread_and_the_thread_is_one_conversation(
     kit.llm.push(Reply::text("let's plan"));
     kit.llm.push(Reply::text("Lisbon it is"));
     let _d = kit.start();
+    // Slack's answer to the post comes after the person can already see it (and reply).
+    kit.fake
+        .answer_slowly("chat.postMessage", Duration::from_secs(2));
     let alice = kit.fake.person(1);
     let question = kit
         .fake

@@ -148,11 +148,13 @@ impl SlackSender {
         if let Some(thread) = &chat.thread_id {
             request = request.with_thread_ts(thread.as_str().into());
         }
-        let session = self.session();
-        let sent = call("chat.postMessage", session.chat_post_message(&request)).await?;
+        // Noted before the post: the person can see the answer (and reply in its thread)
+        // before Slack's answer to the post reaches us, and that reply needs no mention.
         if let Some(thread) = &chat.thread_id {
             self.open.answered_in(&chat.chat_id, thread);
         }
+        let session = self.session();
+        let sent = call("chat.postMessage", session.chat_post_message(&request)).await?;
         Ok(Delivered {
             message_id: Some(sent.ts.to_string()),
         })

@@ -307,6 +307,8 @@ struct Inner {
     last_n: u64,
     calls: Vec<Call>,
     faults: Vec<Fault>,
+    /// Methods whose answers come this late (what they did is visible at once).
+    slow_answers: HashMap<String, Duration>,
     /// Per channel, when its recent `chat.postMessage` came.
     posts: HashMap<String, VecDeque<Instant>>,
     messages: Vec<Msg>,
@@ -568,6 +570,7 @@ impl FakeSlack {
                 last_n: 0,
                 calls: Vec::new(),
                 faults: Vec::new(),
+                slow_answers: HashMap::new(),
                 posts: HashMap::new(),
                 messages: Vec::new(),
                 ephemerals: Vec::new(),
@@ -720,6 +723,11 @@ impl FakeSlack {
     fn script(&self, method: &str, left: usize, kind: FaultKind) {
         let method = method.to_owned();
         self.lock().faults.push(Fault { method, left, kind });
+    }
+
+    /// Calls of `method` take effect at once but are answered `delay` later.
+    pub fn answer_slowly(&self, method: &str, delay: Duration) {
+        self.lock().slow_answers.insert(method.to_owned(), delay);
     }
 
     /// Forget every scripted fault not yet used.

@@ -166,6 +166,11 @@ async fn api(
             bad_body,
         )
     };
+    let slow = fake.lock().slow_answers.get(&method).copied();
+    if let Some(delay) = slow {
+        // Done (a message is visible) before the caller hears so.
+        tokio::time::sleep(delay).await;
+    }
     if answer.body.is_null() {
         let html_body = "<html><body>Service unavailable</body></html>"
             .as_bytes()
