@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use hermes_testkit::eventually;
 use hermes_testkit::llm::Reply;
-use hermes_testkit::telegram::{FakeTelegram, Fault};
+use hermes_testkit::telegram::Fault;
 use serde_json::Value;
 
 /// A directory with a file in it, for commands to delete.
@@ -18,20 +18,6 @@ fn victim(w: &World, name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("precious.txt"), "data").unwrap();
     dir
-}
-
-/// The `n`-th approval prompt (1-based) in `chat`.
-async fn prompt(w: &World, chat: i64, n: usize) -> (i64, Value) {
-    let t = w.telegram.clone();
-    eventually(WAIT, &format!("approval prompt {n}"), || {
-        t.prompts(chat).get(n - 1).cloned()
-    })
-    .await
-}
-
-fn press(w: &World, chat: i64, user: i64, prompt: &(i64, Value), label: &str) {
-    let data = FakeTelegram::button_data(&prompt.1, label);
-    w.telegram.press(chat, user, prompt.0, &data);
 }
 
 /// The parameters of every edit of a message.

@@ -64,9 +64,19 @@ async fn a_job_created_in_chat_runs_once_and_a_restart_does_not_run_it_again() {
             .then_some(())
     })
     .await;
+    outbox_drained(&w).await;
+    let job_runs = || {
+        w.llm
+            .requests()
+            .iter()
+            .filter(|r| last_user_text(r).starts_with("[Scheduled job"))
+            .count()
+    };
+    assert_eq!(job_runs(), 1);
     d.kill();
     let _d = w.start();
     tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(job_runs(), 1, "the slot's turn is not run again");
     assert_eq!(ticks(&w), ["tick 1"], "one run for the one slot");
     let listed = std::process::Command::new(BIN)
         .args(["--home", w.home.dir.to_str().unwrap(), "cron", "list"])

@@ -86,6 +86,40 @@ pub async fn alice_runs_a_long_command(w: &World) -> i32 {
     .await
 }
 
+/// The `n`-th prompt with buttons (1-based) in `chat`: its message id and its message.
+pub async fn prompt(w: &World, chat: i64, n: usize) -> (i64, serde_json::Value) {
+    let t = w.telegram.clone();
+    eventually(WAIT, &format!("prompt {n}"), || {
+        t.prompts(chat).get(n - 1).cloned()
+    })
+    .await
+}
+
+/// `user` presses the button labelled `label` on `prompt` in `chat`.
+pub fn press(w: &World, chat: i64, user: i64, prompt: &(i64, serde_json::Value), label: &str) {
+    let data = hermes_testkit::telegram::FakeTelegram::button_data(&prompt.1, label);
+    w.telegram.press(chat, user, prompt.0, &data);
+}
+
+/// Every reply the daemon wrote has been marked sent (a SIGKILL before that mark resends
+/// the message after the restart: the known window of invariant 2, which a test that
+/// counts messages across a kill must not stand in).
+pub async fn outbox_drained(w: &World) {
+    let db = w.home.dir.join("gateway.db");
+    eventually(WAIT, "the outbox to be drained", || {
+        let conn = rusqlite::Connection::open(&db).ok()?;
+        let open: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')",
+                [],
+                |r| r.get(0),
+            )
+            .ok()?;
+        (open == 0).then_some(())
+    })
+    .await
+}
+
 /// Nothing more arrives in `chat` for a while (used after the expected replies).
 pub async fn settle() {
     tokio::time::sleep(Duration::from_millis(800)).await;
