@@ -347,6 +347,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
                 config.agent.web.0.clone(),
                 config.agent.web.1.clone(),
             ),
+            code_execution: config.code_execution.clone(),
             homes: Arc::new(
                 config
                     .platforms

@@ -95,7 +95,8 @@ where
     readers
 }
 
-fn pump<R, F>(mut stream: R, sink: F) -> JoinHandle<()>
+/// Feed one stream to `sink` as it arrives; the task ends at EOF.
+pub fn pump<R, F>(mut stream: R, sink: F) -> JoinHandle<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
     F: Fn(&[u8]) + Send + 'static,

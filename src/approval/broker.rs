@@ -169,6 +169,27 @@ impl ApprovalBroker {
         if dangers.is_empty() {
             return Gate::Run;
         }
+        self.decide(ctx, command, dangers).await
+    }
+
+    /// May this `execute_code` script run? The whole script is shown (Hermes' one
+    /// approval per script in the gateway, class `execute_code`); the commands it runs
+    /// through `terminal` are checked again one by one.
+    pub async fn check_script(&self, ctx: CheckContext<'_>, script: &str) -> Gate {
+        if self.config.mode == ApprovalMode::Off {
+            return Gate::Run;
+        }
+        let class = &super::detect::classes::EXECUTE_CODE;
+        let danger = Danger {
+            key: class.key,
+            description: class.description,
+            span: None,
+        };
+        self.decide(ctx, script, vec![danger]).await
+    }
+
+    /// Run what a session approval, the allowlists or a person allows; ask otherwise.
+    async fn decide(&self, ctx: CheckContext<'_>, command: &str, dangers: Vec<Danger>) -> Gate {
         let keys: Vec<&'static str> = dangers.iter().map(|d| d.key).collect();
         if self.session_covers(ctx.session_key, &keys) {
             tracing::info!(command, "approval: covered by a session approval");

@@ -376,6 +376,8 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             })
         },
     };
+    let code_execution = read_code_execution(&mut y, &mut problems);
+    let delegation = read_delegation(&mut y, &mut problems);
 
     if !access.gateway_allow_all && access.gateway_allowed.is_empty() {
         for p in platforms
@@ -447,6 +449,8 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             platforms,
             approvals,
             processes,
+            code_execution,
+            delegation,
             secret_env_names,
         }),
         _ => None,
@@ -471,6 +475,8 @@ const TOOLSETS: &[&str] = &[
     "skills",
     "clarify",
     "web",
+    "code_execution",
+    "delegation",
 ];
 
 /// `toolsets`, `platform_toolsets.*`, `agent.disabled_toolsets`.
@@ -658,6 +664,64 @@ fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>)
             .unwrap_or(50_000)
             .max(1_000) as usize,
         pass_env: y.list("terminal.pass_env", problems).unwrap_or_default(),
+    }
+}
+
+/// `code_execution.*`: where scripts run, how long and how many tool calls they may make.
+fn read_code_execution(y: &mut YamlReader, problems: &mut Vec<Problem>) -> CodeExecutionConfig {
+    let mode = match y.string("code_execution.mode", problems).as_deref() {
+        None | Some("project") => CodeMode::Project,
+        Some("strict") => CodeMode::Strict,
+        Some(other) => {
+            // Hermes runs an unknown mode as `project`; say so.
+            problems.push(Problem::warning(
+                "code_execution.mode",
+                format!("{other:?} is not a mode (project or strict); using project"),
+            ));
+            CodeMode::Project
+        }
+    };
+    CodeExecutionConfig {
+        mode,
+        timeout: Duration::from_secs(
+            y.number("code_execution.timeout", problems)
+                .unwrap_or(300)
+                .max(1),
+        ),
+        max_tool_calls: y
+            .number("code_execution.max_tool_calls", problems)
+            .unwrap_or(50)
+            .clamp(1, 10_000) as u32,
+    }
+}
+
+/// `delegation.*`: how many sub-agents, how deep, how long and how much they report.
+fn read_delegation(y: &mut YamlReader, problems: &mut Vec<Problem>) -> DelegationConfig {
+    DelegationConfig {
+        max_concurrent_children: y
+            .number("delegation.max_concurrent_children", problems)
+            .unwrap_or(3)
+            .clamp(1, 16) as usize,
+        max_iterations: y
+            .number("delegation.max_iterations", problems)
+            .unwrap_or(50)
+            .clamp(1, 1_000) as u32,
+        max_spawn_depth: y
+            .number("delegation.max_spawn_depth", problems)
+            .unwrap_or(1)
+            .min(3) as u32,
+        max_summary_chars: y
+            .number("delegation.max_summary_chars", problems)
+            .unwrap_or(24_000)
+            .max(200) as usize,
+        child_timeout: y
+            .number("delegation.child_timeout_seconds", problems)
+            .filter(|s| *s > 0)
+            .map(|s| Duration::from_secs(s.max(30))),
+        background_after: Duration::from_secs(
+            y.number("delegation.background_after_seconds", problems)
+                .unwrap_or(30),
+        ),
     }
 }
 

@@ -280,6 +280,43 @@ pub struct ApprovalConfig {
     pub allowlist: Vec<String>,
 }
 
+/// Where an `execute_code` script runs (`code_execution.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodeMode {
+    /// In the terminal's working directory, with the active virtual environment's python.
+    Project,
+    /// In the run's private directory, with the host's python.
+    Strict,
+}
+
+/// `code_execution.*` (Hermes names and defaults).
+#[derive(Debug, Clone)]
+pub struct CodeExecutionConfig {
+    pub mode: CodeMode,
+    /// `code_execution.timeout` (300 s): then the script's group is stopped.
+    pub timeout: Duration,
+    /// `code_execution.max_tool_calls` (50) per script.
+    pub max_tool_calls: u32,
+}
+
+/// `delegation.*` (Hermes names and defaults).
+#[derive(Debug, Clone)]
+pub struct DelegationConfig {
+    /// Tasks in one batch, run together (`delegation.max_concurrent_children`, 3).
+    pub max_concurrent_children: usize,
+    /// Tool steps of each child (`delegation.max_iterations`, 50).
+    pub max_iterations: u32,
+    /// How deep children may delegate again (`delegation.max_spawn_depth`, 1: not at all).
+    pub max_spawn_depth: u32,
+    /// The longest summary a child hands back (`delegation.max_summary_chars`, 24,000).
+    pub max_summary_chars: usize,
+    /// `delegation.child_timeout_seconds` (0: none; at least 30 s otherwise).
+    pub child_timeout: Option<Duration>,
+    /// A delegation still running after this long goes on in the background and reports
+    /// back into the conversation (`delegation.background_after_seconds`, 30).
+    pub background_after: Duration,
+}
+
 /// Background processes (`processes.*`, `display.background_process_notifications`).
 #[derive(Debug, Clone)]
 pub struct ProcessConfig {
@@ -356,6 +393,8 @@ pub struct Config {
     pub platforms: Vec<Arc<dyn PlatformSettings>>,
     pub approvals: ApprovalConfig,
     pub processes: ProcessConfig,
+    pub code_execution: CodeExecutionConfig,
+    pub delegation: DelegationConfig,
     /// Names of every secret value, so tools can scrub them from child environments.
     pub secret_env_names: Vec<String>,
 }

@@ -7,6 +7,7 @@
 
 mod batch;
 pub mod clarify;
+mod code;
 mod cronjob;
 pub mod destinations;
 mod files;
@@ -115,6 +116,8 @@ pub struct ToolDeps {
     pub clarify: Arc<clarify::Clarify>,
     /// The web search service (`web_search`, `web_extract`; hidden without a key).
     pub web: Arc<web::Web>,
+    /// `code_execution.*` (`execute_code`).
+    pub code_execution: crate::config::CodeExecutionConfig,
 }
 
 /// The tools offered to the model.
@@ -139,46 +142,50 @@ impl Toolbox {
             homes,
             clarify,
             web,
+            code_execution,
         } = deps;
         let files = Arc::new(files::Files::new(
             config.cwd.clone(),
             home.clone(),
             approvals.clone(),
         ));
+        let cwd = config.cwd.clone();
+        let pass_env = config.pass_env.clone();
         let shell = Shell::new(
             terminal::Terminal::new(config, secret_env_names),
-            approvals,
+            approvals.clone(),
             processes,
         );
-        Toolbox::with(
-            toolsets,
-            vec![
-                Arc::new(shell_tools::TerminalTool(shell.clone())),
-                Arc::new(shell_tools::ProcessTool(shell)),
-                Arc::new(files::ReadFileTool(files.clone())),
-                Arc::new(files::WriteFileTool(files.clone())),
-                Arc::new(files::PatchTool(files.clone())),
-                Arc::new(files::SearchFilesTool(files)),
-                Arc::new(todo::TodoTool(store.clone())),
-                Arc::new(memory::MemoryTool::new(&home)),
-                Arc::new(skills::SkillsListTool(home.clone())),
-                Arc::new(clarify::ClarifyTool(clarify)),
-                Arc::new(web::WebSearchTool(web.clone())),
-                Arc::new(web::WebExtractTool(web)),
-                Arc::new(skills::SkillViewTool(home.clone())),
-                Arc::new(session_search::SessionSearchTool(store.clone())),
-                Arc::new(cronjob::CronjobTool {
-                    cron,
-                    delivery: delivery.clone(),
-                    homes: homes.clone(),
-                }),
-                Arc::new(send_message::SendMessageTool {
-                    store: store.clone(),
-                    delivery,
-                    homes,
-                }),
-            ],
-        )
+        let mut tools: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(shell_tools::TerminalTool(shell.clone())),
+            Arc::new(shell_tools::ProcessTool(shell)),
+            Arc::new(files::ReadFileTool(files.clone())),
+            Arc::new(files::WriteFileTool(files.clone())),
+            Arc::new(files::PatchTool(files.clone())),
+            Arc::new(files::SearchFilesTool(files)),
+            Arc::new(todo::TodoTool(store.clone())),
+            Arc::new(memory::MemoryTool::new(&home)),
+            Arc::new(skills::SkillsListTool(home.clone())),
+            Arc::new(clarify::ClarifyTool(clarify)),
+            Arc::new(web::WebSearchTool(web.clone())),
+            Arc::new(web::WebExtractTool(web)),
+            Arc::new(skills::SkillViewTool(home.clone())),
+            Arc::new(session_search::SessionSearchTool(store.clone())),
+            Arc::new(cronjob::CronjobTool {
+                cron,
+                delivery: delivery.clone(),
+                homes: homes.clone(),
+            }),
+            Arc::new(send_message::SendMessageTool {
+                store: store.clone(),
+                delivery,
+                homes,
+            }),
+        ];
+        let execute_code =
+            code::ExecuteCodeTool::new(code_execution, cwd, pass_env, approvals, &tools);
+        tools.push(Arc::new(execute_code));
+        Toolbox::with(toolsets, tools)
     }
 
     pub fn with(toolsets: crate::config::ToolsetsConfig, tools: Vec<Arc<dyn Tool>>) -> Self {
@@ -279,7 +286,7 @@ pub(crate) async fn gate(
 }
 
 /// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 16] = [
+const TOOL_NAMES: [&str; 17] = [
     "terminal",
     "process",
     "read_file",
@@ -296,6 +303,7 @@ const TOOL_NAMES: [&str; 16] = [
     "clarify",
     "web_search",
     "web_extract",
+    "execute_code",
 ];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or

@@ -73,6 +73,7 @@ classes! {
     CONTROL_CHARS = "control-chars", "contains control or invisible characters that can hide what runs";
     UNPARSED = "unparsed", "could not be read as a shell command, so it cannot be checked";
     TOO_LONG = "too-long", "too long to check";
+    EXECUTE_CODE = "execute_code", "run a Python script that can call the agent's tools";
 }
 
 /// The class with this key or (case-insensitively) this description.

@@ -9,7 +9,7 @@
 //!    command word or the code a shell runs is only known at run time the answer is to ask.
 //! 3. **Text** ([`text`]): Hermes-style regexes on the raw and the normalised text.
 
-mod classes;
+pub mod classes;
 mod paths;
 mod rules;
 mod script;

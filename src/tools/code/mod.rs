@@ -1,0 +1,559 @@
+//! `execute_code` (Hermes' programmatic tool calling): the model writes a Python script that
+//! imports `hermes_tools` and calls the gateway's tools from it; only what the script prints
+//! goes back to the model. Each run gets a private directory (0700) holding the generated
+//! stub module, the script and the tool socket ([`rpc`]), a random token, a child `python3`
+//! in its own process group with stdin closed and an environment scrubbed by Hermes' rules,
+//! a timeout, bounded output, and the whole group killed on timeout or `/stop`. In the
+//! gateway the whole script is shown for approval first (class `execute_code`), unless
+//! approvals are off or the person allowed scripts for the session or always.
+
+mod rpc;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+use super::output::HeadTail;
+use super::{Tool, ToolContext, ToolResult};
+use crate::approval::{ApprovalBroker, Gate};
+use crate::config::{CodeExecutionConfig, CodeMode};
+use crate::shell;
+
+/// Stdout kept: 50 KB, the first 40 % and the last 60 %.
+const STDOUT_LIMIT: usize = 50_000;
+/// Stderr kept: its first 10 KB.
+const STDERR_LIMIT: usize = 10_000;
+/// How long a script gets to end after SIGTERM on a timeout before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(5);
+/// The tools a script may call, in the order their stubs are written.
+const SANDBOX_TOOLS: [&str; 7] = [
+    "read_file",
+    "write_file",
+    "search_files",
+    "patch",
+    "terminal",
+    "web_search",
+    "web_extract",
+];
+/// Variables a script keeps by prefix (Hermes' list), unless the name marks a secret.
+const KEPT_PREFIXES: [&str; 15] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_",
+    "TERM",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "SHELL",
+    "LOGNAME",
+    "XDG_",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA",
+];
+/// Parts of a name that mark a secret (Hermes' list; checked before the kept prefixes).
+const SECRET_MARKS: [&str; 12] = [
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "CREDENTIAL",
+    "PASSWD",
+    "AUTH",
+    "DSN",
+    "WEBHOOK",
+    "CREDS",
+    "BEARER",
+    "APIKEY",
+];
+/// `HERMES_*` names a script keeps (every other `HERMES_*` is dropped).
+const KEPT_HERMES: [&str; 4] = [
+    "HERMES_HOME",
+    "HERMES_PROFILE",
+    "HERMES_CONFIG",
+    "HERMES_ENV",
+];
+
+pub struct ExecuteCodeTool {
+    config: CodeExecutionConfig,
+    /// `terminal.cwd`: where a `project` script runs.
+    cwd: PathBuf,
+    /// `terminal.pass_env`: variables the operator lets children see.
+    pass_env: Vec<String>,
+    approvals: Arc<ApprovalBroker>,
+    /// The tools a script may call (the registry's own instances).
+    sandbox: Vec<Arc<dyn Tool>>,
+    /// The interpreter, looked up once.
+    python: Option<PathBuf>,
+}
+
+impl ExecuteCodeTool {
+    /// `registry`: the gateway's other tools; those a script may call are taken from it.
+    pub fn new(
+        config: CodeExecutionConfig,
+        cwd: PathBuf,
+        pass_env: Vec<String>,
+        approvals: Arc<ApprovalBroker>,
+        registry: &[Arc<dyn Tool>],
+    ) -> Self {
+        let sandbox = SANDBOX_TOOLS
+            .iter()
+            .filter_map(|name| registry.iter().find(|t| t.name() == *name).cloned())
+            .collect();
+        let python = find_python(config.mode);
+        ExecuteCodeTool {
+            config,
+            cwd,
+            pass_env,
+            approvals,
+            sandbox,
+            python,
+        }
+    }
+
+    /// The tools a script may call now (web tools only with their key).
+    fn callable(&self) -> Vec<Arc<dyn Tool>> {
+        self.sandbox
+            .iter()
+            .filter(|t| t.unavailable().is_none())
+            .cloned()
+            .collect()
+    }
+
+    async fn execute(&self, code: &str, ctx: &ToolContext) -> Value {
+        let Some(python) = &self.python else {
+            return failed("python3 was not found on this host");
+        };
+        if let Some(refused) = self.approve(code, ctx).await {
+            return refused;
+        }
+        let tools = self.callable();
+        let run = match Staging::create(code, &tools) {
+            Ok(run) => run,
+            Err(e) => return failed(&format!("could not prepare the script: {e}")),
+        };
+        let listener = match run.listen() {
+            Ok(listener) => listener,
+            Err(e) => return failed(&format!("could not open the tool socket: {e}")),
+        };
+        let token = random_token();
+        let cwd = match self.config.mode {
+            CodeMode::Project => self.cwd.clone(),
+            CodeMode::Strict => run.dir().to_path_buf(),
+        };
+        let mut command = tokio::process::Command::new(python);
+        command
+            .arg(run.dir().join("script.py"))
+            .current_dir(&cwd)
+            .env_clear()
+            .envs(self.child_env(run.dir(), &run.socket(), &token))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let started = Instant::now();
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                return failed(&format!(
+                    "could not start {} in {}: {e}",
+                    python.display(),
+                    cwd.display()
+                ));
+            }
+        };
+        let group = shell::group_of(&child);
+        let stdout = Arc::new(Mutex::new(HeadTail::split(
+            STDOUT_LIMIT * 2 / 5,
+            STDOUT_LIMIT * 3 / 5,
+        )));
+        let stderr = Arc::new(Mutex::new(HeadTail::split(STDERR_LIMIT, 0)));
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            let sink = stdout.clone();
+            readers.push(shell::pump(out, move |b| {
+                if let Ok(mut s) = sink.lock() {
+                    s.push(b)
+                }
+            }));
+        }
+        if let Some(err) = child.stderr.take() {
+            let sink = stderr.clone();
+            readers.push(shell::pump(err, move |b| {
+                if let Ok(mut s) = sink.lock() {
+                    s.push(b)
+                }
+            }));
+        }
+        let calls = Arc::new(AtomicU32::new(0));
+        let server = rpc::Rpc {
+            tools: Arc::new(tools),
+            token: token.into(),
+            ctx: ctx.clone(),
+            calls: calls.clone(),
+            max_calls: self.config.max_tool_calls,
+        }
+        .serve(listener);
+
+        enum End {
+            Exited(Option<i32>),
+            TimedOut,
+            Interrupted,
+        }
+        let end = tokio::select! {
+            status = child.wait() => End::Exited(status.ok().and_then(|s| s.code())),
+            _ = tokio::time::sleep(self.config.timeout) => End::TimedOut,
+            _ = ctx.cancel.cancelled() => End::Interrupted,
+            _ = server => End::Exited(None),
+        };
+        if let Some(group) = group {
+            match end {
+                // Whatever the script left running in its group would go on untracked.
+                End::Exited(_) => shell::signal_group(group, Signal::SIGKILL),
+                End::TimedOut => {
+                    shell::signal_group(group, Signal::SIGTERM);
+                    if tokio::time::timeout(TERM_GRACE, child.wait())
+                        .await
+                        .is_err()
+                    {
+                        shell::signal_group(group, Signal::SIGKILL);
+                    }
+                }
+                End::Interrupted => shell::signal_group(group, Signal::SIGKILL),
+            }
+        }
+        let _ = child.wait().await;
+        for reader in readers {
+            let abort = reader.abort_handle();
+            if tokio::time::timeout(Duration::from_millis(500), reader)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        let duration = started.elapsed();
+        let stdout = stdout
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|_| HeadTail::split(0, 0));
+        let stderr_text = stderr.lock().map(|s| s.text()).unwrap_or_default();
+        let mut output = stdout.text_marked(|omitted, total| {
+            format!("\n... [OUTPUT TRUNCATED - {omitted} bytes omitted out of {total} total] ...\n")
+        });
+        let mut result = json!({
+            "status": "success",
+            "exit_code": Value::Null,
+            "tool_calls_made": calls.load(Ordering::SeqCst),
+            "duration_seconds": (duration.as_secs_f64() * 100.0).round() / 100.0,
+            "stdout_truncated": stdout.omitted() > 0,
+            "stdout_bytes_captured": stdout.total() - stdout.omitted(),
+            "stdout_bytes_total": stdout.total(),
+            "stdout_bytes_omitted": stdout.omitted(),
+        });
+        match end {
+            End::Exited(code) => {
+                result["exit_code"] = json!(code);
+                if code != Some(0) {
+                    result["status"] = json!("error");
+                    result["error"] = json!(if stderr_text.trim().is_empty() {
+                        format!("the script exited with {code:?}")
+                    } else {
+                        stderr_text.clone()
+                    });
+                    if !stderr_text.trim().is_empty() {
+                        output.push_str("\n--- stderr ---\n");
+                        output.push_str(&stderr_text);
+                    }
+                }
+            }
+            End::TimedOut => {
+                let why = format!(
+                    "Script timed out after {}s and was killed.",
+                    self.config.timeout.as_secs()
+                );
+                result["status"] = json!("timeout");
+                result["exit_code"] = json!(124);
+                output.push_str(&format!("\n{why}"));
+                result["error"] = json!(why);
+            }
+            End::Interrupted => {
+                result["status"] = json!("interrupted");
+                result["exit_code"] = json!(130);
+                output.push_str("\n[execution interrupted — the person stopped the task]");
+            }
+        }
+        result["output"] = json!(output);
+        result
+    }
+
+    /// The whole script, shown for approval: `Some(result)` when it must not run.
+    async fn approve(&self, code: &str, ctx: &ToolContext) -> Option<Value> {
+        let check = crate::approval::CheckContext {
+            session_key: &ctx.session_key,
+            chat: &ctx.chat,
+            cancel: &ctx.cancel,
+            workdir: &self.cwd,
+            background: false,
+        };
+        match self.approvals.check_script(check, code).await {
+            Gate::Run => None,
+            Gate::Refused(why) => Some(json!({
+                "status": "error",
+                "error": why,
+                "output": "",
+                "tool_calls_made": 0,
+            })),
+        }
+    }
+
+    /// The script's environment: what Hermes lets through, plus the socket and token.
+    fn child_env(&self, dir: &Path, socket: &Path, token: &str) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = std::env::vars()
+            .filter(|(name, _)| script_keeps(name))
+            .filter(|(name, _)| name != "PYTHONPATH")
+            .collect();
+        for name in &self.pass_env {
+            if let Some(value) = crate::secrets::get(name) {
+                env.push((name.clone(), value.to_owned()));
+            }
+        }
+        let pythonpath = match std::env::var("PYTHONPATH") {
+            Ok(existing) if !existing.is_empty() => format!("{}:{existing}", dir.display()),
+            _ => dir.display().to_string(),
+        };
+        env.extend([
+            ("PYTHONPATH".into(), pythonpath),
+            ("HERMES_RPC_SOCKET".into(), socket.display().to_string()),
+            ("HERMES_RPC_TOKEN".into(), token.to_owned()),
+            ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+            ("PYTHONIOENCODING".into(), "utf-8".into()),
+            ("PYTHONUTF8".into(), "1".into()),
+        ]);
+        env
+    }
+}
+
+impl Tool for ExecuteCodeTool {
+    fn name(&self) -> &'static str {
+        "execute_code"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "code_execution"
+    }
+
+    fn definition(&self) -> Value {
+        let names: Vec<&str> = self.callable().iter().map(|t| t.name()).collect();
+        json!({
+            "type": "function",
+            "function": {
+                "name": "execute_code",
+                "description": format!(
+                    "Run a Python script that calls tools programmatically, to collapse a job of many steps into one call. \
+                     `from hermes_tools import {}, json_parse, shell_quote, retry`; each tool function takes the tool's \
+                     arguments as keyword arguments and returns its result (parsed JSON where the result is JSON, else text). \
+                     terminal runs foreground commands only. Only what the script prints is returned to you, so print a \
+                     short summary. Limits: {} s, {} tool calls, 50 KB of output.",
+                    names.join(", "),
+                    self.config.timeout.as_secs(),
+                    self.config.max_tool_calls,
+                ),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "code": {"type": "string", "description": "The Python script."}
+                    },
+                    "required": ["code"]
+                }
+            }
+        })
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        self.python
+            .is_none()
+            .then(|| "python3 is not installed on this host".to_owned())
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let code = args["code"].as_str().unwrap_or_default();
+            if code.trim().is_empty() {
+                return ToolResult::text("error: `code` must be the Python script to run");
+            }
+            let result = self.execute(code, ctx).await;
+            ToolResult {
+                cancelled: result["status"] == "interrupted" || ctx.cancel.is_cancelled(),
+                text: result.to_string(),
+            }
+        })
+    }
+}
+
+/// A run's private directory (removed when dropped).
+struct Staging(tempfile::TempDir);
+
+impl Staging {
+    fn create(code: &str, tools: &[Arc<dyn Tool>]) -> std::io::Result<Staging> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("hermes_sandbox_")
+            .tempdir()?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        std::fs::write(dir.path().join("hermes_tools.py"), stub_module(tools))?;
+        std::fs::write(dir.path().join("script.py"), code)?;
+        Ok(Staging(dir))
+    }
+
+    fn dir(&self) -> &Path {
+        self.0.path()
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir().join("rpc.sock")
+    }
+
+    fn listen(&self) -> std::io::Result<tokio::net::UnixListener> {
+        use std::os::unix::fs::PermissionsExt;
+        let listener = tokio::net::UnixListener::bind(self.socket())?;
+        std::fs::set_permissions(self.socket(), std::fs::Permissions::from_mode(0o600))?;
+        Ok(listener)
+    }
+}
+
+/// The `hermes_tools` module for a run: the fixed client and helpers, then one function per
+/// tool the script may call.
+fn stub_module(tools: &[Arc<dyn Tool>]) -> String {
+    let mut module = include_str!("hermes_tools.py").to_owned();
+    for tool in tools {
+        let stub = match tool.name() {
+            "read_file" => {
+                "def read_file(path, offset=1, limit=500):\n    return _call(\"read_file\", {\"path\": path, \"offset\": offset, \"limit\": limit})\n"
+            }
+            "write_file" => {
+                "def write_file(path, content):\n    return _call(\"write_file\", {\"path\": path, \"content\": content})\n"
+            }
+            "search_files" => {
+                "def search_files(pattern, target=\"content\", path=\".\", file_glob=None, limit=50, offset=None, output_mode=None, context=None):\n    return _call(\"search_files\", {\"pattern\": pattern, \"target\": target, \"path\": path, \"file_glob\": file_glob, \"limit\": limit, \"offset\": offset, \"output_mode\": output_mode, \"context\": context})\n"
+            }
+            "patch" => {
+                "def patch(path, old_string=None, new_string=None, replace_all=False, mode=\"replace\", patch=None):\n    return _call(\"patch\", {\"path\": path, \"old_string\": old_string, \"new_string\": new_string, \"replace_all\": replace_all, \"mode\": mode, \"patch\": patch})\n"
+            }
+            "terminal" => {
+                "def terminal(command, timeout=None, workdir=None):\n    return _call(\"terminal\", {\"command\": command, \"timeout\": timeout, \"workdir\": workdir})\n"
+            }
+            "web_search" => {
+                "def web_search(query, limit=5):\n    return _call(\"web_search\", {\"query\": query, \"limit\": limit})\n"
+            }
+            "web_extract" => {
+                "def web_extract(urls, char_limit=None):\n    return _call(\"web_extract\", {\"urls\": urls, \"char_limit\": char_limit})\n"
+            }
+            _ => continue,
+        };
+        module.push_str("\n\n");
+        module.push_str(stub);
+    }
+    module
+}
+
+/// Whether a script keeps variable `name` (Hermes' rules: a secret-looking name never;
+/// Hermes' own `HERMES_HOME`-style names and the usual shell and Python ones do).
+fn script_keeps(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    if SECRET_MARKS.iter().any(|m| upper.contains(m)) {
+        return false;
+    }
+    if upper.starts_with("HERMES_") {
+        return KEPT_HERMES.contains(&upper.as_str());
+    }
+    KEPT_PREFIXES.iter().any(|p| upper.starts_with(p))
+}
+
+/// `python3` from the active virtual environment in `project` mode, else from `PATH`.
+fn find_python(mode: CodeMode) -> Option<PathBuf> {
+    if mode == CodeMode::Project
+        && let Some(venv) = std::env::var_os("VIRTUAL_ENV")
+    {
+        let candidate = PathBuf::from(venv).join("bin").join("python3");
+        if is_executable(&candidate) {
+            return Some(candidate);
+        }
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("python3"))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// 32 random bytes, URL-safe base64.
+fn random_token() -> String {
+    use base64::Engine;
+    let bytes: [u8; 32] = rand::random();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A result for a run that never started.
+fn failed(why: &str) -> Value {
+    json!({"status": "error", "error": why, "output": "", "tool_calls_made": 0})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_reach_a_script_and_the_usual_variables_do() {
+        for dropped in [
+            "OPENAI_API_KEY",
+            "TELEGRAM_BOT_TOKEN",
+            "GITHUB_TOKEN",
+            "DB_PASSWORD",
+            "SENTRY_DSN",
+            "SLACK_WEBHOOK_URL",
+            "HERMES_HTTP_TOKEN",
+            "HERMES_SOMETHING",
+            "NOTIFY_SOCKET",
+            "AWS_CREDS",
+            "RANDOM_THING",
+            "PATH_TOKEN",
+        ] {
+            assert!(!script_keeps(dropped), "{dropped}");
+        }
+        for kept in [
+            "PATH",
+            "HOME",
+            "LANG",
+            "LC_ALL",
+            "TERM",
+            "TMPDIR",
+            "XDG_RUNTIME_DIR",
+            "VIRTUAL_ENV",
+            "HERMES_HOME",
+            "USER",
+        ] {
+            assert!(script_keeps(kept), "{kept}");
+        }
+    }
+
+    #[test]
+    fn the_stub_module_has_a_function_per_callable_tool_and_the_helpers() {
+        let module = stub_module(&[]);
+        assert!(module.contains("def json_parse"));
+        assert!(module.contains("def shell_quote"));
+        assert!(module.contains("def retry"));
+        assert!(!module.contains("def terminal"));
+    }
+}
