@@ -328,7 +328,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         crate::cron::zone(config.agent.timezone.as_deref()),
         config.agent.cron_min_interval,
     );
-    let agent = Arc::new(AgentRuntime {
+    let delegations = crate::tools::delegate::Delegations::new(store.clone(), work.clone());
+    let agent = Arc::new_cyclic(|agent| AgentRuntime {
         models,
         compressor,
         personalities: config.agent.personalities.clone(),
@@ -348,6 +349,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
                 config.agent.web.1.clone(),
             ),
             code_execution: config.code_execution.clone(),
+            delegation: config.delegation.clone(),
+            agent: agent.clone(),
+            delegations: delegations.clone(),
             homes: Arc::new(
                 config
                     .platforms
@@ -373,6 +377,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         approvals: approvals.clone(),
         processes: processes.clone(),
         stop_kills_background: config.processes.stop_kills_background,
+        delegations: delegations.clone(),
         streaming: config.agent.streaming.clone(),
         media: Arc::new(MediaPreparer::new(
             config.agent.image_input,
@@ -431,6 +436,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     // any event.
     crate::cron::import::import_once(&config.home, &store, &cron.tz).await;
     tasks.spawn(cron.clone().run(sink.clone(), shutdown.clone()));
+    // Delegations a stopped run left going in the background run again and report back.
+    delegations.attach(sink.clone());
+    crate::tools::delegate::background::resume(
+        &delegations,
+        Arc::downgrade(&services.agent),
+        config.delegation.clone(),
+    )
+    .await;
     if let Some(listener) = listener {
         let sink: Arc<dyn InboundSink> = sink.clone();
         let routes = adapters

@@ -133,6 +133,9 @@ pub struct TurnInput {
     pub notices: Option<mpsc::UnboundedSender<String>>,
     /// How the session's stored history is compressed, when compression is on.
     pub compaction: Option<Compaction>,
+    /// Tool steps this turn may take, in place of `agent.max_turns` (a sub-agent's
+    /// `delegation.max_iterations`).
+    pub max_steps: Option<u32>,
 }
 
 /// How a turn ended. Each variant carries the turn's new messages (the user's included).

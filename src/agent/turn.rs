@@ -39,7 +39,7 @@ impl AgentRuntime {
         let system_tokens = estimate_tokens(&system);
         let budget_of =
             |llm: &LlmClient| llm.config().context_length.saturating_sub(system_tokens) * 3 / 4;
-        let tools = self.tools.definitions(tools_ctx.chat.platform);
+        let tools = self.tools.definitions(&tools_ctx);
         // The chat's model first, then the fallback chain.
         let first = input
             .model
@@ -85,7 +85,8 @@ impl AgentRuntime {
         let mut continuations = 0;
         let mut steps = 0;
 
-        while steps < self.max_iterations {
+        let max_steps = input.max_steps.unwrap_or(self.max_iterations);
+        while steps < max_steps {
             let llm = &chain[current];
             let budget = budget_of(llm);
             // This turn's own messages come first; the history gets what they leave.
@@ -236,11 +237,10 @@ impl AgentRuntime {
         }
         self.grace(
             &chain[current],
-            &system,
-            &history,
+            (&system, &history),
             new_messages,
             budget_of(&chain[current]),
-            &input,
+            (&input, max_steps),
             &cancel,
         )
         .await
@@ -306,15 +306,13 @@ impl AgentRuntime {
     }
 
     /// Hermes' grace call: one more, without tools, so the model can say what it has.
-    #[allow(clippy::too_many_arguments)]
     async fn grace(
         &self,
         llm: &LlmClient,
-        system: &str,
-        history: &[StoredMessage],
+        (system, history): (&str, &[StoredMessage]),
         mut new_messages: Vec<StoredMessage>,
         budget: usize,
-        input: &TurnInput,
+        (input, max_steps): (&TurnInput, u32),
         cancel: &tokio_util::sync::CancellationToken,
     ) -> TurnOutcome {
         let used = fit_tool_results(&mut new_messages, budget);
@@ -341,8 +339,7 @@ impl AgentRuntime {
                 };
             }
             _ => format!(
-                "I stopped after {} tool steps without finishing (the limit is agent.max_turns). Tell me to continue if you want me to go on.",
-                self.max_iterations
+                "I stopped after {max_steps} tool steps without finishing (the limit is agent.max_turns). Tell me to continue if you want me to go on."
             ),
         };
         new_messages.push(StoredMessage::assistant(reply.clone()));

@@ -250,6 +250,7 @@ impl SessionActor {
             tool_progress,
             notices: Some(notices),
             compaction,
+            max_steps: None,
         };
         let agent = self.services.agent.clone();
         let working = spawn_working(
@@ -275,6 +276,8 @@ impl SessionActor {
             author,
             cancel: cancel.clone(),
             attention: attention.clone(),
+            usage: usage.clone(),
+            depth: 0,
         };
         let task = self.services.tasks.spawn(async move {
             // Dropped however the turn ends, a panic included: the indicator never outlives it.

@@ -32,12 +32,22 @@ impl SessionActor {
                         tracing::info!(session = %self.key, killed, "session: background processes killed by /stop");
                     }
                 }
+                let delegations = self.services.delegations.cancel_session(&self.key);
+                if delegations > 0 {
+                    tracing::info!(session = %self.key, delegations, "session: background delegations stopped by /stop");
+                }
                 let waiting = self.drop_waiting();
                 self.finish(waiting, InboxState::Done, "stopped", None)
                     .await;
                 if running.is_none() {
-                    self.say(inbox_id, &message_id, "Nothing is running right now.")
-                        .await;
+                    let text = if delegations > 0 {
+                        format!(
+                            "⏹ Stopped {delegations} delegated task batch(es) running in the background."
+                        )
+                    } else {
+                        "Nothing is running right now.".to_owned()
+                    };
+                    self.say(inbox_id, &message_id, &text).await;
                 }
             }
             SessionCommand::New => {
@@ -47,6 +57,7 @@ impl SessionActor {
                     turn.cancel.cancel();
                 }
                 cleared.push(inbox_id);
+                self.services.delegations.cancel_session(&self.key);
                 self.services.approvals.forget_session(&self.key);
                 if let Err(e) = self.services.store.session_end(&self.key, "reset").await {
                     tracing::error!(error = %e, "session: could not end the session");
@@ -130,6 +141,12 @@ impl SessionActor {
         });
         if !self.queued.is_empty() {
             lines.push(format!("Queued: {} message(s)", self.queued.len()));
+        }
+        let delegated = self.services.delegations.running_in(&self.key);
+        if delegated > 0 {
+            lines.push(format!(
+                "Delegated in the background: {delegated} batch(es) (/stop ends them)"
+            ));
         }
         lines.push(format!("Busy mode: {}", self.services.busy_mode.as_str()));
         if let Ok(Some(home)) = store.home_channel(self.chat.platform).await {

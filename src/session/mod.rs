@@ -102,6 +102,8 @@ pub struct SessionServices {
     pub processes: Arc<ProcessRegistry>,
     /// `/stop` also kills background processes.
     pub stop_kills_background: bool,
+    /// Delegations running in the background (`/stop` and `/new` cancel the session's).
+    pub delegations: Arc<crate::tools::delegate::Delegations>,
     /// Questions the agent asked (`clarify`), answered by the person's next message.
     pub clarify: Arc<crate::tools::clarify::Clarify>,
     /// Turns the files people send into what the model reads.

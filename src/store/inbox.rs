@@ -142,8 +142,7 @@ impl Store {
         .await
     }
 
-    /// The state of one event (tests).
-    #[cfg(test)]
+    /// The state of one event; `None` when it was never recorded.
     pub async fn inbox_state(&self, event_id: &str) -> Result<Option<String>, StoreError> {
         let event_id = event_id.to_owned();
         self.call(move |conn| {

@@ -270,6 +270,21 @@ const MIGRATIONS: &[&str] = &[
         created_at  INTEGER NOT NULL
     );
     "#,
+    // 10: delegations running in the background (`delegate_task`), so a restart runs them
+    // again and their results still reach the conversation.
+    r#"
+    CREATE TABLE delegations (
+        id          TEXT PRIMARY KEY,
+        session_key TEXT NOT NULL,
+        session_id  TEXT NOT NULL,
+        chat        TEXT NOT NULL,
+        author      TEXT NOT NULL,
+        tasks       TEXT NOT NULL,
+        state       TEXT NOT NULL DEFAULT 'running',
+        created_at  INTEGER NOT NULL,
+        ended_at    INTEGER
+    );
+    "#,
 ];
 
 /// The newest schema in one piece, for a new database: the same tables, columns (in the
@@ -500,6 +515,17 @@ const SCHEMA: &str = r#"
         next_run_at INTEGER,
         last_run_at INTEGER,
         created_at  INTEGER NOT NULL
+    );
+    CREATE TABLE delegations (
+        id          TEXT PRIMARY KEY,
+        session_key TEXT NOT NULL,
+        session_id  TEXT NOT NULL,
+        chat        TEXT NOT NULL,
+        author      TEXT NOT NULL,
+        tasks       TEXT NOT NULL,
+        state       TEXT NOT NULL DEFAULT 'running',
+        created_at  INTEGER NOT NULL,
+        ended_at    INTEGER
     );
 "#;
 

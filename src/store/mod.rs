@@ -9,6 +9,7 @@ mod approvals;
 mod checkpoint;
 mod cron;
 mod cursors;
+mod delegations;
 mod history;
 mod inbox;
 mod migrations;
@@ -25,6 +26,7 @@ mod usage;
 
 pub use approvals::{AllowlistEntry, PendingApproval};
 pub use cron::CronJob;
+pub use delegations::RecordedDelegation;
 pub use history::{HIDDEN_COMPRESSED, HIDDEN_UNDONE, LiveMessage, SUMMARY_OPENING, Undone};
 pub use inbox::{InboxRow, InboxState};
 pub use outbox::{NewOutboxRow, OutboxRow, Settled};

@@ -32,9 +32,8 @@ impl Toolbox {
         while next < unique.len() {
             // A run of read-only calls, or one other call.
             let mut end = next + 1;
-            if self.reads_only(&calls[unique[next]], ctx.chat.platform) {
-                while end < unique.len() && self.reads_only(&calls[unique[end]], ctx.chat.platform)
-                {
+            if self.reads_only(&calls[unique[next]], ctx) {
+                while end < unique.len() && self.reads_only(&calls[unique[end]], ctx) {
                     end += 1;
                 }
             }

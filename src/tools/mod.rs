@@ -9,6 +9,7 @@ mod batch;
 pub mod clarify;
 mod code;
 mod cronjob;
+pub mod delegate;
 pub mod destinations;
 mod files;
 pub mod memory;
@@ -25,7 +26,7 @@ pub mod web;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use hermes_adapter::{Author, ChatRef, Platform};
+use hermes_adapter::{Author, ChatRef};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -47,6 +48,12 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Cancelled when the person sends anything while the turn runs (`process wait` returns).
     pub attention: CancellationToken,
+    /// Where the tokens of model calls made for this turn are added up (a sub-agent's
+    /// count toward the session that delegated).
+    pub usage: Arc<std::sync::Mutex<crate::llm::UsageByModel>>,
+    /// 0 for a person's turn; a sub-agent's turn is one deeper than the turn that
+    /// delegated to it (and is offered fewer tools, see [`CHILD_BLOCKED`]).
+    pub depth: u32,
 }
 
 impl ToolContext {
@@ -71,9 +78,21 @@ impl ToolContext {
             },
             cancel: CancellationToken::new(),
             attention: CancellationToken::new(),
+            usage: Default::default(),
+            depth: 0,
         }
     }
 }
+
+/// Tools a sub-agent never gets (Hermes: it has no memory, cannot ask the person, send
+/// messages, schedule work or run scripts).
+const CHILD_BLOCKED: [&str; 5] = [
+    "memory",
+    "clarify",
+    "send_message",
+    "cronjob",
+    "execute_code",
+];
 
 /// One tool the model can call.
 pub trait Tool: Send + Sync {
@@ -85,6 +104,10 @@ pub trait Tool: Send + Sync {
     /// Why the tool cannot be offered now (a missing key or binary), if so.
     fn unavailable(&self) -> Option<String> {
         None
+    }
+    /// Whether the tool is offered in this turn (beyond toolsets and availability).
+    fn offered_in(&self, _ctx: &ToolContext) -> bool {
+        true
     }
     /// Whether this call only reads, so it may run alongside the step's other reading
     /// calls.
@@ -118,6 +141,12 @@ pub struct ToolDeps {
     pub web: Arc<web::Web>,
     /// `code_execution.*` (`execute_code`).
     pub code_execution: crate::config::CodeExecutionConfig,
+    /// `delegation.*` (`delegate_task`).
+    pub delegation: crate::config::DelegationConfig,
+    /// The runtime these tools belong to (sub-agents run on it).
+    pub agent: std::sync::Weak<crate::agent::AgentRuntime>,
+    /// Delegations running in the background.
+    pub delegations: Arc<delegate::Delegations>,
 }
 
 /// The tools offered to the model.
@@ -143,6 +172,9 @@ impl Toolbox {
             clarify,
             web,
             code_execution,
+            delegation,
+            agent,
+            delegations,
         } = deps;
         let files = Arc::new(files::Files::new(
             config.cwd.clone(),
@@ -185,6 +217,11 @@ impl Toolbox {
         let execute_code =
             code::ExecuteCodeTool::new(code_execution, cwd, pass_env, approvals, &tools);
         tools.push(Arc::new(execute_code));
+        tools.push(Arc::new(delegate::DelegateTool {
+            config: delegation,
+            agent,
+            background: delegations,
+        }));
         Toolbox::with(toolsets, tools)
     }
 
@@ -192,26 +229,30 @@ impl Toolbox {
         Toolbox { tools, toolsets }
     }
 
-    /// The tools offered now on `platform` (its toolsets, those available), in registry
-    /// order.
-    fn offered(&self, platform: Platform) -> impl Iterator<Item = &Arc<dyn Tool>> {
+    /// The tools offered now in the turn `ctx` (its platform's toolsets, those available,
+    /// fewer for a sub-agent), in registry order.
+    fn offered<'a>(&'a self, ctx: &'a ToolContext) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
+        let platform = ctx.chat.platform;
         self.tools.iter().filter(move |t| {
-            self.toolsets.offers(platform.as_str(), t.toolset()) && t.unavailable().is_none()
+            self.toolsets.offers(platform.as_str(), t.toolset())
+                && t.unavailable().is_none()
+                && !(ctx.depth > 0 && CHILD_BLOCKED.contains(&t.name()))
+                && t.offered_in(ctx)
         })
     }
 
-    /// OpenAI `tools` definitions for a turn on `platform`.
-    pub fn definitions(&self, platform: Platform) -> Vec<Value> {
-        self.offered(platform).map(|t| t.definition()).collect()
+    /// OpenAI `tools` definitions for the turn `ctx`.
+    pub fn definitions(&self, ctx: &ToolContext) -> Vec<Value> {
+        self.offered(ctx).map(|t| t.definition()).collect()
     }
 
-    fn find(&self, name: &str, platform: Platform) -> Option<&Arc<dyn Tool>> {
-        self.offered(platform).find(|t| t.name() == name)
+    fn find<'a>(&'a self, name: &str, ctx: &'a ToolContext) -> Option<&'a Arc<dyn Tool>> {
+        self.offered(ctx).find(|t| t.name() == name)
     }
 
     /// Whether a call only reads (an unknown tool's or unreadable arguments' does not).
-    pub fn reads_only(&self, call: &ToolCall, platform: Platform) -> bool {
-        let Some(tool) = self.find(&call.name, platform) else {
+    pub fn reads_only(&self, call: &ToolCall, ctx: &ToolContext) -> bool {
+        let Some(tool) = self.find(&call.name, ctx) else {
             return false;
         };
         serde_json::from_str::<Value>(&call.arguments)
@@ -246,10 +287,10 @@ impl Toolbox {
                 ));
             }
         };
-        match self.find(&call.name, ctx.chat.platform) {
+        match self.find(&call.name, ctx) {
             Some(tool) => tool.run(args, ctx).await,
             None => {
-                let names: Vec<&str> = self.offered(ctx.chat.platform).map(|t| t.name()).collect();
+                let names: Vec<&str> = self.offered(ctx).map(|t| t.name()).collect();
                 ToolResult::text(format!(
                     "error: there is no tool named {:?}; available: {}",
                     call.name,
@@ -286,7 +327,7 @@ pub(crate) async fn gate(
 }
 
 /// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 17] = [
+const TOOL_NAMES: [&str; 18] = [
     "terminal",
     "process",
     "read_file",
@@ -304,6 +345,7 @@ const TOOL_NAMES: [&str; 17] = [
     "web_search",
     "web_extract",
     "execute_code",
+    "delegate_task",
 ];
 
 /// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or

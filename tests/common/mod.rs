@@ -139,11 +139,16 @@ pub fn group_alive(pgid: i32) -> bool {
 
 /// The tool results the model was shown in its last request, in order.
 pub fn tool_results(w: &World) -> Vec<String> {
-    let requests = w.llm.requests();
-    let Some(last) = requests.last() else {
-        return Vec::new();
-    };
-    last["messages"]
+    w.llm
+        .requests()
+        .last()
+        .map(tool_results_in)
+        .unwrap_or_default()
+}
+
+/// The tool results a model request carries, in order.
+pub fn tool_results_in(request: &serde_json::Value) -> Vec<String> {
+    request["messages"]
         .as_array()
         .into_iter()
         .flatten()

@@ -1,0 +1,129 @@
+//! Delegations running in the background (`delegate_task`): who asked, where, and the
+//! tasks, so that after a restart the next start runs them again and their results still
+//! come back into the conversation.
+
+use hermes_adapter::{Author, ChatRef};
+use rusqlite::params;
+
+use super::{Store, StoreError, now_ms};
+
+/// A delegation that went on in the background.
+#[derive(Debug, Clone)]
+pub struct RecordedDelegation {
+    pub id: String,
+    pub session_key: String,
+    /// The session that delegated (its usage counts the children's tokens).
+    pub session_id: String,
+    pub chat: ChatRef,
+    pub author: Author,
+    /// The tasks as the tool took them (JSON).
+    pub tasks: serde_json::Value,
+}
+
+impl Store {
+    pub async fn delegation_started(&self, d: RecordedDelegation) -> Result<(), StoreError> {
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO delegations (id, session_key, session_id, chat, author,
+                    tasks, state, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7)",
+            )?
+            .execute(params![
+                d.id,
+                d.session_key,
+                d.session_id,
+                serde_json::to_string(&d.chat).unwrap_or_default(),
+                serde_json::to_string(&d.author).unwrap_or_default(),
+                d.tasks.to_string(),
+                now_ms(),
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// `reported` (its results are in the inbox) or `stopped` (by `/stop` or `/new`).
+    pub async fn delegation_ended(&self, id: &str, state: &str) -> Result<(), StoreError> {
+        let (id, state) = (id.to_owned(), state.to_owned());
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "UPDATE delegations SET state = ?1, ended_at = ?2
+                 WHERE id = ?3 AND state = 'running'",
+            )?
+            .execute(params![state, now_ms(), id])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The delegations still running, oldest first (rows that cannot be read are skipped
+    /// with a log line: nothing could be done with them).
+    pub async fn delegations_running(&self) -> Result<Vec<RecordedDelegation>, StoreError> {
+        self.call(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, session_key, session_id, chat, author, tasks FROM delegations
+                 WHERE state = 'running' ORDER BY created_at",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, session_key, session_id, chat, author, tasks) = row?;
+                let parsed = (
+                    serde_json::from_str(&chat),
+                    serde_json::from_str(&author),
+                    serde_json::from_str(&tasks),
+                );
+                match parsed {
+                    (Ok(chat), Ok(author), Ok(tasks)) => out.push(RecordedDelegation {
+                        id,
+                        session_key,
+                        session_id,
+                        chat,
+                        author,
+                        tasks,
+                    }),
+                    _ => tracing::error!(delegation = %id, "store: a delegation cannot be read; skipped"),
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_running_delegation_is_listed_until_it_ends() {
+        let store = Store::open_in_memory().unwrap();
+        let ctx = crate::tools::ToolContext::for_tests();
+        store
+            .delegation_started(RecordedDelegation {
+                id: "d1".into(),
+                session_key: ctx.session_key.clone(),
+                session_id: ctx.session_id.clone(),
+                chat: ctx.chat.clone(),
+                author: ctx.author.clone(),
+                tasks: serde_json::json!([{"goal": "look"}]),
+            })
+            .await
+            .unwrap();
+        let running = store.delegations_running().await.unwrap();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[0].chat, ctx.chat);
+        assert_eq!(running[0].tasks[0]["goal"], "look");
+        store.delegation_ended("d1", "reported").await.unwrap();
+        assert!(store.delegations_running().await.unwrap().is_empty());
+    }
+}

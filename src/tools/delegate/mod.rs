@@ -1,0 +1,401 @@
+//! `delegate_task` (Hermes' sub-agents): a goal (or a batch of up to
+//! `delegation.max_concurrent_children` tasks, run together) handed to fresh agents. Each
+//! child is a turn of its own with no history, no memory, a budget of
+//! `delegation.max_iterations` tool steps and fewer tools (no memory, clarify,
+//! send_message, cronjob, execute_code; `delegate_task` only above
+//! `delegation.max_spawn_depth`); its dangerous commands wait in the session's approval
+//! queue like the parent's, its tokens count toward the session, and the parent's
+//! cancellation reaches it. A delegation still running after
+//! `delegation.background_after_seconds` goes on in the background ([`background`]) and
+//! reports back into the conversation through the inbox when it is done.
+
+pub mod background;
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use futures_util::future::{BoxFuture, join_all};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use background::Delegations;
+
+use super::{Tool, ToolContext, ToolResult};
+use crate::agent::{AgentRuntime, TurnInput, TurnOutcome};
+use crate::config::DelegationConfig;
+use crate::llm::UsageByModel;
+use crate::store::RecordedDelegation;
+
+/// One sub-task.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Task {
+    pub goal: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+/// What a batch of children came to.
+pub struct Batch {
+    /// Hermes' result object: `{results: [...], total_duration_seconds}`.
+    pub report: Value,
+    /// The children's tokens, by model.
+    pub usage: UsageByModel,
+}
+
+pub struct DelegateTool {
+    pub config: DelegationConfig,
+    /// The runtime children run on (the one this tool belongs to).
+    pub agent: Weak<AgentRuntime>,
+    pub background: Arc<Delegations>,
+}
+
+impl DelegateTool {
+    async fn delegate(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
+        let tasks = match tasks_from(args, self.config.max_concurrent_children) {
+            Ok(tasks) => tasks,
+            Err(why) => return ToolResult::text(format!("error: {why}")),
+        };
+        let Some(agent) = self.agent.upgrade() else {
+            return ToolResult::text("error: the gateway is shutting down");
+        };
+        // The children's own token: the turn's cancellation reaches it while the turn
+        // waits; once in the background, `/stop`, `/new` or shutdown does.
+        let cancel = self.background.token();
+        let parent = ToolContext {
+            cancel: cancel.clone(),
+            ..ctx.clone()
+        };
+        let mut batch = tokio::spawn(run_batch(agent, self.config.clone(), tasks.clone(), parent));
+        let finished = tokio::select! {
+            done = &mut batch => Some(done),
+            _ = ctx.cancel.cancelled() => {
+                cancel.cancel();
+                Some((&mut batch).await)
+            }
+            _ = tokio::time::sleep(self.config.background_after) => None,
+        };
+        match finished {
+            Some(Ok(batch)) => {
+                if let Ok(mut usage) = ctx.usage.lock() {
+                    for (model, u) in batch.usage.0 {
+                        usage.add(&model, u);
+                    }
+                }
+                ToolResult {
+                    text: batch.report.to_string(),
+                    cancelled: ctx.cancel.is_cancelled(),
+                }
+            }
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "delegate: the sub-agents failed");
+                ToolResult::text(format!("error: the sub-agents failed ({e})"))
+            }
+            None => {
+                let record = RecordedDelegation {
+                    id: format!("dlg_{:012x}", rand::random::<u64>() >> 16),
+                    session_key: ctx.session_key.clone(),
+                    session_id: ctx.session_id.clone(),
+                    chat: ctx.chat.clone(),
+                    author: ctx.author.clone(),
+                    tasks: json!(tasks),
+                };
+                let id = record.id.clone();
+                self.background.adopt(record, cancel, batch, false).await;
+                tracing::info!(delegation = %id, tasks = tasks.len(), "delegate: going on in the background");
+                ToolResult::text(
+                    json!({
+                        "status": "dispatched",
+                        "mode": "background",
+                        "delegation_id": id,
+                        "count": tasks.len(),
+                        "goals": tasks.iter().map(|t| t.goal.clone()).collect::<Vec<_>>(),
+                        "note": "The sub-agents go on in the background. Their results come back into this conversation as a new message when they finish; tell the person so and end your turn (do not wait or poll).",
+                    })
+                    .to_string(),
+                )
+            }
+        }
+    }
+}
+
+impl Tool for DelegateTool {
+    fn name(&self) -> &'static str {
+        "delegate_task"
+    }
+
+    fn toolset(&self) -> &'static str {
+        "delegation"
+    }
+
+    fn definition(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": "delegate_task",
+                "description": format!(
+                    "Hand a self-contained sub-task to a fresh agent (or up to {} tasks to agents that work at the same time). \
+                     Each starts with no memory of this conversation: put everything it needs in `context`. It has the \
+                     terminal, file, web and skills tools but cannot ask the person anything. You get back each agent's \
+                     short summary. Long delegations go on in the background and report back into this conversation.",
+                    self.config.max_concurrent_children
+                ),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "goal": {"type": "string", "description": "What the agent should achieve (one task)."},
+                        "context": {"type": "string", "description": "What it needs to know: files, findings, constraints."},
+                        "tasks": {
+                            "type": "array",
+                            "description": "Several tasks run together, in place of goal/context.",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "goal": {"type": "string"},
+                                    "context": {"type": "string"}
+                                },
+                                "required": ["goal"]
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    fn offered_in(&self, ctx: &ToolContext) -> bool {
+        ctx.depth < self.config.max_spawn_depth
+    }
+
+    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move { self.delegate(&args, ctx).await })
+    }
+}
+
+/// The tasks asked for: `tasks`, or `goal` with `context`.
+fn tasks_from(args: &Value, max: usize) -> Result<Vec<Task>, String> {
+    let tasks: Vec<Task> = match args.get("tasks") {
+        Some(Value::Array(items)) if !items.is_empty() => items
+            .iter()
+            .map(|item| serde_json::from_value::<Task>(item.clone()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("each task needs a goal ({e})"))?,
+        _ => match args.get("goal").and_then(Value::as_str) {
+            Some(goal) => vec![Task {
+                goal: goal.to_owned(),
+                context: args
+                    .get("context")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            }],
+            None => return Err("give a goal (with its context) or a list of tasks".into()),
+        },
+    };
+    if tasks.iter().any(|t| t.goal.trim().is_empty()) {
+        return Err("a task's goal is empty".into());
+    }
+    if tasks.len() > max {
+        return Err(format!(
+            "{} tasks, but at most {max} run at once (delegation.max_concurrent_children); send fewer",
+            tasks.len()
+        ));
+    }
+    Ok(tasks)
+}
+
+/// Run every task at once as a child of `parent`'s turn.
+pub async fn run_batch(
+    agent: Arc<AgentRuntime>,
+    config: DelegationConfig,
+    tasks: Vec<Task>,
+    parent: ToolContext,
+) -> Batch {
+    let started = Instant::now();
+    let children = tasks
+        .iter()
+        .enumerate()
+        .map(|(index, task)| run_child(&agent, &config, task, index, &parent));
+    let done = join_all(children).await;
+    let mut usage = UsageByModel::default();
+    let mut results = Vec::new();
+    for (result, child_usage) in done {
+        for (model, u) in child_usage.0 {
+            usage.add(&model, u);
+        }
+        results.push(result);
+    }
+    Batch {
+        report: json!({
+            "results": results,
+            "total_duration_seconds": seconds(started.elapsed()),
+        }),
+        usage,
+    }
+}
+
+/// One child: a fresh turn with the task as its message.
+async fn run_child(
+    agent: &AgentRuntime,
+    config: &DelegationConfig,
+    task: &Task,
+    index: usize,
+    parent: &ToolContext,
+) -> (Value, UsageByModel) {
+    let started = Instant::now();
+    let usage = Arc::new(std::sync::Mutex::new(UsageByModel::default()));
+    let cancel = parent.cancel.child_token();
+    let ctx = ToolContext {
+        session_id: format!("{}/sub-{}", parent.session_id, index + 1),
+        cancel: cancel.clone(),
+        attention: CancellationToken::new(),
+        usage: usage.clone(),
+        depth: parent.depth + 1,
+        ..parent.clone()
+    };
+    let input = TurnInput {
+        history: Vec::new(),
+        carried: Vec::new(),
+        user_text: child_prompt(task, parent.depth + 1, config.max_spawn_depth),
+        images: Vec::new(),
+        progress: None,
+        stream: None,
+        context: format!(
+            "You are a sub-agent working for {} (through {}); you cannot talk to them.",
+            parent.author.display_name, parent.chat.platform
+        ),
+        usage: usage.clone(),
+        model: None,
+        personality: None,
+        memory: String::new(),
+        tool_progress: crate::config::ToolProgress::Off,
+        notices: None,
+        compaction: None,
+        max_steps: Some(config.max_iterations),
+    };
+    let (_steer_tx, mut steer) = mpsc::unbounded_channel();
+    let turn = agent.run_turn(input, ctx, &mut steer);
+    tokio::pin!(turn);
+    let (outcome, timed_out) = match config.child_timeout {
+        Some(limit) => tokio::select! {
+            outcome = &mut turn => (outcome, false),
+            _ = tokio::time::sleep(limit) => {
+                // Cancelled rather than dropped, so what it waits on (an approval, a
+                // command) ends properly.
+                cancel.cancel();
+                (turn.await, true)
+            }
+        },
+        None => (turn.await, false),
+    };
+    let usage = std::mem::take(&mut *usage.lock().expect("usage lock"));
+    let tokens: u64 = usage.0.iter().map(|(_, u)| u.prompt + u.completion).sum();
+    let (status, exit_reason, summary, messages) = match outcome {
+        TurnOutcome::Answered { reply, messages } if reply.trim().is_empty() => {
+            ("failed", "completed", "(empty)".to_owned(), messages)
+        }
+        TurnOutcome::Answered { reply, messages } => ("completed", "completed", reply, messages),
+        TurnOutcome::BudgetExhausted { reply, messages } => {
+            ("completed", "max_iterations", reply, messages)
+        }
+        TurnOutcome::Failed { notice, messages } => ("error", "error", notice, messages),
+        TurnOutcome::Cancelled { messages } if timed_out => (
+            "timeout",
+            "timeout",
+            format!(
+                "The sub-agent ran out of time (delegation.child_timeout_seconds, {} s).",
+                config.child_timeout.map_or(0, |t| t.as_secs())
+            ),
+            messages,
+        ),
+        TurnOutcome::Cancelled { messages } => (
+            "interrupted",
+            "interrupted",
+            "The sub-agent was stopped before it finished.".to_owned(),
+            messages,
+        ),
+    };
+    let api_calls = messages.iter().filter(|m| m.role == "assistant").count();
+    let (summary, truncated) = capped(&summary, config.max_summary_chars);
+    let mut result = json!({
+        "task_index": index,
+        "status": status,
+        "summary": crate::secrets::scrub(&summary),
+        "api_calls": api_calls,
+        "duration_seconds": seconds(started.elapsed()),
+        "tokens": tokens,
+        "exit_reason": exit_reason,
+    });
+    if truncated {
+        result["summary_truncated"] = json!(true);
+    }
+    (result, usage)
+}
+
+/// What a child is told (Hermes' ephemeral prompt for a sub-agent).
+fn child_prompt(task: &Task, depth: u32, max_depth: u32) -> String {
+    let mut text = String::from(
+        "[You are a sub-agent: another agent handed you this task. Nobody can answer questions, so decide \
+         for yourself. Work on it with your tools, then answer with a short summary, outcome first: what you \
+         did, what you found, which files you changed, and any problem left.",
+    );
+    if depth < max_depth {
+        text.push_str(" You may delegate parts of it again with delegate_task.");
+    }
+    text.push_str("]\n\nTask: ");
+    text.push_str(task.goal.trim());
+    if let Some(context) = task.context.as_deref().filter(|c| !c.trim().is_empty()) {
+        text.push_str("\n\nContext:\n");
+        text.push_str(context.trim());
+    }
+    text
+}
+
+/// At most `max` characters (cut on a character boundary), and whether it was cut.
+fn capped(text: &str, max: usize) -> (String, bool) {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => (format!("{}…", &text[..at]), true),
+        None => (text.to_owned(), false),
+    }
+}
+
+fn seconds(d: Duration) -> f64 {
+    (d.as_secs_f64() * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tasks_come_from_goal_or_a_list_within_the_limit() {
+        let one = tasks_from(&json!({"goal": "look", "context": "in /tmp"}), 3).unwrap();
+        assert_eq!(
+            one,
+            [Task {
+                goal: "look".into(),
+                context: Some("in /tmp".into())
+            }]
+        );
+        let many = tasks_from(
+            &json!({"goal": "ignored", "tasks": [{"goal": "a"}, {"goal": "b", "context": "c"}]}),
+            3,
+        )
+        .unwrap();
+        assert_eq!(many.len(), 2);
+        assert_eq!(many[1].context.as_deref(), Some("c"));
+        assert!(
+            tasks_from(&json!({"tasks": [{"goal": "a"}, {"goal": "b"}]}), 1)
+                .unwrap_err()
+                .contains("at most 1")
+        );
+        assert!(tasks_from(&json!({}), 3).is_err());
+        assert!(tasks_from(&json!({"goal": "  "}), 3).is_err());
+        assert!(tasks_from(&json!({"tasks": [{"context": "no goal"}]}), 3).is_err());
+    }
+
+    #[test]
+    fn a_summary_is_cut_on_a_character_boundary() {
+        assert_eq!(capped("héllo", 10), ("héllo".to_owned(), false));
+        assert_eq!(capped("héllo", 2), ("hé…".to_owned(), true));
+    }
+}
