@@ -102,7 +102,7 @@ pub fn main() -> ExitCode {
             runtime.shutdown_background();
             code
         }
-        Command::CheckConfig => check_config(home),
+        Command::CheckConfig => check_config(home, &runtime),
         Command::Pairing { action } => runtime.block_on(pairing(home, action)),
         Command::Approvals { action } => runtime.block_on(approvals(home, action)),
         Command::Cron { action } => runtime.block_on(async {
@@ -233,7 +233,7 @@ async fn run(home: PathBuf) -> ExitCode {
     crate::reload::run(home, config).await
 }
 
-fn check_config(home: PathBuf) -> ExitCode {
+fn check_config(home: PathBuf, runtime: &tokio::runtime::Runtime) -> ExitCode {
     let loaded = config::load(&home);
     loaded.remember_secrets();
     // Every line scrubbed: this output is pasted into bug reports.
@@ -329,6 +329,21 @@ fn check_config(home: PathBuf) -> ExitCode {
             println!(
                 "\nNo chat platform is enabled: `run` would exit. Set TELEGRAM_BOT_TOKEN in .env."
             );
+        }
+        if !c.mcp_servers.is_empty() {
+            // Each server is started, asked for its tools, and stopped again, so a server
+            // that cannot start is found here rather than in the first chat.
+            println!("\nMCP servers (started to check them):");
+            let mcp = crate::mcp::Mcp::new(c.mcp_servers.clone());
+            let health = runtime.block_on(async {
+                mcp.start_all_and_wait().await;
+                let health = mcp.health();
+                mcp.shutdown().await;
+                health
+            });
+            for (name, state) in health {
+                println!("  mcp_servers.{name}: {}", crate::mcp::describe(&state));
+            }
         }
     }
     if !loaded.unused.is_empty() {

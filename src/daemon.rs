@@ -329,6 +329,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         config.agent.cron_min_interval,
     );
     let delegations = crate::tools::delegate::Delegations::new(store.clone(), work.clone());
+    let mcp = crate::mcp::Mcp::new(config.mcp_servers.clone());
     let agent = Arc::new_cyclic(|agent| AgentRuntime {
         models,
         compressor,
@@ -359,7 +360,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
                     .filter_map(|p| Some((p.platform(), p.home_channel()?.to_owned())))
                     .collect(),
             ),
-        }),
+        })
+        .with_mcp(mcp.clone()),
         home: config.home.clone(),
         prompt,
         max_iterations: config.agent.max_turns,
@@ -378,6 +380,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         processes: processes.clone(),
         stop_kills_background: config.processes.stop_kills_background,
         delegations: delegations.clone(),
+        mcp: mcp.clone(),
         streaming: config.agent.streaming.clone(),
         media: Arc::new(MediaPreparer::new(
             config.agent.image_input,
@@ -436,6 +439,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     // any event.
     crate::cron::import::import_once(&config.home, &store, &cron.tz).await;
     tasks.spawn(cron.clone().run(sink.clone(), shutdown.clone()));
+    // MCP servers that start at boot connect in the background; their tools appear as
+    // each is ready.
+    mcp.start();
     // Delegations a stopped run left going in the background run again and report back.
     delegations.attach(sink.clone());
     crate::tools::delegate::background::resume(
@@ -565,6 +571,7 @@ async fn shut_down(
     tracing::info!("shutting down");
     stages.work.cancel();
     processes.stop_all().await;
+    sessions.mcp.shutdown().await;
     tasks.close();
     sessions.tasks.close();
     let stopped = async { tokio::join!(tasks.wait(), router.drained(), sessions.tasks.wait()) };

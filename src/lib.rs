@@ -13,6 +13,7 @@ pub mod home;
 pub mod http;
 pub mod journal;
 pub mod llm;
+pub mod mcp;
 pub mod media;
 pub mod metrics;
 pub mod platforms;

@@ -5,12 +5,14 @@
 //! (or variable name) it concerns, so `check-config` can explain all of them at once.
 
 mod env;
+mod mcp;
 mod models;
 mod source;
 mod types;
 mod yaml;
 
 pub use env::{EnvSource, EnvVars, is_truthy};
+pub use mcp::{McpServerConfig, McpTransport};
 pub use models::{
     CompressionConfig, Dialect, ModelSpec, PROVIDERS, ProviderInfo, ProviderKeys, dialect_for,
     provider, resolve as resolve_model,
@@ -376,6 +378,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             })
         },
     };
+    let mcp_servers = mcp::read_mcp_servers(&mut y, env, &mut problems);
     let code_execution = read_code_execution(&mut y, &mut problems);
     let delegation = read_delegation(&mut y, &mut problems);
 
@@ -423,6 +426,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
                 .iter()
                 .filter_map(|f| f.api_key.as_ref().map(|k| k.expose().to_owned())),
         )
+        .chain(mcp_servers.iter().flat_map(McpServerConfig::secret_values))
         .filter(|v| !v.trim().is_empty())
         .map(Secret::new)
         .collect();
@@ -451,6 +455,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             processes,
             code_execution,
             delegation,
+            mcp_servers,
             secret_env_names,
         }),
         _ => None,

@@ -395,6 +395,8 @@ pub struct Config {
     pub processes: ProcessConfig,
     pub code_execution: CodeExecutionConfig,
     pub delegation: DelegationConfig,
+    /// `mcp_servers`: the enabled MCP servers.
+    pub mcp_servers: Vec<super::McpServerConfig>,
     /// Names of every secret value, so tools can scrub them from child environments.
     pub secret_env_names: Vec<String>,
 }

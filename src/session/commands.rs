@@ -149,6 +149,9 @@ impl SessionActor {
             ));
         }
         lines.push(format!("Busy mode: {}", self.services.busy_mode.as_str()));
+        if let Some(mcp) = self.services.mcp.status_line() {
+            lines.push(mcp);
+        }
         if let Ok(Some(home)) = store.home_channel(self.chat.platform).await {
             lines.push(if home == self.chat {
                 "Home channel: this chat".to_owned()

@@ -104,6 +104,8 @@ pub struct SessionServices {
     pub stop_kills_background: bool,
     /// Delegations running in the background (`/stop` and `/new` cancel the session's).
     pub delegations: Arc<crate::tools::delegate::Delegations>,
+    /// The MCP servers (`/status` shows them; stopped at shutdown).
+    pub mcp: Arc<crate::mcp::Mcp>,
     /// Questions the agent asked (`clarify`), answered by the person's next message.
     pub clarify: Arc<crate::tools::clarify::Clarify>,
     /// Turns the files people send into what the model reads.

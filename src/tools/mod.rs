@@ -153,6 +153,8 @@ pub struct ToolDeps {
 pub struct Toolbox {
     tools: Vec<Arc<dyn Tool>>,
     toolsets: crate::config::ToolsetsConfig,
+    /// The MCP servers' tools, as they come and go.
+    mcp: Option<Arc<crate::mcp::Mcp>>,
 }
 
 impl Toolbox {
@@ -226,28 +228,56 @@ impl Toolbox {
     }
 
     pub fn with(toolsets: crate::config::ToolsetsConfig, tools: Vec<Arc<dyn Tool>>) -> Self {
-        Toolbox { tools, toolsets }
+        Toolbox {
+            tools,
+            toolsets,
+            mcp: None,
+        }
+    }
+
+    /// The MCP servers' tools are offered too.
+    pub fn with_mcp(mut self, mcp: Arc<crate::mcp::Mcp>) -> Self {
+        self.mcp = Some(mcp);
+        self
+    }
+
+    /// Before a turn: start what starts on first use (lazy MCP servers) and try again the
+    /// servers that failed a while ago.
+    pub async fn prepare(&self) {
+        if let Some(mcp) = &self.mcp {
+            mcp.prepare().await;
+        }
     }
 
     /// The tools offered now in the turn `ctx` (its platform's toolsets, those available,
-    /// fewer for a sub-agent), in registry order.
-    fn offered<'a>(&'a self, ctx: &'a ToolContext) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
+    /// fewer for a sub-agent), in registry order, then the MCP servers'.
+    fn offered(&self, ctx: &ToolContext) -> Vec<Arc<dyn Tool>> {
         let platform = ctx.chat.platform;
-        self.tools.iter().filter(move |t| {
-            self.toolsets.offers(platform.as_str(), t.toolset())
-                && t.unavailable().is_none()
-                && !(ctx.depth > 0 && CHILD_BLOCKED.contains(&t.name()))
-                && t.offered_in(ctx)
-        })
+        let mcp = self
+            .mcp
+            .iter()
+            .flat_map(|m| m.tools())
+            .map(|t| t as Arc<dyn Tool>);
+        self.tools
+            .iter()
+            .cloned()
+            .chain(mcp)
+            .filter(|t| {
+                self.toolsets.offers(platform.as_str(), t.toolset())
+                    && t.unavailable().is_none()
+                    && !(ctx.depth > 0 && CHILD_BLOCKED.contains(&t.name()))
+                    && t.offered_in(ctx)
+            })
+            .collect()
     }
 
     /// OpenAI `tools` definitions for the turn `ctx`.
     pub fn definitions(&self, ctx: &ToolContext) -> Vec<Value> {
-        self.offered(ctx).map(|t| t.definition()).collect()
+        self.offered(ctx).iter().map(|t| t.definition()).collect()
     }
 
-    fn find<'a>(&'a self, name: &str, ctx: &'a ToolContext) -> Option<&'a Arc<dyn Tool>> {
-        self.offered(ctx).find(|t| t.name() == name)
+    fn find(&self, name: &str, ctx: &ToolContext) -> Option<Arc<dyn Tool>> {
+        self.offered(ctx).into_iter().find(|t| t.name() == name)
     }
 
     /// Whether a call only reads (an unknown tool's or unreadable arguments' does not).
@@ -290,7 +320,7 @@ impl Toolbox {
         match self.find(&call.name, ctx) {
             Some(tool) => tool.run(args, ctx).await,
             None => {
-                let names: Vec<&str> = self.offered(ctx).map(|t| t.name()).collect();
+                let names: Vec<&str> = self.offered(ctx).iter().map(|t| t.name()).collect();
                 ToolResult::text(format!(
                     "error: there is no tool named {:?}; available: {}",
                     call.name,

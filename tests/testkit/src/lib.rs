@@ -6,6 +6,7 @@ pub mod conformance;
 pub mod daemon;
 pub mod discord;
 pub mod llm;
+pub mod mcp;
 pub mod multipart;
 pub mod slack;
 pub mod telegram;

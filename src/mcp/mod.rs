@@ -1,0 +1,228 @@
+//! Tools from MCP servers (`mcp_servers`, Hermes' names), through the official Rust SDK
+//! (`rmcp`). Each server is connected at boot in the background (or, with `lazy`, when a
+//! turn first needs tools); its tools are offered as `mcp__<server>__<tool>` in toolset
+//! `mcp-<server>` while it is healthy and hidden while it is not. A server that fails to
+//! start or dies is logged, shown in `/status` and `check-config`, and tried again at a
+//! later turn (backing off); the other servers and tools keep working. Stdio servers are
+//! children of the daemon in their own process group with a minimal environment (Hermes'
+//! safe list plus their configured `env`), stopped with the daemon.
+
+mod connection;
+mod tool;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use tool::McpTool;
+
+use crate::config::McpServerConfig;
+use connection::Connection;
+
+/// The first wait before a failed server is tried again; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Where a server stands.
+#[derive(Debug, Clone)]
+pub enum Health {
+    /// Not started yet (`lazy`, or boot still under way).
+    NotStarted,
+    Starting,
+    /// Connected, offering this many tools.
+    Ready(usize),
+    /// Failed to start or died; why, and when it may be tried again.
+    Failed {
+        why: String,
+        retry_at: Instant,
+    },
+}
+
+/// One configured server.
+pub struct Server {
+    pub config: McpServerConfig,
+    health: Mutex<Health>,
+    failures: Mutex<u32>,
+    connection: tokio::sync::Mutex<Option<Connection>>,
+    tools: Mutex<Vec<Arc<McpTool>>>,
+}
+
+/// Every configured MCP server.
+pub struct Mcp {
+    servers: Vec<Arc<Server>>,
+}
+
+impl Mcp {
+    pub fn new(configs: Vec<McpServerConfig>) -> Arc<Mcp> {
+        Arc::new(Mcp {
+            servers: configs
+                .into_iter()
+                .map(|config| {
+                    Arc::new(Server {
+                        config,
+                        health: Mutex::new(Health::NotStarted),
+                        failures: Mutex::new(0),
+                        connection: tokio::sync::Mutex::new(None),
+                        tools: Mutex::new(Vec::new()),
+                    })
+                })
+                .collect(),
+        })
+    }
+
+    /// Connect the servers that start at boot, each in a task of its own.
+    pub fn start(self: &Arc<Self>) {
+        for server in self.servers.iter().filter(|s| !s.config.lazy) {
+            let server = server.clone();
+            tokio::spawn(async move { server.ensure().await });
+        }
+    }
+
+    /// Before a turn: start the lazy servers not started yet and try again the failed
+    /// ones whose wait is over, each bounded by its `connect_timeout`.
+    pub async fn prepare(&self) {
+        let due: Vec<_> = self
+            .servers
+            .iter()
+            .filter(|s| match s.health() {
+                Health::NotStarted => s.config.lazy,
+                Health::Failed { retry_at, .. } => Instant::now() >= retry_at,
+                Health::Starting | Health::Ready(_) => false,
+            })
+            .cloned()
+            .collect();
+        futures_util::future::join_all(due.iter().map(|s| s.ensure())).await;
+    }
+
+    /// The tools of every server (each says whether it is available now).
+    pub fn tools(&self) -> Vec<Arc<McpTool>> {
+        self.servers
+            .iter()
+            .flat_map(|s| s.tools.lock().expect("mcp tools lock").clone())
+            .collect()
+    }
+
+    /// Each server and where it stands, for `/status` and `check-config`.
+    pub fn health(&self) -> Vec<(String, Health)> {
+        self.servers
+            .iter()
+            .map(|s| (s.config.name.clone(), s.health()))
+            .collect()
+    }
+
+    /// One line per server for `/status`; `None` without servers.
+    pub fn status_line(&self) -> Option<String> {
+        if self.servers.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .health()
+            .into_iter()
+            .map(|(name, health)| format!("{name} ({})", describe(&health)))
+            .collect();
+        Some(format!("MCP servers: {}", parts.join(", ")))
+    }
+
+    /// Connect every server now and wait (`check-config`).
+    pub async fn start_all_and_wait(&self) {
+        futures_util::future::join_all(self.servers.iter().map(|s| s.ensure())).await;
+    }
+
+    /// Stop every server (stdio ones and everything they started).
+    pub async fn shutdown(&self) {
+        futures_util::future::join_all(self.servers.iter().map(|s| async {
+            if let Some(connection) = s.connection.lock().await.take() {
+                connection.close().await;
+            }
+            s.tools.lock().expect("mcp tools lock").clear();
+        }))
+        .await;
+    }
+}
+
+/// A server's state in a few words.
+pub fn describe(health: &Health) -> String {
+    match health {
+        Health::NotStarted => "not started".into(),
+        Health::Starting => "starting".into(),
+        Health::Ready(n) => format!("{n} tools"),
+        Health::Failed { why, .. } => format!("failed: {why}"),
+    }
+}
+
+impl Server {
+    pub fn health(&self) -> Health {
+        let health = self.health.lock().expect("mcp health lock").clone();
+        match health {
+            // A server that died since is reported as such (and tried again later).
+            Health::Ready(_) if self.died() => Health::Failed {
+                why: "the server stopped".into(),
+                retry_at: Instant::now(),
+            },
+            other => other,
+        }
+    }
+
+    fn died(&self) -> bool {
+        self.connection
+            .try_lock()
+            .map(|c| c.as_ref().is_some_and(Connection::is_closed))
+            .unwrap_or(false)
+    }
+
+    fn set_health(&self, health: Health) {
+        *self.health.lock().expect("mcp health lock") = health;
+    }
+
+    /// Connected, unless it is already, or it fails (then logged and backed off).
+    async fn ensure(&self) {
+        let mut connection = self.connection.lock().await;
+        if connection.as_ref().is_some_and(|c| !c.is_closed()) {
+            return;
+        }
+        if let Some(dead) = connection.take() {
+            dead.close().await;
+        }
+        self.set_health(Health::Starting);
+        let name = &self.config.name;
+        tracing::info!(server = %name, "mcp: connecting");
+        match Connection::open(&self.config).await {
+            Ok((open, listed)) => {
+                let tools: Vec<Arc<McpTool>> = listed
+                    .into_iter()
+                    .filter(|t| self.wanted(&t.name))
+                    .map(|t| Arc::new(McpTool::new(&self.config, t, open.peer())))
+                    .collect();
+                tracing::info!(server = %name, tools = tools.len(), "mcp: connected");
+                self.set_health(Health::Ready(tools.len()));
+                *self.failures.lock().expect("mcp failures lock") = 0;
+                *self.tools.lock().expect("mcp tools lock") = tools;
+                *connection = Some(open);
+            }
+            Err(why) => {
+                let why = crate::secrets::scrub(&why).into_owned();
+                let failures = {
+                    let mut f = self.failures.lock().expect("mcp failures lock");
+                    *f += 1;
+                    *f
+                };
+                let wait = FIRST_BACKOFF
+                    .saturating_mul(1 << (failures - 1).min(10))
+                    .min(MAX_BACKOFF);
+                tracing::error!(server = %name, error = %why, retry_in_s = wait.as_secs(), "mcp: the server could not be started; its tools are not offered");
+                self.tools.lock().expect("mcp tools lock").clear();
+                self.set_health(Health::Failed {
+                    why,
+                    retry_at: Instant::now() + wait,
+                });
+            }
+        }
+    }
+
+    /// Whether `tool` passes `tools.include` / `tools.exclude`.
+    fn wanted(&self, tool: &str) -> bool {
+        if !self.config.include.is_empty() {
+            return self.config.include.iter().any(|t| t == tool);
+        }
+        !self.config.exclude.iter().any(|t| t == tool)
+    }
+}

@@ -1,0 +1,226 @@
+//! MCP servers end to end: the daemon starts the testkit's stdio MCP server (rmcp's server
+//! side) as a child of its own, offers its tools as `mcp__<server>__<tool>`, runs the
+//! model's calls (a timeout and `/stop` end a call; the server stays usable), keeps its
+//! secrets from the server, stops it with the daemon; a server that cannot start is
+//! reported in `/status`, `check-config` and the log while the others keep working.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use hermes_testkit::eventually;
+use hermes_testkit::llm::Reply;
+use hermes_testkit::mcp::{STUB_VAR, serve_stdio, stub_server_command};
+use serde_json::{Value, json};
+
+/// Not a test: the MCP server the daemon starts (this binary, with only this test).
+#[tokio::test]
+async fn mcp_stub_server() {
+    if std::env::var(STUB_VAR).as_deref() == Ok("1") {
+        serve_stdio().await;
+    }
+}
+
+/// `mcp_servers` with the stub as `calc` (and `extra` lines under it), then `more`.
+fn servers(extra: &str, more: &str) -> String {
+    let (command, args) = stub_server_command("mcp_stub_server");
+    format!(
+        "mcp_servers:\n  calc:\n    command: {}\n    args: {}\n    env:\n      {STUB_VAR}: \"1\"\n{extra}{more}",
+        json!(command),
+        json!(args)
+    )
+}
+
+fn call(name: &str, arguments: Value) -> Reply {
+    Reply::ToolCall {
+        name: name.into(),
+        arguments,
+    }
+}
+
+fn offered(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_tools_are_called_without_its_secrets_and_it_stops_with_the_daemon() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        &servers("    lazy: true\n", ""),
+    )
+    .await;
+    let pidfile = w.home.dir.join("work/mcp.pid");
+    let leftover = w.home.dir.join("work/leftover.pid");
+    w.llm.push(Reply::ToolCalls(vec![
+        ("mcp__calc__add".into(), json!({"a": 2, "b": 3})),
+        ("mcp__calc__environment".into(), json!({})),
+        (
+            "mcp__calc__sleep".into(),
+            json!({"ms": 0, "pidfile": pidfile.display().to_string()}),
+        ),
+        (
+            "mcp__calc__spawn".into(),
+            json!({"pidfile": leftover.display().to_string()}),
+        ),
+    ]));
+    w.llm.push(Reply::text("five"));
+    let mut d = w.start();
+    assert_eq!(w.ask("what is 2 + 3?").await, ["five"]);
+    let first = &w.llm.requests()[0];
+    let tools = offered(first);
+    for name in [
+        "mcp__calc__add",
+        "mcp__calc__echo",
+        "mcp__calc__sleep",
+        "mcp__calc__spawn",
+        "mcp__calc__environment",
+    ] {
+        assert!(tools.contains(&name.to_owned()), "{name} in {tools:?}");
+    }
+    let results = tool_results(&w);
+    assert_eq!(results[0], "5");
+    let env = &results[1];
+    assert!(env.contains(STUB_VAR) && env.contains("PATH"), "{env}");
+    for secret in ["TELEGRAM_BOT_TOKEN", "OPENAI_API_KEY", "HERMES_LOG"] {
+        assert!(!env.contains(secret), "{secret} reached the server: {env}");
+    }
+    assert_eq!(results[2], "slept");
+    let read_pid = |path: &std::path::Path| -> i32 {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (pid, child) = (read_pid(&pidfile), read_pid(&leftover));
+    assert!(!gone(pid) && !gone(child));
+    assert_eq!(d.terminate(), Some(0));
+    eventually(
+        WAIT,
+        "the MCP server and what it started to stop with the daemon",
+        || (gone(pid) && gone(child)).then_some(()),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_is_reported_and_the_others_keep_working() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        &servers(
+            "",
+            "  broken:\n    command: sh\n    args: [\"-c\", \"echo no config >&2; exit 3\"]\n",
+        ),
+    )
+    .await;
+    // check-config starts each server to check it.
+    let checked = std::process::Command::new(BIN)
+        .args(["--home", w.home.dir.to_str().unwrap(), "check-config"])
+        .output()
+        .unwrap();
+    let checked = String::from_utf8_lossy(&checked.stdout);
+    assert!(checked.contains("mcp_servers.calc: 5 tools"), "{checked}");
+    assert!(checked.contains("mcp_servers.broken: failed:"), "{checked}");
+
+    w.llm
+        .push(call("mcp__calc__echo", json!({"text": "still here"})));
+    w.llm.push(Reply::text("echoed"));
+    let d = w.start();
+    let t = w.telegram.clone();
+    let status = eventually(WAIT, "both servers settled in /status", || {
+        t.dm(ALICE, "/status");
+        std::thread::sleep(Duration::from_millis(300));
+        t.sent_texts(ALICE)
+            .into_iter()
+            .rev()
+            .find(|s| s.contains("calc (5 tools)") && s.contains("broken (failed:"))
+    })
+    .await;
+    assert!(status.contains("MCP servers:"), "{status}");
+    let before = w.telegram.sent_texts(ALICE).len();
+    w.telegram.dm(ALICE, "echo please");
+    assert_eq!(w.replies(ALICE, before + 1).await[before], "echoed");
+    assert_eq!(tool_results(&w)[0], "still here");
+    assert!(
+        !offered(&w.llm.requests()[0])
+            .iter()
+            .any(|t| t.starts_with("mcp__broken"))
+    );
+    let log = d.log_text();
+    assert!(
+        log.contains("could not be started") && log.contains("broken"),
+        "the log says which server failed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_ends_at_its_timeout_or_at_stop_and_the_server_stays_usable() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        &servers("    lazy: true\n    timeout: 1\n", ""),
+    )
+    .await;
+    w.llm.push(call("mcp__calc__sleep", json!({"ms": 60000})));
+    w.llm.push(Reply::text("it took too long"));
+    let _d = w.start();
+    let asked = Instant::now();
+    assert_eq!(w.ask("sleep").await, ["it took too long"]);
+    assert!(asked.elapsed() < Duration::from_secs(10));
+    assert!(
+        tool_results(&w)[0].contains("did not answer within 1 s"),
+        "{:?}",
+        tool_results(&w)
+    );
+
+    // /stop ends a call at once (the timeout is a second; this one would wait for it).
+    let w2 = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        &servers("    lazy: true\n", ""),
+    )
+    .await;
+    let pidfile = w2.home.dir.join("work/mcp.pid");
+    w2.llm.push(call(
+        "mcp__calc__sleep",
+        json!({"ms": 60000, "pidfile": pidfile.display().to_string()}),
+    ));
+    w2.llm
+        .push(call("mcp__calc__echo", json!({"text": "after"})));
+    w2.llm.push(Reply::text("the server still answers"));
+    let _d2 = w2.start();
+    w2.telegram.dm(ALICE, "sleep a minute");
+    eventually(WAIT, "the call to run", || {
+        std::fs::read_to_string(&pidfile).ok()
+    })
+    .await;
+    let stopped = Instant::now();
+    w2.telegram.dm(ALICE, "/stop");
+    let t = w2.telegram.clone();
+    eventually(WAIT, "the stop to be confirmed", || {
+        t.sent_texts(ALICE)
+            .iter()
+            .any(|s| s.to_lowercase().contains("stop"))
+            .then_some(())
+    })
+    .await;
+    assert!(stopped.elapsed() < Duration::from_secs(5));
+    let before = w2.telegram.sent_texts(ALICE).len();
+    w2.telegram.dm(ALICE, "again");
+    let replies = w2.replies(ALICE, before + 1).await;
+    assert_eq!(replies[before], "the server still answers");
+    assert_eq!(tool_results(&w2).last().unwrap(), "after");
+}
