@@ -102,3 +102,59 @@ async fn a_write_to_bashrc_waits_for_approval() {
         "export EDITOR=vim\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_to_different_files_run_together_and_to_one_file_in_order() {
+    let w = World::allow_all().await;
+    let home = tempfile::tempdir().unwrap();
+    // The write to ~/.bashrc waits for the person; the other file's write does not wait
+    // for it.
+    w.llm.push(Reply::ToolCalls(vec![
+        (
+            "write_file".into(),
+            json!({"path": "~/.bashrc", "content": "export A=1\n"}),
+        ),
+        (
+            "write_file".into(),
+            json!({"path": "notes/a.txt", "content": "alpha\n"}),
+        ),
+    ]));
+    w.llm.push(Reply::ToolCalls(vec![
+        (
+            "write_file".into(),
+            json!({"path": "notes/b.txt", "content": "one\n"}),
+        ),
+        (
+            "patch".into(),
+            json!({"path": "notes/b.txt", "old_string": "one", "new_string": "two"}),
+        ),
+    ]));
+    w.llm.push(Reply::text("done"));
+    let _d = hermes_testkit::daemon::Daemon::start(
+        BIN,
+        &w.home,
+        &[("HOME", home.path().to_str().unwrap())],
+    );
+    w.telegram.dm(ALICE, "write the notes");
+    let p = prompt(&w, ALICE, 1).await;
+    let other = w.home.dir.join("work/notes/a.txt");
+    eventually(
+        WAIT,
+        "the other file written while the prompt waits",
+        || other.exists().then_some(()),
+    )
+    .await;
+    assert!(!home.path().join(".bashrc").exists());
+    press(&w, ALICE, ALICE, &p, "Deny");
+    assert_eq!(w.replies(ALICE, 2).await.last().unwrap(), "done");
+    let results = tool_results(&w);
+    assert!(results[2].starts_with("created"), "{results:?}");
+    assert!(
+        results[3].contains("+two"),
+        "the patch saw the write: {results:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.home.dir.join("work/notes/b.txt")).unwrap(),
+        "two\n"
+    );
+}

@@ -114,6 +114,13 @@ pub trait Tool: Send + Sync {
     fn reads_only(&self, _args: &Value) -> bool {
         false
     }
+    /// The one file this call works on (links followed), when it works on one file only:
+    /// such calls run together when their paths do not overlap (Hermes' path-scoped
+    /// `read_file`, `write_file`, `patch`). It may touch the filesystem, so it is called
+    /// off the runtime's threads.
+    fn path_scope(&self, _args: &Value) -> Option<std::path::PathBuf> {
+        None
+    }
     fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult>;
 }
 
@@ -278,16 +285,6 @@ impl Toolbox {
 
     fn find(&self, name: &str, ctx: &ToolContext) -> Option<Arc<dyn Tool>> {
         self.offered(ctx).into_iter().find(|t| t.name() == name)
-    }
-
-    /// Whether a call only reads (an unknown tool's or unreadable arguments' does not).
-    pub fn reads_only(&self, call: &ToolCall, ctx: &ToolContext) -> bool {
-        let Some(tool) = self.find(&call.name, ctx) else {
-            return false;
-        };
-        serde_json::from_str::<Value>(&call.arguments)
-            .map(|args| tool.reads_only(&args))
-            .unwrap_or(false)
     }
 
     /// Run one tool call; the result text goes back to the model.

@@ -20,6 +20,10 @@ const MAX_DIFF_CHARS: usize = 4_000;
 pub struct WriteFileTool(pub Arc<Files>);
 
 impl Tool for WriteFileTool {
+    fn path_scope(&self, args: &Value) -> Option<std::path::PathBuf> {
+        self.0.scope(args)
+    }
+
     fn name(&self) -> &'static str {
         "write_file"
     }
@@ -98,6 +102,10 @@ impl Tool for WriteFileTool {
 pub struct PatchTool(pub Arc<Files>);
 
 impl Tool for PatchTool {
+    fn path_scope(&self, args: &Value) -> Option<std::path::PathBuf> {
+        self.0.scope(args)
+    }
+
     fn name(&self) -> &'static str {
         "patch"
     }

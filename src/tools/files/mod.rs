@@ -73,6 +73,13 @@ impl Files {
             _ => Ok(real),
         }
     }
+    /// The file a call's `path` names, links followed (as it would be written), for
+    /// running calls on different files together.
+    fn scope(&self, args: &Value) -> Option<PathBuf> {
+        let typed = self.resolve(args.get("path")?.as_str()?);
+        Some(real_path(&typed, Access::Write).unwrap_or(typed))
+    }
+
     /// `path` as an absolute path: `~/…` in the home, relative ones in `terminal.cwd`.
     fn resolve(&self, path: &str) -> PathBuf {
         let path = path.trim();

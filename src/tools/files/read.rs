@@ -21,6 +21,10 @@ const MAX_READ_CHARS: usize = 100_000;
 pub struct ReadFileTool(pub Arc<Files>);
 
 impl Tool for ReadFileTool {
+    fn path_scope(&self, args: &Value) -> Option<std::path::PathBuf> {
+        self.0.scope(args)
+    }
+
     fn name(&self) -> &'static str {
         "read_file"
     }
