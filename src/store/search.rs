@@ -43,7 +43,7 @@ impl Store {
                  JOIN messages m ON m.id = messages_fts.rowid
                  JOIN sessions s ON s.id = m.session_id
                  WHERE messages_fts MATCH ?1 AND s.platform = ?2 AND s.user_id = ?3
-                   AND s.id != ?4 AND (?5 IS NULL OR s.chat_id = ?5)
+                   AND (s.id != ?4 OR m.hidden IS NOT NULL) AND (?5 IS NULL OR s.chat_id = ?5)
                  ORDER BY rank LIMIT 200",
             )?;
             let rows =
@@ -144,5 +144,24 @@ mod tests {
                 .is_ok()
         );
         assert!(fts_query("  ?! ").is_none());
+
+        // What compression summarised in the current conversation is found in it too.
+        let id = ana_now.id.clone();
+        store
+            .call(move |conn| {
+                conn.execute(
+                    "UPDATE messages SET hidden = 'compressed' WHERE session_id = ?1",
+                    [id],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let hits = store
+            .search_own_sessions("zebra again", "telegram", "ana", &ana_now.id, None, 5)
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].session_id, ana_now.id);
     }
 }

@@ -1,7 +1,9 @@
 //! `session_search {query, limit}`: the person's own earlier conversations on this
 //! platform that mention the words, best first, one line each with the session's title,
-//! its date and the best matching text. Other people's conversations are never searched,
-//! and outside a direct chat only that chat's.
+//! its date and the best matching text; the current conversation's earlier part that
+//! compression summarised (or `/undo` took back) is searched too, since the model no
+//! longer sees it. Other people's conversations are never searched, and outside a direct
+//! chat only that chat's.
 
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
@@ -25,7 +27,7 @@ impl Tool for SessionSearchTool {
             "type": "function",
             "function": {
                 "name": "session_search",
-                "description": "Search this person's earlier conversations with you (not the current one) for words, to recall what was said or decided. Answers with the matching sessions, best first.",
+                "description": "Search this person's earlier conversations with you, and the earlier part of this one that was summarised, for words, to recall what was said or decided. Answers with the matching sessions, best first.",
                 "parameters": {
                     "type": "object",
                     "properties": {
@@ -80,9 +82,13 @@ impl Tool for SessionSearchTool {
             let lines: Vec<String> = hits
                 .iter()
                 .map(|h| {
+                    let title = if h.session_id == ctx.session_id {
+                        "this conversation, its summarised earlier part"
+                    } else {
+                        h.title.as_deref().unwrap_or("untitled")
+                    };
                     format!(
-                        "- {} ({}): {}",
-                        h.title.as_deref().unwrap_or("untitled"),
+                        "- {title} ({}): {}",
                         day(h.started_at),
                         h.snippet.replace('\n', " ")
                     )
