@@ -181,6 +181,21 @@ impl SessionActor {
             .and_then(|name| agent.personalities.get(name).cloned());
         let tool_progress = settings.verbose.unwrap_or(agent.tool_progress);
         let memory = session_memory(store, &session.id, &agent.home).await;
+        // Where and with whom, as the session's first turn found it: the system prompt
+        // stays the same bytes for the whole session. Someone else writing in a shared
+        // session is named in the message instead.
+        let (context, person) = self.session_context(&session.id, &author).await;
+        let user_text = match inputs.first() {
+            Some(first)
+                if first.author.user_id != person
+                    && inputs
+                        .iter()
+                        .all(|i| i.author.user_id == first.author.user_id) =>
+            {
+                format!("{}: {user_text}", first.author.display_name)
+            }
+            _ => user_text,
+        };
         let compaction = agent
             .compressor
             .clone()
@@ -242,7 +257,7 @@ impl SessionActor {
             images: Vec::new(),
             progress,
             stream,
-            context: self.context(&inputs),
+            context,
             usage: usage.clone(),
             model,
             personality,
@@ -321,31 +336,54 @@ impl SessionActor {
         }
     }
 
-    /// Where the conversation happens and who is speaking (the author of the latest input;
-    /// everyone else who contributed to this turn is named too).
-    pub(super) fn context(&self, inputs: &[UserInput]) -> String {
-        let latest = &inputs
-            .last()
-            .expect("a turn answers at least one input")
-            .author;
-        let handle = latest
+    /// Where the conversation happens and with whom, as kept from the session's first turn
+    /// (who opened it then): the text for the system prompt and that person's id.
+    async fn session_context(&self, session_id: &str, opener: &Author) -> (String, String) {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Context {
+            text: String,
+            person: String,
+        }
+        let now = Context {
+            text: self.context_for(opener),
+            person: opener.user_id.clone(),
+        };
+        let fresh = serde_json::to_string(&now).unwrap_or_default();
+        let store = &self.services.store;
+        let kept = match store.session_kept(session_id, Kept::Context).await {
+            Ok(Some(kept)) => kept,
+            Ok(None) => store
+                .keep_for_session(session_id, Kept::Context, fresh.clone())
+                .await
+                .unwrap_or(fresh),
+            Err(e) => {
+                tracing::warn!(error = %e, "session: cannot read the session's context");
+                fresh
+            }
+        };
+        match serde_json::from_str::<Context>(&kept) {
+            Ok(kept) => (kept.text, kept.person),
+            Err(_) => (now.text, now.person),
+        }
+    }
+
+    /// "Platform: telegram. Chat: group -100. Person: Alice (@alice)." and, in a session
+    /// the chat's members share, how others' messages look.
+    fn context_for(&self, person: &Author) -> String {
+        let handle = person
             .username
             .as_deref()
             .map(|u| format!(" (@{u})"))
             .unwrap_or_default();
-        let mut others: Vec<&str> = inputs
-            .iter()
-            .map(|i| i.author.display_name.as_str())
-            .filter(|name| *name != latest.display_name)
-            .collect();
-        others.dedup();
-        let also = if others.is_empty() {
-            String::new()
+        let shared = self.chat.kind != hermes_adapter::ChatKind::Direct
+            && !self.key.ends_with(&format!(":{}", person.user_id));
+        let others = if shared {
+            " Others in this chat share the conversation: a message from anyone else starts with their name."
         } else {
-            format!(" Also writing in this turn: {}.", others.join(", "))
+            ""
         };
         format!(
-            "Platform: {}. Chat: {} {}. Person: {}{handle}.{also}",
+            "Platform: {}. Chat: {} {}. Person: {}{handle}.{others}",
             self.chat.platform,
             match self.chat.kind {
                 hermes_adapter::ChatKind::Direct => "direct message",
@@ -353,7 +391,7 @@ impl SessionActor {
                 hermes_adapter::ChatKind::Channel => "channel",
             },
             self.chat.chat_id,
-            latest.display_name,
+            person.display_name,
         )
     }
 }
@@ -362,7 +400,7 @@ impl SessionActor {
 /// at its first turn and kept (the prompt stays the same bytes, so it stays cached; what
 /// the agent remembers now shows from the next session on, as in Hermes).
 async fn session_memory(store: &Store, session_id: &str, home: &std::path::Path) -> String {
-    match store.session_memory(session_id).await {
+    match store.session_kept(session_id, Kept::Memory).await {
         Ok(Some(kept)) => return kept,
         Ok(None) => {}
         Err(e) => {
@@ -375,7 +413,7 @@ async fn session_memory(store: &Store, session_id: &str, home: &std::path::Path)
         .await
         .unwrap_or_default();
     store
-        .keep_session_memory(session_id, now.clone())
+        .keep_for_session(session_id, Kept::Memory, now.clone())
         .await
         .unwrap_or(now)
 }

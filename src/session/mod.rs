@@ -24,7 +24,7 @@ use crate::approval::ApprovalBroker;
 use crate::config::BusyMode;
 use crate::delivery::Delivery;
 use crate::process::ProcessRegistry;
-use crate::store::{InboxState, NewOutboxRow, Store, StoredMessage, TurnRecord};
+use crate::store::{InboxState, Kept, NewOutboxRow, Store, StoredMessage, TurnRecord};
 use crate::tools::ToolContext;
 
 mod actor;

@@ -271,8 +271,10 @@ const MIGRATIONS: &[&str] = &[
     );
     "#,
     // 10: delegations running in the background (`delegate_task`), so a restart runs them
-    // again and their results still reach the conversation.
+    // again and their results still reach the conversation; where and with whom a session
+    // is, kept from its first turn (its system prompt stays the same bytes).
     r#"
+    ALTER TABLE sessions ADD COLUMN context TEXT;
     CREATE TABLE delegations (
         id          TEXT PRIMARY KEY,
         session_key TEXT NOT NULL,
@@ -307,7 +309,8 @@ const SCHEMA: &str = r#"
         message_count INTEGER NOT NULL DEFAULT 0,
         account TEXT,
         title TEXT,
-        memory TEXT
+        memory TEXT,
+        context TEXT
     );
     CREATE INDEX sessions_by_key ON sessions(session_key, ended_at);
 

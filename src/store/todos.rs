@@ -33,12 +33,19 @@ impl Store {
         .await
     }
 
-    /// The memory snapshot session `session_id` took at its first turn, if it did.
-    pub async fn session_memory(&self, session_id: &str) -> Result<Option<String>, StoreError> {
+    /// What session `session_id` kept of `kept` at its first turn, if it did.
+    pub async fn session_kept(
+        &self,
+        session_id: &str,
+        kept: Kept,
+    ) -> Result<Option<String>, StoreError> {
         let session_id = session_id.to_owned();
         self.call(move |conn| {
             Ok(conn
-                .prepare_cached("SELECT memory FROM sessions WHERE id = ?1")?
+                .prepare_cached(&format!(
+                    "SELECT {} FROM sessions WHERE id = ?1",
+                    kept.column()
+                ))?
                 .query_row([session_id], |r| r.get::<_, Option<String>>(0))
                 .optional()?
                 .flatten())
@@ -46,26 +53,47 @@ impl Store {
         .await
     }
 
-    /// Keep `snapshot` as session `session_id`'s memory unless it has one already; the one
-    /// it keeps.
-    pub async fn keep_session_memory(
+    /// Keep `value` as session `session_id`'s `kept` unless it has one already; the one it
+    /// keeps.
+    pub async fn keep_for_session(
         &self,
         session_id: &str,
-        snapshot: String,
+        kept: Kept,
+        value: String,
     ) -> Result<String, StoreError> {
         let session_id = session_id.to_owned();
         self.call(move |conn| {
-            conn.prepare_cached(
-                "UPDATE sessions SET memory = ?1 WHERE id = ?2 AND memory IS NULL",
-            )?
-            .execute(params![snapshot, session_id])?;
+            let column = kept.column();
+            conn.prepare_cached(&format!(
+                "UPDATE sessions SET {column} = ?1 WHERE id = ?2 AND {column} IS NULL"
+            ))?
+            .execute(params![value, session_id])?;
             Ok(conn
-                .prepare_cached("SELECT memory FROM sessions WHERE id = ?1")?
+                .prepare_cached(&format!("SELECT {column} FROM sessions WHERE id = ?1"))?
                 .query_row([session_id], |r| r.get::<_, Option<String>>(0))
                 .optional()?
                 .flatten()
-                .unwrap_or(snapshot))
+                .unwrap_or(value))
         })
         .await
+    }
+}
+
+/// What a session keeps from its first turn, so its system prompt stays the same bytes
+/// (and providers' prompt caches hit) for as long as it lasts.
+#[derive(Debug, Clone, Copy)]
+pub enum Kept {
+    /// The memory snapshot (`MEMORY.md`, `USER.md`).
+    Memory,
+    /// Where the conversation happens and with whom (JSON).
+    Context,
+}
+
+impl Kept {
+    fn column(self) -> &'static str {
+        match self {
+            Kept::Memory => "memory",
+            Kept::Context => "context",
+        }
     }
 }
