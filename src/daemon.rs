@@ -328,6 +328,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         crate::cron::zone(config.agent.timezone.as_deref()),
         config.agent.cron_min_interval,
     );
+    let media = Arc::new(MediaPreparer::new(
+        config.agent.image_input,
+        config.home.join("cache").join("documents"),
+        &config.agent.stt,
+        scene,
+        describer.clone(),
+    ));
     let delegations = crate::tools::delegate::Delegations::new(store.clone(), work.clone());
     let mcp = crate::mcp::Mcp::new(config.mcp_servers.clone());
     let agent = Arc::new_cyclic(|agent| AgentRuntime {
@@ -353,6 +360,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             delegation: config.delegation.clone(),
             agent: agent.clone(),
             delegations: delegations.clone(),
+            media: media.clone(),
             homes: Arc::new(
                 config
                     .platforms
@@ -382,13 +390,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         delegations: delegations.clone(),
         mcp: mcp.clone(),
         streaming: config.agent.streaming.clone(),
-        media: Arc::new(MediaPreparer::new(
-            config.agent.image_input,
-            config.home.join("cache").join("documents"),
-            &config.agent.stt,
-            scene,
-            describer.clone(),
-        )),
+        media: media.clone(),
         shutdown: work.clone(),
         draining: shutdown.clone(),
         tasks: TaskTracker::new(),

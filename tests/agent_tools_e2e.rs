@@ -134,10 +134,16 @@ async fn send_message_reaches_the_home_channel_and_no_stranger() {
     let w = World::allow_all().await;
     let _d = w.start();
     w.ask("/sethome").await;
+    let report = w.home.dir.join("work/report.txt");
+    std::fs::write(&report, "all 512 tests passed\n").unwrap();
     w.llm.push(Reply::ToolCalls(vec![
         (
             "send_message".into(),
             json!({"target": "home", "message": "the build is green"}),
+        ),
+        (
+            "send_message".into(),
+            json!({"target": "home", "message": format!("the report MEDIA:{}", report.display())}),
         ),
         (
             "send_message".into(),
@@ -161,9 +167,20 @@ async fn send_message_reaches_the_home_channel_and_no_stranger() {
         "{results:?}"
     );
     assert!(
-        results[1].contains("not a chat where you have talked"),
+        results[1].starts_with("queued for telegram 4242 with 1 file"),
         "{results:?}"
     );
+    assert!(
+        results[2].contains("not a chat where you have talked"),
+        "{results:?}"
+    );
+    let t = w.telegram.clone();
+    let sent = hermes_testkit::eventually(WAIT, "the report in the home channel", || {
+        t.sent_files(ALICE).into_iter().next()
+    })
+    .await;
+    assert_eq!(sent.name, "report.txt");
+    assert_eq!(sent.bytes, b"all 512 tests passed\n");
     assert!(w.telegram.sent_texts(999_999).is_empty());
 }
 

@@ -182,6 +182,30 @@ impl Delivery {
             .collect()
     }
 
+    /// The rows of an answer: its Markdown text, then each file (its caption names it).
+    pub fn rows_with_files(
+        &self,
+        chat: &ChatRef,
+        markdown: &str,
+        files: Vec<hermes_adapter::OutboundFile>,
+        reply_to: Option<String>,
+    ) -> Vec<NewOutboxRow> {
+        let mut rows = if markdown.is_empty() && !files.is_empty() {
+            Vec::new()
+        } else {
+            self.reply_rows(chat, markdown, reply_to)
+        };
+        rows.extend(files.into_iter().map(|file| NewOutboxRow {
+            chat: chat.clone(),
+            body: hermes_adapter::MessageBody::plain(format!("[file] {}", file.name)),
+            reply_to: None,
+            choices: Vec::new(),
+            file: Some(file),
+            edit_of: None,
+        }));
+        rows
+    }
+
     /// Queue a Markdown reply and start sending it.
     pub async fn reply(
         &self,

@@ -186,20 +186,9 @@ impl SessionActor {
     /// The agent's answer: its text, then the files it named with `MEDIA:` tags, in order.
     async fn answer_rows(&self, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {
         let (text, files) = self.services.media.outgoing(markdown).await;
-        let mut rows = if text.is_empty() && !files.is_empty() {
-            Vec::new()
-        } else {
-            self.reply_rows(&text, reply_to.clone())
-        };
-        rows.extend(files.into_iter().map(|file| NewOutboxRow {
-            chat: self.chat.clone(),
-            body: hermes_adapter::MessageBody::plain(format!("[file] {}", file.name)),
-            reply_to: None,
-            choices: Vec::new(),
-            file: Some(file),
-            edit_of: None,
-        }));
-        rows
+        self.services
+            .delivery
+            .rows_with_files(&self.chat, &text, files, reply_to)
     }
 
     pub(super) fn reply_rows(&self, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {

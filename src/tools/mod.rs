@@ -154,6 +154,8 @@ pub struct ToolDeps {
     pub agent: std::sync::Weak<crate::agent::AgentRuntime>,
     /// Delegations running in the background.
     pub delegations: Arc<delegate::Delegations>,
+    /// Files named in messages (`send_message`).
+    pub media: Arc<crate::media::MediaPreparer>,
 }
 
 /// The tools offered to the model.
@@ -184,6 +186,7 @@ impl Toolbox {
             delegation,
             agent,
             delegations,
+            media,
         } = deps;
         let files = Arc::new(files::Files::new(
             config.cwd.clone(),
@@ -221,6 +224,7 @@ impl Toolbox {
                 store: store.clone(),
                 delivery,
                 homes,
+                media,
             }),
         ];
         let execute_code =

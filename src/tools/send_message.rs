@@ -1,6 +1,7 @@
 //! `send_message {target, message}` (Hermes' names): text to another chat the bot can
 //! reach (see [`super::destinations`]): a platform's home channel, or a chat it has talked
-//! in. It goes through the outbox like any answer (rendered for the platform, within its
+//! in; files go with it as `MEDIA:/path` tags in the message, checked as an answer's are.
+//! It goes through the outbox like any answer (rendered for the platform, within its
 //! limits and budgets, not lost in a restart).
 
 use std::sync::Arc;
@@ -20,6 +21,8 @@ pub struct SendMessageTool {
     pub store: Store,
     pub delivery: Delivery,
     pub homes: Arc<ConfiguredHomes>,
+    /// Takes the `MEDIA:` tags out and checks their files.
+    pub media: Arc<crate::media::MediaPreparer>,
 }
 
 impl Tool for SendMessageTool {
@@ -36,7 +39,7 @@ impl Tool for SendMessageTool {
             "type": "function",
             "function": {
                 "name": "send_message",
-                "description": "Send a message to another chat: 'home' (this platform's home channel), a platform name (its home channel, e.g. 'slack'), or platform:chat_id[:thread_id] of a chat you have talked in. Your normal answer already goes to this chat; use this only for other chats.",
+                "description": "Send a message to another chat: 'home' (this platform's home channel), a platform name (its home channel, e.g. 'slack'), or platform:chat_id[:thread_id] of a chat you have talked in. To send a file, put MEDIA:/path/to/file in the message. Your normal answer already goes to this chat; use this only for other chats.",
                 "parameters": {
                     "type": "object",
                     "properties": {
@@ -75,10 +78,31 @@ impl Tool for SendMessageTool {
                     chat.platform
                 ));
             }
-            match self.delivery.reply(&chat, message, None).await {
+            let (text, files) = self.media.outgoing(message).await;
+            let count = files.len();
+            let rows = self.delivery.rows_with_files(&chat, &text, files, None);
+            match self.delivery.queue(rows).await {
                 Ok(_) => ToolResult::text(format!(
-                    "queued for {} {} (it goes out in order, like any message)",
-                    chat.platform, chat.chat_id
+                    "queued for {} {}{} (it goes out in order, like any message){}",
+                    chat.platform,
+                    chat.chat_id,
+                    match count {
+                        0 => String::new(),
+                        1 => " with 1 file".into(),
+                        n => format!(" with {n} files"),
+                    },
+                    // What could not be sent is said in the text; the model hears it too.
+                    if text.contains("⚠️") {
+                        format!(
+                            "; note: {}",
+                            text.lines()
+                                .filter(|l| l.contains("⚠️"))
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        )
+                    } else {
+                        String::new()
+                    },
                 )),
                 Err(e) => ToolResult::text(format!("error: the message was not queued: {e}")),
             }
