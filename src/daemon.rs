@@ -335,6 +335,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         scene,
         describer.clone(),
     ));
+    let homes: Arc<crate::tools::destinations::ConfiguredHomes> = Arc::new(
+        config
+            .platforms
+            .iter()
+            .filter_map(|p| Some((p.platform(), p.home_channel()?.to_owned())))
+            .collect(),
+    );
     let delegations = crate::tools::delegate::Delegations::new(store.clone(), work.clone());
     let mcp = crate::mcp::Mcp::new(config.mcp_servers.clone());
     let agent = Arc::new_cyclic(|agent| AgentRuntime {
@@ -361,13 +368,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             agent: agent.clone(),
             delegations: delegations.clone(),
             media: media.clone(),
-            homes: Arc::new(
-                config
-                    .platforms
-                    .iter()
-                    .filter_map(|p| Some((p.platform(), p.home_channel()?.to_owned())))
-                    .collect(),
-            ),
+            homes: homes.clone(),
         })
         .with_mcp(mcp.clone()),
         home: config.home.clone(),
@@ -439,7 +440,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     });
     // Scheduled jobs: Hermes' own taken over once; each due run recorded in the inbox like
     // any event.
-    crate::cron::import::import_once(&config.home, &store, &cron.tz).await;
+    crate::cron::import::import_once(&config.home, &store, &cron.tz, &homes).await;
     tasks.spawn(cron.clone().run(sink.clone(), shutdown.clone()));
     // MCP servers that start at boot connect in the background; their tools appear as
     // each is ready.

@@ -11,13 +11,19 @@ use serde_json::Value;
 
 use super::{Schedule, now_ms, ts};
 use crate::store::{CronJob, Store};
+use crate::tools::destinations::ConfiguredHomes;
 
 /// The mark (in `chat_settings`, under the gateway's own key).
 const MARK_KEY: &str = "gateway";
 const MARK: &str = "hermes_cron_imported";
 
 /// Take over the jobs of `home/cron/jobs.json` unless done before; how many were taken.
-pub async fn import_once(home: &Path, store: &Store, tz: &jiff::tz::TimeZone) -> usize {
+pub async fn import_once(
+    home: &Path,
+    store: &Store,
+    tz: &jiff::tz::TimeZone,
+    homes: &ConfiguredHomes,
+) -> usize {
     let path = home.join("cron").join("jobs.json");
     let Ok(text) = tokio::fs::read_to_string(&path).await else {
         return 0;
@@ -41,7 +47,7 @@ pub async fn import_once(home: &Path, store: &Store, tz: &jiff::tz::TimeZone) ->
     };
     let mut taken = 0;
     for job in jobs.as_array().into_iter().flatten() {
-        match convert(job, store, tz).await {
+        match convert(job, store, tz, homes).await {
             Ok(job) => {
                 let name = job.name.clone();
                 match store.cron_create(job).await {
@@ -67,7 +73,12 @@ pub async fn import_once(home: &Path, store: &Store, tz: &jiff::tz::TimeZone) ->
 }
 
 /// One Hermes job as the gateway's.
-async fn convert(job: &Value, store: &Store, tz: &jiff::tz::TimeZone) -> Result<CronJob, String> {
+async fn convert(
+    job: &Value,
+    store: &Store,
+    tz: &jiff::tz::TimeZone,
+    homes: &ConfiguredHomes,
+) -> Result<CronJob, String> {
     let text = |v: &Value| {
         v.as_str()
             .map(str::trim)
@@ -115,18 +126,22 @@ async fn convert(job: &Value, store: &Store, tz: &jiff::tz::TimeZone) -> Result<
         .as_deref()
         .and_then(Platform::parse)
         .ok_or("no platform it reports to")?;
-    let chat_id = chat_id.ok_or("no chat it reports to")?;
-    let deliver = store
-        .chat_seen(platform, &chat_id, thread.as_deref(), None)
-        .await
-        .map_err(|e| e.to_string())?
-        .unwrap_or(ChatRef {
-            platform,
-            account: None,
-            chat_id: chat_id.clone(),
-            thread_id: thread,
-            kind: ChatKind::Direct,
-        });
+    let deliver = match &chat_id {
+        // A bare platform (`"deliver": "telegram"`): Hermes sends to its home channel.
+        None => crate::tools::destinations::home(platform, store, homes).await?,
+        Some(chat_id) => store
+            .chat_seen(platform, chat_id, thread.as_deref(), None)
+            .await
+            .map_err(|e| e.to_string())?
+            .unwrap_or(ChatRef {
+                platform,
+                account: None,
+                chat_id: chat_id.clone(),
+                thread_id: thread,
+                kind: ChatKind::Direct,
+            }),
+    };
+    let chat_id = deliver.chat_id.clone();
     let user_id = text(&origin["user_id"]).unwrap_or_else(|| chat_id.clone());
     let repeat = job["repeat"]["times"]
         .as_i64()
@@ -176,14 +191,24 @@ mod tests {
                  "schedule": {"kind": "interval", "minutes": 60}, "enabled": false,
                  "deliver": "slack:C1", "origin": null},
                 {"id": "c3", "name": "quiet", "prompt": "x",
-                 "schedule": {"kind": "interval", "minutes": 5}, "deliver": "local"}
+                 "schedule": {"kind": "interval", "minutes": 5}, "deliver": "local"},
+                {"id": "d4", "name": "digest", "prompt": "weekly digest",
+                 "schedule": {"kind": "interval", "minutes": 10080}, "deliver": "discord"},
+                {"id": "e5", "name": "nowhere", "prompt": "y",
+                 "schedule": {"kind": "interval", "minutes": 60}, "deliver": "whatsapp"}
             ]}"#,
         )
         .unwrap();
         let store = Store::open_in_memory().unwrap();
         let utc = jiff::tz::TimeZone::UTC;
-        assert_eq!(import_once(home.path(), &store, &utc).await, 2);
-        assert_eq!(import_once(home.path(), &store, &utc).await, 0, "once");
+        // A bare platform reports to its home channel (and is left out without one).
+        let homes = ConfiguredHomes::from([(Platform::Discord, "777".to_owned())]);
+        assert_eq!(import_once(home.path(), &store, &utc, &homes).await, 3);
+        assert_eq!(
+            import_once(home.path(), &store, &utc, &homes).await,
+            0,
+            "once"
+        );
         let jobs = store.cron_list(None).await.unwrap();
         let morning = jobs.iter().find(|j| j.name == "morning").unwrap();
         assert_eq!(morning.schedule, "0 9 * * *");
@@ -193,5 +218,10 @@ mod tests {
         assert_eq!(hourly.schedule, "every 1h");
         assert!(hourly.paused);
         assert_eq!(hourly.deliver.platform, Platform::Slack);
+        let digest = jobs.iter().find(|j| j.name == "digest").unwrap();
+        assert_eq!(
+            (digest.deliver.platform, digest.deliver.chat_id.as_str()),
+            (Platform::Discord, "777")
+        );
     }
 }
