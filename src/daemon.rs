@@ -359,10 +359,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             cron: cron.clone(),
             delivery: delivery.clone(),
             clarify: clarify.clone(),
-            web: crate::tools::web::Web::new(
-                config.agent.web.0.clone(),
-                config.agent.web.1.clone(),
-            ),
+            web: crate::tools::web::Web::new(config.agent.web.clone()),
             code_execution: config.code_execution.clone(),
             delegation: config.delegation.clone(),
             agent: agent.clone(),

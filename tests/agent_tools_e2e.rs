@@ -280,3 +280,68 @@ async fn web_tools_need_a_key_and_search_and_read_through_the_service() {
             .contains("web_search")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exa_and_firecrawl_keys_bring_the_web_tools_through_their_apis() {
+    let search = hermes_testkit::web::FakeSearch::start().await;
+    search.results(&[("Rust 2026", "https://example.org/rust", "What is new")]);
+    for (env, path, credential) in [
+        (
+            vec![
+                "EXA_API_KEY=exa-test-key".to_owned(),
+                format!("EXA_BASE_URL={}", search.exa_url()),
+            ],
+            "/exa/",
+            "exa-test-key",
+        ),
+        (
+            vec![
+                "FIRECRAWL_API_KEY=fc-test-key".to_owned(),
+                format!("FIRECRAWL_API_URL={}", search.firecrawl_url()),
+            ],
+            "/firecrawl/",
+            "Bearer fc-test-key",
+        ),
+    ] {
+        let mut vars = vec!["TELEGRAM_ALLOW_ALL_USERS=true"];
+        vars.extend(env.iter().map(String::as_str));
+        let w = World::new(&vars, "").await;
+        w.llm.push(Reply::ToolCalls(vec![
+            (
+                "web_search".into(),
+                json!({"query": "rust news", "limit": 3}),
+            ),
+            (
+                "web_extract".into(),
+                json!({"urls": ["https://example.org/rust", "https://example.org/fail"]}),
+            ),
+        ]));
+        w.llm.push(Reply::text("read it"));
+        let _d = w.start();
+        w.ask("what's new in rust?").await;
+        let results = tool_results(&w);
+        assert!(
+            results[0].starts_with("1. Rust 2026 — https://example.org/rust\n   What is new"),
+            "{path}: {results:?}"
+        );
+        assert!(
+            results[1]
+                .contains("## https://example.org/rust\nPage text of https://example.org/rust"),
+            "{path}: {results:?}"
+        );
+        assert!(
+            results[1].contains("## https://example.org/fail\n(could not be read:"),
+            "{path}: {results:?}"
+        );
+        let requests: Vec<_> = search
+            .requests()
+            .into_iter()
+            .filter(|r| r.0.starts_with(path))
+            .collect();
+        assert!(requests.len() >= 2, "{path}: {requests:?}");
+        assert!(
+            requests.iter().all(|r| r.1.as_deref() == Some(credential)),
+            "{path}: {requests:?}"
+        );
+    }
+}

@@ -123,6 +123,10 @@ const KNOWN_VARIABLES: &[&str] = &[
     "TERMINAL_CWD",
     "TAVILY_API_KEY",
     "TAVILY_BASE_URL",
+    "EXA_API_KEY",
+    "EXA_BASE_URL",
+    "FIRECRAWL_API_KEY",
+    "FIRECRAWL_API_URL",
 ];
 
 /// Read the configuration from text (testable without files).
@@ -182,13 +186,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .max(1),
         system_prompt: y.string("agent.system_prompt", &mut problems),
         toolsets: read_toolsets(&mut y, &mut problems),
-        web: (
-            env.value("TAVILY_BASE_URL")
-                .filter(|u| validate_http_url(u).is_ok()),
-            env.value("TAVILY_API_KEY")
-                .filter(|k| !k.is_empty())
-                .map(Secret::new),
-        ),
+        web: read_web(&mut y, env, &mut problems),
         cron_min_interval: y
             .number("cron.min_interval", &mut problems)
             .unwrap_or(60)
@@ -670,6 +668,84 @@ fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>)
             .max(1_000) as usize,
         pass_env: y.list("terminal.pass_env", problems).unwrap_or_default(),
     }
+}
+
+/// The web tools' service, as Hermes picks it: `web.backend` when set, else the first
+/// service whose key is there (Tavily, Exa, Firecrawl); `None` hides the web tools.
+fn read_web(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> Option<WebConfig> {
+    let key = |name: &str| {
+        env.value(name)
+            .filter(|k| !k.trim().is_empty())
+            .map(Secret::new)
+    };
+    let root = |name: &str, default: &str, problems: &mut Vec<Problem>| match env
+        .value(name)
+        .filter(|u| !u.trim().is_empty())
+    {
+        Some(url) => match validate_http_url(&url) {
+            Ok(()) => url.trim_end_matches('/').to_owned(),
+            Err(why) => {
+                problems.push(Problem::error(name, why));
+                default.to_owned()
+            }
+        },
+        None => default.to_owned(),
+    };
+    let chosen = match y.string("web.backend", problems).as_deref() {
+        Some("tavily") => Some(WebBackend::Tavily),
+        Some("exa") => Some(WebBackend::Exa),
+        Some("firecrawl") => Some(WebBackend::Firecrawl),
+        Some(other) => {
+            problems.push(Problem::warning(
+                "web.backend",
+                format!("{other:?} is not a web backend hermes-gateway speaks (tavily, exa, firecrawl); the first key found is used"),
+            ));
+            None
+        }
+        None => None,
+    };
+    let backend = chosen.or_else(|| {
+        if key("TAVILY_API_KEY").is_some() {
+            Some(WebBackend::Tavily)
+        } else if key("EXA_API_KEY").is_some() {
+            Some(WebBackend::Exa)
+        } else if key("FIRECRAWL_API_KEY").is_some() || env.value("FIRECRAWL_API_URL").is_some() {
+            Some(WebBackend::Firecrawl)
+        } else {
+            None
+        }
+    })?;
+    let (key, base_url) = match backend {
+        WebBackend::Tavily => (
+            key("TAVILY_API_KEY"),
+            root("TAVILY_BASE_URL", "https://api.tavily.com", problems),
+        ),
+        WebBackend::Exa => (
+            key("EXA_API_KEY"),
+            root("EXA_BASE_URL", "https://api.exa.ai", problems),
+        ),
+        WebBackend::Firecrawl => (
+            key("FIRECRAWL_API_KEY"),
+            root("FIRECRAWL_API_URL", "https://api.firecrawl.dev", problems),
+        ),
+    };
+    let self_hosted = backend == WebBackend::Firecrawl && env.value("FIRECRAWL_API_URL").is_some();
+    if key.is_none() && !self_hosted {
+        problems.push(Problem::warning(
+            "web.backend",
+            format!(
+                "{} has no key ({}_API_KEY): the web tools are not offered",
+                backend.as_str(),
+                backend.as_str().to_ascii_uppercase()
+            ),
+        ));
+        return None;
+    }
+    Some(WebConfig {
+        backend,
+        base_url,
+        key,
+    })
 }
 
 /// `code_execution.*`: where scripts run, how long and how many tool calls they may make.

@@ -170,8 +170,8 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     /// Which toolsets are offered where.
     pub toolsets: ToolsetsConfig,
-    /// The web search service: `TAVILY_BASE_URL` and `TAVILY_API_KEY`.
-    pub web: (Option<String>, Option<Secret>),
+    /// The web search service (`web.backend`, else the first key found).
+    pub web: Option<WebConfig>,
     /// How long `clarify` waits for the person (`agent.clarify_timeout`, 3600 s).
     pub clarify_timeout: Duration,
     /// The shortest interval of a recurring scheduled job, seconds (`cron.min_interval`).
@@ -278,6 +278,37 @@ pub struct ApprovalConfig {
     /// `command_allowlist` (top level, as in Hermes): standing approvals, each a class (its
     /// key or description) or a command (exact, or a glob) that needs no prompt.
     pub allowlist: Vec<String>,
+}
+
+/// A web search and page-reading service Hermes knows (its key names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebBackend {
+    /// `TAVILY_API_KEY` (`TAVILY_BASE_URL`).
+    Tavily,
+    /// `EXA_API_KEY` (`EXA_BASE_URL`).
+    Exa,
+    /// `FIRECRAWL_API_KEY`, and `FIRECRAWL_API_URL` for a self-hosted one.
+    Firecrawl,
+}
+
+impl WebBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebBackend::Tavily => "tavily",
+            WebBackend::Exa => "exa",
+            WebBackend::Firecrawl => "firecrawl",
+        }
+    }
+}
+
+/// The web tools' service.
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    pub backend: WebBackend,
+    /// The service's root (its public one unless set).
+    pub base_url: String,
+    /// `None` only for a self-hosted Firecrawl without a key.
+    pub key: Option<Secret>,
 }
 
 /// Where an `execute_code` script runs (`code_execution.mode`).

@@ -1,8 +1,9 @@
 //! `web_search {query, limit}` and `web_extract {urls, char_limit}` (Hermes' names),
-//! through Tavily when `TAVILY_API_KEY` is set (`TAVILY_BASE_URL` for another root);
-//! hidden otherwise. Pages are fetched by the search service, never by the daemon, so a
-//! prompt-injected URL cannot reach the host's own network. Long pages are cut to their
-//! head and tail.
+//! through the service Hermes would pick (`web.backend`, else the first key found): Tavily
+//! (`TAVILY_API_KEY`), Exa (`EXA_API_KEY`) or Firecrawl (`FIRECRAWL_API_KEY`,
+//! `FIRECRAWL_API_URL` for a self-hosted one); hidden without one. Pages are fetched by
+//! the service, never by the daemon, so a prompt-injected URL cannot reach the host's own
+//! network. Long pages are cut to their head and tail.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,44 +12,58 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolResult};
-use crate::config::Secret;
+use crate::config::{WebBackend, WebConfig};
 
 /// The search service.
 pub struct Web {
     http: reqwest::Client,
-    base_url: String,
-    key: Option<Secret>,
+    config: Option<WebConfig>,
+}
+
+/// One search result.
+struct Hit {
+    title: String,
+    url: String,
+    snippet: String,
+}
+
+/// One page read, or why not.
+struct Page {
+    url: String,
+    text: Result<String, String>,
 }
 
 impl Web {
-    pub fn new(base_url: Option<String>, key: Option<Secret>) -> Arc<Self> {
+    pub fn new(config: Option<WebConfig>) -> Arc<Self> {
         Arc::new(Web {
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(60))
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap_or_default(),
-            base_url: base_url
-                .unwrap_or_else(|| "https://api.tavily.com".into())
-                .trim_end_matches('/')
-                .to_owned(),
-            key,
+            config,
         })
     }
 
     fn unavailable(&self) -> Option<String> {
-        self.key
-            .is_none()
-            .then(|| "no search key (TAVILY_API_KEY)".to_owned())
+        self.config.is_none().then(|| {
+            "no web search key (TAVILY_API_KEY, EXA_API_KEY or FIRECRAWL_API_KEY)".to_owned()
+        })
     }
 
     async fn post(&self, endpoint: &str, body: Value) -> Result<Value, String> {
-        let key = self.key.as_ref().ok_or("no search key")?;
-        let response = self
+        let config = self.config.as_ref().ok_or("no search key")?;
+        let mut request = self
             .http
-            .post(format!("{}/{endpoint}", self.base_url))
-            .bearer_auth(key.expose())
-            .json(&body)
+            .post(format!("{}/{endpoint}", config.base_url))
+            .json(&body);
+        if let Some(key) = &config.key {
+            request = match config.backend {
+                WebBackend::Exa => request.header("x-api-key", key.expose()),
+                WebBackend::Tavily | WebBackend::Firecrawl => request.bearer_auth(key.expose()),
+            };
+        }
+        let response = request
             .send()
             .await
             .map_err(|e| format!("the search service cannot be reached: {}", e.without_url()))?;
@@ -64,6 +79,117 @@ impl Web {
         }
         serde_json::from_slice(&body).map_err(|e| format!("unreadable answer: {e}"))
     }
+
+    /// Up to `limit` results for `query`.
+    async fn search(&self, query: &str, limit: u64) -> Result<Vec<Hit>, String> {
+        let backend = self.config.as_ref().ok_or("no search key")?.backend;
+        let text = |v: &Value| v.as_str().unwrap_or_default().replace('\n', " ");
+        let hits = match backend {
+            WebBackend::Tavily => {
+                let answer = self
+                    .post("search", json!({"query": query, "max_results": limit}))
+                    .await?;
+                list(&answer["results"])
+                    .map(|r| Hit {
+                        title: text(&r["title"]),
+                        url: text(&r["url"]),
+                        snippet: text(&r["content"]),
+                    })
+                    .collect()
+            }
+            WebBackend::Exa => {
+                let body = json!({"query": query, "numResults": limit,
+                                  "contents": {"text": {"maxCharacters": 500}}});
+                let answer = self.post("search", body).await?;
+                list(&answer["results"])
+                    .map(|r| Hit {
+                        title: text(&r["title"]),
+                        url: text(&r["url"]),
+                        snippet: text(r.get("summary").unwrap_or(&r["text"])),
+                    })
+                    .collect()
+            }
+            WebBackend::Firecrawl => {
+                let answer = self
+                    .post("v1/search", json!({"query": query, "limit": limit}))
+                    .await?;
+                list(&answer["data"])
+                    .map(|r| Hit {
+                        title: text(&r["title"]),
+                        url: text(&r["url"]),
+                        snippet: text(&r["description"]),
+                    })
+                    .collect()
+            }
+        };
+        Ok(hits)
+    }
+
+    /// Each URL's text (or why it could not be read).
+    async fn extract(&self, urls: &[&str]) -> Result<Vec<Page>, String> {
+        let backend = self.config.as_ref().ok_or("no search key")?.backend;
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        match backend {
+            WebBackend::Tavily => {
+                let answer = self.post("extract", json!({"urls": urls})).await?;
+                let read = list(&answer["results"]).map(|r| Page {
+                    url: text(&r["url"]),
+                    text: Ok(r["raw_content"]
+                        .as_str()
+                        .or_else(|| r["content"].as_str())
+                        .unwrap_or_default()
+                        .to_owned()),
+                });
+                let failed = list(&answer["failed_results"]).map(|f| Page {
+                    url: text(&f["url"]),
+                    text: Err(f["error"].as_str().unwrap_or("failed").to_owned()),
+                });
+                Ok(read.chain(failed).collect())
+            }
+            WebBackend::Exa => {
+                let answer = self
+                    .post("contents", json!({"urls": urls, "text": true}))
+                    .await?;
+                let read = list(&answer["results"]).map(|r| Page {
+                    url: text(&r["url"]),
+                    text: Ok(text(&r["text"])),
+                });
+                let failed = list(&answer["statuses"])
+                    .filter(|s| s["status"] == "error")
+                    .map(|s| Page {
+                        url: text(&s["id"]),
+                        text: Err(s["error"]["tag"].as_str().unwrap_or("failed").to_owned()),
+                    });
+                Ok(read.chain(failed).collect())
+            }
+            WebBackend::Firecrawl => {
+                let pages = futures_util::future::join_all(urls.iter().map(|url| async move {
+                    let text = match self
+                        .post("v1/scrape", json!({"url": url, "formats": ["markdown"]}))
+                        .await
+                    {
+                        Ok(answer) if answer["success"] != false => answer["data"]["markdown"]
+                            .as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| "no text".to_owned()),
+                        Ok(answer) => Err(answer["error"].as_str().unwrap_or("failed").to_owned()),
+                        Err(e) => Err(e),
+                    };
+                    Page {
+                        url: url.to_string(),
+                        text,
+                    }
+                }))
+                .await;
+                Ok(pages)
+            }
+        }
+    }
+}
+
+/// The items of a JSON array (none when it is not one).
+fn list(value: &Value) -> impl Iterator<Item = &Value> {
+    value.as_array().into_iter().flatten()
 }
 
 pub struct WebSearchTool(pub Arc<Web>);
@@ -117,28 +243,14 @@ impl Tool for WebSearchTool {
                 .and_then(Value::as_u64)
                 .unwrap_or(5)
                 .clamp(1, 20);
-            let answer = match self
-                .0
-                .post("search", json!({"query": query, "max_results": limit}))
-                .await
-            {
-                Ok(a) => a,
+            let hits = match self.0.search(query, limit).await {
+                Ok(hits) => hits,
                 Err(e) => return ToolResult::text(format!("error: {e}")),
             };
-            let lines: Vec<String> = answer["results"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let lines: Vec<String> = hits
+                .iter()
                 .enumerate()
-                .map(|(i, r)| {
-                    format!(
-                        "{}. {} — {}\n   {}",
-                        i + 1,
-                        r["title"].as_str().unwrap_or_default(),
-                        r["url"].as_str().unwrap_or_default(),
-                        r["content"].as_str().unwrap_or_default().replace('\n', " ")
-                    )
-                })
+                .map(|(i, h)| format!("{}. {} — {}\n   {}", i + 1, h.title, h.url, h.snippet))
                 .collect();
             ToolResult::text(if lines.is_empty() {
                 "No results.".to_owned()
@@ -205,29 +317,16 @@ impl Tool for WebExtractTool {
                 .and_then(Value::as_u64)
                 .unwrap_or(15_000)
                 .clamp(2_000, 100_000) as usize;
-            let answer = match self.0.post("extract", json!({"urls": urls})).await {
-                Ok(a) => a,
+            let pages: Vec<String> = match self.0.extract(&urls).await {
+                Ok(pages) => pages
+                    .into_iter()
+                    .map(|p| match p.text {
+                        Ok(text) => format!("## {}\n{}", p.url, head_and_tail(&text, limit)),
+                        Err(why) => format!("## {}\n(could not be read: {why})", p.url),
+                    })
+                    .collect(),
                 Err(e) => return ToolResult::text(format!("error: {e}")),
             };
-            let mut pages = Vec::new();
-            for r in answer["results"].as_array().into_iter().flatten() {
-                let text = r["raw_content"]
-                    .as_str()
-                    .or_else(|| r["content"].as_str())
-                    .unwrap_or_default();
-                pages.push(format!(
-                    "## {}\n{}",
-                    r["url"].as_str().unwrap_or_default(),
-                    head_and_tail(text, limit)
-                ));
-            }
-            for f in answer["failed_results"].as_array().into_iter().flatten() {
-                pages.push(format!(
-                    "## {}\n(could not be read: {})",
-                    f["url"].as_str().unwrap_or_default(),
-                    f["error"].as_str().unwrap_or("failed")
-                ));
-            }
             ToolResult::text(if pages.is_empty() {
                 "Nothing could be read.".to_owned()
             } else {
