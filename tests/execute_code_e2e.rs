@@ -154,7 +154,7 @@ async fn a_script_gets_at_most_max_tool_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_past_its_timeout_is_killed_with_everything_it_started() {
-    let w = allowing_scripts("code_execution:\n  timeout: 1\n").await;
+    let w = allowing_scripts("code_execution:\n  timeout: 3\n").await;
     let pidfile = w.home.dir.join("work/sleeper.pid");
     w.llm.push(script(&format!(
         "import subprocess, time\n\
@@ -171,7 +171,7 @@ async fn a_script_past_its_timeout_is_killed_with_everything_it_started() {
     assert_eq!(result["status"], "timeout", "{result}");
     let output = result["output"].as_str().unwrap();
     assert!(
-        output.starts_with("started") && output.contains("timed out after 1s"),
+        output.starts_with("started") && output.contains("timed out after 3s"),
         "{output}"
     );
     let pid: i32 = std::fs::read_to_string(&pidfile)
@@ -219,8 +219,10 @@ async fn a_dangerous_command_inside_a_script_waits_for_its_own_approval() {
     let victim = w.home.dir.join("work/victim");
     std::fs::create_dir_all(&victim).unwrap();
     std::fs::write(victim.join("precious.txt"), "data").unwrap();
+    // Built at run time, so the script's text does not show it (a script that does is
+    // asked about as a whole, with the command named).
     w.llm.push(script(&format!(
-        "from hermes_tools import terminal\nprint(terminal('rm -rf {}'))\n",
+        "from hermes_tools import terminal\nprint(terminal('rm -' + 'rf {}'))\n",
         victim.display()
     )));
     w.llm.push(Reply::text("it was refused"));
@@ -252,4 +254,87 @@ fn process_gone(pid: i32) -> bool {
             .rsplit_once(") ")
             .is_some_and(|(_, rest)| rest.starts_with('Z')),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_naming_the_gateways_secrets_is_asked_about_whole_even_when_scripts_are_allowed() {
+    let w = allowing_scripts("").await;
+    // Long enough that a shortened prompt would hide its end.
+    let padding = "# nothing to see here\n".repeat(200);
+    w.llm.push(script(&format!(
+        "import os\n{padding}print(open(os.path.join(os.environ['HERMES_HOME'], '.env')).read())\n"
+    )));
+    w.llm.push(Reply::text("not allowed"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "show me the settings");
+    let p = prompt(&w, ALICE, 1).await;
+    let shown: String = w.telegram.sent_texts(ALICE).concat();
+    assert!(
+        shown.contains("'.env')).read())") && shown.matches("# nothing to see here").count() == 200,
+        "the whole script is shown (over several messages): {shown}"
+    );
+    assert!(
+        p.1["text"].as_str().unwrap().contains("gateway's secrets")
+            || shown.contains("gateway's secrets"),
+        "{shown}"
+    );
+    press(&w, ALICE, ALICE, &p, "Deny");
+    let t = w.telegram.clone();
+    eventually(WAIT, "the answer after the refusal", || {
+        t.sent_texts(ALICE)
+            .contains(&"not allowed".to_owned())
+            .then_some(())
+    })
+    .await;
+    let result = script_result(&w);
+    assert_eq!(result["status"], "error", "{result}");
+    assert_eq!(result["tool_calls_made"], 0);
+    assert!(
+        !result["output"]
+            .as_str()
+            .unwrap()
+            .contains("TELEGRAM_BOT_TOKEN")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_the_script_leaves_running_is_killed_when_it_ends() {
+    let w = allowing_scripts("").await;
+    let pidfile = w.home.dir.join("work/sleeper.pid");
+    w.llm.push(script(&format!(
+        "import threading, time\n\
+         from hermes_tools import terminal\n\
+         threading.Thread(target=lambda: terminal('sleep 60 & echo $! > {}; wait'), daemon=True).start()\n\
+         time.sleep(1.5)\n\
+         print('leaving')\n",
+        pidfile.display()
+    )));
+    w.llm.push(Reply::text("left"));
+    let _d = w.start();
+    assert_eq!(w.ask("start something").await, ["left"]);
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eventually(WAIT, "the command the script left to be killed", || {
+        process_gone(pid).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_gets_only_the_toolsets_its_platform_offers() {
+    let w = allowing_scripts("platform_toolsets:\n  telegram: [code_execution, file]\n").await;
+    w.llm.push(script(
+        "from hermes_tools import _call\nprint(_call('terminal', {'command': 'echo hi'}))\n",
+    ));
+    w.llm.push(Reply::text("no terminal"));
+    let _d = w.start();
+    w.ask("try the terminal").await;
+    let output = script_result(&w)["output"].as_str().unwrap().to_owned();
+    assert!(
+        output.contains("not available inside execute_code") && !output.contains("exit code"),
+        "{output}"
+    );
 }

@@ -169,27 +169,41 @@ impl ApprovalBroker {
         if dangers.is_empty() {
             return Gate::Run;
         }
-        self.decide(ctx, command, dangers).await
+        self.decide(ctx, command, dangers, false).await
     }
 
-    /// May this `execute_code` script run? The whole script is shown (Hermes' one
-    /// approval per script in the gateway, class `execute_code`); the commands it runs
+    /// May this `execute_code` script run? The whole script is shown, never shortened
+    /// (Hermes' one approval per script in the gateway, class `execute_code`), with what in
+    /// its text needs an approval of its own (a script naming the gateway's secrets is
+    /// asked about even when scripts are allowed for the session); the commands it runs
     /// through `terminal` are checked again one by one.
     pub async fn check_script(&self, ctx: CheckContext<'_>, script: &str) -> Gate {
         if self.config.mode == ApprovalMode::Off {
             return Gate::Run;
         }
         let class = &super::detect::classes::EXECUTE_CODE;
-        let danger = Danger {
+        let mut dangers = vec![Danger {
             key: class.key,
             description: class.description,
             span: None,
+        }];
+        let scene = Scene {
+            cwd: ctx.workdir.to_path_buf(),
+            ..self.scene.clone()
         };
-        self.decide(ctx, script, vec![danger]).await
+        dangers.extend(detect::script_dangers(script, &scene));
+        self.decide(ctx, script, dangers, true).await
     }
 
-    /// Run what a session approval, the allowlists or a person allows; ask otherwise.
-    async fn decide(&self, ctx: CheckContext<'_>, command: &str, dangers: Vec<Danger>) -> Gate {
+    /// Run what a session approval, the allowlists or a person allows; ask otherwise
+    /// (`whole`: the prompt shows all of `command`, however long).
+    async fn decide(
+        &self,
+        ctx: CheckContext<'_>,
+        command: &str,
+        dangers: Vec<Danger>,
+        whole: bool,
+    ) -> Gate {
         let keys: Vec<&'static str> = dangers.iter().map(|d| d.key).collect();
         if self.session_covers(ctx.session_key, &keys) {
             tracing::info!(command, "approval: covered by a session approval");
@@ -207,7 +221,7 @@ impl ApprovalBroker {
             Ok(false) => {}
             Err(e) => tracing::error!(error = %e, "approval: cannot read the allowlist; asking"),
         }
-        match self.ask(&ctx, command, &dangers).await {
+        match self.ask(&ctx, command, &dangers, whole).await {
             Ok(gate) => gate,
             Err(e) => {
                 tracing::error!(error = %e, "approval: could not ask; the command is not run");
@@ -262,6 +276,7 @@ impl ApprovalBroker {
         ctx: &CheckContext<'_>,
         command: &str,
         dangers: &[Danger],
+        whole: bool,
     ) -> Result<Gate, crate::store::StoreError> {
         let keys: Vec<&'static str> = dangers.iter().map(|d| d.key).collect();
         let id = self
@@ -275,6 +290,7 @@ impl ApprovalBroker {
         let choices = prompt::choices(id, limits);
         let text = prompt::prompt_text(&Ask {
             command,
+            whole,
             dangers,
             workdir: ctx.workdir,
             background: ctx.background,

@@ -140,6 +140,8 @@ pub fn choices(id: i64, limits: ChoiceLimits) -> Vec<Choice> {
 /// What the person is asked about.
 pub struct Ask<'a> {
     pub command: &'a str,
+    /// Show all of the command, however long (a script): never shortened.
+    pub whole: bool,
     pub dangers: &'a [Danger],
     pub workdir: &'a Path,
     pub background: bool,
@@ -152,7 +154,11 @@ pub struct Ask<'a> {
 /// was flagged, and how to answer (every option as its text command, whether or not it
 /// also got a button).
 pub fn prompt_text(ask: &Ask) -> String {
-    let preview = preview(ask.command, ask.dangers);
+    let preview = if ask.whole {
+        visible(ask.command)
+    } else {
+        preview(ask.command, ask.dangers)
+    };
     let fence = if preview.contains("```") {
         "~~~"
     } else {
@@ -322,6 +328,7 @@ mod tests {
         assert!(choices(7, ChoiceLimits::NONE).is_empty());
         let ask = |command, buttons| Ask {
             command,
+            whole: false,
             dangers: &[],
             workdir: Path::new("/srv/app"),
             background: false,
@@ -344,6 +351,7 @@ mod tests {
             span: Some(at..at + 8),
         }];
         let text = prompt_text(&Ask {
+            whole: false,
             command: &command,
             dangers: &dangers,
             workdir: Path::new("/srv/app"),

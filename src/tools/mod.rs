@@ -227,8 +227,13 @@ impl Toolbox {
                 media,
             }),
         ];
-        let execute_code =
-            code::ExecuteCodeTool::new(code_execution, cwd, pass_env, approvals, &tools);
+        let execute_code = code::ExecuteCodeTool::new(
+            code_execution,
+            (cwd, pass_env),
+            approvals,
+            &tools,
+            toolsets.clone(),
+        );
         tools.push(Arc::new(execute_code));
         tools.push(Arc::new(delegate::DelegateTool {
             config: delegation,

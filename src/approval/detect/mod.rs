@@ -92,6 +92,53 @@ impl Scene {
 
 /// Every class `command` falls in when run in `scene` (empty when it is harmless), each
 /// once, in the order found.
+/// What an `execute_code` script shows that needs its own approval beyond running a
+/// script at all: hidden characters, Hermes' text patterns (a `rm -rf` in a string), and
+/// the places whose mention means the script reaches for the gateway's secrets or another
+/// process's memory. (A script is not shell; this reads its text, it cannot follow what
+/// the script computes: the person approving the script is the guard.)
+pub fn script_dangers(script: &str, scene: &Scene) -> Vec<Danger> {
+    let mut found = Found::default();
+    if let Some(at) = script.chars().position(hides_text) {
+        found.add(&classes::CONTROL_CHARS, Some(at..at + 1));
+    }
+    for (class, span) in text::detect(script) {
+        found.add(class, span);
+    }
+    // The gateway's home by its path (the working directory inside it is the agent's own),
+    // by name, and its secret files by name.
+    static SECRET_NAMES: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?i)\bhermes_home\b|/\.hermes\b|(?:^|[/'"\s])\.env\b|\bgateway\.db\b|\bconfig\.yaml\b"#,
+        )
+        .expect("valid regex")
+    });
+    static PROC: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"/proc/").expect("valid regex"));
+    let home = scene.hermes_home.to_string_lossy().into_owned();
+    let workdir = scene.cwd.to_string_lossy().into_owned();
+    let home_mention = (!home.is_empty())
+        .then(|| {
+            script.match_indices(home.as_str()).find(|(at, _)| {
+                !(scene.cwd.starts_with(&scene.hermes_home) && script[*at..].starts_with(&workdir))
+            })
+        })
+        .flatten()
+        .map(|(at, text)| at..at + text.len());
+    let by_name = SECRET_NAMES.find(script).map(|m| m.range());
+    let span = |bytes: std::ops::Range<usize>| {
+        let start = script[..bytes.start].chars().count();
+        Some(start..start + script[bytes].chars().count())
+    };
+    if let Some(bytes) = home_mention.or(by_name) {
+        found.add(&classes::GATEWAY_SECRET, span(bytes));
+    }
+    if let Some(m) = PROC.find(script) {
+        found.add(&classes::PROCESS_MEMORY, span(m.range()));
+    }
+    found.0
+}
+
 pub fn detect(command: &str, scene: &Scene) -> Vec<Danger> {
     let mut found = Found::default();
     if let Some(at) = command.chars().position(hides_text) {
@@ -213,5 +260,43 @@ pub fn hides_text(ch: char) -> bool {
         | '\u{FEFF}'
         | '\u{00AD}' => true,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::*;
+
+    #[test]
+    fn a_script_is_flagged_for_the_gateways_secrets_and_proc_not_for_os_environ() {
+        let scene = Scene {
+            cwd: PathBuf::from("/srv/hermes/work"),
+            ..Scene::of_this_process("/srv/hermes".into(), "/srv/hermes/work".into())
+        };
+        let keys = |script: &str| -> Vec<&'static str> {
+            script_dangers(script, &scene)
+                .iter()
+                .map(|d| d.key)
+                .collect()
+        };
+        assert!(
+            keys("import os\nprint(os.environ['PATH'])\nopen('/srv/hermes/work/notes.txt')")
+                .is_empty()
+        );
+        for secret in [
+            "open(os.environ['HERMES_HOME'] + '/x')",
+            "open('.env')",
+            "open(home + '/.env').read()",
+            "open('/srv/hermes/gateway.db', 'rb')",
+            "yaml.safe_load(open('config.yaml'))",
+            "open(os.path.expanduser('~/.hermes/auth.json'))",
+        ] {
+            assert_eq!(keys(secret), ["hermes-env"], "{secret}");
+        }
+        assert_eq!(keys("open('/proc/1/environ')"), ["process-environ"]);
+        assert!(
+            keys("import subprocess\nsubprocess.run('rm -rf /', shell=True)")
+                .contains(&"rm-recursive")
+        );
     }
 }

@@ -30,6 +30,8 @@ const STDOUT_LIMIT: usize = 50_000;
 const STDERR_LIMIT: usize = 10_000;
 /// How long a script gets to end after SIGTERM on a timeout before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(5);
+/// The longest script taken: it is shown whole for approval.
+const MAX_SCRIPT_CHARS: usize = 20_000;
 /// The tools a script may call, in the order their stubs are written.
 const SANDBOX_TOOLS: [&str; 7] = [
     "read_file",
@@ -88,20 +90,23 @@ pub struct ExecuteCodeTool {
     /// `terminal.pass_env`: variables the operator lets children see.
     pass_env: Vec<String>,
     approvals: Arc<ApprovalBroker>,
-    /// The tools a script may call (the registry's own instances).
+    /// The tools a script may call (the registry's own instances), where their toolsets
+    /// are offered.
     sandbox: Vec<Arc<dyn Tool>>,
+    toolsets: crate::config::ToolsetsConfig,
     /// The interpreter, looked up once.
     python: Option<PathBuf>,
 }
 
 impl ExecuteCodeTool {
-    /// `registry`: the gateway's other tools; those a script may call are taken from it.
+    /// `registry`: the gateway's other tools; those a script may call are taken from it,
+    /// where `toolsets` offers them.
     pub fn new(
         config: CodeExecutionConfig,
-        cwd: PathBuf,
-        pass_env: Vec<String>,
+        (cwd, pass_env): (PathBuf, Vec<String>),
         approvals: Arc<ApprovalBroker>,
         registry: &[Arc<dyn Tool>],
+        toolsets: crate::config::ToolsetsConfig,
     ) -> Self {
         let sandbox = SANDBOX_TOOLS
             .iter()
@@ -114,15 +119,21 @@ impl ExecuteCodeTool {
             pass_env,
             approvals,
             sandbox,
+            toolsets,
             python,
         }
     }
 
-    /// The tools a script may call now (web tools only with their key).
-    fn callable(&self) -> Vec<Arc<dyn Tool>> {
+    /// The tools a script may call now on `platform` (`None`: on some platform): their
+    /// toolset offered there, available (web tools only with their key).
+    fn callable(&self, platform: Option<hermes_adapter::Platform>) -> Vec<Arc<dyn Tool>> {
         self.sandbox
             .iter()
             .filter(|t| t.unavailable().is_none())
+            .filter(|t| match platform {
+                Some(p) => self.toolsets.offers(p.as_str(), t.toolset()),
+                None => true,
+            })
             .cloned()
             .collect()
     }
@@ -134,7 +145,7 @@ impl ExecuteCodeTool {
         if let Some(refused) = self.approve(code, ctx).await {
             return refused;
         }
-        let tools = self.callable();
+        let tools = self.callable(Some(ctx.chat.platform));
         let run = match Staging::create(code, &tools) {
             Ok(run) => run,
             Err(e) => return failed(&format!("could not prepare the script: {e}")),
@@ -175,7 +186,11 @@ impl ExecuteCodeTool {
             STDOUT_LIMIT * 2 / 5,
             STDOUT_LIMIT * 3 / 5,
         )));
-        let stderr = Arc::new(Mutex::new(HeadTail::split(STDERR_LIMIT, 0)));
+        // The end of stderr holds a traceback's last line: keep both ends.
+        let stderr = Arc::new(Mutex::new(HeadTail::split(
+            STDERR_LIMIT * 2 / 5,
+            STDERR_LIMIT * 3 / 5,
+        )));
         let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
             let sink = stdout.clone();
@@ -194,14 +209,22 @@ impl ExecuteCodeTool {
             }));
         }
         let calls = Arc::new(AtomicU32::new(0));
-        let server = rpc::Rpc {
-            tools: Arc::new(tools),
-            token: token.into(),
-            ctx: ctx.clone(),
-            calls: calls.clone(),
-            max_calls: self.config.max_tool_calls,
-        }
-        .serve(listener);
+        // The script's calls end with it: their token is cancelled when the run is over
+        // (and with the turn's).
+        let calls_end = ctx.cancel.child_token();
+        let server = tokio::spawn(
+            rpc::Rpc {
+                tools: Arc::new(tools),
+                token: token.into(),
+                ctx: ToolContext {
+                    cancel: calls_end.clone(),
+                    ..ctx.clone()
+                },
+                calls: calls.clone(),
+                max_calls: self.config.max_tool_calls,
+            }
+            .serve(listener),
+        );
 
         enum End {
             Exited(Option<i32>),
@@ -212,7 +235,6 @@ impl ExecuteCodeTool {
             status = child.wait() => End::Exited(status.ok().and_then(|s| s.code())),
             _ = tokio::time::sleep(self.config.timeout) => End::TimedOut,
             _ = ctx.cancel.cancelled() => End::Interrupted,
-            _ = server => End::Exited(None),
         };
         if let Some(group) = group {
             match end {
@@ -231,6 +253,9 @@ impl ExecuteCodeTool {
             }
         }
         let _ = child.wait().await;
+        // Calls the script left running (a command it started) end now, group and all.
+        calls_end.cancel();
+        let _ = server.await;
         for reader in readers {
             let abort = reader.abort_handle();
             if tokio::time::timeout(Duration::from_millis(500), reader)
@@ -352,7 +377,7 @@ impl Tool for ExecuteCodeTool {
     }
 
     fn definition(&self) -> Value {
-        let names: Vec<&str> = self.callable().iter().map(|t| t.name()).collect();
+        let names: Vec<&str> = self.callable(None).iter().map(|t| t.name()).collect();
         json!({
             "type": "function",
             "function": {
@@ -389,6 +414,11 @@ impl Tool for ExecuteCodeTool {
             let code = args["code"].as_str().unwrap_or_default();
             if code.trim().is_empty() {
                 return ToolResult::text("error: `code` must be the Python script to run");
+            }
+            if code.chars().count() > MAX_SCRIPT_CHARS {
+                return ToolResult::text(format!(
+                    "error: the script is longer than {MAX_SCRIPT_CHARS} characters; it is shown whole for approval, so keep it shorter"
+                ));
             }
             let result = self.execute(code, ctx).await;
             ToolResult {

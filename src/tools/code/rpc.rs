@@ -17,6 +17,11 @@ use crate::tools::{Tool, ToolContext};
 
 /// The longest request line read (a `write_file` with a big content fits).
 const MAX_REQUEST: u64 = 4 * 1024 * 1024;
+/// Connections one run may hold open at once (the stubs use one).
+const MAX_CONNECTIONS: usize = 4;
+/// How long calls still running when the run ends get to wind down (their commands'
+/// groups killed, their approval prompts withdrawn) before they are dropped.
+const WIND_DOWN: std::time::Duration = std::time::Duration::from_secs(5);
 /// `terminal` arguments a script may not use: scripts run foreground commands only.
 const FOREGROUND_ONLY: [&str; 5] = [
     "background",
@@ -39,23 +44,36 @@ pub struct Rpc {
 }
 
 impl Rpc {
-    /// Answer connections on `listener` until the future is dropped (the run is over);
-    /// calls still running then are dropped with it.
+    /// Answer connections on `listener` until the run is over (`self.ctx.cancel`, which
+    /// also reaches every call still running); then wait, briefly, for those calls to end
+    /// the way a cancelled call ends (a command's whole group killed).
     pub async fn serve(self, listener: UnixListener) {
+        let done = self.ctx.cancel.clone();
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
+                _ = done.cancelled() => break,
                 accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) if connections.len() >= MAX_CONNECTIONS => {
+                        tracing::warn!("execute_code: a script opened too many tool connections; one was closed");
+                        drop(stream);
+                    }
                     Ok((stream, _)) => {
                         connections.spawn(self.clone().connection(stream));
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "execute_code: the tool socket failed");
-                        return;
+                        // Out of descriptors, say: it may pass, so look again shortly.
+                        tracing::warn!(error = %e, "execute_code: the tool socket could not accept");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     }
                 },
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
+        }
+        let wound_down = async { while connections.join_next().await.is_some() {} };
+        if tokio::time::timeout(WIND_DOWN, wound_down).await.is_err() {
+            tracing::warn!("execute_code: a tool call did not end with its script; dropped");
+            connections.abort_all();
         }
     }
 
@@ -64,11 +82,12 @@ impl Rpc {
         let mut reader = BufReader::new(read);
         loop {
             let mut line = Vec::new();
-            match (&mut reader)
-                .take(MAX_REQUEST + 1)
-                .read_until(b'\n', &mut line)
-                .await
-            {
+            let mut limited = (&mut reader).take(MAX_REQUEST + 1);
+            let read = tokio::select! {
+                _ = self.ctx.cancel.cancelled() => return,
+                read = limited.read_until(b'\n', &mut line) => read,
+            };
+            match read {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
