@@ -571,6 +571,7 @@ async fn shut_down(
     tracing::info!("shutting down");
     stages.work.cancel();
     processes.stop_all().await;
+    sessions.delegations.wind_down(SHUTDOWN_GRACE).await;
     sessions.mcp.shutdown().await;
     tasks.close();
     sessions.tasks.close();

@@ -56,6 +56,19 @@ impl Store {
         .await
     }
 
+    /// Delegation `id` is run once more (after a restart); how many runs it has had.
+    pub async fn delegation_run_again(&self, id: &str) -> Result<i64, StoreError> {
+        let id = id.to_owned();
+        self.call(move |conn| {
+            conn.prepare_cached("UPDATE delegations SET attempts = attempts + 1 WHERE id = ?1")?
+                .execute([&id])?;
+            Ok(conn
+                .prepare_cached("SELECT attempts FROM delegations WHERE id = ?1")?
+                .query_row([&id], |r| r.get(0))?)
+        })
+        .await
+    }
+
     /// The delegations still running, oldest first (rows that cannot be read are skipped
     /// with a log line: nothing could be done with them).
     pub async fn delegations_running(&self) -> Result<Vec<RecordedDelegation>, StoreError> {
@@ -123,6 +136,7 @@ mod tests {
         assert_eq!(running.len(), 1);
         assert_eq!(running[0].chat, ctx.chat);
         assert_eq!(running[0].tasks[0]["goal"], "look");
+        assert_eq!(store.delegation_run_again("d1").await.unwrap(), 2);
         store.delegation_ended("d1", "reported").await.unwrap();
         assert!(store.delegations_running().await.unwrap().is_empty());
     }

@@ -283,6 +283,7 @@ const MIGRATIONS: &[&str] = &[
         author      TEXT NOT NULL,
         tasks       TEXT NOT NULL,
         state       TEXT NOT NULL DEFAULT 'running',
+        attempts    INTEGER NOT NULL DEFAULT 1,
         created_at  INTEGER NOT NULL,
         ended_at    INTEGER
     );
@@ -527,6 +528,7 @@ const SCHEMA: &str = r#"
         author      TEXT NOT NULL,
         tasks       TEXT NOT NULL,
         state       TEXT NOT NULL DEFAULT 'running',
+        attempts    INTEGER NOT NULL DEFAULT 1,
         created_at  INTEGER NOT NULL,
         ended_at    INTEGER
     );

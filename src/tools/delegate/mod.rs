@@ -62,17 +62,24 @@ impl DelegateTool {
         // The children's own token: the turn's cancellation reaches it while the turn
         // waits; once in the background, `/stop`, `/new` or shutdown does.
         let cancel = self.background.token();
+        let id = format!("dlg_{:012x}", rand::random::<u64>() >> 16);
         let parent = ToolContext {
             cancel: cancel.clone(),
+            // The children's own tool state (todo lists) is this delegation's.
+            session_id: format!("{}/{id}", ctx.session_id),
             ..ctx.clone()
         };
-        let mut batch = tokio::spawn(run_batch(agent, self.config.clone(), tasks.clone(), parent));
+        let mut batch =
+            self.background
+                .spawn(run_batch(agent, self.config.clone(), tasks.clone(), parent));
         let finished = tokio::select! {
-            done = &mut batch => Some(done),
+            // A stop that comes with the move to the background stops it.
+            biased;
             _ = ctx.cancel.cancelled() => {
                 cancel.cancel();
                 Some((&mut batch).await)
             }
+            done = &mut batch => Some(done),
             _ = tokio::time::sleep(self.config.background_after) => None,
         };
         match finished {
@@ -93,15 +100,20 @@ impl DelegateTool {
             }
             None => {
                 let record = RecordedDelegation {
-                    id: format!("dlg_{:012x}", rand::random::<u64>() >> 16),
+                    id: id.clone(),
                     session_key: ctx.session_key.clone(),
                     session_id: ctx.session_id.clone(),
                     chat: ctx.chat.clone(),
                     author: ctx.author.clone(),
                     tasks: json!(tasks),
                 };
-                let id = record.id.clone();
-                self.background.adopt(record, cancel, batch, false).await;
+                self.background
+                    .adopt(record, cancel.clone(), batch, 0)
+                    .await;
+                if ctx.cancel.is_cancelled() {
+                    // Stopped while it was being recorded: it ends now, like the turn.
+                    cancel.cancel();
+                }
                 tracing::info!(delegation = %id, tasks = tasks.len(), "delegate: going on in the background");
                 ToolResult::text(
                     json!({
@@ -245,7 +257,7 @@ async fn run_child(
     let usage = Arc::new(std::sync::Mutex::new(UsageByModel::default()));
     let cancel = parent.cancel.child_token();
     let ctx = ToolContext {
-        session_id: format!("{}/sub-{}", parent.session_id, index + 1),
+        session_id: format!("{}/{}", parent.session_id, index + 1),
         cancel: cancel.clone(),
         attention: CancellationToken::new(),
         usage: usage.clone(),
