@@ -134,7 +134,7 @@ async fn a_server_that_cannot_start_is_reported_and_the_others_keep_working() {
         .output()
         .unwrap();
     let checked = String::from_utf8_lossy(&checked.stdout);
-    assert!(checked.contains("mcp_servers.calc: 5 tools"), "{checked}");
+    assert!(checked.contains("mcp_servers.calc: 6 tools"), "{checked}");
     assert!(checked.contains("mcp_servers.broken: failed:"), "{checked}");
 
     w.llm
@@ -148,7 +148,7 @@ async fn a_server_that_cannot_start_is_reported_and_the_others_keep_working() {
         t.sent_texts(ALICE)
             .into_iter()
             .rev()
-            .find(|s| s.contains("calc (5 tools)") && s.contains("broken (failed:"))
+            .find(|s| s.contains("calc (6 tools)") && s.contains("broken (failed:"))
     })
     .await;
     assert!(status.contains("MCP servers:"), "{status}");
@@ -218,9 +218,71 @@ async fn a_call_ends_at_its_timeout_or_at_stop_and_the_server_stays_usable() {
     })
     .await;
     assert!(stopped.elapsed() < Duration::from_secs(5));
+    let told = pidfile.with_extension("pid.cancelled");
+    eventually(WAIT, "the server to be told the call was cancelled", || {
+        told.exists().then_some(())
+    })
+    .await;
     let before = w2.telegram.sent_texts(ALICE).len();
     w2.telegram.dm(ALICE, "again");
     let replies = w2.replies(ALICE, before + 1).await;
     assert_eq!(replies[before], "the server still answers");
     assert_eq!(tool_results(&w2).last().unwrap(), "after");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_dies_is_hidden_then_started_again_at_a_later_turn() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        &servers("    lazy: true\n", ""),
+    )
+    .await;
+    w.llm.push(call("mcp__calc__crash", json!({})));
+    w.llm.push(Reply::text("it crashed"));
+    w.llm.push(Reply::text("no tools now"));
+    w.llm.push(call("mcp__calc__add", json!({"a": 1, "b": 1})));
+    w.llm.push(Reply::text("two"));
+    let _d = w.start();
+    assert_eq!(w.ask("crash it").await, ["it crashed"]);
+    assert!(
+        tool_results(&w)[0].starts_with("error:"),
+        "{:?}",
+        tool_results(&w)
+    );
+    let t = w.telegram.clone();
+    let status = |needle: &'static str| {
+        let t = t.clone();
+        async move {
+            eventually(WAIT, needle, || {
+                t.dm(ALICE, "/status");
+                std::thread::sleep(Duration::from_millis(300));
+                t.sent_texts(ALICE)
+                    .into_iter()
+                    .rev()
+                    .find(|s| s.contains(needle))
+            })
+            .await
+        }
+    };
+    status("calc (failed: the server stopped)").await;
+    // Hidden while it is down.
+    let before = w.telegram.sent_texts(ALICE).len();
+    w.telegram.dm(ALICE, "anything?");
+    w.replies(ALICE, before + 1).await;
+    assert!(
+        !offered(w.llm.requests().last().unwrap())
+            .iter()
+            .any(|t| t.starts_with("mcp__calc"))
+    );
+    // After its wait (5 s after the first failure), a turn starts it again.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = w.telegram.sent_texts(ALICE).len();
+    w.telegram.dm(ALICE, "one plus one");
+    eventually(WAIT, "the server back and its tool used", || {
+        t.sent_texts(ALICE)[before..]
+            .contains(&"two".to_owned())
+            .then_some(())
+    })
+    .await;
+    assert_eq!(tool_results(&w).last().unwrap(), "2");
 }

@@ -39,7 +39,7 @@ impl AgentRuntime {
         let system_tokens = estimate_tokens(&system);
         let budget_of =
             |llm: &LlmClient| llm.config().context_length.saturating_sub(system_tokens) * 3 / 4;
-        self.tools.prepare().await;
+        self.tools.prepare(&cancel).await;
         let tools = self.tools.definitions(&tools_ctx);
         // The chat's model first, then the fallback chain.
         let first = input

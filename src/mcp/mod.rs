@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub use tool::McpTool;
 
 use crate::config::McpServerConfig;
+use crate::tools::Tool;
 use connection::Connection;
 
 /// The first wait before a failed server is tried again; it doubles up to [`MAX_BACKOFF`].
@@ -36,6 +37,14 @@ pub enum Health {
         retry_at: Instant,
     },
 }
+
+/// A connection that lived this long before its server stopped counts as a success: the
+/// failures it follows are forgotten.
+const STABLE: Duration = Duration::from_secs(60);
+/// How long a turn waits for a server being started again.
+const RESTART_WAIT: Duration = Duration::from_secs(2);
+/// How often a connected server is looked at for having stopped.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
 
 /// One configured server.
 pub struct Server {
@@ -77,20 +86,33 @@ impl Mcp {
         }
     }
 
-    /// Before a turn: start the lazy servers not started yet and try again the failed
-    /// ones whose wait is over, each bounded by its `connect_timeout`.
-    pub async fn prepare(&self) {
-        let due: Vec<_> = self
-            .servers
-            .iter()
-            .filter(|s| match s.health() {
-                Health::NotStarted => s.config.lazy,
-                Health::Failed { retry_at, .. } => Instant::now() >= retry_at,
-                Health::Starting | Health::Ready(_) => false,
-            })
-            .cloned()
-            .collect();
-        futures_util::future::join_all(due.iter().map(|s| s.ensure())).await;
+    /// Before a turn: the lazy servers not started yet are started and waited for (each
+    /// within its `connect_timeout`), so the turn has their tools; the failed ones whose
+    /// wait is over are started again in the background and waited for at most
+    /// [`RESTART_WAIT`] (a server that hangs costs a turn that little, once per backoff).
+    /// `cancel` (the turn's) ends the wait.
+    pub async fn prepare(&self, cancel: &tokio_util::sync::CancellationToken) {
+        let mut first_starts = Vec::new();
+        let mut restarts = Vec::new();
+        for server in &self.servers {
+            match server.health() {
+                Health::NotStarted if server.config.lazy => first_starts.push(server.clone()),
+                Health::Failed { retry_at, .. } if Instant::now() >= retry_at => {
+                    let server = server.clone();
+                    restarts.push(tokio::spawn(async move { server.ensure().await }));
+                }
+                _ => {}
+            }
+        }
+        let restarted = async {
+            let _ =
+                tokio::time::timeout(RESTART_WAIT, futures_util::future::join_all(restarts)).await;
+        };
+        let started = futures_util::future::join_all(first_starts.iter().map(|s| s.ensure()));
+        tokio::select! {
+            _ = futures_util::future::join(started, restarted) => {}
+            _ = cancel.cancelled() => {}
+        }
     }
 
     /// The tools of every server (each says whether it is available now).
@@ -151,30 +173,57 @@ pub fn describe(health: &Health) -> String {
 
 impl Server {
     pub fn health(&self) -> Health {
-        let health = self.health.lock().expect("mcp health lock").clone();
-        match health {
-            // A server that died since is reported as such (and tried again later).
-            Health::Ready(_) if self.died() => Health::Failed {
-                why: "the server stopped".into(),
-                retry_at: Instant::now(),
-            },
-            other => other,
-        }
-    }
-
-    fn died(&self) -> bool {
-        self.connection
-            .try_lock()
-            .map(|c| c.as_ref().is_some_and(Connection::is_closed))
-            .unwrap_or(false)
+        self.health.lock().expect("mcp health lock").clone()
     }
 
     fn set_health(&self, health: Health) {
         *self.health.lock().expect("mcp health lock") = health;
     }
 
+    /// One more failure: logged, its tools withdrawn, tried again after a wait that
+    /// doubles with each failure in a row.
+    fn failed(&self, why: String) {
+        let failures = {
+            let mut f = self.failures.lock().expect("mcp failures lock");
+            *f += 1;
+            *f
+        };
+        let wait = FIRST_BACKOFF
+            .saturating_mul(1 << (failures - 1).min(10))
+            .min(MAX_BACKOFF);
+        tracing::error!(server = %self.config.name, error = %why, retry_in_s = wait.as_secs(), "mcp: the server could not be started or stopped; its tools are not offered");
+        self.tools.lock().expect("mcp tools lock").clear();
+        self.set_health(Health::Failed {
+            why,
+            retry_at: Instant::now() + wait,
+        });
+    }
+
+    /// Notice, soon, when the server behind `peer` stops.
+    fn watch(self: &Arc<Self>, peer: rmcp::service::Peer<rmcp::RoleClient>, since: Instant) {
+        let server = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(WATCH_EVERY).await;
+                let Some(server) = server.upgrade() else {
+                    return;
+                };
+                if !matches!(server.health(), Health::Ready(_)) {
+                    return;
+                }
+                if peer.is_transport_closed() {
+                    if since.elapsed() >= STABLE {
+                        *server.failures.lock().expect("mcp failures lock") = 0;
+                    }
+                    server.failed("the server stopped".into());
+                    return;
+                }
+            }
+        });
+    }
+
     /// Connected, unless it is already, or it fails (then logged and backed off).
-    async fn ensure(&self) {
+    async fn ensure(self: &Arc<Self>) {
         let mut connection = self.connection.lock().await;
         if connection.as_ref().is_some_and(|c| !c.is_closed()) {
             return;
@@ -187,34 +236,22 @@ impl Server {
         tracing::info!(server = %name, "mcp: connecting");
         match Connection::open(&self.config).await {
             Ok((open, listed)) => {
-                let tools: Vec<Arc<McpTool>> = listed
-                    .into_iter()
-                    .filter(|t| self.wanted(&t.name))
-                    .map(|t| Arc::new(McpTool::new(&self.config, t, open.peer())))
-                    .collect();
+                let mut tools: Vec<Arc<McpTool>> = Vec::new();
+                for listed in listed.into_iter().filter(|t| self.wanted(&t.name)) {
+                    let tool = McpTool::new(&self.config, listed, open.peer());
+                    if tools.iter().any(|t| t.name() == tool.name()) {
+                        tracing::warn!(server = %name, tool = tool.name(), "mcp: two tools have this name once made safe; the second is left out");
+                        continue;
+                    }
+                    tools.push(Arc::new(tool));
+                }
                 tracing::info!(server = %name, tools = tools.len(), "mcp: connected");
                 self.set_health(Health::Ready(tools.len()));
-                *self.failures.lock().expect("mcp failures lock") = 0;
                 *self.tools.lock().expect("mcp tools lock") = tools;
+                self.watch(open.peer(), Instant::now());
                 *connection = Some(open);
             }
-            Err(why) => {
-                let why = crate::secrets::scrub(&why).into_owned();
-                let failures = {
-                    let mut f = self.failures.lock().expect("mcp failures lock");
-                    *f += 1;
-                    *f
-                };
-                let wait = FIRST_BACKOFF
-                    .saturating_mul(1 << (failures - 1).min(10))
-                    .min(MAX_BACKOFF);
-                tracing::error!(server = %name, error = %why, retry_in_s = wait.as_secs(), "mcp: the server could not be started; its tools are not offered");
-                self.tools.lock().expect("mcp tools lock").clear();
-                self.set_health(Health::Failed {
-                    why,
-                    retry_at: Instant::now() + wait,
-                });
-            }
+            Err(why) => self.failed(crate::secrets::scrub(&why).into_owned()),
         }
     }
 

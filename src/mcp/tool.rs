@@ -15,6 +15,10 @@ use crate::tools::{Tool, ToolContext, ToolResult};
 
 /// The most text of a result handed to the model.
 const MAX_RESULT_CHARS: usize = 100_000;
+/// The longest function name providers take (OpenAI's limit).
+const MAX_NAME: usize = 64;
+/// The most of a server's description of a tool offered to the model.
+const MAX_DESCRIPTION: usize = 1_024;
 
 pub struct McpTool {
     /// `mcp__<server>__<tool>`.
@@ -37,18 +41,18 @@ impl McpTool {
         listed: ListedTool,
         peer: Peer<RoleClient>,
     ) -> Self {
-        let name = intern(format!(
+        let name = intern(short(format!(
             "mcp__{}__{}",
             sanitize(&config.name),
             sanitize(&listed.name)
-        ));
+        )));
         let toolset = intern(format!("mcp-{}", config.name));
         McpTool {
             name,
             toolset,
             server: config.name.clone(),
             remote: listed.name,
-            description: listed.description,
+            description: listed.description.chars().take(MAX_DESCRIPTION).collect(),
             schema: listed.input_schema,
             parallel: config.parallel,
             timeout: config.timeout,
@@ -154,6 +158,18 @@ fn intern(name: String) -> &'static str {
     leaked
 }
 
+/// `name` within [`MAX_NAME`]: a longer one keeps its start and ends with a hash of the
+/// whole, so two long names stay apart.
+fn short(name: String) -> String {
+    if name.len() <= MAX_NAME {
+        return name;
+    }
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut hasher);
+    format!("{}_{:08x}", &name[..MAX_NAME - 9], hasher.finish() as u32)
+}
+
 /// `[A-Za-z0-9_]` only, as Hermes makes MCP names.
 fn sanitize(part: &str) -> String {
     part.chars()
@@ -210,5 +226,9 @@ mod tests {
     fn names_keep_only_what_providers_accept() {
         assert_eq!(sanitize("my-server.v2"), "my_server_v2");
         assert_eq!(sanitize("read_file"), "read_file");
+        assert_eq!(short("mcp__a__b".into()), "mcp__a__b");
+        let long = |tail: &str| short(format!("mcp__server__{}{tail}", "x".repeat(80)));
+        assert_eq!(long("1").len(), MAX_NAME);
+        assert_ne!(long("1"), long("2"));
     }
 }

@@ -259,9 +259,9 @@ impl Toolbox {
 
     /// Before a turn: start what starts on first use (lazy MCP servers) and try again the
     /// servers that failed a while ago.
-    pub async fn prepare(&self) {
+    pub async fn prepare(&self, cancel: &CancellationToken) {
         if let Some(mcp) = &self.mcp {
-            mcp.prepare().await;
+            mcp.prepare(cancel).await;
         }
     }
 

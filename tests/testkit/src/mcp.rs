@@ -1,6 +1,6 @@
 //! A small MCP server (rmcp's server side) for the daemon to start as a stdio child in
 //! tests: `add`, `echo`, `sleep` (ends early when the client cancels the call), `spawn`
-//! (leaves a child behind) and `environment` (the names of the variables it was given). Tests run it by starting
+//! (leaves a child behind), `crash` and `environment` (the names of the variables it was given). Tests run it by starting
 //! their own test binary with one test selected (see [`stub_server_command`]), since a
 //! binary of this crate is not built for another package's tests.
 
@@ -53,6 +53,11 @@ fn tools() -> Vec<Tool> {
             "spawn",
             "Start `sleep 60` in the background (its pid goes to pidfile), as wrappers such as npx leave children",
             schema(json!({"type": "object", "properties": {"pidfile": {"type": "string"}}})),
+        ),
+        Tool::new(
+            "crash",
+            "End the server at once, as a crash would",
+            schema(json!({"type": "object", "properties": {}})),
         ),
         Tool::new(
             "environment",
@@ -113,7 +118,13 @@ impl ServerHandler for Stub {
                 let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(60_000);
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(ms)) => text("slept".into()),
-                    _ = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled", None)),
+                    _ = context.ct.cancelled() => {
+                        // The test sees that the client told the server to stop.
+                        if let Some(path) = args.get("pidfile").and_then(Value::as_str) {
+                            let _ = std::fs::write(format!("{path}.cancelled"), "cancelled");
+                        }
+                        Err(ErrorData::internal_error("cancelled", None))
+                    }
                 }
             }
             "spawn" => {
@@ -127,6 +138,7 @@ impl ServerHandler for Stub {
                     (Ok(_), None) => text("started".into()),
                 }
             }
+            "crash" => std::process::exit(3),
             "environment" => {
                 let mut names: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
                 names.sort();
