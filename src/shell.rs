@@ -111,3 +111,40 @@ where
         }
     })
 }
+
+/// How waiting for a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// With its exit code (`None`: killed by a signal).
+    Exited(Option<i32>),
+    TimedOut,
+    Cancelled,
+}
+
+/// Wait for `child` to exit, for at most `timeout`, or until `cancel`.
+pub async fn wait_for(
+    child: &mut Child,
+    timeout: std::time::Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Waited {
+    tokio::select! {
+        status = child.wait() => Waited::Exited(status.ok().and_then(|s| s.code())),
+        _ = tokio::time::sleep(timeout) => Waited::TimedOut,
+        _ = cancel.cancelled() => Waited::Cancelled,
+    }
+}
+
+/// Let the output readers finish what the child wrote: they end when every process
+/// holding the pipes is gone, and something it left running may hold them open, so not
+/// for long.
+pub async fn finish_readers(readers: Vec<JoinHandle<()>>) {
+    for reader in readers {
+        let abort = reader.abort_handle();
+        if tokio::time::timeout(std::time::Duration::from_millis(500), reader)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
+}

@@ -184,3 +184,98 @@ async fn jobs_are_bounded_and_only_their_creator_changes_them() {
         "{results:?}"
     );
 }
+
+/// The id of the job a request's tool results say was scheduled.
+fn scheduled_id(request: &serde_json::Value) -> String {
+    tool_results_in(request)
+        .iter()
+        .find_map(|c| {
+            c.strip_prefix("Scheduled: ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_is_listed_changed_paused_resumed_and_removed_in_chat_only_by_its_creator() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "group_sessions_per_user: false\n",
+    )
+    .await;
+    let (group, bob) = (-100_500, 5151);
+    w.llm.push(Reply::ToolCall {
+        name: "cronjob".into(),
+        arguments: json!({"action": "create", "schedule": "every 2h", "prompt": "report", "name": "reporter"}),
+    });
+    w.llm.push(Reply::text("made"));
+    // Bob, in the same shared conversation, cannot change Alice's job.
+    w.llm.push(Reply::computed(|request| Reply::ToolCall {
+        name: "cronjob".into(),
+        arguments: json!({"action": "pause", "job_id": scheduled_id(request)}),
+    }));
+    w.llm.push(Reply::text("refused"));
+    w.llm.push(Reply::computed(|request| {
+        let id = scheduled_id(request);
+        let act = |action: &str, extra: serde_json::Value| {
+            let mut args = json!({"action": action, "job_id": id});
+            for (k, v) in extra.as_object().unwrap() {
+                args[k] = v.clone();
+            }
+            ("cronjob".to_owned(), args)
+        };
+        Reply::ToolCalls(vec![
+            act(
+                "update",
+                json!({"prompt": "a new report", "schedule": "every 3h"}),
+            ),
+            act("pause", json!({})),
+            ("cronjob".to_owned(), json!({"action": "list"})),
+            act("resume", json!({})),
+            act("remove", json!({})),
+            (
+                "cronjob".to_owned(),
+                json!({"action": "list", "note": "again"}),
+            ),
+        ])
+    }));
+    w.llm.push(Reply::text("all done"));
+    let _d = w.start();
+    w.telegram
+        .group(group, ALICE, "schedule a report every two hours", true);
+    w.replies(group, 1).await;
+    w.telegram.group(group, bob, "pause that job", true);
+    w.replies(group, 2).await;
+    let refused = tool_results(&w);
+    assert!(
+        refused
+            .last()
+            .unwrap()
+            .contains("belongs to User4242; only they can change it"),
+        "{refused:?}"
+    );
+    w.telegram
+        .group(group, ALICE, "change it, then remove it", true);
+    assert_eq!(w.replies(group, 3).await[2], "all done");
+    let results = tool_results(&w);
+    let last6 = &results[results.len() - 6..];
+    assert!(
+        last6[0].starts_with("Done:") && last6[0].contains("every 3h"),
+        "{last6:?}"
+    );
+    assert!(
+        last6[1].starts_with("Done:") && last6[1].contains("paused"),
+        "{last6:?}"
+    );
+    assert!(
+        last6[2].contains("reporter") && last6[2].contains("paused"),
+        "{last6:?}"
+    );
+    assert!(
+        last6[3].starts_with("Done:") && !last6[3].contains("paused"),
+        "{last6:?}"
+    );
+    assert!(last6[4].starts_with("Removed reporter"), "{last6:?}");
+    assert!(!last6[5].contains("reporter"), "{last6:?}");
+}

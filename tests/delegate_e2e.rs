@@ -29,14 +29,21 @@ fn task_of(request: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// The names of the tools offered in a request.
-fn offered(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-        .collect()
+/// A world where "survey the logs" delegates to a sub-agent whose answer takes 30 s, so
+/// it goes to the background after 1 s; the parent then says `then`.
+async fn surveying_in_the_background(then: &str) -> World {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "delegation:\n  background_after_seconds: 1\n",
+    )
+    .await;
+    w.llm.push(delegate(json!({"goal": "survey the logs"})));
+    w.llm.push(Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::text("never heard")),
+    ));
+    w.llm.push(Reply::text(then));
+    w
 }
 
 /// The requests made for sub-agents (their message starts with the sub-agent prompt).
@@ -228,19 +235,8 @@ async fn stop_reaches_every_sub_agents_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_delegation_cut_by_a_restart_runs_again_and_reports_back() {
-    let w = World::new(
-        &["TELEGRAM_ALLOW_ALL_USERS=true"],
-        "delegation:\n  background_after_seconds: 1\n",
-    )
-    .await;
-    w.llm.push(delegate(json!({"goal": "survey the logs"})));
     // The first run of the sub-agent is cut by the kill.
-    w.llm.push(Reply::Delayed(
-        Duration::from_secs(30),
-        Box::new(Reply::text("never heard")),
-    ));
-    w.llm
-        .push(Reply::text("I've started a survey in the background."));
+    let w = surveying_in_the_background("I've started a survey in the background.").await;
     let mut d = w.start();
     let first = w.ask("survey the logs").await;
     assert_eq!(first, ["I've started a survey in the background."]);
@@ -273,17 +269,7 @@ async fn a_background_delegation_cut_by_a_restart_runs_again_and_reports_back() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_ends_a_background_delegation_and_a_restart_does_not_run_it_again() {
-    let w = World::new(
-        &["TELEGRAM_ALLOW_ALL_USERS=true"],
-        "delegation:\n  background_after_seconds: 1\n",
-    )
-    .await;
-    w.llm.push(delegate(json!({"goal": "survey the logs"})));
-    w.llm.push(Reply::Delayed(
-        Duration::from_secs(30),
-        Box::new(Reply::text("never heard")),
-    ));
-    w.llm.push(Reply::text("Started in the background."));
+    let w = surveying_in_the_background("Started in the background.").await;
     let mut d = w.start();
     w.ask("survey the logs").await;
     let t = w.telegram.clone();

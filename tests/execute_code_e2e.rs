@@ -246,16 +246,6 @@ async fn a_dangerous_command_inside_a_script_waits_for_its_own_approval() {
     );
 }
 
-/// Whether process `pid` is gone (or only a zombie).
-fn process_gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_naming_the_gateways_secrets_is_asked_about_whole_even_when_scripts_are_allowed() {
     let w = allowing_scripts("").await;

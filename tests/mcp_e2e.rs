@@ -39,24 +39,6 @@ fn call(name: &str, arguments: Value) -> Reply {
     }
 }
 
-fn offered(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-        .collect()
-}
-
-fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_servers_tools_are_called_without_its_secrets_and_it_stops_with_the_daemon() {
     let w = World::new(
@@ -108,12 +90,12 @@ async fn a_servers_tools_are_called_without_its_secrets_and_it_stops_with_the_da
             .unwrap()
     };
     let (pid, child) = (read_pid(&pidfile), read_pid(&leftover));
-    assert!(!gone(pid) && !gone(child));
+    assert!(!process_gone(pid) && !process_gone(child));
     assert_eq!(d.terminate(), Some(0));
     eventually(
         WAIT,
         "the MCP server and what it started to stop with the daemon",
-        || (gone(pid) && gone(child)).then_some(()),
+        || (process_gone(pid) && process_gone(child)).then_some(()),
     )
     .await;
 }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::output::HeadTail;
 use crate::config::TerminalConfig;
-use crate::shell;
+use crate::shell::{self, Waited};
 
 /// How a command ended.
 #[derive(Debug)]
@@ -162,19 +162,10 @@ impl Terminal {
             }
         });
 
-        enum End {
-            Exited(Option<i32>),
-            TimedOut,
-            Cancelled,
-        }
-        let end = tokio::select! {
-            status = child.wait() => End::Exited(status.ok().and_then(|s| s.code())),
-            _ = tokio::time::sleep(timeout) => End::TimedOut,
-            _ = cancel.cancelled() => End::Cancelled,
-        };
+        let end = shell::wait_for(&mut child, timeout, cancel).await;
         let mut stopped_leftovers = false;
         match (&end, group) {
-            (End::Exited(_), Some(group)) => {
+            (Waited::Exited(_), Some(group)) => {
                 // Whatever the command left in its group would run on untracked: stop it.
                 // (The group id cannot be reused while any member lives.)
                 if shell::group_alive(group) {
@@ -182,7 +173,7 @@ impl Terminal {
                     stopped_leftovers = true;
                 }
             }
-            (End::Exited(_), None) => {}
+            (Waited::Exited(_), None) => {}
             (_, group) => {
                 if let Some(group) = group {
                     shell::signal_group(group, Signal::SIGKILL);
@@ -190,30 +181,20 @@ impl Terminal {
                 let _ = child.wait().await;
             }
         }
-        // Readers end when every process holding the pipes is gone; something the command left
-        // running in the background may hold them open, so do not wait on it for long.
-        for reader in readers {
-            let abort = reader.abort_handle();
-            if tokio::time::timeout(Duration::from_millis(500), reader)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
-        }
+        shell::finish_readers(readers).await;
         let output = buffer.lock().map(|b| b.text()).unwrap_or_default();
         match end {
-            End::Exited(code) => CommandOutcome::Exited {
+            Waited::Exited(code) => CommandOutcome::Exited {
                 code,
                 output,
                 elapsed: started.elapsed(),
                 stopped_leftovers,
             },
-            End::TimedOut => CommandOutcome::TimedOut {
+            Waited::TimedOut => CommandOutcome::TimedOut {
                 after: timeout,
                 output,
             },
-            End::Cancelled => CommandOutcome::Cancelled { output },
+            Waited::Cancelled => CommandOutcome::Cancelled { output },
         }
     }
 }

@@ -156,3 +156,23 @@ pub fn tool_results_in(request: &serde_json::Value) -> Vec<String> {
         .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
         .collect()
 }
+
+/// The names of the tools a model request offers.
+pub fn offered(request: &serde_json::Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Whether process `pid` is gone (or only a zombie).
+pub fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}

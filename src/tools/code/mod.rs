@@ -22,7 +22,7 @@ use super::output::HeadTail;
 use super::{Tool, ToolContext, ToolResult};
 use crate::approval::{ApprovalBroker, Gate};
 use crate::config::{CodeExecutionConfig, CodeMode};
-use crate::shell;
+use crate::shell::{self, Waited};
 
 /// Stdout kept: 50 KB, the first 40 % and the last 60 %.
 const STDOUT_LIMIT: usize = 50_000;
@@ -226,21 +226,12 @@ impl ExecuteCodeTool {
             .serve(listener),
         );
 
-        enum End {
-            Exited(Option<i32>),
-            TimedOut,
-            Interrupted,
-        }
-        let end = tokio::select! {
-            status = child.wait() => End::Exited(status.ok().and_then(|s| s.code())),
-            _ = tokio::time::sleep(self.config.timeout) => End::TimedOut,
-            _ = ctx.cancel.cancelled() => End::Interrupted,
-        };
+        let end = shell::wait_for(&mut child, self.config.timeout, &ctx.cancel).await;
         if let Some(group) = group {
             match end {
                 // Whatever the script left running in its group would go on untracked.
-                End::Exited(_) => shell::signal_group(group, Signal::SIGKILL),
-                End::TimedOut => {
+                Waited::Exited(_) => shell::signal_group(group, Signal::SIGKILL),
+                Waited::TimedOut => {
                     shell::signal_group(group, Signal::SIGTERM);
                     if tokio::time::timeout(TERM_GRACE, child.wait())
                         .await
@@ -249,22 +240,14 @@ impl ExecuteCodeTool {
                         shell::signal_group(group, Signal::SIGKILL);
                     }
                 }
-                End::Interrupted => shell::signal_group(group, Signal::SIGKILL),
+                Waited::Cancelled => shell::signal_group(group, Signal::SIGKILL),
             }
         }
         let _ = child.wait().await;
         // Calls the script left running (a command it started) end now, group and all.
         calls_end.cancel();
         let _ = server.await;
-        for reader in readers {
-            let abort = reader.abort_handle();
-            if tokio::time::timeout(Duration::from_millis(500), reader)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
-        }
+        shell::finish_readers(readers).await;
         let duration = started.elapsed();
         let stdout = stdout
             .lock()
@@ -285,7 +268,7 @@ impl ExecuteCodeTool {
             "stdout_bytes_omitted": stdout.omitted(),
         });
         match end {
-            End::Exited(code) => {
+            Waited::Exited(code) => {
                 result["exit_code"] = json!(code);
                 if code != Some(0) {
                     result["status"] = json!("error");
@@ -300,7 +283,7 @@ impl ExecuteCodeTool {
                     }
                 }
             }
-            End::TimedOut => {
+            Waited::TimedOut => {
                 let why = format!(
                     "Script timed out after {}s and was killed.",
                     self.config.timeout.as_secs()
@@ -310,7 +293,7 @@ impl ExecuteCodeTool {
                 output.push_str(&format!("\n{why}"));
                 result["error"] = json!(why);
             }
-            End::Interrupted => {
+            Waited::Cancelled => {
                 result["status"] = json!("interrupted");
                 result["exit_code"] = json!(130);
                 output.push_str("\n[execution interrupted — the person stopped the task]");
