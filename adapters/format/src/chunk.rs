@@ -1,6 +1,7 @@
 //! Splitting a long reply into messages under a length limit.
 
 use hermes_adapter::LengthUnit;
+use unicode_segmentation::UnicodeSegmentation;
 
 /// Room kept in every chunk for closing a code fence.
 const FENCE_ROOM: usize = 8;
@@ -64,7 +65,9 @@ fn flush(chunks: &mut Vec<String>, current: &mut String, open_fence: &Option<Str
     }
 }
 
-/// Split one line into pieces of at most `max`, at spaces where possible.
+/// Split one line into pieces of at most `max`, at spaces where possible, and never
+/// inside a grapheme cluster (an emoji sequence, a letter and its accents) unless one
+/// cluster alone is longer than `max`.
 fn split_long_line(line: &str, max: usize, unit: LengthUnit) -> Vec<String> {
     let max = max.max(8);
     if unit.measure(line) <= max {
@@ -73,16 +76,27 @@ fn split_long_line(line: &str, max: usize, unit: LengthUnit) -> Vec<String> {
     let mut pieces = Vec::new();
     let mut rest = line;
     while unit.measure(rest) > max {
-        // The longest prefix that fits.
+        // The longest prefix of whole clusters that fits.
         let mut used = 0;
         let mut cut = 0;
-        for (i, c) in rest.char_indices() {
-            let w = unit.of_char(c);
+        for (i, cluster) in rest.grapheme_indices(true) {
+            let w = unit.measure(cluster);
             if used + w > max {
                 break;
             }
             used += w;
-            cut = i + c.len_utf8();
+            cut = i + cluster.len();
+        }
+        if cut == 0 {
+            // One cluster longer than the limit: cut it between characters.
+            for (i, c) in rest.char_indices() {
+                let w = unit.of_char(c);
+                if used + w > max {
+                    break;
+                }
+                used += w;
+                cut = i + c.len_utf8();
+            }
         }
         // Back off to the last space in the second half of the window.
         if let Some(space) = rest[..cut].rfind(' ').filter(|&s| s > cut / 2) {

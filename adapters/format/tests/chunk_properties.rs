@@ -1,0 +1,108 @@
+//! Properties of splitting a reply for a platform, over generated Markdown-like text with
+//! code fences, long lines, emoji (surrogate pairs in UTF-16, ZWJ sequences, flags),
+//! combining marks and CJK: every chunk fits the limit in the platform's unit, every
+//! chunk's code fences are balanced (so each renders on its own), no chunk starts inside
+//! a grapheme cluster, and nothing the reply said is lost.
+
+use hermes_adapter::LengthUnit;
+use hermes_format::chunk;
+use proptest::prelude::*;
+use unicode_segmentation::UnicodeSegmentation;
+
+/// A piece of text the model could write.
+fn token() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "[a-z]{1,12}",
+        1 => Just("👩‍👩‍👧‍👦".to_owned()),
+        1 => Just("🇵🇹".to_owned()),
+        1 => Just("é".to_owned()),          // e + combining acute
+        1 => Just("👍🏽".to_owned()),
+        1 => Just("漢字かな".to_owned()),
+        1 => Just("𝕏".to_owned()),                // outside the BMP: a surrogate pair
+        1 => "[a-z]{40,300}",                     // a long word, split mid-word
+        1 => cluster_run(),                        // a long run of clusters, no spaces
+        1 => Just("\n".to_owned()),
+        1 => Just("\n\n".to_owned()),
+        1 => Just("\n```rust\nlet x = 1;\n".to_owned()),
+        1 => Just("\n```\n".to_owned()),
+    ]
+}
+
+/// Emoji sequences, flags and accented letters run together (a word the chunker has to
+/// cut somewhere).
+fn cluster_run() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            Just("e\u{301}"),
+            Just("👩‍👩‍👧‍👦"),
+            Just("🇵🇹"),
+            Just("👍🏽"),
+            Just("a"),
+        ],
+        20..200,
+    )
+    .prop_map(|clusters| clusters.concat())
+}
+
+fn reply() -> impl Strategy<Value = String> {
+    proptest::collection::vec(token(), 1..400).prop_map(|tokens| tokens.join(" "))
+}
+
+fn unit() -> impl Strategy<Value = LengthUnit> {
+    prop_oneof![
+        Just(LengthUnit::Chars),
+        Just(LengthUnit::Utf16),
+        Just(LengthUnit::Bytes)
+    ]
+}
+
+/// Fence lines in a chunk come in pairs.
+fn fences_balanced(chunk: &str) -> bool {
+    chunk
+        .lines()
+        .filter(|l| l.trim_start().starts_with("```"))
+        .count()
+        % 2
+        == 0
+}
+
+/// What a text says, without the white space and fence lines chunking may add or move.
+fn words(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("```"))
+        .flat_map(str::split_whitespace)
+        .collect::<String>()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn chunks_fit_keep_fences_balanced_and_graphemes_whole(
+        text in reply(),
+        max in 64usize..1200,
+        unit in unit(),
+    ) {
+        let chunks = chunk(&text, max, unit);
+        let mut said = String::new();
+        for c in &chunks {
+            prop_assert!(unit.measure(c) <= max, "{} > {max} in {unit:?}: {c:?}", unit.measure(c));
+            prop_assert!(!c.trim().is_empty());
+            // A chunk starting inside a cluster would begin with a mark, a joiner, a
+            // modifier or half a flag: its first grapheme would not be one of the text's.
+            let first = c.graphemes(true).next().unwrap_or_default();
+            prop_assert!(
+                text.graphemes(true).any(|g| g == first) || first.trim().is_empty() || first.starts_with('`'),
+                "chunk starts inside a grapheme cluster: {first:?}"
+            );
+            said.push_str(&words(c));
+        }
+        // Balanced only where the reply itself closes what it opens.
+        if fences_balanced(&text) {
+            for c in &chunks {
+                prop_assert!(fences_balanced(c), "unbalanced fences in {c:?}");
+            }
+        }
+        prop_assert_eq!(words(&text), said, "nothing is lost or added");
+    }
+}
