@@ -84,8 +84,12 @@ impl Toolbox {
             .collect()
     }
 
-    /// How each call may share a run (paths are resolved off the runtime's threads).
+    /// How each call may share a run (paths are resolved off the runtime's threads; a
+    /// lone call shares with nothing).
     async fn sharing(&self, calls: Vec<&ToolCall>, ctx: &ToolContext) -> Vec<Sharing> {
+        if calls.len() < 2 {
+            return vec![Sharing::Alone; calls.len()];
+        }
         let judged: Vec<_> = calls
             .iter()
             .map(|call| {
