@@ -7,6 +7,7 @@
 use hermes_adapter::LengthUnit;
 use hermes_format::chunk;
 use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
 use unicode_segmentation::UnicodeSegmentation;
 
 /// A piece of text the model could write.
@@ -75,7 +76,16 @@ fn words(text: &str) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    // A fixed seed: CI runs the same 300 cases every time (and the saved failures in
+    // `chunk_properties.proptest-regressions` first); PROPTEST_RNG_SEED picks others.
+    #![proptest_config(ProptestConfig {
+        cases: 300,
+        rng_seed: std::env::var("PROPTEST_RNG_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(RngSeed::Fixed(0x6865_726d_6573), RngSeed::Fixed),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn chunks_fit_keep_fences_balanced_and_graphemes_whole(
@@ -85,9 +95,13 @@ proptest! {
     ) {
         let chunks = chunk(&text, max, unit);
         let mut said = String::new();
+        if text.trim().is_empty() {
+            // Nothing to say: at most one (empty) piece, never several.
+            prop_assert!(chunks.len() <= 1, "{chunks:?}");
+        }
         for c in &chunks {
             prop_assert!(unit.measure(c) <= max, "{} > {max} in {unit:?}: {c:?}", unit.measure(c));
-            prop_assert!(!c.trim().is_empty());
+            prop_assert!(!c.trim().is_empty() || text.trim().is_empty(), "an empty chunk");
             // A chunk starting inside a cluster would begin with a mark, a joiner, a
             // modifier or half a flag: its first grapheme would not be one of the text's.
             let first = c.graphemes(true).next().unwrap_or_default();
