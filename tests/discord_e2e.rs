@@ -374,6 +374,8 @@ async fn a_message_written_while_the_daemon_was_stopped_is_answered_when_it_star
     kit.llm.push(Reply::text("you wrote while I was away"));
     let mut first = kit.start();
     let (alice, dm) = after_one_exchange(&kit).await;
+    // Killed once the answer is marked sent (a kill before the mark sends it again).
+    kit.home.outbox_drained(WAIT).await;
     first.kill();
     let fake = kit.fake.clone();
     eventually(WAIT, "the gateway to notice", || {

@@ -101,23 +101,9 @@ pub fn press(w: &World, chat: i64, user: i64, prompt: &(i64, serde_json::Value),
     w.telegram.press(chat, user, prompt.0, &data);
 }
 
-/// Every reply the daemon wrote has been marked sent (a SIGKILL before that mark resends
-/// the message after the restart: the known window of invariant 2, which a test that
-/// counts messages across a kill must not stand in).
+/// Every reply the daemon wrote has been marked sent (see `Home::outbox_drained`).
 pub async fn outbox_drained(w: &World) {
-    let db = w.home.dir.join("gateway.db");
-    eventually(WAIT, "the outbox to be drained", || {
-        let conn = rusqlite::Connection::open(&db).ok()?;
-        let open: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')",
-                [],
-                |r| r.get(0),
-            )
-            .ok()?;
-        (open == 0).then_some(())
-    })
-    .await
+    w.home.outbox_drained(WAIT).await
 }
 
 /// Nothing more arrives in `chat` for a while (used after the expected replies).

@@ -9,6 +9,25 @@ pub struct Home {
 }
 
 impl Home {
+    /// Wait (at most `within`) until every reply the daemon wrote has been marked sent. A
+    /// SIGKILL before that mark sends the message again after the restart (invariant 2's
+    /// known window), so a test that counts messages across a kill waits for this first.
+    pub async fn outbox_drained(&self, within: std::time::Duration) {
+        let db = self.dir.join("gateway.db");
+        crate::eventually(within, "the outbox to be drained", || {
+            let conn = rusqlite::Connection::open(&db).ok()?;
+            let open: i64 = conn
+                .query_row(
+                    "SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')",
+                    [],
+                    |r| r.get(0),
+                )
+                .ok()?;
+            (open == 0).then_some(())
+        })
+        .await
+    }
+
     /// A home for a daemon talking to the fake Telegram at `telegram_url` and the fake LLM
     /// at `llm_url`; `env` lines go to `.env`, `extra_yaml` is appended to `config.yaml`.
     pub fn new(
