@@ -158,3 +158,43 @@ async fn writes_to_different_files_run_together_and_to_one_file_in_order() {
         "two\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_confined_writes_a_write_outside_the_working_directory_waits_for_approval() {
+    let w = World::allow_all().await;
+    let config = w.home.dir.join("config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen("terminal:\n", "terminal:\n  confine_writes: true\n", 1),
+    )
+    .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let outside = elsewhere.path().join("notes.txt");
+    w.llm.push(Reply::ToolCalls(vec![
+        (
+            "write_file".into(),
+            json!({"path": "inside.txt", "content": "fine\n"}),
+        ),
+        (
+            "write_file".into(),
+            json!({"path": outside.display().to_string(), "content": "elsewhere\n"}),
+        ),
+    ]));
+    w.llm.push(Reply::text("one written"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "write both");
+    let p = prompt(&w, ALICE, 1).await;
+    let shown = p.1["text"].as_str().unwrap();
+    assert!(
+        shown.contains("outside the working directory") && shown.contains("notes.txt"),
+        "{shown}"
+    );
+    assert!(
+        w.home.dir.join("work/inside.txt").exists(),
+        "inside needs no approval"
+    );
+    press(&w, ALICE, ALICE, &p, "Deny");
+    assert_eq!(w.replies(ALICE, 2).await.last().unwrap(), "one written");
+    assert!(!outside.exists(), "the denied write wrote nothing");
+}

@@ -172,6 +172,28 @@ impl ApprovalBroker {
         self.decide(ctx, command, dangers, false).await
     }
 
+    /// May `command` run, given `extra` findings of the caller's besides its own
+    /// dangers (a file tool's write outside the allowed roots)?
+    pub async fn check_with(
+        &self,
+        ctx: CheckContext<'_>,
+        command: &str,
+        extra: Vec<Danger>,
+    ) -> Gate {
+        if extra.is_empty() || self.config.mode == ApprovalMode::Off {
+            return self.check(ctx, command).await;
+        }
+        if let Some(rule) = denied_by_rule(&self.config, command) {
+            return Gate::Refused(format!(
+                "BLOCKED: this matches the deny rule '{rule}' (approvals.deny in config.yaml). \
+                 It cannot be done; do not try another way. Tell the person if it is needed."
+            ));
+        }
+        let mut dangers = self.dangers(command, ctx.workdir).await;
+        dangers.extend(extra);
+        self.decide(ctx, command, dangers, false).await
+    }
+
     /// May this `execute_code` script run? The whole script is shown, never shortened
     /// (Hermes' one approval per script in the gateway, class `execute_code`), with what in
     /// its text needs an approval of its own (a script naming the gateway's secrets is

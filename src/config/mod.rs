@@ -667,6 +667,15 @@ fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>)
             .unwrap_or(50_000)
             .max(1_000) as usize,
         pass_env: y.list("terminal.pass_env", problems).unwrap_or_default(),
+        confine_writes: y
+            .boolean("terminal.confine_writes", problems)
+            .unwrap_or(false),
+        allowed_roots: y
+            .list("terminal.allowed_roots", problems)
+            .unwrap_or_default()
+            .iter()
+            .map(|root| absolute(root))
+            .collect(),
     }
 }
 

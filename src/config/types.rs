@@ -237,6 +237,11 @@ pub struct TerminalConfig {
     pub max_output_chars: usize,
     /// Environment variables passed to commands even though they look like secrets.
     pub pass_env: Vec<String>,
+    /// `terminal.confine_writes`: a file tool's write outside `cwd` and `allowed_roots`
+    /// waits for approval.
+    pub confine_writes: bool,
+    /// `terminal.allowed_roots`: more directories writes may go to when confined.
+    pub allowed_roots: Vec<PathBuf>,
 }
 
 /// Who may talk to the agent.

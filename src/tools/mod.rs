@@ -188,11 +188,11 @@ impl Toolbox {
             delegations,
             media,
         } = deps;
-        let files = Arc::new(files::Files::new(
-            config.cwd.clone(),
-            home.clone(),
-            approvals.clone(),
-        ));
+        let mut files = files::Files::new(config.cwd.clone(), home.clone(), approvals.clone());
+        if config.confine_writes {
+            files = files.confined(&config.allowed_roots);
+        }
+        let files = Arc::new(files);
         let cwd = config.cwd.clone();
         let pass_env = config.pass_env.clone();
         let shell = Shell::new(

@@ -210,6 +210,8 @@ mod tests {
                 timeout: Duration::from_secs(timeout),
                 max_output_chars: 10_000,
                 pass_env: vec!["PASSED_TOKEN".into()],
+                confine_writes: false,
+                allowed_roots: Vec::new(),
             },
             vec!["MY_DOTENV_THING".into()],
         )

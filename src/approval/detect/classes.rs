@@ -74,6 +74,7 @@ classes! {
     UNPARSED = "unparsed", "could not be read as a shell command, so it cannot be checked";
     TOO_LONG = "too-long", "too long to check";
     EXECUTE_CODE = "execute_code", "run a Python script that can call the agent's tools";
+    WRITE_OUTSIDE = "write-outside-roots", "write a file outside the working directory (terminal.confine_writes)";
 }
 
 /// The class with this key or (case-insensitively) this description.

@@ -33,6 +33,9 @@ pub struct Files {
     pub approvals: Arc<ApprovalBroker>,
     /// The home, the gateway's home and the working directory, resolved.
     pub scene: Scene,
+    /// `terminal.confine_writes`: the directories (resolved) a write may go to without
+    /// asking; `None` when writes are not confined.
+    pub roots: Option<Vec<PathBuf>>,
 }
 
 /// Reading or writing.
@@ -51,7 +54,17 @@ impl Files {
             cwd: scene.cwd.clone(),
             approvals,
             scene,
+            roots: None,
         }
+    }
+
+    /// Writes outside the working directory and `allowed` wait for approval.
+    pub fn confined(mut self, allowed: &[PathBuf]) -> Self {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let mut roots = vec![self.cwd.clone()];
+        roots.extend(allowed.iter().map(|p| real(p)));
+        self.roots = Some(roots);
+        self
     }
 
     /// The path to work on (links followed), or why not, for the model.
@@ -104,7 +117,38 @@ impl Files {
         } else {
             format!("cat {quoted}")
         };
-        gate(&self.approvals, &command, ctx, &self.cwd, false).await
+        let outside = write
+            && self
+                .roots
+                .as_ref()
+                .is_some_and(|roots| !roots.iter().any(|root| path.starts_with(root)));
+        if !outside {
+            return gate(&self.approvals, &command, ctx, &self.cwd, false).await;
+        }
+        let class = &crate::approval::detect::classes::WRITE_OUTSIDE;
+        let danger = crate::approval::detect::Danger {
+            key: class.key,
+            description: class.description,
+            span: None,
+        };
+        let check = crate::approval::CheckContext {
+            session_key: &ctx.session_key,
+            chat: &ctx.chat,
+            cancel: &ctx.cancel,
+            workdir: &self.cwd,
+            background: false,
+        };
+        match self
+            .approvals
+            .check_with(check, &command, vec![danger])
+            .await
+        {
+            crate::approval::Gate::Run => None,
+            crate::approval::Gate::Refused(why) => Some(ToolResult {
+                text: why,
+                cancelled: ctx.cancel.is_cancelled(),
+            }),
+        }
     }
 }
 
