@@ -57,6 +57,17 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
+    /// What the approval broker needs to know of this turn, for work in `workdir`.
+    pub fn check<'a>(&'a self, workdir: &'a std::path::Path, background: bool) -> CheckContext<'a> {
+        CheckContext {
+            session_key: &self.session_key,
+            chat: &self.chat,
+            cancel: &self.cancel,
+            workdir,
+            background,
+        }
+    }
+
     /// A turn in a Telegram DM, for tests of single tools.
     #[cfg(test)]
     pub(crate) fn for_tests() -> ToolContext {
@@ -346,14 +357,10 @@ pub(crate) async fn gate(
     workdir: &std::path::Path,
     background: bool,
 ) -> Option<ToolResult> {
-    let check = CheckContext {
-        session_key: &ctx.session_key,
-        chat: &ctx.chat,
-        cancel: &ctx.cancel,
-        workdir,
-        background,
-    };
-    match approvals.check(check, command).await {
+    match approvals
+        .check(ctx.check(workdir, background), command)
+        .await
+    {
         Gate::Run => None,
         Gate::Refused(why) => Some(ToolResult {
             text: why,

@@ -305,14 +305,11 @@ impl ExecuteCodeTool {
 
     /// The whole script, shown for approval: `Some(result)` when it must not run.
     async fn approve(&self, code: &str, ctx: &ToolContext) -> Option<Value> {
-        let check = crate::approval::CheckContext {
-            session_key: &ctx.session_key,
-            chat: &ctx.chat,
-            cancel: &ctx.cancel,
-            workdir: &self.cwd,
-            background: false,
-        };
-        match self.approvals.check_script(check, code).await {
+        match self
+            .approvals
+            .check_script(ctx.check(&self.cwd, false), code)
+            .await
+        {
             Gate::Run => None,
             Gate::Refused(why) => Some(json!({
                 "status": "error",

@@ -131,13 +131,7 @@ impl Files {
             description: class.description,
             span: None,
         };
-        let check = crate::approval::CheckContext {
-            session_key: &ctx.session_key,
-            chat: &ctx.chat,
-            cancel: &ctx.cancel,
-            workdir: &self.cwd,
-            background: false,
-        };
+        let check = ctx.check(&self.cwd, false);
         match self
             .approvals
             .check_with(check, &command, vec![danger])
