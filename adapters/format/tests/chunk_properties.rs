@@ -2,10 +2,12 @@
 //! code fences, long lines, emoji (surrogate pairs in UTF-16, ZWJ sequences, flags),
 //! combining marks and CJK: every chunk fits the limit in the platform's unit, every
 //! chunk's code fences are balanced (so each renders on its own), no chunk starts inside
-//! a grapheme cluster, and nothing the reply said is lost.
+//! a grapheme cluster, and nothing the reply said is lost; and once rendered by a markup
+//! that inflates the text (as HTML escaping does), every message still fits, with its
+//! plain fallback within the limit too.
 
 use hermes_adapter::LengthUnit;
-use hermes_format::chunk;
+use hermes_format::{chunk, fit};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 use unicode_segmentation::UnicodeSegmentation;
@@ -26,6 +28,8 @@ fn token() -> impl Strategy<Value = String> {
         1 => Just("\n\n".to_owned()),
         1 => Just("\n```rust\nlet x = 1;\n".to_owned()),
         1 => Just("\n```\n".to_owned()),
+        1 => Just("a<b && c<d".to_owned()),
+        1 => "[<&]{10,80}",                         // text that escaping inflates sixfold
     ]
 }
 
@@ -117,6 +121,26 @@ proptest! {
                 prop_assert!(fences_balanced(c), "unbalanced fences in {c:?}");
             }
         }
+        prop_assert_eq!(words(&text), said, "nothing is lost or added");
+    }
+
+    #[test]
+    fn rendered_messages_fit_however_much_the_markup_inflates(
+        text in reply(),
+        max in 200usize..2000,
+        unit in unit(),
+    ) {
+        // Each `<` and `&` becomes six characters; a fence becomes a tag pair.
+        let render = |md: &str| {
+            md.replace('&', "&amp;&amp;").replace('<', "&lt;&lt;").replace("```", "<pre></pre>")
+        };
+        let bodies = fit(&text, max, unit, render);
+        for body in &bodies {
+            let shown = body.markup.as_deref().unwrap_or(&body.plain);
+            prop_assert!(unit.measure(shown) <= max, "{} > {max}: {shown:?}", unit.measure(shown));
+            prop_assert!(unit.measure(&body.plain) <= max);
+        }
+        let said: String = bodies.iter().map(|b| words(&b.plain)).collect();
         prop_assert_eq!(words(&text), said, "nothing is lost or added");
     }
 }
