@@ -155,6 +155,17 @@ impl ApprovalBroker {
 
     /// May `command` run in this session? Waits for a person when it is dangerous.
     pub async fn check(&self, ctx: CheckContext<'_>, command: &str) -> Gate {
+        self.check_with(ctx, command, Vec::new()).await
+    }
+
+    /// [`Self::check`], with `extra` findings of the caller's besides the command's own
+    /// dangers (a file tool's write outside the allowed roots).
+    pub async fn check_with(
+        &self,
+        ctx: CheckContext<'_>,
+        command: &str,
+        extra: Vec<Danger>,
+    ) -> Gate {
         if let Some(rule) = denied_by_rule(&self.config, command) {
             tracing::warn!(command, rule, "approval: refused by approvals.deny");
             return Gate::Refused(format!(
@@ -165,32 +176,11 @@ impl ApprovalBroker {
         if self.config.mode == ApprovalMode::Off {
             return Gate::Run;
         }
-        let dangers = self.dangers(command, ctx.workdir).await;
+        let mut dangers = self.dangers(command, ctx.workdir).await;
+        dangers.extend(extra);
         if dangers.is_empty() {
             return Gate::Run;
         }
-        self.decide(ctx, command, dangers, false).await
-    }
-
-    /// May `command` run, given `extra` findings of the caller's besides its own
-    /// dangers (a file tool's write outside the allowed roots)?
-    pub async fn check_with(
-        &self,
-        ctx: CheckContext<'_>,
-        command: &str,
-        extra: Vec<Danger>,
-    ) -> Gate {
-        if extra.is_empty() || self.config.mode == ApprovalMode::Off {
-            return self.check(ctx, command).await;
-        }
-        if let Some(rule) = denied_by_rule(&self.config, command) {
-            return Gate::Refused(format!(
-                "BLOCKED: this matches the deny rule '{rule}' (approvals.deny in config.yaml). \
-                 It cannot be done; do not try another way. Tell the person if it is needed."
-            ));
-        }
-        let mut dangers = self.dangers(command, ctx.workdir).await;
-        dangers.extend(extra);
         self.decide(ctx, command, dangers, false).await
     }
 
@@ -203,12 +193,7 @@ impl ApprovalBroker {
         if self.config.mode == ApprovalMode::Off {
             return Gate::Run;
         }
-        let class = &super::detect::classes::EXECUTE_CODE;
-        let mut dangers = vec![Danger {
-            key: class.key,
-            description: class.description,
-            span: None,
-        }];
+        let mut dangers = vec![Danger::of(&super::detect::classes::EXECUTE_CODE)];
         let scene = Scene {
             cwd: ctx.workdir.to_path_buf(),
             ..self.scene.clone()

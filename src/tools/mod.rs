@@ -357,8 +357,19 @@ pub(crate) async fn gate(
     workdir: &std::path::Path,
     background: bool,
 ) -> Option<ToolResult> {
+    gate_with(approvals, command, Vec::new(), ctx, (workdir, background)).await
+}
+
+/// [`gate`], with findings of the caller's besides the command's own.
+pub(crate) async fn gate_with(
+    approvals: &ApprovalBroker,
+    command: &str,
+    extra: Vec<crate::approval::detect::Danger>,
+    ctx: &ToolContext,
+    (workdir, background): (&std::path::Path, bool),
+) -> Option<ToolResult> {
     match approvals
-        .check(ctx.check(workdir, background), command)
+        .check_with(ctx.check(workdir, background), command, extra)
         .await
     {
         Gate::Run => None,

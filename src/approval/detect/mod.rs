@@ -47,13 +47,18 @@ pub struct Danger {
 }
 
 impl Danger {
-    /// A command that could not be checked at all: it needs approval.
-    pub fn unchecked() -> Danger {
+    /// A finding of `class` without a place in the command.
+    pub fn of(class: &classes::Class) -> Danger {
         Danger {
-            key: classes::UNPARSED.key,
-            description: classes::UNPARSED.description,
+            key: class.key,
+            description: class.description,
             span: None,
         }
+    }
+
+    /// A command that could not be checked at all: it needs approval.
+    pub fn unchecked() -> Danger {
+        Danger::of(&classes::UNPARSED)
     }
 }
 

@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{ToolContext, ToolResult, gate};
+use super::{ToolContext, ToolResult, gate_with};
+use crate::approval::detect::{Danger, classes};
 use crate::approval::{ApprovalBroker, Scene};
 
 pub use edit::{PatchTool, WriteFileTool};
@@ -122,27 +123,12 @@ impl Files {
                 .roots
                 .as_ref()
                 .is_some_and(|roots| !roots.iter().any(|root| path.starts_with(root)));
-        if !outside {
-            return gate(&self.approvals, &command, ctx, &self.cwd, false).await;
-        }
-        let class = &crate::approval::detect::classes::WRITE_OUTSIDE;
-        let danger = crate::approval::detect::Danger {
-            key: class.key,
-            description: class.description,
-            span: None,
+        let extra = if outside {
+            vec![Danger::of(&classes::WRITE_OUTSIDE)]
+        } else {
+            Vec::new()
         };
-        let check = ctx.check(&self.cwd, false);
-        match self
-            .approvals
-            .check_with(check, &command, vec![danger])
-            .await
-        {
-            crate::approval::Gate::Run => None,
-            crate::approval::Gate::Refused(why) => Some(ToolResult {
-                text: why,
-                cancelled: ctx.cancel.is_cancelled(),
-            }),
-        }
+        gate_with(&self.approvals, &command, extra, ctx, (&self.cwd, false)).await
     }
 }
 
