@@ -13,7 +13,7 @@ pub mod delegate;
 pub mod destinations;
 mod files;
 pub mod memory;
-mod output;
+pub(crate) mod output;
 mod process_tool;
 mod send_message;
 mod session_search;

@@ -1,5 +1,6 @@
 //! A bounded output buffer: keeps the head and a rolling tail, so a command that prints
-//! gigabytes costs a fixed amount of memory and the model still sees both ends.
+//! gigabytes costs a fixed amount of memory and the model still sees both ends; and the
+//! small shapes tool results share (durations, JSON lists).
 
 /// The first `head_limit` and the last `tail_limit` bytes of a byte stream.
 #[derive(Clone)]
@@ -68,6 +69,16 @@ impl HeadTail {
         out.push_str(&String::from_utf8_lossy(&tail));
         out
     }
+}
+
+/// A duration in seconds to the hundredth, as tool results give it.
+pub fn seconds(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 100.0).round() / 100.0
+}
+
+/// The items of a JSON array in a service's answer (none when it is not one).
+pub fn items(value: &serde_json::Value) -> impl Iterator<Item = &serde_json::Value> {
+    value.as_array().into_iter().flatten()
 }
 
 #[cfg(test)]

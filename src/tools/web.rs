@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
+use super::output::items;
 use super::{Tool, ToolContext, ToolResult};
 use crate::config::{WebBackend, WebConfig};
 
@@ -89,7 +90,7 @@ impl Web {
                 let answer = self
                     .post("search", json!({"query": query, "max_results": limit}))
                     .await?;
-                list(&answer["results"])
+                items(&answer["results"])
                     .map(|r| Hit {
                         title: text(&r["title"]),
                         url: text(&r["url"]),
@@ -101,7 +102,7 @@ impl Web {
                 let body = json!({"query": query, "numResults": limit,
                                   "contents": {"text": {"maxCharacters": 500}}});
                 let answer = self.post("search", body).await?;
-                list(&answer["results"])
+                items(&answer["results"])
                     .map(|r| Hit {
                         title: text(&r["title"]),
                         url: text(&r["url"]),
@@ -113,7 +114,7 @@ impl Web {
                 let answer = self
                     .post("v1/search", json!({"query": query, "limit": limit}))
                     .await?;
-                list(&answer["data"])
+                items(&answer["data"])
                     .map(|r| Hit {
                         title: text(&r["title"]),
                         url: text(&r["url"]),
@@ -132,7 +133,7 @@ impl Web {
         match backend {
             WebBackend::Tavily => {
                 let answer = self.post("extract", json!({"urls": urls})).await?;
-                let read = list(&answer["results"]).map(|r| Page {
+                let read = items(&answer["results"]).map(|r| Page {
                     url: text(&r["url"]),
                     text: Ok(r["raw_content"]
                         .as_str()
@@ -140,7 +141,7 @@ impl Web {
                         .unwrap_or_default()
                         .to_owned()),
                 });
-                let failed = list(&answer["failed_results"]).map(|f| Page {
+                let failed = items(&answer["failed_results"]).map(|f| Page {
                     url: text(&f["url"]),
                     text: Err(f["error"].as_str().unwrap_or("failed").to_owned()),
                 });
@@ -150,11 +151,11 @@ impl Web {
                 let answer = self
                     .post("contents", json!({"urls": urls, "text": true}))
                     .await?;
-                let read = list(&answer["results"]).map(|r| Page {
+                let read = items(&answer["results"]).map(|r| Page {
                     url: text(&r["url"]),
                     text: Ok(text(&r["text"])),
                 });
-                let failed = list(&answer["statuses"])
+                let failed = items(&answer["statuses"])
                     .filter(|s| s["status"] == "error")
                     .map(|s| Page {
                         url: text(&s["id"]),
@@ -185,11 +186,6 @@ impl Web {
             }
         }
     }
-}
-
-/// The items of a JSON array (none when it is not one).
-fn list(value: &Value) -> impl Iterator<Item = &Value> {
-    value.as_array().into_iter().flatten()
 }
 
 pub struct WebSearchTool(pub Arc<Web>);

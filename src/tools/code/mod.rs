@@ -146,7 +146,14 @@ impl ExecuteCodeTool {
             return refused;
         }
         let tools = self.callable(Some(ctx.chat.platform));
-        let run = match Staging::create(code, &tools) {
+        // Files written (and, at the end, removed) off the runtime's threads.
+        let module = stub_module(&tools);
+        let script = code.to_owned();
+        let run = match tokio::task::spawn_blocking(move || Staging::create(&script, &module))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|made| made)
+        {
             Ok(run) => run,
             Err(e) => return failed(&format!("could not prepare the script: {e}")),
         };
@@ -261,7 +268,7 @@ impl ExecuteCodeTool {
             "status": "success",
             "exit_code": Value::Null,
             "tool_calls_made": calls.load(Ordering::SeqCst),
-            "duration_seconds": (duration.as_secs_f64() * 100.0).round() / 100.0,
+            "duration_seconds": super::output::seconds(duration),
             "stdout_truncated": stdout.omitted() > 0,
             "stdout_bytes_captured": stdout.total() - stdout.omitted(),
             "stdout_bytes_total": stdout.total(),
@@ -300,6 +307,7 @@ impl ExecuteCodeTool {
             }
         }
         result["output"] = json!(output);
+        tokio::task::spawn_blocking(move || drop(run));
         result
     }
 
@@ -413,13 +421,14 @@ impl Tool for ExecuteCodeTool {
 struct Staging(tempfile::TempDir);
 
 impl Staging {
-    fn create(code: &str, tools: &[Arc<dyn Tool>]) -> std::io::Result<Staging> {
+    /// The directory with the script and its `hermes_tools` module.
+    fn create(code: &str, module: &str) -> std::io::Result<Staging> {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new()
             .prefix("hermes_sandbox_")
             .tempdir()?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
-        std::fs::write(dir.path().join("hermes_tools.py"), stub_module(tools))?;
+        std::fs::write(dir.path().join("hermes_tools.py"), module)?;
         std::fs::write(dir.path().join("script.py"), code)?;
         Ok(Staging(dir))
     }

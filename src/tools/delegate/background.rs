@@ -23,6 +23,7 @@ use crate::agent::AgentRuntime;
 use crate::config::DelegationConfig;
 use crate::store::{RecordedDelegation, Store};
 use crate::tools::ToolContext;
+use crate::tools::output::items;
 
 /// How often a report the inbox would not take is tried before it is left for the next
 /// start.
@@ -182,7 +183,7 @@ impl Delegations {
                     tracing::info!(delegation = %record.id, "delegate: stopped in its conversation");
                     return;
                 }
-                let cut = list(&batch.report["results"]).any(|r| r["status"] == "interrupted");
+                let cut = items(&batch.report["results"]).any(|r| r["status"] == "interrupted");
                 if cut && self.root.is_cancelled() {
                     // Shutdown: still recorded as running, so the next start runs it again.
                     tracing::info!(delegation = %record.id, "delegate: cut by the shutdown; it runs again at the next start");
@@ -228,11 +229,6 @@ impl Delegations {
         }
         tracing::error!(delegation = %record.id, "delegate: the results could not be recorded; the next start runs it again");
     }
-}
-
-/// The items of a JSON array (none when it is not one).
-fn list(value: &Value) -> impl Iterator<Item = &Value> {
-    value.as_array().into_iter().flatten()
 }
 
 /// The wake-up that brings a delegation's results into its conversation.

@@ -12,7 +12,7 @@
 pub mod background;
 
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::future::{BoxFuture, join_all};
 use serde_json::{Value, json};
@@ -239,7 +239,7 @@ pub async fn run_batch(
     Batch {
         report: json!({
             "results": results,
-            "total_duration_seconds": seconds(started.elapsed()),
+            "total_duration_seconds": super::output::seconds(started.elapsed()),
         }),
         usage,
     }
@@ -333,7 +333,7 @@ async fn run_child(
         "status": status,
         "summary": crate::secrets::scrub(&summary),
         "api_calls": api_calls,
-        "duration_seconds": seconds(started.elapsed()),
+        "duration_seconds": super::output::seconds(started.elapsed()),
         "tokens": tokens,
         "exit_reason": exit_reason,
     });
@@ -368,10 +368,6 @@ fn capped(text: &str, max: usize) -> (String, bool) {
         Some((at, _)) => (format!("{}…", &text[..at]), true),
         None => (text.to_owned(), false),
     }
-}
-
-fn seconds(d: Duration) -> f64 {
-    (d.as_secs_f64() * 100.0).round() / 100.0
 }
 
 #[cfg(test)]
