@@ -277,34 +277,30 @@ impl Toolbox {
     }
 
     /// The tools offered now in the turn `ctx` (its platform's toolsets, those available,
-    /// fewer for a sub-agent), in registry order, then the MCP servers'.
-    fn offered(&self, ctx: &ToolContext) -> Vec<Arc<dyn Tool>> {
+    /// fewer for a sub-agent), in registry order, then the MCP servers' (listed only when
+    /// reached).
+    fn offered<'a>(&'a self, ctx: &'a ToolContext) -> impl Iterator<Item = Arc<dyn Tool>> + 'a {
         let platform = ctx.chat.platform;
         let mcp = self
             .mcp
             .iter()
             .flat_map(|m| m.tools())
             .map(|t| t as Arc<dyn Tool>);
-        self.tools
-            .iter()
-            .cloned()
-            .chain(mcp)
-            .filter(|t| {
-                self.toolsets.offers(platform.as_str(), t.toolset())
-                    && t.unavailable().is_none()
-                    && !(ctx.depth > 0 && CHILD_BLOCKED.contains(&t.name()))
-                    && t.offered_in(ctx)
-            })
-            .collect()
+        self.tools.iter().cloned().chain(mcp).filter(move |t| {
+            self.toolsets.offers(platform.as_str(), t.toolset())
+                && t.unavailable().is_none()
+                && !(ctx.depth > 0 && CHILD_BLOCKED.contains(&t.name()))
+                && t.offered_in(ctx)
+        })
     }
 
     /// OpenAI `tools` definitions for the turn `ctx`.
     pub fn definitions(&self, ctx: &ToolContext) -> Vec<Value> {
-        self.offered(ctx).iter().map(|t| t.definition()).collect()
+        self.offered(ctx).map(|t| t.definition()).collect()
     }
 
     fn find(&self, name: &str, ctx: &ToolContext) -> Option<Arc<dyn Tool>> {
-        self.offered(ctx).into_iter().find(|t| t.name() == name)
+        self.offered(ctx).find(|t| t.name() == name)
     }
 
     /// Run one tool call; the result text goes back to the model.
@@ -337,7 +333,7 @@ impl Toolbox {
         match self.find(&call.name, ctx) {
             Some(tool) => tool.run(args, ctx).await,
             None => {
-                let names: Vec<&str> = self.offered(ctx).iter().map(|t| t.name()).collect();
+                let names: Vec<&str> = self.offered(ctx).map(|t| t.name()).collect();
                 ToolResult::text(format!(
                     "error: there is no tool named {:?}; available: {}",
                     call.name,
