@@ -174,11 +174,7 @@ async fn a_script_past_its_timeout_is_killed_with_everything_it_started() {
         output.starts_with("started") && output.contains("timed out after 3s"),
         "{output}"
     );
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&pidfile);
     eventually(WAIT, "the script's child to be gone", || {
         process_gone(pid).then_some(())
     })
@@ -302,11 +298,7 @@ async fn a_command_the_script_leaves_running_is_killed_when_it_ends() {
     w.llm.push(Reply::text("left"));
     let _d = w.start();
     assert_eq!(w.ask("start something").await, ["left"]);
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&pidfile);
     eventually(WAIT, "the command the script left to be killed", || {
         process_gone(pid).then_some(())
     })

@@ -14,8 +14,10 @@ use hermes_testkit::llm::Reply;
 use hermes_testkit::mcp::{STUB_VAR, serve_stdio, stub_server_command};
 use serde_json::{Value, json};
 
-/// Not a test: the MCP server the daemon starts (this binary, with only this test).
+/// Not a test: the MCP server the daemon starts (this binary, with only this test, which
+/// is ignored otherwise; see `stub_server_command`).
 #[tokio::test]
+#[ignore = "the MCP server tests start, not a test"]
 async fn mcp_stub_server() {
     if std::env::var(STUB_VAR).as_deref() == Ok("1") {
         serve_stdio().await;
@@ -82,14 +84,7 @@ async fn a_servers_tools_are_called_without_its_secrets_and_it_stops_with_the_da
         assert!(!env.contains(secret), "{secret} reached the server: {env}");
     }
     assert_eq!(results[2], "slept");
-    let read_pid = |path: &std::path::Path| -> i32 {
-        std::fs::read_to_string(path)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
-    let (pid, child) = (read_pid(&pidfile), read_pid(&leftover));
+    let (pid, child) = (pid_in(&pidfile), pid_in(&leftover));
     assert!(!process_gone(pid) && !process_gone(child));
     assert_eq!(d.terminate(), Some(0));
     eventually(

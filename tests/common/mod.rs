@@ -162,3 +162,12 @@ pub fn process_gone(pid: i32) -> bool {
             .is_some_and(|(_, rest)| rest.starts_with('Z')),
     }
 }
+
+/// The pid a command or a script wrote to `path`.
+pub fn pid_in(path: &std::path::Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

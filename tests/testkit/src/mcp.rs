@@ -163,7 +163,8 @@ pub async fn serve_stdio() {
 }
 
 /// `command` and `args` that start the stub server: the running test binary with only
-/// the test named `test_name` (which calls [`serve_stdio`] when [`STUB_VAR`] is set).
+/// the test named `test_name` (ignored in ordinary runs; it calls [`serve_stdio`] when
+/// [`STUB_VAR`] is set).
 pub fn stub_server_command(test_name: &str) -> (String, Vec<String>) {
     let exe = std::env::current_exe().expect("the test binary's path");
     (
@@ -171,6 +172,8 @@ pub fn stub_server_command(test_name: &str) -> (String, Vec<String>) {
         vec![
             "--exact".into(),
             test_name.into(),
+            // The stub test is ignored in ordinary runs.
+            "--include-ignored".into(),
             "--nocapture".into(),
             "--quiet".into(),
             "--test-threads".into(),
