@@ -180,11 +180,17 @@ impl SessionActor {
             .as_deref()
             .and_then(|name| agent.personalities.get(name).cloned());
         let tool_progress = settings.verbose.unwrap_or(agent.tool_progress);
-        let memory = session_memory(store, &session.id, &agent.home).await;
+        let kept = store.session_kept(&session.id).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "session: cannot read what the session kept");
+            Default::default()
+        });
+        let memory = session_memory(store, &session.id, kept.memory, &agent.home).await;
         // Where and with whom, as the session's first turn found it: the system prompt
         // stays the same bytes for the whole session. Someone else writing in a shared
         // session is named in the message instead.
-        let (context, person) = self.session_context(&session.id, &author).await;
+        let (context, person) = self
+            .session_context(&session.id, kept.context, &author)
+            .await;
         let user_text = match inputs.first() {
             Some(first)
                 if first.author.user_id != person
@@ -338,7 +344,12 @@ impl SessionActor {
 
     /// Where the conversation happens and with whom, as kept from the session's first turn
     /// (who opened it then): the text for the system prompt and that person's id.
-    async fn session_context(&self, session_id: &str, opener: &Author) -> (String, String) {
+    async fn session_context(
+        &self,
+        session_id: &str,
+        kept: Option<String>,
+        opener: &Author,
+    ) -> (String, String) {
         #[derive(serde::Serialize, serde::Deserialize)]
         struct Context {
             text: String,
@@ -350,16 +361,12 @@ impl SessionActor {
         };
         let fresh = serde_json::to_string(&now).unwrap_or_default();
         let store = &self.services.store;
-        let kept = match store.session_kept(session_id, Kept::Context).await {
-            Ok(Some(kept)) => kept,
-            Ok(None) => store
+        let kept = match kept {
+            Some(kept) => kept,
+            None => store
                 .keep_for_session(session_id, Kept::Context, fresh.clone())
                 .await
                 .unwrap_or(fresh),
-            Err(e) => {
-                tracing::warn!(error = %e, "session: cannot read the session's context");
-                fresh
-            }
         };
         match serde_json::from_str::<Context>(&kept) {
             Ok(kept) => (kept.text, kept.person),
@@ -399,14 +406,14 @@ impl SessionActor {
 /// The memories session `session_id`'s system prompt carries: taken from the memory files
 /// at its first turn and kept (the prompt stays the same bytes, so it stays cached; what
 /// the agent remembers now shows from the next session on, as in Hermes).
-async fn session_memory(store: &Store, session_id: &str, home: &std::path::Path) -> String {
-    match store.session_kept(session_id, Kept::Memory).await {
-        Ok(Some(kept)) => return kept,
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, "session: cannot read the memory snapshot");
-            return String::new();
-        }
+async fn session_memory(
+    store: &Store,
+    session_id: &str,
+    kept: Option<String>,
+    home: &std::path::Path,
+) -> String {
+    if let Some(kept) = kept {
+        return kept;
     }
     let home = home.to_path_buf();
     let now = tokio::task::spawn_blocking(move || crate::tools::memory::snapshot(&home))

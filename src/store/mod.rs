@@ -36,7 +36,7 @@ pub use search::SessionHit;
 pub(crate) use sessions::civil_from_days;
 pub use sessions::{SearchHit, SessionRow, StoredMessage};
 pub use status::StatusCounts;
-pub use todos::Kept;
+pub use todos::{Kept, SessionKept};
 pub use turns::TurnRecord;
 
 use std::path::Path;

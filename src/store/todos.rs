@@ -33,22 +33,20 @@ impl Store {
         .await
     }
 
-    /// What session `session_id` kept of `kept` at its first turn, if it did.
-    pub async fn session_kept(
-        &self,
-        session_id: &str,
-        kept: Kept,
-    ) -> Result<Option<String>, StoreError> {
+    /// What session `session_id` kept at its first turn (each `None` until it did).
+    pub async fn session_kept(&self, session_id: &str) -> Result<SessionKept, StoreError> {
         let session_id = session_id.to_owned();
         self.call(move |conn| {
             Ok(conn
-                .prepare_cached(&format!(
-                    "SELECT {} FROM sessions WHERE id = ?1",
-                    kept.column()
-                ))?
-                .query_row([session_id], |r| r.get::<_, Option<String>>(0))
+                .prepare_cached("SELECT memory, context FROM sessions WHERE id = ?1")?
+                .query_row([session_id], |r| {
+                    Ok(SessionKept {
+                        memory: r.get(0)?,
+                        context: r.get(1)?,
+                    })
+                })
                 .optional()?
-                .flatten())
+                .unwrap_or_default())
         })
         .await
     }
@@ -77,6 +75,13 @@ impl Store {
         })
         .await
     }
+}
+
+/// What a session kept from its first turn.
+#[derive(Debug, Clone, Default)]
+pub struct SessionKept {
+    pub memory: Option<String>,
+    pub context: Option<String>,
 }
 
 /// What a session keeps from its first turn, so its system prompt stays the same bytes
