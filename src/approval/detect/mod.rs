@@ -104,12 +104,7 @@ impl Scene {
 /// the script computes: the person approving the script is the guard.)
 pub fn script_dangers(script: &str, scene: &Scene) -> Vec<Danger> {
     let mut found = Found::default();
-    if let Some(at) = script.chars().position(hides_text) {
-        found.add(&classes::CONTROL_CHARS, Some(at..at + 1));
-    }
-    for (class, span) in text::detect(script) {
-        found.add(class, span);
-    }
+    surface(script, &mut found);
     // The gateway's home by its path (the working directory inside it is the agent's own),
     // by name, and its secret files by name.
     static SECRET_NAMES: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
@@ -144,14 +139,19 @@ pub fn script_dangers(script: &str, scene: &Scene) -> Vec<Danger> {
     found.0
 }
 
-pub fn detect(command: &str, scene: &Scene) -> Vec<Danger> {
-    let mut found = Found::default();
-    if let Some(at) = command.chars().position(hides_text) {
+/// The layers that read the raw text alone: hidden characters and Hermes' patterns.
+fn surface(text: &str, found: &mut Found) {
+    if let Some(at) = text.chars().position(hides_text) {
         found.add(&classes::CONTROL_CHARS, Some(at..at + 1));
     }
-    for (class, span) in text::detect(command) {
+    for (class, span) in text::detect(text) {
         found.add(class, span);
     }
+}
+
+pub fn detect(command: &str, scene: &Scene) -> Vec<Danger> {
+    let mut found = Found::default();
+    surface(command, &mut found);
     if command.chars().count() > MAX_COMMAND_CHARS {
         found.add(&classes::TOO_LONG, None);
         return found.0;
