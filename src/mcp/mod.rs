@@ -263,3 +263,54 @@ impl Server {
         !self.config.exclude.iter().any(|t| t == tool)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::McpTransport;
+
+    fn server(include: &[&str], exclude: &[&str]) -> Arc<Server> {
+        let config = McpServerConfig {
+            name: "s".into(),
+            transport: McpTransport::Stdio {
+                command: "true".into(),
+                args: Vec::new(),
+                env: Vec::new(),
+            },
+            timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            include: include.iter().map(|t| t.to_string()).collect(),
+            exclude: exclude.iter().map(|t| t.to_string()).collect(),
+            parallel: false,
+            lazy: true,
+        };
+        Mcp::new(vec![config]).servers[0].clone()
+    }
+
+    #[test]
+    fn include_wins_over_exclude_and_exclude_leaves_the_rest() {
+        let only = server(&["read"], &["read", "write"]);
+        assert!(only.wanted("read") && !only.wanted("write") && !only.wanted("list"));
+        let but = server(&[], &["delete_repo"]);
+        assert!(but.wanted("list") && !but.wanted("delete_repo"));
+    }
+
+    #[test]
+    fn failures_in_a_row_wait_longer_up_to_the_cap() {
+        let s = server(&[], &[]);
+        let waits: Vec<u64> = (0..12)
+            .map(|_| {
+                s.failed("down".into());
+                match s.health() {
+                    Health::Failed { retry_at, .. } => retry_at
+                        .saturating_duration_since(Instant::now())
+                        .as_secs_f64()
+                        .round() as u64,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect();
+        assert_eq!(&waits[..4], [5, 10, 20, 40]);
+        assert_eq!(*waits.last().unwrap(), MAX_BACKOFF.as_secs());
+    }
+}
