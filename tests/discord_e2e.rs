@@ -715,3 +715,31 @@ async fn a_first_answer_that_failed_fills_in_the_deferred_reply_when_tried_again
     settle().await;
     assert_eq!(kit.fake.interaction_responses(&status).len(), 1);
 }
+
+/// A crash after Discord took a reply but before its answer came back: after the restart
+/// the reply is posted again with the same nonce (`enforce_nonce`), and shows once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_posted_just_before_a_crash_shows_once_after_the_restart() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::text("only once"));
+    kit.llm.push(Reply::text("only once"));
+    let mut first = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    let posts = format!("/channels/{dm}/messages");
+    kit.fake.answer_slowly(&posts, Duration::from_secs(60));
+    kit.fake.message(&dm, &alice, "hello", true);
+    kit.shown(&dm, 1).await;
+    first.kill();
+    kit.fake.clear_faults();
+    let _second = kit.start();
+    let fake = kit.fake.clone();
+    eventually(WAIT, "the post to be made again", || {
+        (fake.calls(&posts).len() >= 2).then_some(())
+    })
+    .await;
+    kit.home.outbox_drained(WAIT).await;
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm), ["only once"]);
+    assert_eq!(kit.fake.nonce_hits(), 1, "recognised by its nonce");
+}

@@ -485,3 +485,31 @@ async fn without_a_signing_secret_the_events_routes_refuse_everything() {
         );
     }
 }
+
+/// A crash after Slack took a reply but before its answer came back: after the restart the
+/// gateway finds the reply by the key in its metadata and does not post it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_posted_just_before_a_crash_shows_once_after_the_restart() {
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::text("only once"));
+    kit.llm.push(Reply::text("only once"));
+    let mut first = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake
+        .answer_slowly("chat.postMessage", Duration::from_secs(60));
+    kit.fake.write(&dm, &alice, "hello", true);
+    kit.shown(&dm, 1).await;
+    first.kill();
+    kit.fake.clear_faults();
+    let _second = kit.start();
+    let fake = kit.fake.clone();
+    eventually(WAIT, "the history to be read", || {
+        (!fake.calls("conversations.history").is_empty()).then_some(())
+    })
+    .await;
+    kit.home.outbox_drained(WAIT).await;
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm), ["only once"]);
+    assert_eq!(kit.fake.calls("chat.postMessage").len(), 1, "posted once");
+}

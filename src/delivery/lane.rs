@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use hermes_adapter::{Backoff, ChatRef, Outbound, PlatformSender, SendError};
+use hermes_adapter::{Backoff, ChatRef, Outbound, PlatformSender, SendError, SendOnce};
 use tokio::sync::Notify;
 
 use super::{ChatKey, Delivery};
@@ -196,6 +196,7 @@ impl Lane {
                 body: row.body.clone(),
                 reply_to: quoted.or_else(|| row.reply_to.clone()),
                 choices: row.choices.clone(),
+                once: None,
             },
         }
     }
@@ -212,6 +213,9 @@ impl Lane {
         let mut retry = RETRY;
         let mut plain_only = false;
         let mut first = true;
+        // Whether an earlier attempt (in the last run, or one whose answer never came) may
+        // have posted the message already.
+        let mut maybe_sent = self.delivery.unsure(row.id) || row.attempts > 0;
         loop {
             tokio::select! {
                 _ = inner.shutdown.cancelled() => return self.release(&row).await,
@@ -221,10 +225,17 @@ impl Lane {
             if !std::mem::take(&mut first) {
                 self.refresh(&row, &mut action, plain_only).await;
             }
+            if let Outbound::Text { once, .. } = &mut action {
+                *once = Some(SendOnce {
+                    key: once_key(&row),
+                    maybe_sent,
+                });
+            }
             let error = match sender.send(action.clone()).await {
                 Ok(delivered) => return self.mark_sent(&row, delivered.message_id).await,
                 Err(e) => e,
             };
+            maybe_sent |= matches!(error, SendError::Transient(_));
             attempts += 1;
             let next = match (&error, &mut action) {
                 (SendError::RateLimited { retry_after, scope }, _) => {
@@ -248,6 +259,7 @@ impl Lane {
                         body: body.clone(),
                         reply_to: None,
                         choices: Vec::new(),
+                        once: None,
                     };
                     Next::Now
                 }
@@ -402,4 +414,10 @@ impl Lane {
         }
         Sent::Stop
     }
+}
+
+/// The key of a row's message for [`SendOnce`]: its id and its creation time (hex; at most
+/// 25 characters), so a new database's row 1 is not taken for an old one's.
+fn once_key(row: &OutboxRow) -> String {
+    format!("h{:x}.{:x}", row.id, row.created_at)
 }

@@ -10,7 +10,7 @@ mod lane;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,6 +58,9 @@ struct Inner {
     bot_budgets: Mutex<HashMap<Platform, TokenBucket>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    /// Rows the last run may have handed to the platform without marking them sent (each
+    /// chat's oldest pending row at startup): sent as maybe sent ([`SendOnce`]).
+    unsure: Mutex<HashSet<i64>>,
 }
 
 impl Delivery {
@@ -77,6 +80,7 @@ impl Delivery {
                 bot_budgets: Mutex::new(HashMap::new()),
                 shutdown,
                 tasks: TaskTracker::new(),
+                unsure: Mutex::new(HashSet::new()),
             }),
         }
     }
@@ -92,6 +96,18 @@ impl Delivery {
             ),
             Err(e) => tracing::error!(error = %e, "delivery: cannot requeue interrupted rows"),
         }
+        match self.inner.store.outbox_heads().await {
+            Ok(heads) => {
+                *self.inner.unsure.lock().expect("unsure lock") = heads.into_iter().collect()
+            }
+            // Without the list, nothing is looked up: a resend may show twice on Slack.
+            Err(e) => tracing::error!(error = %e, "delivery: cannot read the outbox's oldest rows"),
+        }
+    }
+
+    /// Whether row `id` may have reached the platform in the last run (asked once per row).
+    fn unsure(&self, id: i64) -> bool {
+        self.inner.unsure.lock().expect("unsure lock").remove(&id)
     }
 
     /// Send what is pending from an earlier run and keep sweeping for orphans.

@@ -119,6 +119,20 @@ impl Store {
         .await
     }
 
+    /// The oldest pending row of each chat: the only rows a lane (which sends a chat's
+    /// rows one at a time, in order) can have had in flight when the last run ended.
+    pub async fn outbox_heads(&self) -> Result<Vec<i64>, StoreError> {
+        self.call(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT min(id) FROM outbox WHERE state = 'pending'
+                 GROUP BY platform, chat_id, account",
+            )?;
+            let ids = stmt.query_map([], |r| r.get::<_, i64>(0))?;
+            Ok(ids.collect::<rusqlite::Result<Vec<i64>>>()?)
+        })
+        .await
+    }
+
     /// Pending rows of one chat, oldest first.
     #[cfg(test)]
     pub async fn outbox_pending_for(

@@ -54,7 +54,8 @@ pub use inbound::{
     MediaKind, Press, Wakeup, is_handle,
 };
 pub use outbound::{
-    Choice, ChoiceStyle, CommandSpec, Delivered, MessageBody, Outbound, OutboundFile, WorkingPhase,
+    Choice, ChoiceStyle, CommandSpec, Delivered, MessageBody, Outbound, OutboundFile, SendOnce,
+    WorkingPhase,
 };
 pub use record::{record_batch, record_until_done};
 pub use settings::{

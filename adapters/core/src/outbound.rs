@@ -85,6 +85,19 @@ pub struct OutboundFile {
     pub caption: Option<String>,
 }
 
+/// What lets a platform take one message once, though the gateway may send it twice: after
+/// a crash between the platform's accept and the outbox's sent mark, or an attempt whose
+/// answer never came (a timeout, a reset connection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendOnce {
+    /// The same for every attempt at the message, across restarts (ASCII, at most 25
+    /// characters: Discord's limit for a nonce).
+    pub key: String,
+    /// An earlier attempt may have reached the platform: look for it before posting again
+    /// (Slack, which has no idempotency key); Discord's `enforce_nonce` needs no look.
+    pub maybe_sent: bool,
+}
+
 /// One action toward a platform.
 #[derive(Debug, Clone)]
 pub enum Outbound {
@@ -96,6 +109,8 @@ pub enum Outbound {
         reply_to: Option<String>,
         /// Options to lay out under the message; already cut to the platform's limits.
         choices: Vec<Choice>,
+        /// Makes a second attempt at this message recognisable, where the platform allows.
+        once: Option<SendOnce>,
     },
     /// Replace the text (and drop the choices) of a message the gateway sent.
     Edit {

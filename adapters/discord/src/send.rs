@@ -9,7 +9,7 @@ use std::time::Duration;
 use hermes_adapter::{
     Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, ChoiceStyle, CommandSpec, Delivered,
     FetchError, LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender,
-    RateLimit, SendError, WorkingIndicator, WorkingPhase, async_trait,
+    RateLimit, SendError, SendOnce, WorkingIndicator, WorkingPhase, async_trait,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -96,6 +96,7 @@ impl DiscordSender {
         body: &MessageBody,
         reply_to: Option<&str>,
         choices: &[Choice],
+        once: Option<&SendOnce>,
     ) -> Result<Delivered, SendError> {
         let mut payload = json!({
             "content": content(body),
@@ -120,6 +121,12 @@ impl DiscordSender {
             payload["allowed_mentions"] = allowed_mentions(false);
         } else if let Some(id) = reply_to.filter(|id| replyable(chat, id)) {
             payload["message_reference"] = json!({"message_id": id, "fail_if_not_exists": false});
+        }
+        // Posted again with the same nonce within a few minutes, Discord answers with the
+        // first message instead of showing a second.
+        if let Some(once) = once {
+            payload["nonce"] = json!(once.key);
+            payload["enforce_nonce"] = json!(true);
         }
         let sent = self
             .rest
@@ -293,7 +300,12 @@ impl PlatformSender for DiscordSender {
                 body,
                 reply_to,
                 choices,
-            } => self.text(&chat, &body, reply_to.as_deref(), &choices).await,
+                once,
+            } => {
+                let reply_to = reply_to.as_deref();
+                self.text(&chat, &body, reply_to, &choices, once.as_ref())
+                    .await
+            }
             Outbound::Edit {
                 chat,
                 message_id,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use hermes_adapter::{
     Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, ChoiceStyle, Delivered, FetchError,
     LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender, RateLimit,
-    SendError, WorkingIndicator, WorkingPhase, async_trait, read_capped,
+    SendError, SendOnce, WorkingIndicator, WorkingPhase, async_trait, read_capped,
 };
 use serde_json::{Value, json};
 use slack_morphism::prelude::*;
@@ -34,6 +34,12 @@ const WORKING_REACTION: &str = "eyes";
 const FILE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Where Slack serves the files people send.
 const FILE_HOSTS: [&str; 1] = ["files.slack.com"];
+/// The metadata event type, and its payload's field, that carry a message's [`SendOnce`]
+/// key.
+const ONCE_EVENT: &str = "hermes_outbox";
+const ONCE_KEY: &str = "key";
+/// How many of a chat's newest messages are searched for one an earlier attempt posted.
+const LOOKBACK: u16 = 200;
 
 /// The answers that mean the app has no assistant status (anything else may pass).
 const NOT_AVAILABLE: [&str; 5] = [
@@ -123,6 +129,7 @@ impl SlackSender {
         body: &MessageBody,
         reply_to: Option<&str>,
         choices: &[Choice],
+        once: Option<&SendOnce>,
     ) -> Result<Delivered, SendError> {
         let text = content(body);
         // A command's private answer goes through its response URL (only the person sees
@@ -143,6 +150,23 @@ impl SlackSender {
         if !choices.is_empty() {
             message = message.with_blocks(blocks(&text, choices)?);
         }
+        if let Some(once) = once {
+            if once.maybe_sent {
+                if let Some(ts) = self.posted_before(chat, &once.key).await? {
+                    tracing::info!(key = %once.key, "slack: the message was posted by an earlier attempt; not posted again");
+                    return Ok(Delivered {
+                        message_id: Some(ts),
+                    });
+                }
+            }
+            // Slack has no idempotency key: the message carries its key, so that a later
+            // attempt can find it ([`SlackSender::posted_before`]).
+            let payload = [(ONCE_KEY.to_owned(), once.key.clone())].into();
+            message = message.with_metadata(SlackMessageMetadata {
+                event_type: ONCE_EVENT.to_owned(),
+                event_payload: Some(payload),
+            });
+        }
         let mut request =
             SlackApiChatPostMessageRequest::new(chat.chat_id.as_str().into(), message);
         if let Some(thread) = &chat.thread_id {
@@ -158,6 +182,61 @@ impl SlackSender {
         Ok(Delivered {
             message_id: Some(sent.ts.to_string()),
         })
+    }
+
+    /// The bot's message carrying `key` among the newest of the chat (or its thread): one
+    /// an earlier attempt posted though its answer never came back. Where the history
+    /// cannot be read (a missing scope), nothing is found and the message is posted.
+    async fn posted_before(&self, chat: &ChatRef, key: &str) -> Result<Option<String>, SendError> {
+        let session = self.session();
+        let channel: SlackChannelId = chat.chat_id.as_str().into();
+        let messages = match &chat.thread_id {
+            Some(thread) => {
+                let request =
+                    SlackApiConversationsRepliesRequest::new(channel, thread.as_str().into())
+                        .with_limit(LOOKBACK);
+                call(
+                    "conversations.replies",
+                    session.conversations_replies(&request),
+                )
+                .await
+                .map(|answer| answer.messages)
+            }
+            None => {
+                let request = SlackApiConversationsHistoryRequest::new()
+                    .with_channel(channel)
+                    .with_limit(LOOKBACK)
+                    .with_include_all_metadata(true);
+                call(
+                    "conversations.history",
+                    session.conversations_history(&request),
+                )
+                .await
+                .map(|answer| answer.messages)
+            }
+        };
+        let messages = match messages {
+            Ok(messages) => messages,
+            Err(SendError::Rejected(why)) => {
+                tracing::warn!(why = %why, "slack: cannot read the chat's history to find a message an earlier attempt may have posted; posting it (it may show twice)");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let carries_key = |m: &SlackHistoryMessage| {
+            m.content.metadata.as_ref().is_some_and(|meta| {
+                meta.event_type == ONCE_EVENT
+                    && meta
+                        .event_payload
+                        .as_ref()
+                        .and_then(|p| p.get(ONCE_KEY))
+                        .is_some_and(|k| k == key)
+            })
+        };
+        Ok(messages
+            .iter()
+            .find(|m| carries_key(m))
+            .map(|m| m.origin.ts.to_string()))
     }
 
     /// A private answer on a slash command's `response_url`.
@@ -380,7 +459,12 @@ impl PlatformSender for SlackSender {
                 body,
                 reply_to,
                 choices,
-            } => self.text(&chat, &body, reply_to.as_deref(), &choices).await,
+                once,
+            } => {
+                let reply_to = reply_to.as_deref();
+                self.text(&chat, &body, reply_to, &choices, once.as_ref())
+                    .await
+            }
             Outbound::Edit {
                 chat,
                 message_id,

@@ -95,6 +95,9 @@ impl PlatformSender for TelegramSender {
                 body,
                 reply_to,
                 choices,
+                // Telegram has neither an idempotency key nor a way to list the bot's own messages:
+                // a message resent after a crash may show twice (invariant 2).
+                once: _,
             } => {
                 let (text, html) = pick(&body);
                 let mut request = self.bot.send_message(chat_id(&chat)?, text);

@@ -422,6 +422,9 @@ impl PlatformSender for WhatsAppSender {
                 body,
                 reply_to,
                 choices,
+                // The Cloud API has neither an idempotency key nor a way to list sent messages:
+                // a message resent after a crash may show twice (invariant 2).
+                once: _,
             } => self.text(&chat, &body, reply_to.as_deref(), &choices).await,
             Outbound::Edit { .. } => Err(SendError::Rejected(
                 "WhatsApp messages cannot be edited".into(),

@@ -150,6 +150,8 @@ struct Msg {
     /// Seen only by the person who pressed (flag 64).
     ephemeral: bool,
     interaction: Option<String>,
+    /// The `nonce` it was posted with.
+    nonce: Option<String>,
     at: Instant,
 }
 
@@ -206,6 +208,10 @@ struct Inner {
     downloads: HashMap<String, usize>,
     commands: Vec<Value>,
     typing: Vec<(String, Instant)>,
+    /// POSTs whose path contains the text answer after the delay (their effect is at once).
+    slow: Vec<(String, Duration)>,
+    /// Messages not posted again because their nonce was seen (`enforce_nonce`).
+    nonce_hits: usize,
     gw: gateway::State,
 }
 
@@ -290,6 +296,8 @@ impl FakeDiscord {
                 downloads: HashMap::new(),
                 commands: Vec::new(),
                 typing: Vec::new(),
+                slow: Vec::new(),
+                nonce_hits: 0,
                 gw: gateway::State::default(),
             })),
             http_addr,
@@ -405,6 +413,7 @@ impl FakeDiscord {
             edited_ms: None,
             ephemeral: false,
             interaction: None,
+            nonce: None,
             at: Instant::now(),
         };
         let event = model::message(&inner, &msg, true, false);
@@ -585,9 +594,22 @@ impl FakeDiscord {
         self.lock().faults.push(Fault { path, left, kind });
     }
 
-    /// Forget every scripted fault not yet used.
+    /// Forget every scripted fault not yet used (slow answers too).
     pub fn clear_faults(&self) {
-        self.lock().faults.clear();
+        let mut inner = self.lock();
+        inner.faults.clear();
+        inner.slow.clear();
+    }
+
+    /// POSTs whose path contains `path_contains` take effect at once and answer after
+    /// `delay`: a crash in between leaves the gateway not knowing the message was posted.
+    pub fn answer_slowly(&self, path_contains: &str, delay: Duration) {
+        self.lock().slow.push((path_contains.to_owned(), delay));
+    }
+
+    /// How many posts were answered with the earlier message of the same nonce.
+    pub fn nonce_hits(&self) -> usize {
+        self.lock().nonce_hits
     }
 }
 

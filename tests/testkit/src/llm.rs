@@ -142,14 +142,29 @@ struct Inner {
     /// What `/audio/transcriptions` answers (`None`: a 500).
     transcript: Option<String>,
     transcriptions: Vec<Transcription>,
+    /// What an empty script answers (the echo when `None`).
+    default: Option<Responder>,
+    /// Until when every request is answered with this HTTP status (a provider outage).
+    down: Option<(Instant, u16)>,
 }
 
 impl Inner {
-    /// The next scripted answer for `body` (a computed one made now).
+    /// The next scripted answer for `body` (a computed one made now): the outage's error
+    /// while the provider is down, then the script, then the default.
     fn next_reply(&mut self, body: &Value) -> Option<Reply> {
-        match self.script.pop_front()? {
-            Reply::Computed(Responder(make)) => Some(make(body)),
-            reply => Some(reply),
+        if let Some((until, status)) = self.down {
+            if Instant::now() < until {
+                return Some(Reply::Error {
+                    status,
+                    retry_after: None,
+                });
+            }
+            self.down = None;
+        }
+        match self.script.pop_front() {
+            Some(Reply::Computed(Responder(make))) => Some(make(body)),
+            Some(reply) => Some(reply),
+            None => self.default.as_ref().map(|Responder(make)| make(body)),
         }
     }
 
@@ -233,6 +248,16 @@ impl FakeLlm {
 
     pub fn push(&self, reply: Reply) {
         self.inner.lock().unwrap().script.push_back(reply);
+    }
+
+    /// Answer every request the script does not with `make(request)` (instead of the echo).
+    pub fn answer_by_default(&self, make: impl Fn(&Value) -> Reply + Send + Sync + 'static) {
+        self.inner.lock().unwrap().default = Some(Responder(Arc::new(make)));
+    }
+
+    /// The provider is down for `period`: every request meanwhile gets HTTP `status`.
+    pub fn go_down(&self, period: Duration, status: u16) {
+        self.inner.lock().unwrap().down = Some((Instant::now() + period, status));
     }
 
     /// Every request body to either dialect, in arrival order (Anthropic requests refused

@@ -244,6 +244,8 @@ struct Msg {
     history: Vec<String>,
     edited: Vec<Instant>,
     deleted: bool,
+    /// The `metadata` it was posted with (`Null`: none).
+    metadata: Value,
     at: Instant,
 }
 
@@ -443,6 +445,7 @@ impl Inner {
             history: Vec::new(),
             edited: Vec::new(),
             deleted: false,
+            metadata: Value::Null,
             at: Instant::now(),
         });
         let at = self.messages.len() - 1;

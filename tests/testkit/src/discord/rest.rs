@@ -1,7 +1,7 @@
 //! The REST API under `/api/v10` and the attachment CDN: authorisation, scripted faults,
 //! per-route rate-limit buckets, Discord's validation errors, and the routes themselves.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -193,17 +193,27 @@ async fn api(
         refused: false,
         at: Instant::now(),
     };
-    let mut inner = fake.lock();
-    let answer = match json_body {
-        Some(body) => inner.answer(&method, &call, auth.as_deref(), &body, files),
-        None => Answer::ok(
-            400,
-            Some(error(400, 50109, "The request body contains invalid JSON.").1),
-        ),
+    let (answer, late) = {
+        let mut inner = fake.lock();
+        let answer = match json_body {
+            Some(body) => inner.answer(&method, &call, auth.as_deref(), &body, files),
+            None => Answer::ok(
+                400,
+                Some(error(400, 50109, "The request body contains invalid JSON.").1),
+            ),
+        };
+        call.status = answer.status;
+        call.refused = answer.refused;
+        // A slow answer: the request took effect; its answer comes late (or never, when
+        // the client is gone by then).
+        let slow = inner.slow.iter().find(|(p, _)| path.contains(p.as_str()));
+        let late = slow.filter(|_| method == Method::POST).map(|(_, d)| *d);
+        inner.calls.push(call);
+        (answer, late)
     };
-    call.status = answer.status;
-    call.refused = answer.refused;
-    inner.calls.push(call);
+    if let Some(delay) = late {
+        tokio::time::sleep(delay).await;
+    }
     respond(answer, "", Vec::new())
 }
 
@@ -419,6 +429,32 @@ impl Inner {
                 return Err(invalid(path, code, "Unknown message"));
             }
         }
+        // `nonce` with `enforce_nonce`: the bot's message with the same nonce in the last
+        // few minutes is answered instead of posting a second one.
+        let nonce = match &body["nonce"] {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+        if nonce.as_ref().is_some_and(|n| n.len() > 25) {
+            return Err(invalid(
+                "nonce",
+                "BASE_TYPE_MAX_LENGTH",
+                "Must be 25 or fewer in length.",
+            ));
+        }
+        if body["enforce_nonce"] == true {
+            let earlier = self.messages.iter().find(|m| {
+                m.channel == chat
+                    && m.nonce.is_some()
+                    && m.nonce == nonce
+                    && m.at.elapsed() < Duration::from_secs(300)
+            });
+            if let Some(earlier) = earlier {
+                self.nonce_hits += 1;
+                return Ok(model::message(self, earlier, false, false));
+            }
+        }
         let flags = body["flags"].as_u64().unwrap_or(0) | if ephemeral { 64 } else { 0 };
         let mut attachments = Vec::new();
         for (name, bytes) in &files {
@@ -451,6 +487,7 @@ impl Inner {
             edited_ms: None,
             ephemeral,
             interaction: interaction.map(str::to_owned),
+            nonce,
             at: Instant::now(),
         };
         Ok(self.store(msg))
@@ -649,6 +686,7 @@ impl Inner {
                     edited_ms: None,
                     ephemeral,
                     interaction: Some(iid.to_owned()),
+                    nonce: None,
                     at: Instant::now(),
                 });
                 Some(id)

@@ -16,13 +16,13 @@ use serde_json::{Map, Value, json};
 
 use super::blocks::validate_blocks;
 use super::{
-    APP_TOKEN, BOT_TOKEN, BOT_USER_ID, Call, Chan, Ephemeral, FakeSlack, FaultKind, Inner,
+    APP_TOKEN, BOT_TOKEN, BOT_USER_ID, Call, Chan, Ephemeral, FakeSlack, FaultKind, Inner, Msg,
     SentFile, TEXT_LIMIT, Upload, model,
 };
 use crate::conformance::WorkingEvent;
 
 /// The methods the fake knows.
-const METHODS: [&str; 13] = [
+const METHODS: [&str; 15] = [
     "auth.test",
     "apps.connections.open",
     "chat.postMessage",
@@ -36,6 +36,8 @@ const METHODS: [&str; 13] = [
     "files.completeUploadExternal",
     "users.info",
     "conversations.info",
+    "conversations.history",
+    "conversations.replies",
 ];
 
 /// What the fake answers.
@@ -273,6 +275,8 @@ impl Inner {
             "files.getUploadURLExternal" => self.upload_url(&p),
             "files.completeUploadExternal" => self.complete_upload(&p),
             "users.info" => self.users_info(&p),
+            "conversations.history" => self.history(&p, false),
+            "conversations.replies" => self.history(&p, true),
             _ => self.conversations_info(&p),
         };
         match result {
@@ -370,8 +374,46 @@ impl Inner {
         let thread = p.str("thread_ts");
         let blocks = blocks.unwrap_or(Value::Null);
         let at = self.post_ours(&channel, thread, text, blocks, Vec::new());
+        if let Some(metadata) = p.json("metadata") {
+            self.messages[at].metadata = metadata;
+        }
         let m = &self.messages[at];
         Ok(json!({"channel": channel, "ts": m.ts, "message": model::bot_message(m)}))
+    }
+
+    /// `conversations.history` (the channel's messages, newest first; thread replies only
+    /// as their parent) or `conversations.replies` (a thread: its parent, then its
+    /// replies, oldest first), at most `limit` (default 100).
+    fn history(&mut self, p: &Params, thread: bool) -> Result<Value, Answer> {
+        let (channel, _) = self.channel(p, "channel")?;
+        let limit: usize = p.str("limit").and_then(|l| l.parse().ok()).unwrap_or(100);
+        let of_channel = self
+            .messages
+            .iter()
+            .filter(|m| m.channel == channel && !m.deleted);
+        let messages: Vec<Value> = if thread {
+            let ts = p.str("ts").ok_or_else(|| fail("invalid_arguments"))?;
+            let in_thread = |m: &&Msg| m.ts == ts || m.thread_ts.as_deref() == Some(&ts);
+            let found: Vec<&Msg> = of_channel.filter(in_thread).collect();
+            if found.is_empty() {
+                return Err(fail("thread_not_found"));
+            }
+            found
+                .iter()
+                .take(limit)
+                .map(|m| model::history_message(m))
+                .collect()
+        } else {
+            let top =
+                of_channel.filter(|m| m.thread_ts.is_none() || m.thread_ts.as_ref() == Some(&m.ts));
+            let mut top: Vec<&Msg> = top.collect();
+            top.reverse();
+            top.iter()
+                .take(limit)
+                .map(|m| model::history_message(m))
+                .collect()
+        };
+        Ok(json!({"messages": messages, "has_more": false}))
     }
 
     fn update(&mut self, p: &Params) -> Result<Value, Answer> {

@@ -268,6 +268,22 @@ pub(super) fn bot_message(m: &Msg) -> Value {
     if let Some(thread) = &m.thread_ts {
         message["thread_ts"] = json!(thread);
     }
+    if !m.metadata.is_null() {
+        message["metadata"] = m.metadata.clone();
+    }
+    message
+}
+
+/// A message in a conversation's history: the bot's as [`bot_message`], a person's plain.
+pub(super) fn history_message(m: &Msg) -> Value {
+    if m.ours {
+        return bot_message(m);
+    }
+    let mut message = json!({"type": "message", "user": m.user, "text": m.text, "ts": m.ts,
+                             "team": TEAM_ID});
+    if let Some(thread) = &m.thread_ts {
+        message["thread_ts"] = json!(thread);
+    }
     message
 }
 

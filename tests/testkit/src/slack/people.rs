@@ -84,6 +84,7 @@ impl FakeSlack {
             history: Vec::new(),
             edited: Vec::new(),
             deleted: false,
+            metadata: Value::Null,
             at: Instant::now(),
         });
         let n = inner.next_n();
