@@ -53,6 +53,7 @@ struct Metrics {
     processes_running: Gauge,
     outbox_pending: Gauge,
     outbox_oldest_seconds: Gauge,
+    runtime_tasks: Gauge,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
@@ -76,6 +77,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         processes_running: Gauge::default(),
         outbox_pending: Gauge::default(),
         outbox_oldest_seconds: Gauge::default(),
+        runtime_tasks: Gauge::default(),
         registry: Registry::default(),
     };
     registry.register(
@@ -162,6 +164,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "outbox_oldest_seconds",
         "How long the oldest waiting message has waited",
         metrics.outbox_oldest_seconds.clone(),
+    );
+    registry.register(
+        "runtime_tasks",
+        "Tasks alive on the daemon's async runtime (a leak shows as steady growth)",
+        metrics.runtime_tasks.clone(),
     );
     Metrics {
         registry,
@@ -263,6 +270,12 @@ pub fn render(counts: Option<&StatusCounts>, live: &[(Platform, bool)]) -> Strin
         METRICS
             .outbox_oldest_seconds
             .set(c.outbox_oldest_s.unwrap_or(0));
+    }
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let alive = runtime.metrics().num_alive_tasks();
+        METRICS
+            .runtime_tasks
+            .set(i64::try_from(alive).unwrap_or(i64::MAX));
     }
     // Platforms a reload turned off leave the series.
     METRICS.platform_live.clear();

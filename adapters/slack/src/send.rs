@@ -151,13 +151,13 @@ impl SlackSender {
             message = message.with_blocks(blocks(&text, choices)?);
         }
         if let Some(once) = once {
-            if once.maybe_sent {
-                if let Some(ts) = self.posted_before(chat, &once.key).await? {
-                    tracing::info!(key = %once.key, "slack: the message was posted by an earlier attempt; not posted again");
-                    return Ok(Delivered {
-                        message_id: Some(ts),
-                    });
-                }
+            if once.maybe_sent
+                && let Some(ts) = self.posted_before(chat, &once.key).await?
+            {
+                tracing::info!(key = %once.key, "slack: the message was posted by an earlier attempt; not posted again");
+                return Ok(Delivered {
+                    message_id: Some(ts),
+                });
             }
             // Slack has no idempotency key: the message carries its key, so that a later
             // attempt can find it ([`SlackSender::posted_before`]).

@@ -6,6 +6,7 @@
 //!
 //! This file owns the command line, the order of the phases and the output.
 
+mod long;
 mod phases;
 mod procfs;
 mod stats;
@@ -27,7 +28,10 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --quick        a small smoke run (10-20 chats, a few messages)
   --json-only    print only the JSON object
   --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops
-                 (for profiling one phase; the main daemon's start, idle and exit always run)";
+                 (for profiling one phase; the main daemon's start, idle and exit always run)
+
+       hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
+       hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--daemon PATH]";
 
 const PHASES: [&str; 4] = ["starts", "sequential", "tool", "loops"];
 
@@ -111,6 +115,12 @@ fn parse_args() -> Result<Options, String> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
+    let next_to_me = std::env::current_exe()
+        .map(|e| e.with_file_name("hermes-gateway").display().to_string())
+        .unwrap_or_default();
+    if let Some(code) = long::run(std::env::args().skip(1), next_to_me).await {
+        return code;
+    }
     let options = match parse_args() {
         Ok(o) => o,
         Err(e) => {

@@ -3,12 +3,14 @@
 //! conformance kit every platform's fake is run through.
 
 pub mod conformance;
+pub mod crash;
 pub mod daemon;
 pub mod discord;
 pub mod llm;
 pub mod mcp;
 pub mod multipart;
 pub mod slack;
+pub mod soak;
 pub mod telegram;
 pub mod web;
 pub mod whatsapp;

@@ -685,11 +685,11 @@ impl crate::conformance::PlatformFake for FakeTelegram {
 
     fn person(&self, n: u32) -> String {
         match n {
-            1 => "4242",
-            2 => "5151",
-            _ => "666",
+            1 => "4242".to_owned(),
+            2 => "5151".to_owned(),
+            3 => "666".to_owned(),
+            n => (10_000 + n).to_string(),
         }
-        .to_owned()
     }
 
     fn dm_chat(&self, person: &str) -> String {

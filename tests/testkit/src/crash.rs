@@ -1,0 +1,653 @@
+//! The crash harness: the real daemon with all four platforms enabled against their fakes,
+//! people writing in many chats all the while, SIGKILL at chosen moments and a restart after
+//! each; at the end, each message's answers are counted as each platform shows them.
+//!
+//! The moments ([`Moment`]): any time; mid-stream from the model; mid-tool; with a reply
+//! in the outbox not yet sent; with a post the platform took but did not answer yet (the
+//! send/sent-mark window, on Discord and Slack, which can tell a resend); inside a webhook
+//! delivery (WhatsApp); with an approval waiting for a person.
+//!
+//! Used by `tests/crash_e2e.rs` (a few kills in CI) and by `hermes-bench crash` (hundreds, on
+//! the release binary). Every wait is bounded.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::conformance::PlatformFake;
+use crate::daemon::{Daemon, Home};
+use crate::discord::FakeDiscord;
+use crate::llm::{FakeLlm, Reply, last_user_text};
+use crate::slack::FakeSlack;
+use crate::telegram::FakeTelegram;
+use crate::whatsapp::{self, FakeWhatsApp};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The `hermes-gateway` binary.
+    pub binary: String,
+    pub kills: usize,
+    /// Chats per platform that write all the time.
+    pub chats: u32,
+    pub seed: u64,
+    /// Print a line per kill.
+    pub verbose: bool,
+}
+
+/// When a kill comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Moment {
+    Anytime,
+    MidStream,
+    MidTool,
+    /// A reply is in the outbox, not yet handed to the platform.
+    Unsent,
+    /// Discord or Slack took a post and has not answered it yet.
+    Unanswered,
+    /// Right after a WhatsApp message was written: its webhook delivery is under way.
+    Webhook,
+    /// An approval prompt is shown and nobody answered it.
+    Approval,
+}
+
+const MOMENTS: [Moment; 7] = [
+    Moment::Anytime,
+    Moment::MidStream,
+    Moment::MidTool,
+    Moment::Unsent,
+    Moment::Unanswered,
+    Moment::Webhook,
+    Moment::Approval,
+];
+
+impl Moment {
+    fn name(self) -> &'static str {
+        match self {
+            Moment::Anytime => "anytime",
+            Moment::MidStream => "mid-stream",
+            Moment::MidTool => "mid-tool",
+            Moment::Unsent => "reply-not-yet-sent",
+            Moment::Unanswered => "post-not-yet-answered",
+            Moment::Webhook => "inside-webhook-delivery",
+            Moment::Approval => "approval-waiting",
+        }
+    }
+}
+
+/// What the run found.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub kills: usize,
+    /// Kills per moment; a moment not reached within its wait is counted under `anytime`.
+    pub moments: BTreeMap<&'static str, usize>,
+    pub messages: usize,
+    pub answered_once: usize,
+    /// Tokens of messages never answered.
+    pub lost: Vec<String>,
+    /// Per platform, tokens answered more than once.
+    pub doubled: BTreeMap<&'static str, Vec<String>>,
+    /// Model calls beyond one per message (a turn cut by a kill and done again).
+    pub turns_redone: usize,
+    pub approvals: usize,
+    /// Approvals whose command ran anyway (must be none).
+    pub approvals_ran: Vec<String>,
+    /// Approval chats not told that their command was not run.
+    pub approvals_untold: Vec<String>,
+    /// Messages shown that are neither an answer nor a restart notice.
+    pub other_shown: Vec<String>,
+    pub seconds: f64,
+}
+
+/// The platforms whose fakes let the gateway tell a resend (so nothing may show twice).
+pub const TELLS_RESENDS: [&str; 2] = ["discord", "slack"];
+
+impl Report {
+    /// What breaks the invariants: lost messages, doubles where the platform can tell,
+    /// approvals run or not told.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if !self.lost.is_empty() {
+            problems.push(format!("never answered: {:?}", self.lost));
+        }
+        for platform in TELLS_RESENDS {
+            if let Some(doubled) = self.doubled.get(platform).filter(|d| !d.is_empty()) {
+                problems.push(format!("answered twice on {platform}: {doubled:?}"));
+            }
+        }
+        if !self.approvals_ran.is_empty() {
+            problems.push(format!("approvals run: {:?}", self.approvals_ran));
+        }
+        if !self.approvals_untold.is_empty() {
+            problems.push(format!("approvals not told: {:?}", self.approvals_untold));
+        }
+        problems
+    }
+
+    pub fn json(&self) -> Value {
+        let doubled: BTreeMap<_, _> = self.doubled.iter().map(|(p, t)| (*p, t.len())).collect();
+        json!({
+            "kills": self.kills,
+            "moments": self.moments,
+            "messages": self.messages,
+            "answered_once": self.answered_once,
+            "lost": self.lost.len(),
+            "doubled": doubled,
+            "turns_redone": self.turns_redone,
+            "approvals": self.approvals,
+            "approvals_ran": self.approvals_ran.len(),
+            "approvals_untold": self.approvals_untold.len(),
+            "other_shown": self.other_shown.len(),
+            "seconds": (self.seconds * 10.0).round() / 10.0,
+        })
+    }
+
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "kills {} in {:.0} s; messages {}, answered once {}, lost {}, turns redone {}\n",
+            self.kills,
+            self.seconds,
+            self.messages,
+            self.answered_once,
+            self.lost.len(),
+            self.turns_redone
+        );
+        for (moment, n) in &self.moments {
+            out.push_str(&format!("  kills {moment:<24} {n}\n"));
+        }
+        for (platform, tokens) in &self.doubled {
+            out.push_str(&format!("  doubled on {platform:<9} {}\n", tokens.len()));
+        }
+        out.push_str(&format!(
+            "  approvals {} (ran {}, not told {}); other messages shown {}\n",
+            self.approvals,
+            self.approvals_ran.len(),
+            self.approvals_untold.len(),
+            self.other_shown.len()
+        ));
+        for shown in self.other_shown.iter().take(10) {
+            out.push_str(&format!("    other: {shown:?}\n"));
+        }
+        out
+    }
+}
+
+/// One message a person wrote.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    platform: usize,
+    chat: String,
+    token: String,
+    approval: bool,
+    /// Model calls a clean run makes for it: a tool call and an approval take two.
+    calls: usize,
+}
+
+/// The four fakes, the model and the daemon's home.
+pub(crate) struct Fleet {
+    llm: FakeLlm,
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    slack: FakeSlack,
+    whatsapp: FakeWhatsApp,
+    home: Home,
+    /// Where tools leave a mark when they start, and the approvals' victims live.
+    marks: PathBuf,
+    binary: String,
+}
+
+const NAMES: [&str; 4] = ["telegram", "discord", "slack", "whatsapp"];
+
+impl Fleet {
+    pub(crate) async fn start(dir: &Path, binary: &str) -> Fleet {
+        let llm = FakeLlm::start().await;
+        let telegram = FakeTelegram::start().await;
+        let discord = FakeDiscord::start().await;
+        let slack = FakeSlack::start().await;
+        // Meta retries a delivery for days; here, as long as a restart takes.
+        let whatsapp = FakeWhatsApp::start_with(whatsapp::Options {
+            delivery_attempts: 600,
+            retry_delay: Duration::from_millis(100),
+            ..Default::default()
+        })
+        .await;
+        let fakes: [&dyn PlatformFake; 4] = [&telegram, &discord, &slack, &whatsapp];
+        let yaml: String = fakes.iter().map(|f| f.platform_yaml()).collect();
+        let mut env: Vec<String> = fakes.iter().flat_map(|f| f.env()).collect();
+        env.extend(fakes.iter().map(|f| format!("{}=true", f.allow_all_var())));
+        let env: Vec<&str> = env.iter().map(String::as_str).collect();
+        let home = Home::with_platform(dir, &llm.base_url(), &yaml, &env, "");
+        let marks = dir.join("marks");
+        std::fs::create_dir_all(&marks).unwrap();
+        Fleet {
+            llm,
+            telegram,
+            discord,
+            slack,
+            whatsapp,
+            home,
+            marks,
+            binary: binary.to_owned(),
+        }
+    }
+
+    fn fake(&self, platform: usize) -> &dyn PlatformFake {
+        match platform {
+            0 => &self.telegram,
+            1 => &self.discord,
+            2 => &self.slack,
+            _ => &self.whatsapp,
+        }
+    }
+
+    /// Start the daemon and tell the webhook platform where it listens (at most 15 s).
+    pub(crate) async fn start_daemon(&self) -> Daemon {
+        let daemon = Daemon::start(&self.binary, &self.home, &[("HERMES_LOG", "info")]);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(addr) = daemon.http_addr() {
+                self.whatsapp.attach_daemon(&addr);
+                return daemon;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not say where it listens within 15 s:\n{}",
+                daemon.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The model: `say T` is streamed as `ok T`; `tool T` runs a short command first;
+    /// `approve T` asks to delete T's victim the first time and answers after that.
+    pub(crate) fn script_model(&self) {
+        let marks = self.marks.clone();
+        let asked: Arc<Mutex<HashMap<String, usize>>> = Default::default();
+        self.llm.answer_by_default(move |request| {
+            let text = last_user_text(request);
+            let mut words = text.split_whitespace();
+            let (kind, token) = loop {
+                match words.next() {
+                    Some(k @ ("say" | "tool" | "approve")) => {
+                        break (k, words.next().unwrap_or_default().to_owned());
+                    }
+                    Some(_) => continue,
+                    None => return Reply::text("ok ?"),
+                }
+            };
+            let after_tool = request["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .is_some_and(|m| m["role"] == "tool");
+            let times = {
+                let mut asked = asked.lock().unwrap();
+                let n = asked.entry(token.clone()).or_default();
+                *n += 1;
+                *n
+            };
+            let answer = format!("ok {token}");
+            match kind {
+                _ if after_tool => Reply::text(answer),
+                "say" => Reply::Paced {
+                    text: answer,
+                    pieces: 3,
+                    every: Duration::from_millis(120),
+                },
+                "tool" => Reply::terminal(&format!(
+                    "touch {}/{token}.$$ && sleep 0.4",
+                    marks.display()
+                )),
+                _ if times == 1 => {
+                    Reply::terminal(&format!("rm -rf {}", marks.join(&token).display()))
+                }
+                _ => Reply::text(answer),
+            }
+        });
+    }
+
+    pub(crate) fn outbox_open(&self) -> i64 {
+        let Ok(conn) = rusqlite::Connection::open(self.home.dir.join("gateway.db")) else {
+            return 0;
+        };
+        conn.query_row(
+            "SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or(0)
+    }
+
+    fn tool_marks(&self) -> usize {
+        std::fs::read_dir(&self.marks)
+            .map(|d| {
+                d.filter(|e| e.as_ref().is_ok_and(|e| e.path().is_file()))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    fn posts_taken(&self) -> usize {
+        self.discord.calls("/messages").len() + self.slack.calls("chat.postMessage").len()
+    }
+
+    /// How many of `chat`'s shown messages are exactly the answer to `token`.
+    pub(crate) fn answers(&self, w: &Written) -> usize {
+        let answer = format!("ok {}", w.token);
+        let shown = self.fake(w.platform).shown(&w.chat);
+        shown.iter().filter(|m| m.trim() == answer).count()
+    }
+}
+
+/// A small deterministic generator (splitmix64).
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The people writing: each chat sends its next message once its last is answered (or
+/// after a while without an answer, as people do).
+pub(crate) struct Writers {
+    written: Vec<Written>,
+    /// Per (platform, person): the last message and when it was written.
+    last: HashMap<(usize, u32), (usize, Instant)>,
+    counter: usize,
+}
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+impl Writers {
+    pub(crate) fn new() -> Writers {
+        Writers {
+            written: Vec::new(),
+            last: HashMap::new(),
+            counter: 0,
+        }
+    }
+
+    /// How many messages were written, and how many of them are answered.
+    pub(crate) fn answered(&self, fleet: &Fleet) -> (usize, usize) {
+        let answered = self.written.iter().filter(|w| fleet.answers(w) > 0).count();
+        (self.written.len(), answered)
+    }
+
+    fn token(&mut self, platform: usize) -> String {
+        self.counter += 1;
+        format!("{}{}", &NAMES[platform][..1], self.counter)
+    }
+
+    fn write(&mut self, fleet: &Fleet, platform: usize, person: u32, kind: &str) -> usize {
+        let fake = fleet.fake(platform);
+        let who = fake.person(person);
+        let chat = fake.dm_chat(&who);
+        let token = self.token(platform);
+        if kind == "approve" {
+            let victim = fleet.marks.join(&token);
+            std::fs::create_dir_all(&victim).unwrap();
+            std::fs::write(victim.join("precious.txt"), "data").unwrap();
+        }
+        fake.write(&chat, &who, &format!("{kind} {token}"), true);
+        self.written.push(Written {
+            platform,
+            chat,
+            token,
+            approval: kind == "approve",
+            calls: if kind == "say" { 1 } else { 2 },
+        });
+        self.written.len() - 1
+    }
+
+    /// One round: every chat whose last message is answered (or waited too long) writes.
+    pub(crate) fn tick(&mut self, fleet: &Fleet, chats: u32, rng: &mut Rng) {
+        for platform in 0..4 {
+            for person in 1..=chats {
+                let ready = match self.last.get(&(platform, person)) {
+                    None => true,
+                    Some((at, when)) => {
+                        when.elapsed() > PATIENCE || fleet.answers(&self.written[*at]) > 0
+                    }
+                };
+                if ready {
+                    let kind = if rng.below(4) == 0 { "tool" } else { "say" };
+                    let at = self.write(fleet, platform, person, kind);
+                    self.last.insert((platform, person), (at, Instant::now()));
+                }
+            }
+        }
+    }
+}
+
+/// Run the plan; the report says what held.
+pub async fn run(plan: &Plan) -> Report {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(dir.path(), &plan.binary).await;
+    fleet.script_model();
+    if std::env::var_os("HERMES_CRASH_DEBUG").is_some() {
+        eprintln!("crash: home kept at {}", dir.keep().display());
+    }
+    let started = Instant::now();
+    let mut rng = Rng(plan.seed);
+    let mut writers = Writers::new();
+    let mut report = Report::default();
+    let mut daemon = fleet.start_daemon().await;
+    // The extra people: one per platform for approvals, one for webhook kills.
+    let (approver, webhook_writer) = (plan.chats + 1, plan.chats + 2);
+    // Everyone writes once before the first kill: Discord gives a bot no way to find a DM
+    // channel it has never seen, so a new person's first message written while the daemon
+    // is down is beyond reach (docs/reliability.md).
+    for platform in 0..4 {
+        for person in 1..=webhook_writer {
+            writers.write(&fleet, platform, person, "say");
+        }
+    }
+    let warm = Instant::now() + Duration::from_secs(60);
+    while writers.answered(&fleet).1 < writers.written.len() && Instant::now() < warm {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for kill in 0..plan.kills {
+        let moment = MOMENTS[kill % MOMENTS.len()];
+        let since = Instant::now();
+        let reached = reach(
+            &fleet,
+            moment,
+            &mut writers,
+            plan,
+            &mut rng,
+            kill,
+            approver,
+            webhook_writer,
+        )
+        .await;
+        daemon.kill();
+        fleet.discord.clear_faults();
+        fleet.slack.clear_faults();
+        let counted = if reached { moment } else { Moment::Anytime };
+        *report.moments.entry(counted.name()).or_default() += 1;
+        report.kills += 1;
+        if plan.verbose {
+            eprintln!(
+                "crash: kill {} at {} ({}) after {} ms",
+                kill + 1,
+                moment.name(),
+                if reached { "reached" } else { "not reached" },
+                since.elapsed().as_millis()
+            );
+        }
+        if rng.below(3) == 0 {
+            tokio::time::sleep(Duration::from_millis(rng.below(500))).await;
+        }
+        daemon = fleet.start_daemon().await;
+    }
+    finish(&fleet, &writers, &mut report).await;
+    drop(daemon);
+    report.seconds = started.elapsed().as_secs_f64();
+    report
+}
+
+/// Keep the people writing until `moment` comes (at most 10 s); whether it came.
+#[allow(clippy::too_many_arguments)]
+async fn reach(
+    fleet: &Fleet,
+    moment: Moment,
+    writers: &mut Writers,
+    plan: &Plan,
+    rng: &mut Rng,
+    kill: usize,
+    approver: u32,
+    webhook_writer: u32,
+) -> bool {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(10);
+    let requests_before = fleet.llm.requests().len();
+    let marks_before = fleet.tool_marks();
+    let posts_before = fleet.posts_taken();
+    let anytime = Duration::from_millis(100 + rng.below(1400));
+    let platform = kill / MOMENTS.len() % 4;
+    let prompts_before = {
+        let fake = fleet.fake(platform);
+        fake.prompts(&fake.dm_chat(&fake.person(approver))).len()
+    };
+    match moment {
+        Moment::Unanswered => {
+            fleet
+                .discord
+                .answer_slowly("/messages", Duration::from_secs(5));
+            fleet
+                .slack
+                .answer_slowly("chat.postMessage", Duration::from_secs(5));
+        }
+        Moment::Webhook => {
+            writers.write(fleet, 3, webhook_writer, "say");
+            tokio::time::sleep(Duration::from_millis(rng.below(20))).await;
+            return true;
+        }
+        Moment::Approval => {
+            writers.write(fleet, platform, approver, "approve");
+        }
+        _ => {}
+    }
+    let mut last_tick = Instant::now() - Duration::from_secs(1);
+    while Instant::now() < deadline {
+        if last_tick.elapsed() >= Duration::from_millis(50) {
+            writers.tick(fleet, plan.chats, rng);
+            last_tick = Instant::now();
+        }
+        let came = match moment {
+            Moment::Anytime => start.elapsed() >= anytime,
+            Moment::MidStream => {
+                let timings = fleet.llm.timings();
+                timings.len() > requests_before
+                    && timings[requests_before..].iter().any(|t| {
+                        t.finished.is_none() && t.arrived.elapsed() > Duration::from_millis(50)
+                    })
+            }
+            Moment::MidTool => fleet.tool_marks() > marks_before,
+            Moment::Unsent => fleet.outbox_open() > 0,
+            Moment::Unanswered => fleet.posts_taken() > posts_before,
+            Moment::Approval => {
+                let fake = fleet.fake(platform);
+                fake.prompts(&fake.dm_chat(&fake.person(approver))).len() > prompts_before
+            }
+            Moment::Webhook => true,
+        };
+        if came {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    false
+}
+
+/// Stop writing, wait for every message to be answered (at most 3 minutes) and the outbox
+/// to drain, then count.
+async fn finish(fleet: &Fleet, writers: &Writers, report: &mut Report) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while Instant::now() < deadline {
+        if writers.written.iter().all(|w| fleet.answers(w) > 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let drained = Instant::now() + Duration::from_secs(60);
+    while fleet.outbox_open() > 0 && Instant::now() < drained {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    report.messages = writers.written.len();
+    let mut answered_by_chat: HashMap<(usize, String), Vec<String>> = HashMap::new();
+    for w in &writers.written {
+        answered_by_chat
+            .entry((w.platform, w.chat.clone()))
+            .or_default()
+            .push(format!("ok {}", w.token));
+        match fleet.answers(w) {
+            0 => report
+                .lost
+                .push(format!("{}:{}", NAMES[w.platform], w.token)),
+            1 => report.answered_once += 1,
+            _ => report
+                .doubled
+                .entry(NAMES[w.platform])
+                .or_default()
+                .push(w.token.clone()),
+        }
+        if w.approval {
+            report.approvals += 1;
+            if !fleet.marks.join(&w.token).join("precious.txt").exists() {
+                report.approvals_ran.push(w.token.clone());
+            }
+        }
+    }
+    for ((platform, chat), answers) in &answered_by_chat {
+        let shown = fleet.fake(*platform).shown(chat);
+        let told = shown.iter().any(|m| m.contains("NOT run"));
+        let approvals = writers
+            .written
+            .iter()
+            .filter(|w| w.approval && w.platform == *platform && w.chat == *chat);
+        if approvals.clone().next().is_some() && !told {
+            report
+                .approvals_untold
+                .extend(approvals.map(|w| w.token.clone()));
+        }
+        for m in shown {
+            let m = m.trim();
+            let known = answers.iter().any(|a| a == m) || m.contains("NOT run");
+            if !known {
+                report
+                    .other_shown
+                    .push(format!("{}: {m}", NAMES[*platform]));
+            }
+        }
+    }
+    let expected: usize = writers.written.iter().map(|w| w.calls).sum();
+    report.turns_redone = fleet.llm.requests().len().saturating_sub(expected);
+    if std::env::var_os("HERMES_CRASH_DEBUG").is_some() {
+        for r in fleet.llm.requests() {
+            let last = r["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .cloned()
+                .unwrap_or_default();
+            eprintln!(
+                "req: tools={} last_role={} user={:?}",
+                r["tools"].as_array().map_or(0, Vec::len),
+                last["role"],
+                last_user_text(&r).chars().take(60).collect::<String>()
+            );
+        }
+    }
+}
