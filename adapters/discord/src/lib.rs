@@ -13,6 +13,9 @@
 //! * `settings`: `DISCORD_*` and `platforms.discord.*`.
 
 mod backfill;
+/// For the fuzz targets only: a gateway frame through the adapter's normalisation.
+#[doc(hidden)]
+pub mod fuzzing;
 mod interactions;
 mod markdown;
 mod normalize;

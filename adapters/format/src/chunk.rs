@@ -5,6 +5,11 @@ use unicode_segmentation::UnicodeSegmentation;
 
 /// Room kept in every chunk for closing a code fence.
 const FENCE_ROOM: usize = 8;
+/// The longest opening fence line (``` and its info string) repeated to reopen a block in
+/// the next chunk; a longer one is reopened as a bare ``` (the info string names a language
+/// for highlighting; one this long is not a language, and repeating it could overflow the
+/// chunk).
+const REOPEN_MAX: usize = 32;
 
 /// Split `text` into pieces of at most `max` (in `unit`), preferring paragraph and line
 /// breaks, then spaces. A chunk that ends inside a ``` fence closes it, and the next chunk
@@ -41,7 +46,7 @@ pub fn chunk(text: &str, max: usize, unit: LengthUnit) -> Vec<String> {
         if is_fence {
             open_fence = match open_fence {
                 Some(_) => None,
-                None => Some(line.trim_start().to_owned()),
+                None => Some(reopening(line.trim_start(), unit)),
             };
         }
     }
@@ -49,6 +54,15 @@ pub fn chunk(text: &str, max: usize, unit: LengthUnit) -> Vec<String> {
         chunks.push(current.trim_end().to_owned());
     }
     chunks
+}
+
+/// How a block opened by `opening` is reopened at the top of the next chunk.
+fn reopening(opening: &str, unit: LengthUnit) -> String {
+    if unit.measure(opening) <= REOPEN_MAX {
+        opening.to_owned()
+    } else {
+        "```".to_owned()
+    }
 }
 
 fn fence_len(fence: &Option<String>, unit: LengthUnit) -> usize {
@@ -156,6 +170,26 @@ mod tests {
         }
         assert!(chunks[1].starts_with("```rust"));
         assert!(chunks.last().unwrap().ends_with("Done."));
+    }
+
+    /// Found by fuzzing (`fuzz/regressions/markdown`): a fence line longer than the limit
+    /// was repeated at the top of every chunk, which then overflowed.
+    #[test]
+    fn a_fence_line_longer_than_the_limit_is_reopened_bare() {
+        let text = format!(
+            "```{}\n{}\n```",
+            "x".repeat(4800),
+            "code line\n".repeat(300)
+        );
+        let chunks = chunk(&text, 2000, LengthUnit::Chars);
+        for (i, c) in chunks.iter().enumerate() {
+            assert!(
+                c.chars().count() <= 2000,
+                "chunk {i} has {} chars",
+                c.chars().count()
+            );
+        }
+        assert!(chunks[1..].iter().any(|c| c.starts_with("```\ncode line")));
     }
 
     #[test]

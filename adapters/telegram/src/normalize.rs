@@ -87,19 +87,15 @@ fn normalize_message(event_id: String, message: &Message, me: &BotIdentity) -> O
 fn addressing(message: &Message, text: &str, me: &BotIdentity, direct: bool) -> (String, bool) {
     let handle = format!("@{}", me.username);
     let mut addressed = direct || replies_to_bot(message, me);
-    let entities = message
-        .parse_entities()
-        .or_else(|| message.parse_caption_entities())
-        .unwrap_or_default();
-    for entity in &entities {
-        match entity.kind() {
-            MessageEntityKind::Mention if entity.text().eq_ignore_ascii_case(&handle) => {
+    for entity in entities(message) {
+        match &entity.kind {
+            MessageEntityKind::Mention if entity.text.eq_ignore_ascii_case(&handle) => {
                 addressed = true
             }
             MessageEntityKind::TextMention { user } if user.id.0 == me.id => addressed = true,
-            MessageEntityKind::BotCommand if entity.start() == 0 => {
+            MessageEntityKind::BotCommand if entity.offset == 0 => {
                 // `/cmd` is for every bot in the group; `/cmd@other_bot` is not for us.
-                match entity.text().split_once('@') {
+                match entity.text.split_once('@') {
                     None => addressed = true,
                     Some((_, bot)) if bot.eq_ignore_ascii_case(&me.username) => addressed = true,
                     Some(_) => {}
@@ -114,6 +110,38 @@ fn addressing(message: &Message, text: &str, me: &BotIdentity, direct: bool) -> 
         remove_handle(text, &handle)
     };
     (cleaned, addressed)
+}
+
+/// An entity of a message with the text it covers.
+struct Entity {
+    kind: MessageEntityKind,
+    text: String,
+    /// In UTF-16 code units, as Telegram counts.
+    offset: usize,
+}
+
+/// The entities of the message's text (or caption) with their text. An entity whose
+/// offsets fall outside the text or inside a character is skipped: teloxide's
+/// `parse_entities` panics on one, and a malformed update must not stop the adapter (it
+/// would be fetched again after every restart).
+fn entities(message: &Message) -> Vec<Entity> {
+    let (text, raw) = match (message.text(), message.entities()) {
+        (Some(text), Some(raw)) => (text, raw),
+        _ => match (message.caption(), message.caption_entities()) {
+            (Some(text), Some(raw)) => (text, raw),
+            _ => return Vec::new(),
+        },
+    };
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let cover = |e: &teloxide_core::types::MessageEntity| {
+        let covered = units.get(e.offset..e.offset.checked_add(e.length)?)?;
+        Some(Entity {
+            kind: e.kind.clone(),
+            text: String::from_utf16(covered).ok()?,
+            offset: e.offset,
+        })
+    };
+    raw.iter().filter_map(cover).collect()
 }
 
 /// Remove every case-insensitive occurrence of `@handle` (as a whole word) from `text`,
@@ -312,6 +340,39 @@ mod tests {
             InboundKind::Message(m) => m,
             other => panic!("expected a message, got {other:?}"),
         }
+    }
+
+    /// Found by fuzzing (`fuzz/regressions/telegram_update`): teloxide's own entity parser
+    /// panics on each of these; the message is kept and the bad entity ignored.
+    #[test]
+    fn entities_outside_the_text_or_inside_a_character_are_skipped() {
+        let cases = [
+            (
+                "😀 @hermes_bot",
+                serde_json::json!([{"type": "mention", "offset": 1, "length": 2}]),
+            ),
+            (
+                "@hermes_bot hi",
+                serde_json::json!([{"type": "mention", "offset": 0, "length": 400}]),
+            ),
+            (
+                "/start",
+                serde_json::json!([{"type": "bot_command", "offset": usize::MAX, "length": 2}]),
+            ),
+        ];
+        for (text, entities) in cases {
+            let event = normalize(&message(group(), text, entities), &me()).unwrap();
+            assert!(
+                !as_message(event).addressed,
+                "{text}: no valid entity addresses it"
+            );
+        }
+        let fine = serde_json::json!([{"type": "mention", "offset": 3, "length": 11}]);
+        let event = normalize(&message(group(), "😀 @hermes_bot", fine), &me()).unwrap();
+        assert!(
+            as_message(event).addressed,
+            "a mention after an emoji still counts"
+        );
     }
 
     #[test]
