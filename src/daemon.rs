@@ -371,6 +371,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         home: config.home.clone(),
         prompt,
         max_iterations: config.agent.max_turns,
+        outage_wait: config.agent.provider_outage_wait,
         context_tokens: config.model.context_length,
         image_input: config.agent.image_input,
         tool_progress: config.agent.tool_progress,

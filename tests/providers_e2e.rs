@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use hermes_testkit::llm::{Reply, anthropic_tool_results, cache_control_count};
 use serde_json::{Value, json};
@@ -267,4 +269,39 @@ async fn the_grace_call_on_anthropic_writes_the_tool_steps_as_text() {
             .to_string()
             .contains("[tool result]")
     );
+}
+
+/// A provider down for a while: the person is told once, the turn keeps asking, and it is
+/// answered when the provider is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_down_for_a_while_is_waited_out_and_the_person_told_once() {
+    let w = World::allow_all().await;
+    w.llm.go_down(Duration::from_secs(6), 503);
+    let _d = w.start();
+    w.telegram.dm(ALICE, "hello");
+    let replies = w.replies(ALICE, 2).await;
+    assert!(
+        replies[0].contains("isn't answering") && replies[0].contains("/stop"),
+        "{replies:?}"
+    );
+    assert_eq!(replies[1], "echo: hello");
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 2, "told once");
+    assert!(w.llm.requests().len() > 3, "asked again after its retries");
+}
+
+/// `/stop` ends a turn that waits for a provider that stays down; nothing more is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_ends_a_turn_waiting_for_a_provider_that_stays_down() {
+    let w = World::allow_all().await;
+    w.llm.go_down(Duration::from_secs(600), 500);
+    let _d = w.start();
+    w.telegram.dm(ALICE, "hello");
+    assert!(w.replies(ALICE, 1).await[0].contains("isn't answering"));
+    w.telegram.dm(ALICE, "/stop");
+    assert_eq!(w.replies(ALICE, 2).await[1], "⏹ Stopped.");
+    let asked = w.llm.requests().len();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(w.llm.requests().len(), asked, "nothing asked after /stop");
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 2);
 }

@@ -29,6 +29,9 @@ pub struct AgentRuntime {
     pub tools: Toolbox,
     pub prompt: SystemPrompt,
     pub max_iterations: u32,
+    /// How long a turn waits out a provider that stopped answering
+    /// (`agent.provider_outage_wait`).
+    pub outage_wait: std::time::Duration,
     /// Rough token budget for history (model context length).
     pub context_tokens: usize,
     /// How images reach the model (`agent.image_input_mode`).
@@ -44,6 +47,12 @@ pub struct AgentRuntime {
     pub describer: Option<std::sync::Arc<crate::media::Describer>>,
 }
 
+/// The pauses between rounds of asking a provider that stopped answering (its own retries
+/// come first, inside each round).
+const OUTAGE_PAUSE: hermes_adapter::Backoff = hermes_adapter::Backoff::new(
+    std::time::Duration::from_secs(5),
+    std::time::Duration::from_secs(60),
+);
 /// How many times an answer cut off by the output limit is continued.
 const MAX_CONTINUATIONS: u32 = 3;
 /// What the model is told when its tool steps are used up (the grace call has no tools).

@@ -56,6 +56,10 @@ impl AgentRuntime {
             )
             .collect();
         let mut current = 0;
+        // A provider outage waited out: when it began, how many pauses so far, and whether
+        // the person was told (once a turn, as the move to a fallback is).
+        let mut outage: Option<(std::time::Instant, u32)> = None;
+        let (mut told_outage, mut told_fallback) = (false, false);
         let mut history = std::mem::take(&mut input.history);
         let mut compacted = false;
         if let Some(compaction) = &input.compaction {
@@ -120,6 +124,7 @@ impl AgentRuntime {
                         .expect("usage lock")
                         .add(llm.model(), completion.usage);
                     steps += 1;
+                    outage = None;
                     if completion.tool_calls.is_empty() {
                         partial.push_str(&completion.content);
                         if completion.finish_reason.as_deref() == Some("length")
@@ -209,7 +214,8 @@ impl AgentRuntime {
                 let next = &chain[current + 1];
                 tracing::warn!(error = %error, from = llm.model(), to = next.model(), "agent: falling back to the next model");
                 crate::metrics::llm_error("fallback");
-                if let Some(notices) = &input.notices {
+                if let Some(notices) = input.notices.as_ref().filter(|_| !told_fallback) {
+                    told_fallback = true;
                     let _ = notices.send(format!(
                         "⚠️ {} failed ({}). I'm answering this message with {} instead.",
                         super::models::describe(llm),
@@ -219,6 +225,34 @@ impl AgentRuntime {
                 }
                 current += 1;
                 continue;
+            }
+            // Every model is down (a provider outage, a network cut): the turn waits and asks
+            // again from the first, for up to `agent.provider_outage_wait`; /stop ends it.
+            if matches!(error, LlmError::Unreachable { .. }) {
+                let (since, pauses) = outage.get_or_insert((std::time::Instant::now(), 0));
+                let left = self.outage_wait.saturating_sub(since.elapsed());
+                if !left.is_zero() {
+                    tracing::warn!(error = %error, waited = ?since.elapsed(), "agent: no model is answering; waiting to ask again");
+                    if let Some(notices) = input.notices.as_ref().filter(|_| !told_outage) {
+                        told_outage = true;
+                        let _ = notices.send(format!(
+                            "⏳ The model provider isn't answering ({}). I'll keep trying and answer as soon as it's back; /stop gives up.",
+                            short_reason(&error)
+                        ));
+                    }
+                    let pause = super::OUTAGE_PAUSE.delay(*pauses).min(left);
+                    *pauses += 1;
+                    tokio::select! {
+                        _ = cancel.cancelled() => {
+                            return TurnOutcome::Cancelled {
+                                messages: new_messages,
+                            };
+                        }
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                    current = 0;
+                    continue;
+                }
             }
             let notice = match &error {
                 LlmError::Unreachable { .. } => format!(

@@ -191,6 +191,10 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             .number("cron.min_interval", &mut problems)
             .unwrap_or(60)
             .max(1) as i64,
+        provider_outage_wait: Duration::from_secs(
+            y.number("agent.provider_outage_wait", &mut problems)
+                .unwrap_or(900),
+        ),
         clarify_timeout: Duration::from_secs(
             y.number("agent.clarify_timeout", &mut problems)
                 .unwrap_or(3_600)

@@ -174,6 +174,9 @@ pub struct AgentConfig {
     pub web: Option<WebConfig>,
     /// How long `clarify` waits for the person (`agent.clarify_timeout`, 3600 s).
     pub clarify_timeout: Duration,
+    /// How long a turn waits for a model provider (and its fallbacks) that stopped
+    /// answering before it gives up (`agent.provider_outage_wait`, 900 s).
+    pub provider_outage_wait: Duration,
     /// The shortest interval of a recurring scheduled job, seconds (`cron.min_interval`).
     pub cron_min_interval: i64,
     /// `timezone` (IANA, as in Hermes): scheduled jobs' wall clock; the host's when unset.
