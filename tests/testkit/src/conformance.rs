@@ -72,6 +72,11 @@ pub trait PlatformFake: Send + Sync + 'static {
     fn acknowledged(&self, press_id: &str) -> Option<Instant>;
     /// The working-indicator events in `chat`, in order.
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)>;
+    /// When each call touching `chat` came (sends, edits, working indicators, read
+    /// receipts: everything the platform counts against the chat's limit), in order.
+    fn chat_calls(&self, chat: &str) -> Vec<Instant>;
+    /// The platform's limit for one chat: (calls per second, burst).
+    fn chat_budget(&self) -> (f64, u32);
     /// Whether the fake delivers to the daemon's own HTTP server (a webhook platform), so
     /// [`Kit::start`] must tell it where that is.
     fn needs_daemon_http(&self) -> bool {
@@ -412,6 +417,61 @@ pub async fn a_streamed_reply_is_one_message_edited_in_place<F: PlatformFake>(
     assert_eq!(kit.fake.shown(&chat), [answer], "one message, edited");
 }
 
+/// Sends, edits and working indicators together never go over the platform's limit for one
+/// chat, however fast the person writes and the answers stream.
+pub async fn the_chat_limit_holds_for_sends_edits_and_indicators_together<F: PlatformFake>(
+    fake: F,
+    binary: &str,
+) {
+    let all = format!("{}=true", fake.allow_all_var());
+    let streaming = "streaming:\n  enabled: true\n  edit_interval: 0.2\n  buffer_threshold: 5";
+    let kit = Kit::new(fake, binary, &[all], streaming).await;
+    let (per_second, burst) = kit.fake.chat_budget();
+    for n in 0..4 {
+        kit.llm.push(Reply::Paced {
+            text: format!("Answer {n}: a long streamed answer, written a few words at a time."),
+            pieces: 12,
+            every: Duration::from_millis(60),
+        });
+    }
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let chat = kit.fake.dm_chat(&alice);
+    // Each question comes as soon as the one before is answered (one arriving during an
+    // answer would interrupt it, the default busy mode).
+    let whole = |n: usize| {
+        let shown = kit.fake.shown(&chat);
+        let whole = shown
+            .iter()
+            .filter(|m| m.ends_with("a few words at a time."));
+        (whole.count() >= n).then_some(())
+    };
+    for n in 0..4 {
+        kit.fake
+            .write(&chat, &alice, &format!("question {n}"), true);
+        eventually(WAIT, &format!("answer {n}"), || whole(n + 1)).await;
+    }
+    settle().await;
+    let calls = kit.fake.chat_calls(&chat);
+    assert!(
+        calls.len() > 4,
+        "sends, edits and indicators: {}",
+        calls.len()
+    );
+    // A token bucket allows at most `burst + rate × window` calls in any window.
+    for (i, first) in calls.iter().enumerate() {
+        for (j, last) in calls.iter().enumerate().skip(i) {
+            let window = last.duration_since(*first).as_secs_f64();
+            let allowed = f64::from(burst) + per_second * (window + 0.1);
+            let made = (j - i + 1) as f64;
+            assert!(
+                made <= allowed,
+                "{made} calls in {window:.2} s (at most {allowed:.1}): {calls:?}"
+            );
+        }
+    }
+}
+
 /// A daemon killed in the middle of a turn answers the message after its restart, once.
 pub async fn a_restart_mid_turn_loses_nothing<F: PlatformFake>(fake: F, binary: &str) {
     let kit = Kit::open(fake, binary).await;
@@ -448,6 +508,7 @@ macro_rules! conformance_suite {
             an_approval_by_choice_is_acknowledged_and_runs,
             a_press_by_a_stranger_is_refused,
             the_working_indicator_is_shown_and_ended,
+            the_chat_limit_holds_for_sends_edits_and_indicators_together,
             a_streamed_reply_is_one_message_edited_in_place,
             a_restart_mid_turn_loses_nothing);
     };

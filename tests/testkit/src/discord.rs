@@ -838,6 +838,19 @@ impl crate::conformance::PlatformFake for FakeDiscord {
     }
 
     /// Discord's typing indicator fades by itself: only `Shown` events.
+    /// Posts, edits and typing in the channel (refused ones too: Discord counts them).
+    fn chat_calls(&self, chat: &str) -> Vec<Instant> {
+        let prefix = format!("/channels/{chat}/");
+        let inner = self.lock();
+        let about = |c: &&Call| c.path.starts_with(&prefix) && c.method != "GET";
+        inner.calls.iter().filter(about).map(|c| c.at).collect()
+    }
+
+    /// Five requests per five seconds per channel.
+    fn chat_budget(&self) -> (f64, u32) {
+        (1.0, 5)
+    }
+
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)> {
         let inner = self.lock();
         let typing = inner.typing.iter().filter(|(c, _)| c == chat);

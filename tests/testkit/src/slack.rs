@@ -870,6 +870,25 @@ impl crate::conformance::PlatformFake for FakeSlack {
     /// Reactions the bot added (shown) and removed (ended) on messages in `chat`, and
     /// assistant statuses set (shown) and cleared (ended, also when the bot answered in
     /// the thread).
+    /// Every write about the channel: posts, updates, reactions, assistant statuses.
+    fn chat_calls(&self, chat: &str) -> Vec<Instant> {
+        let inner = self.lock();
+        let about = |c: &&Call| {
+            let reads = c.method.starts_with("conversations.") || c.method.starts_with("users.");
+            let channel = c
+                .params
+                .get("channel")
+                .or_else(|| c.params.get("channel_id"));
+            !reads && channel.and_then(Value::as_str) == Some(chat)
+        };
+        inner.calls.iter().filter(about).map(|c| c.at).collect()
+    }
+
+    /// About one message a second per channel, short bursts allowed.
+    fn chat_budget(&self) -> (f64, u32) {
+        (1.0, 3)
+    }
+
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)> {
         let inner = self.lock();
         let found = inner.working.iter().filter(|(c, _, _)| c == chat);

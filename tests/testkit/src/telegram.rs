@@ -781,6 +781,22 @@ impl crate::conformance::PlatformFake for FakeTelegram {
             .map(|c| c.at)
     }
 
+    fn chat_calls(&self, chat: &str) -> Vec<Instant> {
+        let inner = self.inner.lock().unwrap();
+        let about = |c: &&Call| match &c.params["chat_id"] {
+            Value::String(id) => id == chat,
+            Value::Number(id) => id.to_string() == chat,
+            _ => false,
+        };
+        inner.calls.iter().filter(about).map(|c| c.at).collect()
+    }
+
+    /// About one message a second in a chat, short bursts allowed (what the daemon
+    /// declares; Telegram does not publish exact figures).
+    fn chat_budget(&self) -> (f64, u32) {
+        (1.0, 3)
+    }
+
     fn working(&self, chat: &str) -> Vec<(Instant, crate::conformance::WorkingEvent)> {
         self.calls_in("sendChatAction", chat)
             .iter()

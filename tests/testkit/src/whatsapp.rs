@@ -581,6 +581,23 @@ impl crate::conformance::PlatformFake for FakeWhatsApp {
     }
 
     /// Each read receipt with the typing indicator; it fades by itself (never ended).
+    /// Messages to the person and read receipts (with typing) of their messages.
+    fn chat_calls(&self, chat: &str) -> Vec<Instant> {
+        let mut at: Vec<Instant> = {
+            let inner = self.lock();
+            let about = |c: &&Call| c.path.ends_with("/messages") && c.body["to"] == chat;
+            inner.calls.iter().filter(about).map(|c| c.at).collect()
+        };
+        at.extend(self.reads(chat).iter().map(|r| r.at));
+        at.sort();
+        at
+    }
+
+    /// The pair rate limit: a message every six seconds to one person, bursts of twenty.
+    fn chat_budget(&self) -> (f64, u32) {
+        (1.0 / 6.0, 20)
+    }
+
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)> {
         let reads = self.reads(chat).into_iter().filter(|r| r.typing);
         reads.map(|r| (r.at, WorkingEvent::Shown)).collect()
