@@ -287,6 +287,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_expired_code_pairs_nobody_and_the_person_gets_a_new_one() {
+        let store = Store::open_in_memory().unwrap();
+        let PairingRequestOutcome::Issued(code) = store
+            .pairing_request("telegram", "9", "Eve", "9")
+            .await
+            .unwrap()
+        else {
+            panic!("expected a code")
+        };
+        // The code's hour is over.
+        store
+            .call(|conn| {
+                let back = CODE_TTL_MS + 1_000;
+                conn.execute(
+                    "UPDATE pairing_requests SET expires_at = expires_at - ?1,
+                     created_at = created_at - ?1, reminded_at = reminded_at - ?1",
+                    [back],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.pairing_approve("telegram", &code).await,
+            Err(PairingError::UnknownCode(_))
+        ));
+        assert!(!store.pairing_is_approved("telegram", "9").await.unwrap());
+        let again = store.pairing_request("telegram", "9", "Eve", "9").await;
+        assert!(matches!(again.unwrap(), PairingRequestOutcome::Issued(new) if new != code));
+    }
+
+    #[tokio::test]
     async fn at_most_three_codes_wait_per_platform() {
         let store = Store::open_in_memory().unwrap();
         for user in ["1", "2", "3"] {

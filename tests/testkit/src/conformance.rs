@@ -472,6 +472,53 @@ pub async fn the_chat_limit_holds_for_sends_edits_and_indicators_together<F: Pla
     }
 }
 
+/// Someone not on the allowlist reaches neither the model nor a command, in a DM or a
+/// group: a DM gets a pairing code (once), a group nothing.
+pub async fn a_stranger_reaches_neither_the_model_nor_a_command<F: PlatformFake>(
+    fake: F,
+    binary: &str,
+) {
+    let owner = fake.person(1);
+    let allow = format!("{}={owner}", fake.allowlist_var());
+    let kit = Kit::new(fake, binary, &[allow], "").await;
+    let _d = kit.start();
+    let stranger = kit.fake.person(2);
+    let dm = kit.fake.dm_chat(&stranger);
+    for text in [
+        "hello",
+        "/new",
+        "/approve",
+        "/model other-model",
+        "/usage",
+        "/stop",
+    ] {
+        kit.fake.write(&dm, &stranger, text, true);
+    }
+    let group = kit.fake.has_groups().then(|| kit.fake.group_chat());
+    if let Some(group) = &group {
+        kit.fake.write(group, &stranger, "hello bot", true);
+        kit.fake.write(group, &stranger, "/new", true);
+    }
+    // The owner last: once they are answered, the stranger's messages were handled.
+    let owner_dm = kit.fake.dm_chat(&owner);
+    kit.fake.write(&owner_dm, &owner, "it's me", true);
+    kit.shown(&owner_dm, 1).await;
+    settle().await;
+    let requests = kit.llm.requests();
+    assert_eq!(requests.len(), 1, "only the owner reached the model");
+    assert_eq!(last_user_text(&requests[0]), "it's me");
+    let told = kit.fake.shown(&dm);
+    assert_eq!(told.len(), 1, "one pairing code, nothing else: {told:?}");
+    assert!(told[0].to_lowercase().contains("pair"), "{told:?}");
+    if let Some(group) = &group {
+        assert_eq!(
+            kit.fake.shown(group),
+            Vec::<String>::new(),
+            "silence in a group"
+        );
+    }
+}
+
 /// A daemon killed in the middle of a turn answers the message after its restart, once.
 pub async fn a_restart_mid_turn_loses_nothing<F: PlatformFake>(fake: F, binary: &str) {
     let kit = Kit::open(fake, binary).await;
@@ -507,6 +554,7 @@ macro_rules! conformance_suite {
             a_long_reply_is_split_under_the_limit,
             an_approval_by_choice_is_acknowledged_and_runs,
             a_press_by_a_stranger_is_refused,
+            a_stranger_reaches_neither_the_model_nor_a_command,
             the_working_indicator_is_shown_and_ended,
             the_chat_limit_holds_for_sends_edits_and_indicators_together,
             a_streamed_reply_is_one_message_edited_in_place,
