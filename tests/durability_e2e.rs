@@ -182,3 +182,123 @@ async fn an_update_that_cannot_be_recorded_holds_back_the_rest_of_its_batch() {
         w.replies(chat, 1).await;
     }
 }
+
+/// Another program holds the database's write lock (a backup tool, `sqlite3` left in a
+/// transaction) for longer than the daemon waits for it: the update is not acknowledged to
+/// Telegram, the operator is told, and the message is answered once the lock is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_locked_by_another_program_holds_messages_back_until_it_is_free() {
+    let w = World::allow_all().await;
+    let d = w.start();
+    w.telegram.dm(ALICE, "warm up");
+    w.replies(ALICE, 1).await;
+    let db = database(&w);
+    db.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    w.telegram.dm(ALICE, "while locked");
+    eventually(Duration::from_secs(40), "the operator to be told", || {
+        d.log_text()
+            .contains("cannot record an event")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        w.telegram.sent_texts(ALICE).len(),
+        1,
+        "nothing answered yet"
+    );
+    db.execute_batch("COMMIT").unwrap();
+    let t = w.telegram.clone();
+    let replies = eventually(Duration::from_secs(60), "the answer", || {
+        let sent = t.sent_texts(ALICE);
+        (sent.len() >= 2).then_some(sent)
+    })
+    .await;
+    assert_eq!(replies[1], "echo: while locked");
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 2);
+    assert_eq!(w.llm.requests().len(), 2, "asked once");
+}
+
+/// On demand, as root (it mounts a 4 MiB tmpfs): the home's disk fills up under the daemon.
+/// The message is not acknowledged to Telegram, the operator is told, and once space
+/// returns it is answered, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "mounts a tmpfs (root); run with --ignored"]
+async fn a_full_disk_holds_messages_back_and_the_daemon_recovers_when_space_returns() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    struct Mounted(std::path::PathBuf);
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let mount = tempfile::tempdir().unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(mount.path())
+        .status()
+        .unwrap();
+    assert!(
+        mounted.success(),
+        "cannot mount a tmpfs (this test needs root)"
+    );
+    let _unmount = Mounted(mount.path().to_path_buf());
+    let telegram = FakeTelegram::start().await;
+    let llm = hermes_testkit::llm::FakeLlm::start().await;
+    let home = Home::new(
+        &mount.path().join("home"),
+        &telegram.base_url(),
+        &llm.base_url(),
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "",
+    );
+    // The log goes elsewhere: it must tell of the full disk.
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("daemon.log");
+    let mut daemon = Command::new(BIN)
+        .arg("run")
+        .arg("--home")
+        .arg(&home.dir)
+        .env("HERMES_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let answers = |n: usize| {
+        let t = telegram.clone();
+        eventually(Duration::from_secs(60), "the answers", move || {
+            let sent = t.sent_texts(ALICE);
+            (sent.len() >= n).then_some(sent)
+        })
+    };
+    telegram.dm(ALICE, "warm up");
+    answers(1).await;
+    let filler_path = mount.path().join("filler");
+    let mut filler = std::fs::File::create(&filler_path).unwrap();
+    while filler.write_all(&[0u8; 16 * 1024]).is_ok() {}
+    drop(filler);
+    telegram.dm(ALICE, "on a full disk");
+    let told = eventually(Duration::from_secs(60), "the operator to be told", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.lines()
+            .find(|l| l.contains("full") && (l.contains("ERROR") || l.contains("WARN")))
+            .map(str::to_owned)
+    })
+    .await;
+    println!("told: {told}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        telegram.sent_texts(ALICE).len(),
+        1,
+        "nothing answered on a full disk"
+    );
+    std::fs::remove_file(&filler_path).unwrap();
+    let replies = answers(2).await;
+    assert_eq!(replies[1], "echo: on a full disk");
+    settle().await;
+    assert_eq!(telegram.sent_texts(ALICE).len(), 2);
+    assert_eq!(llm.requests().len(), 2, "asked once");
+    let _ = daemon.kill();
+}
