@@ -305,3 +305,51 @@ async fn stop_ends_a_turn_waiting_for_a_provider_that_stays_down() {
     assert_eq!(w.llm.requests().len(), asked, "nothing asked after /stop");
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 2);
 }
+
+/// The model provider's faults, one after another in one conversation: a 429 with
+/// `Retry-After`, a 500, Anthropic's 529 "overloaded", a stream that stalls mid-answer, a
+/// stream that breaks mid-answer. Each turn is answered once, with no notice to the person
+/// (the retries are silent), and the broken attempt's words never show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_provider_fault_is_retried_silently_and_answered_once() {
+    let w = World::allow_all().await;
+    let config = w.home.dir.join("config.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap().replace(
+        "  max_attempts: 3\n",
+        "  max_attempts: 3\n  stream_idle_timeout: 1\n",
+    );
+    std::fs::write(&config, yaml).unwrap();
+    let faults = [
+        Reply::Error {
+            status: 429,
+            retry_after: Some(1),
+        },
+        Reply::Error {
+            status: 500,
+            retry_after: None,
+        },
+        Reply::Error {
+            status: 529,
+            retry_after: None,
+        },
+        // Headers and a few words, then nothing for longer than the idle timeout.
+        Reply::Delayed(Duration::from_secs(30), Box::new(Reply::text("never"))),
+        Reply::StreamError {
+            after_text: "half an ans".into(),
+        },
+    ];
+    let _d = w.start();
+    for (n, fault) in faults.into_iter().enumerate() {
+        w.llm.push(fault);
+        w.llm.push(Reply::text(format!("answer {n}")));
+        let shown = w.ask(&format!("question {n}")).await;
+        assert_eq!(shown.last().unwrap(), &format!("answer {n}"), "{shown:?}");
+    }
+    settle().await;
+    let shown = w.telegram.sent_texts(ALICE);
+    assert_eq!(
+        shown,
+        (0..5).map(|n| format!("answer {n}")).collect::<Vec<_>>()
+    );
+    assert_eq!(w.llm.requests().len(), 10, "one retry each");
+}

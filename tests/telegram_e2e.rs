@@ -274,7 +274,12 @@ async fn retry_after_from_telegram_is_honoured() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_error_is_retried_and_a_dead_model_is_explained() {
-    let w = World::allow_all().await;
+    // Given up at once rather than waited out (`providers_e2e` has the wait).
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "agent:\n  provider_outage_wait: 0\n",
+    )
+    .await;
     w.llm.push(Reply::Error {
         status: 500,
         retry_after: None,
@@ -301,7 +306,11 @@ async fn a_model_error_is_retried_and_a_dead_model_is_explained() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_that_sends_no_headers_times_out() {
-    let w = World::allow_all().await;
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "agent:\n  provider_outage_wait: 0\n",
+    )
+    .await;
     let config = w.home.dir.join("config.yaml");
     let yaml = std::fs::read_to_string(&config).unwrap().replace(
         "  max_attempts: 3\n",
