@@ -281,7 +281,7 @@ async fn a_provider_down_for_a_while_is_waited_out_and_the_person_told_once() {
     w.telegram.dm(ALICE, "hello");
     let replies = w.replies(ALICE, 2).await;
     assert!(
-        replies[0].contains("isn't answering") && replies[0].contains("/stop"),
+        replies[0].contains("keep trying") && replies[0].contains("/stop"),
         "{replies:?}"
     );
     assert_eq!(replies[1], "echo: hello");
@@ -297,7 +297,7 @@ async fn stop_ends_a_turn_waiting_for_a_provider_that_stays_down() {
     w.llm.go_down(Duration::from_secs(600), 500);
     let _d = w.start();
     w.telegram.dm(ALICE, "hello");
-    assert!(w.replies(ALICE, 1).await[0].contains("isn't answering"));
+    assert!(w.replies(ALICE, 1).await[0].contains("keep trying"));
     w.telegram.dm(ALICE, "/stop");
     assert_eq!(w.replies(ALICE, 2).await[1], "⏹ Stopped.");
     let asked = w.llm.requests().len();

@@ -236,8 +236,7 @@ impl AgentRuntime {
                     if let Some(notices) = input.notices.as_ref().filter(|_| !told_outage) {
                         told_outage = true;
                         let _ = notices.send(format!(
-                            "⏳ The model provider isn't answering ({}). I'll keep trying and answer as soon as it's back; /stop gives up.",
-                            short_reason(&error)
+                            "⏳ I can't reach the model provider right now ({error}). I'll keep trying and answer as soon as it's back; /stop gives up."
                         ));
                     }
                     let pause = super::OUTAGE_PAUSE.delay(*pauses).min(left);
