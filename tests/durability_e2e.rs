@@ -301,4 +301,5 @@ async fn a_full_disk_holds_messages_back_and_the_daemon_recovers_when_space_retu
     assert_eq!(telegram.sent_texts(ALICE).len(), 2);
     assert_eq!(llm.requests().len(), 2, "asked once");
     let _ = daemon.kill();
+    let _ = daemon.wait();
 }
