@@ -77,6 +77,12 @@ pub trait PlatformFake: Send + Sync + 'static {
     fn chat_calls(&self, chat: &str) -> Vec<Instant>;
     /// The platform's limit for one chat: (calls per second, burst).
     fn chat_budget(&self) -> (f64, u32);
+    /// The next message the bot sends is refused with a server error (HTTP `status`), as
+    /// the platform answers when it is having a bad day.
+    fn fail_next_send(&self, status: u16);
+    /// The next message the bot sends is refused as over the rate limit, with the
+    /// platform's hint to wait `seconds`.
+    fn rate_limit_next_send(&self, seconds: u64);
     /// Whether the fake delivers to the daemon's own HTTP server (a webhook platform), so
     /// [`Kit::start`] must tell it where that is.
     fn needs_daemon_http(&self) -> bool {
@@ -519,6 +525,38 @@ pub async fn a_stranger_reaches_neither_the_model_nor_a_command<F: PlatformFake>
     }
 }
 
+/// A send the platform refuses with a server error, then with a rate limit, is tried again
+/// (after the wait the platform asked for) and shows once; the person sees no error.
+pub async fn a_refused_send_is_retried_after_the_wait_and_shows_once<F: PlatformFake>(
+    fake: F,
+    binary: &str,
+) {
+    let kit = Kit::open(fake, binary).await;
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let chat = kit.fake.dm_chat(&alice);
+    kit.fake.write(&chat, &alice, "warm up", true);
+    kit.shown(&chat, 1).await;
+    kit.llm.push(Reply::text("through the storm"));
+    kit.fake.fail_next_send(502);
+    kit.fake.rate_limit_next_send(2);
+    let asked = Instant::now();
+    kit.fake.write(&chat, &alice, "are you there?", true);
+    let shown = kit.shown(&chat, 2).await;
+    assert_eq!(shown[1], "through the storm");
+    assert!(
+        asked.elapsed() >= Duration::from_secs(2),
+        "the rate limit's wait was kept"
+    );
+    settle().await;
+    assert_eq!(
+        kit.fake.shown(&chat).len(),
+        2,
+        "shown once: {:?}",
+        kit.fake.shown(&chat)
+    );
+}
+
 /// A daemon killed in the middle of a turn answers the message after its restart, once.
 pub async fn a_restart_mid_turn_loses_nothing<F: PlatformFake>(fake: F, binary: &str) {
     let kit = Kit::open(fake, binary).await;
@@ -555,6 +593,7 @@ macro_rules! conformance_suite {
             an_approval_by_choice_is_acknowledged_and_runs,
             a_press_by_a_stranger_is_refused,
             a_stranger_reaches_neither_the_model_nor_a_command,
+            a_refused_send_is_retried_after_the_wait_and_shows_once,
             the_working_indicator_is_shown_and_ended,
             the_chat_limit_holds_for_sends_edits_and_indicators_together,
             a_streamed_reply_is_one_message_edited_in_place,

@@ -851,6 +851,14 @@ impl crate::conformance::PlatformFake for FakeDiscord {
         (1.0, 5)
     }
 
+    fn fail_next_send(&self, status: u16) {
+        self.fail_next("/messages", status);
+    }
+
+    fn rate_limit_next_send(&self, seconds: u64) {
+        self.rate_limit_next("/messages", 1, seconds as f64, false);
+    }
+
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)> {
         let inner = self.lock();
         let typing = inner.typing.iter().filter(|(c, _)| c == chat);

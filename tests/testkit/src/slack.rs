@@ -889,6 +889,14 @@ impl crate::conformance::PlatformFake for FakeSlack {
         (1.0, 3)
     }
 
+    fn fail_next_send(&self, status: u16) {
+        self.fail_http_next("chat.postMessage", status);
+    }
+
+    fn rate_limit_next_send(&self, seconds: u64) {
+        self.rate_limit_next("chat.postMessage", 1, seconds);
+    }
+
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)> {
         let inner = self.lock();
         let found = inner.working.iter().filter(|(c, _, _)| c == chat);

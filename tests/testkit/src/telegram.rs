@@ -797,6 +797,14 @@ impl crate::conformance::PlatformFake for FakeTelegram {
         (1.0, 3)
     }
 
+    fn fail_next_send(&self, _status: u16) {
+        self.fail_next("sendMessage", Fault::ServerError);
+    }
+
+    fn rate_limit_next_send(&self, seconds: u64) {
+        self.fail_next("sendMessage", Fault::RetryAfter(seconds));
+    }
+
     fn working(&self, chat: &str) -> Vec<(Instant, crate::conformance::WorkingEvent)> {
         self.calls_in("sendChatAction", chat)
             .iter()

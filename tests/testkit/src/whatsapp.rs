@@ -598,6 +598,20 @@ impl crate::conformance::PlatformFake for FakeWhatsApp {
         (1.0 / 6.0, 20)
     }
 
+    fn fail_next_send(&self, status: u16) {
+        self.fail_next_sends(1, status, 131000, "Something went wrong");
+    }
+
+    fn rate_limit_next_send(&self, _seconds: u64) {
+        // The Cloud API gives no wait; the pair rate limit asks for about six seconds.
+        self.fail_next_sends(
+            1,
+            400,
+            131056,
+            "(#131056) (Business Account, Consumer Account) pair rate limit hit",
+        );
+    }
+
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)> {
         let reads = self.reads(chat).into_iter().filter(|r| r.typing);
         reads.map(|r| (r.at, WorkingEvent::Shown)).collect()
