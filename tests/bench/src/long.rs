@@ -11,7 +11,8 @@ use serde_json::json;
 
 pub const USAGE: &str =
     "usage: hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
-       hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--daemon PATH]";
+       hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
+                         [--daemon PATH]";
 
 struct Args {
     daemon: String,
@@ -106,7 +107,7 @@ async fn crash_run(args: &Args) -> Result<ExitCode, String> {
 }
 
 async fn soak_run(args: &Args) -> Result<ExitCode, String> {
-    args.check(&["minutes", "warmup-minutes", "chats", "seed"])?;
+    args.check(&["minutes", "warmup-minutes", "chats", "seed", "tool-percent"])?;
     let minutes = |name, default| Duration::from_secs_f64(args.number(name, default) * 60.0);
     let plan = SoakPlan {
         binary: args.daemon.clone(),
@@ -115,6 +116,7 @@ async fn soak_run(args: &Args) -> Result<ExitCode, String> {
         every: Duration::from_secs(5),
         chats: args.number("chats", 5.0) as u32,
         seed: args.number("seed", 1.0) as u64,
+        tool_percent: args.number("tool-percent", 25.0) as u64,
     };
     let report = soak::soak(&plan).await;
     println!("  t(s)   rss(KiB)  fds  threads  tasks  answered");

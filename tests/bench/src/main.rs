@@ -31,7 +31,8 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
                  (for profiling one phase; the main daemon's start, idle and exit always run)
 
        hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
-       hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--daemon PATH]";
+       hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
+                         [--daemon PATH]";
 
 const PHASES: [&str; 4] = ["starts", "sequential", "tool", "loops"];
 

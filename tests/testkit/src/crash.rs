@@ -365,6 +365,8 @@ pub(crate) struct Writers {
     /// Per (platform, person): the last message and when it was written.
     last: HashMap<(usize, u32), (usize, Instant)>,
     counter: usize,
+    /// The share of messages (in percent) whose answer runs a tool first.
+    pub(crate) tool_percent: u64,
 }
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -375,6 +377,7 @@ impl Writers {
             written: Vec::new(),
             last: HashMap::new(),
             counter: 0,
+            tool_percent: 25,
         }
     }
 
@@ -421,7 +424,8 @@ impl Writers {
                     }
                 };
                 if ready {
-                    let kind = if rng.below(4) == 0 { "tool" } else { "say" };
+                    let tool = rng.below(100) < self.tool_percent;
+                    let kind = if tool { "tool" } else { "say" };
                     let at = self.write(fleet, platform, person, kind);
                     self.last.insert((platform, person), (at, Instant::now()));
                 }

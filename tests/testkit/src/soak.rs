@@ -20,6 +20,8 @@ pub struct SoakPlan {
     /// Chats per platform.
     pub chats: u32,
     pub seed: u64,
+    /// The share of messages (percent) whose answer runs a tool first.
+    pub tool_percent: u64,
 }
 
 /// One reading of the daemon.
@@ -121,6 +123,7 @@ pub async fn soak(plan: &SoakPlan) -> SoakReport {
     let http = reqwest::Client::new();
     let mut rng = Rng(plan.seed);
     let mut writers = Writers::new();
+    writers.tool_percent = plan.tool_percent;
     let started = Instant::now();
     let mut samples = Vec::new();
     let mut next_sample = started;
