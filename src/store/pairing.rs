@@ -246,16 +246,19 @@ fn new_code() -> String {
 mod tests {
     use super::*;
 
+    /// A store where Eve, a stranger, asked to pair on Telegram: her code.
+    async fn eve_asks() -> (Store, String) {
+        let store = Store::open_in_memory().unwrap();
+        let outcome = store.pairing_request("telegram", "9", "Eve", "9").await;
+        match outcome.unwrap() {
+            PairingRequestOutcome::Issued(code) => (store, code),
+            other => panic!("expected a code, got {other:?}"),
+        }
+    }
+
     #[tokio::test]
     async fn a_code_pairs_its_person_once_and_wrong_codes_lock_out() {
-        let store = Store::open_in_memory().unwrap();
-        let PairingRequestOutcome::Issued(code) = store
-            .pairing_request("telegram", "9", "Eve", "9")
-            .await
-            .unwrap()
-        else {
-            panic!("expected a code")
-        };
+        let (store, code) = eve_asks().await;
         assert_eq!(code.len(), 8);
         assert!(code.bytes().all(|b| CODE_ALPHABET.contains(&b)));
         assert_eq!(
@@ -288,14 +291,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_expired_code_pairs_nobody_and_the_person_gets_a_new_one() {
-        let store = Store::open_in_memory().unwrap();
-        let PairingRequestOutcome::Issued(code) = store
-            .pairing_request("telegram", "9", "Eve", "9")
-            .await
-            .unwrap()
-        else {
-            panic!("expected a code")
-        };
+        let (store, code) = eve_asks().await;
         // The code's hour is over.
         store
             .call(|conn| {
