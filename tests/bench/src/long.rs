@@ -12,7 +12,7 @@ use serde_json::json;
 pub const USAGE: &str =
     "usage: hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
-                         [--daemon PATH]";
+                         [--context-length TOKENS] [--daemon PATH]";
 
 struct Args {
     daemon: String,
@@ -107,7 +107,15 @@ async fn crash_run(args: &Args) -> Result<ExitCode, String> {
 }
 
 async fn soak_run(args: &Args) -> Result<ExitCode, String> {
-    args.check(&["minutes", "warmup-minutes", "chats", "seed", "tool-percent"])?;
+    let known = [
+        "minutes",
+        "warmup-minutes",
+        "chats",
+        "seed",
+        "tool-percent",
+        "context-length",
+    ];
+    args.check(&known)?;
     let minutes = |name, default| Duration::from_secs_f64(args.number(name, default) * 60.0);
     let plan = SoakPlan {
         binary: args.daemon.clone(),
@@ -117,6 +125,11 @@ async fn soak_run(args: &Args) -> Result<ExitCode, String> {
         chats: args.number("chats", 5.0) as u32,
         seed: args.number("seed", 1.0) as u64,
         tool_percent: args.number("tool-percent", 25.0) as u64,
+        context_length: args
+            .numbers
+            .iter()
+            .any(|(n, _)| n == "context-length")
+            .then(|| args.number("context-length", 0.0) as u64),
     };
     let report = soak::soak(&plan).await;
     println!("  t(s)   rss(KiB)  fds  threads  tasks  answered");

@@ -202,6 +202,18 @@ pub(crate) struct Fleet {
 const NAMES: [&str; 4] = ["telegram", "discord", "slack", "whatsapp"];
 
 impl Fleet {
+    /// The model's context window (tokens) the daemon is told of: a small one makes long
+    /// conversations compress early (the soak's bound on memory).
+    pub(crate) fn set_context_length(&self, tokens: u64) {
+        let path = self.home.dir.join("config.yaml");
+        let yaml = std::fs::read_to_string(&path).unwrap();
+        let yaml = yaml.replace(
+            "context_length: 131072",
+            &format!("context_length: {tokens}"),
+        );
+        std::fs::write(path, yaml).unwrap();
+    }
+
     pub(crate) async fn start(dir: &Path, binary: &str) -> Fleet {
         let llm = FakeLlm::start().await;
         let telegram = FakeTelegram::start().await;

@@ -22,6 +22,8 @@ pub struct SoakPlan {
     pub seed: u64,
     /// The share of messages (percent) whose answer runs a tool first.
     pub tool_percent: u64,
+    /// The model's context window the daemon is told of (tokens); `None`: 131,072.
+    pub context_length: Option<u64>,
 }
 
 /// One reading of the daemon.
@@ -118,6 +120,9 @@ pub async fn soak(plan: &SoakPlan) -> SoakReport {
     let dir = tempfile::tempdir().unwrap();
     let fleet = Fleet::start(dir.path(), &plan.binary).await;
     fleet.script_model();
+    if let Some(tokens) = plan.context_length {
+        fleet.set_context_length(tokens);
+    }
     let daemon = fleet.start_daemon().await;
     let addr = daemon.http_addr().unwrap_or_default();
     let http = reqwest::Client::new();
