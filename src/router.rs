@@ -136,7 +136,16 @@ pub struct Router {
     queues: Mutex<HashMap<String, VecDeque<InboxRow>>>,
     /// The dispatch tasks, for shutdown.
     tasks: TaskTracker,
+    /// When each stranger ("platform:user") was last told that too many pairing requests
+    /// wait: told again only after [`TURNED_AWAY_EVERY`], so writing again and again does
+    /// not make the bot answer again and again.
+    turned_away: Mutex<HashMap<String, std::time::Instant>>,
 }
+
+/// How often a stranger hears that too many pairing requests wait (as pairing reminders).
+const TURNED_AWAY_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+/// At most this many strangers are remembered; past it (a flood) nobody is told.
+const TURNED_AWAY_KEPT: usize = 4096;
 
 /// A reply to send while ending an inbox row.
 struct Reply {
@@ -158,6 +167,7 @@ impl Router {
             directory: Directory::default(),
             queues: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
+            turned_away: Mutex::new(HashMap::new()),
         }
     }
 
@@ -479,6 +489,25 @@ impl Router {
         self.end(id, state, "approval command", Some(reply)).await;
     }
 
+    /// Whether `author` should hear (now) that too many pairing requests wait: once per
+    /// [`TURNED_AWAY_EVERY`].
+    fn first_turn_away(&self, chat: &ChatRef, author: &Author) -> bool {
+        let now = std::time::Instant::now();
+        let key = format!("{}:{}", chat.platform, author.user_id);
+        let mut told = self.turned_away.lock().expect("turned-away lock");
+        if told.len() >= TURNED_AWAY_KEPT {
+            told.retain(|_, at| now.duration_since(*at) < TURNED_AWAY_EVERY);
+        }
+        match told.get(&key) {
+            Some(at) if now.duration_since(*at) < TURNED_AWAY_EVERY => false,
+            _ if told.len() >= TURNED_AWAY_KEPT => false,
+            _ => {
+                told.insert(key, now);
+                true
+            }
+        }
+    }
+
     /// Someone not allowed wrote: a pairing code in a DM, silence in a group.
     async fn stranger(&self, id: i64, chat: &ChatRef, author: &Author, message_id: &str) {
         if chat.kind != ChatKind::Direct {
@@ -513,10 +542,10 @@ impl Router {
             Ok(PairingRequestOutcome::TooMany) => (
                 InboxState::Refused,
                 "too many pairing requests",
-                Some(
+                self.first_turn_away(chat, author).then(|| {
                     "Too many pairing requests are waiting right now; please try again later."
-                        .to_owned(),
-                ),
+                        .to_owned()
+                }),
             ),
             Err(e) => {
                 tracing::error!(error = %e, "router: pairing store failed");

@@ -80,6 +80,28 @@ async fn group_messages_are_answered_only_when_addressed() {
     );
 }
 
+/// With three codes waiting, a fourth stranger is told to try later once, not once per
+/// message: writing again and again does not make the bot answer again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_turned_away_is_told_so_once() {
+    let w = World::new(&["TELEGRAM_ALLOWED_USERS=1"], "").await;
+    let _d = w.start();
+    for stranger in [601, 602, 603] {
+        w.telegram.dm(stranger, "let me in");
+        assert!(w.replies(stranger, 1).await[0].contains("pairing code"));
+    }
+    for n in 0..4 {
+        w.telegram.dm(604, &format!("let me in {n}"));
+    }
+    let told = w.replies(604, 1).await;
+    assert!(told[0].contains("Too many pairing requests"), "{told:?}");
+    // The owner last: once answered, the fourth stranger's messages were all handled.
+    w.telegram.dm(1, "hello");
+    w.replies(1, 1).await;
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(604).len(), 1, "told once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_person_gets_a_pairing_code_and_the_owner_can_approve_it() {
     let w = World::new(&["TELEGRAM_ALLOWED_USERS=1"], "").await;
