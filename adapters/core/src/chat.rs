@@ -121,11 +121,18 @@ impl ChatRef {
         key
     }
 
-    /// Whether `other` is the same chat (threads aside): where approvals are decided.
+    /// Whether `other` is the same chat: where approvals are decided. Two different threads
+    /// are different chats; a side that names no thread (a press some platforms report
+    /// without its thread) matches the whole chat.
     pub fn same_chat(&self, other: &ChatRef) -> bool {
+        let threads = match (&self.thread_id, &other.thread_id) {
+            (Some(mine), Some(theirs)) => mine == theirs,
+            _ => true,
+        };
         self.platform == other.platform
             && self.account == other.account
             && self.chat_id == other.chat_id
+            && threads
     }
 }
 
@@ -155,6 +162,21 @@ mod tests {
         }
         assert_eq!(Platform::parse("TELEGRAM"), Some(Platform::Telegram));
         assert_eq!(Platform::parse("irc"), None);
+    }
+
+    #[test]
+    fn another_thread_of_the_channel_is_another_chat() {
+        let thread = |id: Option<&str>| ChatRef {
+            platform: Platform::Discord,
+            account: None,
+            chat_id: "300".into(),
+            thread_id: id.map(str::to_owned),
+            kind: ChatKind::Group,
+        };
+        assert!(thread(Some("a")).same_chat(&thread(Some("a"))));
+        assert!(!thread(Some("a")).same_chat(&thread(Some("b"))));
+        assert!(thread(Some("a")).same_chat(&thread(None)));
+        assert!(thread(None).same_chat(&thread(Some("a"))));
     }
 
     #[test]
