@@ -332,6 +332,32 @@ impl Fleet {
         .unwrap_or(0)
     }
 
+    /// What the database says of a message and its answer: for a lost one, where it
+    /// stopped (never recorded, recorded and not answered, answered and not sent…).
+    fn whereabouts(&self, token: &str) -> String {
+        let Ok(conn) = rusqlite::Connection::open(self.home.dir.join("gateway.db")) else {
+            return "no database".into();
+        };
+        let inbox: Vec<String> = conn
+            .prepare("SELECT state || '/' || coalesce(outcome, '') FROM inbox WHERE text LIKE ?1")
+            .and_then(|mut s| {
+                let rows = s.query_map([format!("%{token}")], |r| r.get(0))?;
+                rows.collect()
+            })
+            .unwrap_or_default();
+        let outbox: Vec<String> = conn
+            .prepare(
+                "SELECT state || ' after ' || attempts || ' attempts ' || coalesce(last_error, '')
+                 FROM outbox WHERE plain LIKE ?1",
+            )
+            .and_then(|mut s| {
+                let rows = s.query_map([format!("%ok {token}%")], |r| r.get(0))?;
+                rows.collect()
+            })
+            .unwrap_or_default();
+        format!("inbox {inbox:?}, outbox {outbox:?}")
+    }
+
     fn tool_marks(&self) -> usize {
         std::fs::read_dir(&self.marks)
             .map(|d| {
@@ -610,9 +636,12 @@ async fn finish(fleet: &Fleet, writers: &Writers, report: &mut Report) {
             .or_default()
             .push(format!("ok {}", w.token));
         match fleet.answers(w) {
-            0 => report
-                .lost
-                .push(format!("{}:{}", NAMES[w.platform], w.token)),
+            0 => report.lost.push(format!(
+                "{}:{} ({})",
+                NAMES[w.platform],
+                w.token,
+                fleet.whereabouts(&w.token)
+            )),
             1 => report.answered_once += 1,
             _ => report
                 .doubled
