@@ -320,16 +320,9 @@ impl Fleet {
         });
     }
 
+    /// Outbox rows not yet sent (0 while the database cannot be read).
     pub(crate) fn outbox_open(&self) -> i64 {
-        let Ok(conn) = rusqlite::Connection::open(self.home.dir.join("gateway.db")) else {
-            return 0;
-        };
-        conn.query_row(
-            "SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap_or(0)
+        self.home.outbox_open().unwrap_or(0)
     }
 
     /// What the database says of a message and its answer: for a lost one, where it
@@ -680,19 +673,4 @@ async fn finish(fleet: &Fleet, writers: &Writers, report: &mut Report) {
     }
     let expected: usize = writers.written.iter().map(|w| w.calls).sum();
     report.turns_redone = fleet.llm.requests().len().saturating_sub(expected);
-    if std::env::var_os("HERMES_CRASH_DEBUG").is_some() {
-        for r in fleet.llm.requests() {
-            let last = r["messages"]
-                .as_array()
-                .and_then(|m| m.last())
-                .cloned()
-                .unwrap_or_default();
-            eprintln!(
-                "req: tools={} last_role={} user={:?}",
-                r["tools"].as_array().map_or(0, Vec::len),
-                last["role"],
-                last_user_text(&r).chars().take(60).collect::<String>()
-            );
-        }
-    }
 }

@@ -13,19 +13,22 @@ impl Home {
     /// SIGKILL before that mark sends the message again after the restart (invariant 2's
     /// known window), so a test that counts messages across a kill waits for this first.
     pub async fn outbox_drained(&self, within: std::time::Duration) {
-        let db = self.dir.join("gateway.db");
         crate::eventually(within, "the outbox to be drained", || {
-            let conn = rusqlite::Connection::open(&db).ok()?;
-            let open: i64 = conn
-                .query_row(
-                    "SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')",
-                    [],
-                    |r| r.get(0),
-                )
-                .ok()?;
-            (open == 0).then_some(())
+            (self.outbox_open()? == 0).then_some(())
         })
         .await
+    }
+
+    /// Outbox rows not yet marked sent (`pending` or `sending`); `None` while the database
+    /// cannot be read (not made yet, or locked).
+    pub fn outbox_open(&self) -> Option<i64> {
+        let conn = rusqlite::Connection::open(self.dir.join("gateway.db")).ok()?;
+        conn.query_row(
+            "SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')",
+            [],
+            |r| r.get(0),
+        )
+        .ok()
     }
 
     /// A home for a daemon talking to the fake Telegram at `telegram_url` and the fake LLM
