@@ -10,6 +10,7 @@ use hermes_testkit::daemon::{Daemon, Home};
 use hermes_testkit::discord::{FakeDiscord, GROUP_CHANNEL, Options, ResponseKind, THREAD_CHANNEL};
 use hermes_testkit::eventually;
 use hermes_testkit::llm::{FakeLlm, Reply, image_bytes, last_user_text};
+use hermes_testkit::reset::When;
 use hermes_testkit::telegram::FakeTelegram;
 
 const BIN: &str = env!("CARGO_BIN_EXE_hermes-gateway");
@@ -740,6 +741,35 @@ async fn a_reply_posted_just_before_a_crash_shows_once_after_the_restart() {
     .await;
     kit.home.outbox_drained(WAIT).await;
     settle().await;
+    assert_eq!(kit.fake.shown(&dm), ["only once"]);
+    assert_eq!(kit.fake.nonce_hits(), 1, "recognised by its nonce");
+}
+
+/// Discord took a reply but the connection was reset before its answer came back: the
+/// reply is posted again with the same nonce (`enforce_nonce`), and shows once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_whose_answer_is_lost_to_a_connection_reset_shows_once() {
+    let kit = open_kit().await;
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.llm.push(Reply::text("only once"));
+    kit.fake.reset_next_send(When::AfterHandling);
+    kit.fake.message(&dm, &alice, "hello", true);
+    kit.shown(&dm, 1).await;
+    let fake = kit.fake.clone();
+    let posts = format!("/channels/{dm}/messages");
+    eventually(WAIT, "the post to be made again", || {
+        (fake.calls(&posts).len() >= 2).then_some(())
+    })
+    .await;
+    kit.home.outbox_drained(WAIT).await;
+    settle().await;
+    assert_eq!(
+        kit.fake.resets().done(),
+        1,
+        "the post's connection was reset"
+    );
     assert_eq!(kit.fake.shown(&dm), ["only once"]);
     assert_eq!(kit.fake.nonce_hits(), 1, "recognised by its nonce");
 }

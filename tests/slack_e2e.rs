@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use hermes_testkit::conformance::{Kit, PlatformFake};
 use hermes_testkit::eventually;
 use hermes_testkit::llm::{Reply, image_bytes, last_user_text};
+use hermes_testkit::reset::When;
 use hermes_testkit::slack::{FakeSlack, GROUP_CHANNEL, Signing};
 use serde_json::Value;
 
@@ -510,6 +511,34 @@ async fn a_reply_posted_just_before_a_crash_shows_once_after_the_restart() {
     .await;
     kit.home.outbox_drained(WAIT).await;
     settle().await;
+    assert_eq!(kit.fake.shown(&dm), ["only once"]);
+    assert_eq!(kit.fake.calls("chat.postMessage").len(), 1, "posted once");
+}
+
+/// Slack took a reply but the connection was reset before its answer came back: the
+/// gateway finds the reply by the key in its metadata and does not post it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_whose_answer_is_lost_to_a_connection_reset_shows_once() {
+    let kit = kit(FakeSlack::start().await).await;
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.llm.push(Reply::text("only once"));
+    kit.fake.reset_next_send(When::AfterHandling);
+    kit.fake.write(&dm, &alice, "hello", true);
+    kit.shown(&dm, 1).await;
+    let fake = kit.fake.clone();
+    eventually(WAIT, "the history to be read", || {
+        (!fake.calls("conversations.history").is_empty()).then_some(())
+    })
+    .await;
+    kit.home.outbox_drained(WAIT).await;
+    settle().await;
+    assert_eq!(
+        kit.fake.resets().done(),
+        1,
+        "the post's connection was reset"
+    );
     assert_eq!(kit.fake.shown(&dm), ["only once"]);
     assert_eq!(kit.fake.calls("chat.postMessage").len(), 1, "posted once");
 }

@@ -9,6 +9,7 @@ use common::*;
 use hermes_testkit::daemon::Daemon;
 use hermes_testkit::eventually;
 use hermes_testkit::llm::{Reply, last_user_text};
+use hermes_testkit::reset::When;
 use hermes_testkit::telegram::Fault;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -774,4 +775,30 @@ async fn a_revoked_token_is_reported_and_the_daemon_exits_78() {
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(stderr.contains("TELEGRAM_BOT_TOKEN"), "{stderr}");
+}
+
+/// A long poll whose connection is reset after Telegram handed out a message: the message
+/// was never confirmed (the offset did not move past it), so the next poll fetches it again,
+/// and it is answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_handed_out_on_a_reset_connection_is_fetched_again_and_answered_once() {
+    let w = World::allow_all().await;
+    let _d = w.start();
+    w.telegram.dm(ALICE, "warm up");
+    w.replies(ALICE, 1).await;
+    // The next poll to arrive waits for news, hands out the message, and is then cut.
+    w.telegram.resets.arm(1, When::AfterHandling, |_, path, _| {
+        path.to_ascii_lowercase().ends_with("/getupdates")
+    });
+    let t = w.telegram.clone();
+    eventually(WAIT, "a poll on the armed connection", || {
+        (t.resets.done() == 1).then_some(())
+    })
+    .await;
+    w.telegram.dm(ALICE, "are you there?");
+    let replies = w.replies(ALICE, 2).await;
+    assert_eq!(replies[1], "echo: are you there?");
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 2, "answered once");
+    assert_eq!(w.llm.requests().len(), 2, "one turn for it");
 }

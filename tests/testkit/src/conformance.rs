@@ -83,6 +83,11 @@ pub trait PlatformFake: Send + Sync + 'static {
     /// The next message the bot sends is refused as over the rate limit, with the
     /// platform's hint to wait `seconds`.
     fn rate_limit_next_send(&self, seconds: u64);
+    /// The connection of the next message the bot sends is reset, `when` the platform had
+    /// or had not yet taken it.
+    fn reset_next_send(&self, when: crate::reset::When);
+    /// The connection resets armed on the fake's HTTP server.
+    fn resets(&self) -> &crate::reset::Resets;
     /// Whether the fake delivers to the daemon's own HTTP server (a webhook platform), so
     /// [`Kit::start`] must tell it where that is.
     fn needs_daemon_http(&self) -> bool {
@@ -558,6 +563,37 @@ pub async fn a_refused_send_is_retried_after_the_wait_and_shows_once<F: Platform
     );
 }
 
+/// A message whose connection is reset before the platform took it is sent again, and
+/// shows once.
+pub async fn a_send_cut_by_a_connection_reset_is_sent_again_and_shows_once<F: PlatformFake>(
+    fake: F,
+    binary: &str,
+) {
+    let kit = Kit::open(fake, binary).await;
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let chat = kit.fake.dm_chat(&alice);
+    kit.fake.write(&chat, &alice, "warm up", true);
+    kit.shown(&chat, 1).await;
+    kit.llm.push(Reply::text("through the reset"));
+    kit.fake.reset_next_send(crate::reset::When::BeforeHandling);
+    kit.fake.write(&chat, &alice, "are you there?", true);
+    let shown = kit.shown(&chat, 2).await;
+    assert_eq!(shown[1], "through the reset");
+    assert_eq!(
+        kit.fake.resets().done(),
+        1,
+        "the send's connection was reset"
+    );
+    settle().await;
+    assert_eq!(
+        kit.fake.shown(&chat).len(),
+        2,
+        "shown once: {:?}",
+        kit.fake.shown(&chat)
+    );
+}
+
 /// A daemon killed in the middle of a turn answers the message after its restart, once.
 pub async fn a_restart_mid_turn_loses_nothing<F: PlatformFake>(fake: F, binary: &str) {
     let kit = Kit::open(fake, binary).await;
@@ -595,6 +631,7 @@ macro_rules! conformance_suite {
             a_press_by_a_stranger_is_refused,
             a_stranger_reaches_neither_the_model_nor_a_command,
             a_refused_send_is_retried_after_the_wait_and_shows_once,
+            a_send_cut_by_a_connection_reset_is_sent_again_and_shows_once,
             the_working_indicator_is_shown_and_ended,
             the_chat_limit_holds_for_sends_edits_and_indicators_together,
             a_streamed_reply_is_one_message_edited_in_place,

@@ -348,7 +348,23 @@ impl Fleet {
                 rows.collect()
             })
             .unwrap_or_default();
-        format!("inbox {inbox:?}, outbox {outbox:?}")
+        // Meta's deliveries of it (WhatsApp only): each attempt's status, 0 = no answer.
+        let posts: Vec<String> = self
+            .whatsapp
+            .deliveries()
+            .iter()
+            .filter(|d| d.body.contains(token))
+            .map(|d| format!("#{}:{}", d.attempt, d.status))
+            .collect();
+        let posts = match posts.len() {
+            0..=12 => posts.join(" "),
+            n => format!(
+                "{} … {} ({n} attempts)",
+                posts[..6].join(" "),
+                posts[n - 6..].join(" ")
+            ),
+        };
+        format!("inbox {inbox:?}, outbox {outbox:?}, webhook posts [{posts}]")
     }
 
     fn tool_marks(&self) -> usize {

@@ -266,6 +266,8 @@ pub struct FakeDiscord {
     /// The REST + CDN server and the gateway listener.
     pub http_addr: SocketAddr,
     pub ws_addr: SocketAddr,
+    /// Connection resets armed on its HTTP server.
+    pub resets: crate::reset::Resets,
 }
 
 impl FakeDiscord {
@@ -302,11 +304,10 @@ impl FakeDiscord {
             })),
             http_addr,
             ws_addr,
+            resets: Default::default(),
         };
         let app = rest::router(fake.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(http, app).await;
-        });
+        tokio::spawn(crate::reset::serve(http, app, fake.resets.clone()));
         tokio::spawn(gateway::serve(fake.clone(), ws));
         fake
     }
@@ -857,6 +858,16 @@ impl crate::conformance::PlatformFake for FakeDiscord {
 
     fn rate_limit_next_send(&self, seconds: u64) {
         self.rate_limit_next("/messages", 1, seconds as f64, false);
+    }
+
+    fn resets(&self) -> &crate::reset::Resets {
+        &self.resets
+    }
+
+    fn reset_next_send(&self, when: crate::reset::When) {
+        self.resets.arm(1, when, |method, path, _| {
+            method == axum::http::Method::POST && path.ends_with("/messages")
+        });
     }
 
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)> {

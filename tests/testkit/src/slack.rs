@@ -539,6 +539,8 @@ pub struct FakeSlack {
     /// The Web API, file and `response_url` server, and the Socket Mode listener.
     pub http_addr: SocketAddr,
     pub ws_addr: SocketAddr,
+    /// Connection resets armed on its HTTP server.
+    pub resets: crate::reset::Resets,
 }
 
 impl FakeSlack {
@@ -593,11 +595,10 @@ impl FakeSlack {
             })),
             http_addr,
             ws_addr,
+            resets: Default::default(),
         };
         let app = api::router(fake.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(http, app).await;
-        });
+        tokio::spawn(crate::reset::serve(http, app, fake.resets.clone()));
         tokio::spawn(socket::serve(fake.clone(), ws));
         if mode == Mode::Socket {
             tokio::spawn(socket::tick(fake.clone()));
@@ -895,6 +896,15 @@ impl crate::conformance::PlatformFake for FakeSlack {
 
     fn rate_limit_next_send(&self, seconds: u64) {
         self.rate_limit_next("chat.postMessage", 1, seconds);
+    }
+
+    fn resets(&self) -> &crate::reset::Resets {
+        &self.resets
+    }
+
+    fn reset_next_send(&self, when: crate::reset::When) {
+        self.resets
+            .arm(1, when, |_, path, _| path.ends_with("/chat.postMessage"));
     }
 
     fn working(&self, chat: &str) -> Vec<(Instant, WorkingEvent)> {

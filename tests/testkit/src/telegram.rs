@@ -83,6 +83,8 @@ pub struct FakeTelegram {
     inner: Arc<Mutex<Inner>>,
     news: Arc<Notify>,
     pub addr: SocketAddr,
+    /// Connection resets armed on its HTTP server.
+    pub resets: crate::reset::Resets,
 }
 
 impl FakeTelegram {
@@ -105,14 +107,13 @@ impl FakeTelegram {
             })),
             news: Arc::new(Notify::new()),
             addr,
+            resets: Default::default(),
         };
         let app = Router::new()
             .route("/{bot}/{method}", post(handle))
             .route("/file/{bot}/{*path}", axum::routing::get(download))
             .with_state(fake.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        tokio::spawn(crate::reset::serve(listener, app, fake.resets.clone()));
         fake
     }
 
@@ -803,6 +804,17 @@ impl crate::conformance::PlatformFake for FakeTelegram {
 
     fn rate_limit_next_send(&self, seconds: u64) {
         self.fail_next("sendMessage", Fault::RetryAfter(seconds));
+    }
+
+    fn resets(&self) -> &crate::reset::Resets {
+        &self.resets
+    }
+
+    fn reset_next_send(&self, when: crate::reset::When) {
+        // teloxide writes the method as `SendMessage`; Telegram ignores the case.
+        self.resets.arm(1, when, |_, path, _| {
+            path.to_ascii_lowercase().ends_with("/sendmessage")
+        });
     }
 
     fn working(&self, chat: &str) -> Vec<(Instant, crate::conformance::WorkingEvent)> {

@@ -304,6 +304,8 @@ pub struct FakeWhatsApp {
     pub addr: SocketAddr,
     /// Posts the webhook deliveries.
     client: reqwest::Client,
+    /// Connection resets armed on its HTTP server.
+    pub resets: crate::reset::Resets,
 }
 
 impl FakeWhatsApp {
@@ -346,11 +348,10 @@ impl FakeWhatsApp {
             })),
             addr,
             client,
+            resets: Default::default(),
         };
         let app = graph::router(fake.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        tokio::spawn(crate::reset::serve(listener, app, fake.resets.clone()));
         tokio::spawn(webhook::sender(fake.clone(), rx));
         fake
     }
@@ -600,6 +601,19 @@ impl crate::conformance::PlatformFake for FakeWhatsApp {
 
     fn fail_next_send(&self, status: u16) {
         self.fail_next_sends(1, status, 131000, "Something went wrong");
+    }
+
+    fn resets(&self) -> &crate::reset::Resets {
+        &self.resets
+    }
+
+    fn reset_next_send(&self, when: crate::reset::When) {
+        // Read receipts go to the same endpoint, with a `status`.
+        self.resets.arm(1, when, |method, path, body| {
+            let receipt = serde_json::from_slice::<serde_json::Value>(body)
+                .is_ok_and(|request| request.get("status").is_some());
+            method == axum::http::Method::POST && path.ends_with("/messages") && !receipt
+        });
     }
 
     fn rate_limit_next_send(&self, _seconds: u64) {
