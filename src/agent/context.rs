@@ -27,7 +27,7 @@ pub(super) fn cost(m: &StoredMessage) -> usize {
 /// The newest history that fits in `budget` tokens, never starting inside a tool exchange.
 /// A compression summary among what is cut is kept in front when it fits: it stands for
 /// everything before it.
-pub(super) fn trim_history(history: &[StoredMessage], budget: usize) -> Vec<StoredMessage> {
+pub(super) fn trim_history(history: &[StoredMessage], budget: usize) -> Vec<&StoredMessage> {
     let mut used = 0;
     let mut start = history.len();
     for (i, m) in history.iter().enumerate().rev() {
@@ -52,9 +52,9 @@ pub(super) fn trim_history(history: &[StoredMessage], budget: usize) -> Vec<Stor
     });
     let mut kept = Vec::with_capacity(history.len() - start + 1);
     if let Some(summary) = summary.filter(|s| used + cost(s) <= budget) {
-        kept.push(summary.clone());
+        kept.push(summary);
     }
-    kept.extend_from_slice(&history[start..]);
+    kept.extend(&history[start..]);
     kept
 }
 
@@ -156,7 +156,7 @@ mod tests {
                 .starts_with(crate::store::SUMMARY_OPENING)
         );
         assert!(kept[1].content.as_deref().unwrap().starts_with('q'));
-        let total: usize = kept.iter().map(cost).sum();
+        let total: usize = kept.iter().map(|m| cost(m)).sum();
         assert!(total <= 1_000, "{total}");
     }
 

@@ -98,7 +98,7 @@ impl AgentRuntime {
             let used = fit_tool_results(&mut new_messages, budget);
             let kept = trim_history(&history, budget.saturating_sub(used));
             let mut wire = vec![json!({"role": "system", "content": system})];
-            wire.extend(kept.iter().map(to_wire));
+            wire.extend(kept.iter().map(|m| to_wire(m)));
             wire.extend(new_messages.iter().enumerate().map(|(i, m)| {
                 let mut message = to_wire(m);
                 if i == with_images && !images.is_empty() {
@@ -113,10 +113,13 @@ impl AgentRuntime {
                 wire.push(json!({"role": "assistant", "content": partial}));
                 wire.push(json!({"role": "user", "content": CONTINUE}));
             }
-            let error = match llm
+            let result = llm
                 .complete_streaming(&wire, &tools, &cancel, input.stream.as_ref())
-                .await
-            {
+                .await;
+            // The request's copies of the conversation are rebuilt for the next call: not
+            // kept while tools run (a long conversation makes them the turn's largest).
+            drop((wire, kept));
+            let error = match result {
                 Ok(completion) => {
                     input
                         .usage
@@ -352,7 +355,7 @@ impl AgentRuntime {
         let used = fit_tool_results(&mut new_messages, budget);
         let kept = trim_history(history, budget.saturating_sub(used));
         let mut wire = vec![json!({"role": "system", "content": system})];
-        wire.extend(kept.iter().map(to_wire));
+        wire.extend(kept.iter().map(|m| to_wire(m)));
         wire.extend(new_messages.iter().map(to_wire));
         wire.push(json!({"role": "user", "content": GRACE}));
         let grace = llm

@@ -221,8 +221,17 @@ enum Attempt {
 /// One call's request, built once for all its attempts.
 struct Request {
     url: String,
-    body: Value,
+    /// The JSON body, serialised once for all attempts (a long conversation's body is the
+    /// call's largest allocation; as a `Value` it would take several times the bytes).
+    body: bytes::Bytes,
+    /// Whether the body asks for `stream_options`.
+    stream_options: bool,
     headers: Vec<(&'static str, String)>,
+}
+
+/// `body` as the bytes of a request (a `Value` always serialises).
+fn serialised(body: &Value) -> bytes::Bytes {
+    serde_json::to_vec(body).map(Into::into).unwrap_or_default()
 }
 
 impl LlmClient {
@@ -294,15 +303,18 @@ impl LlmClient {
                 if let Some(key) = &config.api_key {
                     headers.push(("authorization", format!("Bearer {}", key.expose())));
                 }
+                let body = openai::body(config, messages, tools, stream_options);
                 Request {
                     url: format!("{}/chat/completions", config.base_url),
-                    body: openai::body(config, messages, tools, stream_options),
+                    stream_options: body.get("stream_options").is_some(),
+                    body: serialised(&body),
                     headers,
                 }
             }
             Dialect::Anthropic => Request {
                 url: anthropic::url(&config.base_url),
-                body: anthropic::body(config, messages, tools),
+                body: serialised(&anthropic::body(config, messages, tools)),
+                stream_options: false,
                 headers: anthropic::headers(config),
             },
         }
@@ -338,9 +350,7 @@ impl LlmClient {
                 Err(Attempt::Fatal(LlmError::Refused {
                     status: 400,
                     message,
-                })) if message.contains("stream_options")
-                    && request.body.get("stream_options").is_some() =>
-                {
+                })) if message.contains("stream_options") && request.stream_options => {
                     tracing::info!(
                         "llm: the provider does not take stream_options; asking without"
                     );
@@ -378,7 +388,11 @@ impl LlmClient {
         if let Some(deltas) = deltas {
             let _ = deltas.send(StreamDelta::Restart);
         }
-        let mut builder = self.http.post(&request.url).json(&request.body);
+        let mut builder = self
+            .http
+            .post(&request.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(request.body.clone());
         // What errors name: the URL without credentials or query.
         let url = &shown_url(&request.url);
         for (name, value) in &request.headers {

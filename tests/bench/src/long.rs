@@ -12,7 +12,7 @@ use serde_json::json;
 pub const USAGE: &str =
     "usage: hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
-                         [--context-length TOKENS] [--daemon PATH]";
+                         [--context-length TOKENS] [--message-bytes N] [--daemon PATH]";
 
 struct Args {
     daemon: String,
@@ -114,6 +114,7 @@ async fn soak_run(args: &Args) -> Result<ExitCode, String> {
         "seed",
         "tool-percent",
         "context-length",
+        "message-bytes",
     ];
     args.check(&known)?;
     let minutes = |name, default| Duration::from_secs_f64(args.number(name, default) * 60.0);
@@ -125,6 +126,7 @@ async fn soak_run(args: &Args) -> Result<ExitCode, String> {
         chats: args.number("chats", 5.0) as u32,
         seed: args.number("seed", 1.0) as u64,
         tool_percent: args.number("tool-percent", 25.0) as u64,
+        message_bytes: args.number("message-bytes", 0.0) as usize,
         context_length: args
             .numbers
             .iter()
@@ -132,11 +134,11 @@ async fn soak_run(args: &Args) -> Result<ExitCode, String> {
             .then(|| args.number("context-length", 0.0) as u64),
     };
     let report = soak::soak(&plan).await;
-    println!("  t(s)   rss(KiB)  fds  threads  tasks  answered");
+    println!("  t(s)   rss(KiB)  anon(KiB)  fds  threads  tasks  answered");
     for s in &report.samples {
         println!(
-            "{:>6.0} {:>10} {:>4} {:>8} {:>6} {:>9}",
-            s.seconds, s.rss_kib, s.fds, s.threads, s.tasks, s.answered
+            "{:>6.0} {:>10} {:>10} {:>4} {:>8} {:>6} {:>9}",
+            s.seconds, s.rss_kib, s.anon_kib, s.fds, s.threads, s.tasks, s.answered
         );
     }
     let out = report.json(plan.warmup);

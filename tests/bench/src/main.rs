@@ -32,7 +32,7 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
 
        hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
-                         [--context-length TOKENS] [--daemon PATH]";
+                         [--context-length TOKENS] [--message-bytes N] [--daemon PATH]";
 
 const PHASES: [&str; 4] = ["starts", "sequential", "tool", "loops"];
 

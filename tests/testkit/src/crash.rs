@@ -99,6 +99,8 @@ pub struct Report {
     pub approvals_untold: Vec<String>,
     /// Messages shown that are neither an answer nor a restart notice.
     pub other_shown: Vec<String>,
+    /// Answers to two or more messages at once (one came while the other was answered).
+    pub joined: usize,
     pub seconds: f64,
 }
 
@@ -141,6 +143,7 @@ impl Report {
             "approvals_ran": self.approvals_ran.len(),
             "approvals_untold": self.approvals_untold.len(),
             "other_shown": self.other_shown.len(),
+            "joined": self.joined,
             "seconds": (self.seconds * 10.0).round() / 10.0,
         })
     }
@@ -162,11 +165,12 @@ impl Report {
             out.push_str(&format!("  doubled on {platform:<9} {}\n", tokens.len()));
         }
         out.push_str(&format!(
-            "  approvals {} (ran {}, not told {}); other messages shown {}\n",
+            "  approvals {} (ran {}, not told {}); other messages shown {}; joined answers {}\n",
             self.approvals,
             self.approvals_ran.len(),
             self.approvals_untold.len(),
-            self.other_shown.len()
+            self.other_shown.len(),
+            self.joined
         ));
         for shown in self.other_shown.iter().take(10) {
             out.push_str(&format!("    other: {shown:?}\n"));
@@ -279,6 +283,10 @@ impl Fleet {
         let marks = self.marks.clone();
         let asked: Arc<Mutex<HashMap<String, usize>>> = Default::default();
         self.llm.answer_by_default(move |request| {
+            // Asked without tools: the summary of a conversation being compressed.
+            if request["tools"].is_null() {
+                return Reply::text("Summary: the person sent messages and got answers.");
+            }
             let text = last_user_text(request);
             let mut words = text.split_whitespace();
             let (kind, token) = loop {
@@ -300,7 +308,17 @@ impl Fleet {
                 *n += 1;
                 *n
             };
-            let answer = format!("ok {token}");
+            // A message that came while an earlier one was being answered joins it (the
+            // default busy mode, `interrupt`): one answer, a line for each.
+            let mut pending = pending_tokens(request);
+            if pending.is_empty() {
+                pending.push(token.clone());
+            }
+            let answer = pending
+                .iter()
+                .map(|t| format!("ok {t}"))
+                .collect::<Vec<_>>()
+                .join("\n");
             match kind {
                 _ if after_tool => Reply::text(answer),
                 "say" => Reply::Paced {
@@ -380,12 +398,54 @@ impl Fleet {
         self.discord.calls("/messages").len() + self.slack.calls("chat.postMessage").len()
     }
 
-    /// How many of `chat`'s shown messages are exactly the answer to `token`.
+    /// How many of `chat`'s shown messages answer `token` (a line `ok <token>`; an answer
+    /// to messages that joined has a line for each).
     pub(crate) fn answers(&self, w: &Written) -> usize {
         let answer = format!("ok {}", w.token);
         let shown = self.fake(w.platform).shown(&w.chat);
-        shown.iter().filter(|m| m.trim() == answer).count()
+        shown
+            .iter()
+            .filter(|m| m.lines().any(|line| line.trim() == answer))
+            .count()
     }
+}
+
+/// The tokens of the people's messages this request answers: those in user messages after
+/// the last answer given (an assistant message without tool calls), oldest first.
+fn pending_tokens(request: &Value) -> Vec<String> {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let since = messages
+        .iter()
+        .rposition(|m| {
+            m["role"] == "assistant" && m["tool_calls"].as_array().is_none_or(|c| c.is_empty())
+        })
+        .map_or(0, |i| i + 1);
+    let mut tokens = Vec::new();
+    for message in &messages[since..] {
+        if message["role"] != "user" {
+            continue;
+        }
+        let text = message["content"].as_str().unwrap_or_default();
+        let mut words = text.split_whitespace();
+        while let Some(word) = words.next() {
+            if matches!(word, "say" | "tool" | "approve")
+                && let Some(token) = words.next()
+                && !tokens.iter().any(|t| t == token)
+            {
+                tokens.push(token.to_owned());
+            }
+        }
+    }
+    tokens
+}
+
+/// About `bytes` bytes of ordinary words (none of them a message kind).
+pub(crate) fn filler(bytes: usize) -> String {
+    const WORDS: &str =
+        "the quick brown fox jumps over a lazy dog while we talk about plans for the week ";
+    WORDS.repeat(bytes / WORDS.len() + 1)[..bytes]
+        .trim()
+        .to_owned()
 }
 
 /// A small deterministic generator (splitmix64).
@@ -414,6 +474,9 @@ pub(crate) struct Writers {
     counter: usize,
     /// The share of messages (in percent) whose answer runs a tool first.
     pub(crate) tool_percent: u64,
+    /// Words written after each message's token, so a message is about this many bytes
+    /// longer (people write sentences, not tokens).
+    pub(crate) filler: String,
 }
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -425,6 +488,7 @@ impl Writers {
             last: HashMap::new(),
             counter: 0,
             tool_percent: 25,
+            filler: String::new(),
         }
     }
 
@@ -449,7 +513,8 @@ impl Writers {
             std::fs::create_dir_all(&victim).unwrap();
             std::fs::write(victim.join("precious.txt"), "data").unwrap();
         }
-        fake.write(&chat, &who, &format!("{kind} {token}"), true);
+        let text = format!("{kind} {token} {}", self.filler);
+        fake.write(&chat, &who, text.trim_end(), true);
         self.written.push(Written {
             platform,
             chat,
@@ -679,14 +744,41 @@ async fn finish(fleet: &Fleet, writers: &Writers, report: &mut Report) {
         }
         for m in shown {
             let m = m.trim();
-            let known = answers.iter().any(|a| a == m) || m.contains("NOT run");
+            let known = m.contains("NOT run")
+                || m.lines()
+                    .all(|line| answers.iter().any(|a| a == line.trim()));
             if !known {
                 report
                     .other_shown
                     .push(format!("{}: {m}", NAMES[*platform]));
+            } else if m.lines().filter(|l| l.trim().starts_with("ok ")).count() > 1 {
+                report.joined += 1;
             }
         }
     }
     let expected: usize = writers.written.iter().map(|w| w.calls).sum();
     report.turns_redone = fleet.llm.requests().len().saturating_sub(expected);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_answers_every_message_since_the_last_answer() {
+        let request = json!({"messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "say w1"},
+            {"role": "assistant", "content": "ok w1"},
+            // An interrupted turn's work, carried over, then the message that interrupted.
+            {"role": "user", "content": "tool w2 the quick brown fox"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]},
+            {"role": "tool", "content": "done", "tool_call_id": "c1"},
+            {"role": "user", "content": "say w3"},
+        ]});
+        assert_eq!(pending_tokens(&request), ["w2", "w3"]);
+        let fresh = json!({"messages": [{"role": "user", "content": "approve w9"}]});
+        assert_eq!(pending_tokens(&fresh), ["w9"]);
+        assert_eq!(filler(20), "the quick brown fox");
+    }
 }

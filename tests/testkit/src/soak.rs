@@ -22,6 +22,8 @@ pub struct SoakPlan {
     pub seed: u64,
     /// The share of messages (percent) whose answer runs a tool first.
     pub tool_percent: u64,
+    /// How much longer than its token each message is (bytes of ordinary words).
+    pub message_bytes: usize,
     /// The model's context window the daemon is told of (tokens); `None`: 131,072.
     pub context_length: Option<u64>,
 }
@@ -31,6 +33,8 @@ pub struct SoakPlan {
 pub struct Sample {
     pub seconds: f64,
     pub rss_kib: u64,
+    /// Of which anonymous memory (the heap, stacks): what the allocator holds.
+    pub anon_kib: u64,
     pub fds: u64,
     pub threads: u64,
     /// Tasks alive on the runtime (`hermes_runtime_tasks`); 0 when `/metrics` did not answer.
@@ -82,6 +86,7 @@ impl SoakReport {
             "tasks_last": last.map(|s| s.tasks),
             "slope_after_warmup_per_minute": {
                 "rss_kib": round(self.slope(warmup, |s| s.rss_kib as f64)),
+                "anon_kib": round(self.slope(warmup, |s| s.anon_kib as f64)),
                 "fds": round(self.slope(warmup, |s| s.fds as f64)),
                 "threads": round(self.slope(warmup, |s| s.threads as f64)),
                 "tasks": round(self.slope(warmup, |s| s.tasks as f64)),
@@ -129,6 +134,7 @@ pub async fn soak(plan: &SoakPlan) -> SoakReport {
     let mut rng = Rng(plan.seed);
     let mut writers = Writers::new();
     writers.tool_percent = plan.tool_percent;
+    writers.filler = crate::crash::filler(plan.message_bytes);
     let started = Instant::now();
     let mut samples = Vec::new();
     let mut next_sample = started;
@@ -139,6 +145,7 @@ pub async fn soak(plan: &SoakPlan) -> SoakReport {
             samples.push(Sample {
                 seconds: started.elapsed().as_secs_f64(),
                 rss_kib: status_field(pid, "VmRSS:"),
+                anon_kib: status_field(pid, "RssAnon:"),
                 fds: open_fds(pid),
                 threads: status_field(pid, "Threads:"),
                 tasks: runtime_tasks(&http, &addr).await,
