@@ -531,35 +531,52 @@ pub async fn a_stranger_reaches_neither_the_model_nor_a_command<F: PlatformFake>
     }
 }
 
-/// A send the platform refuses with a server error, then with a rate limit, is tried again
-/// (after the wait the platform asked for) and shows once; the person sees no error.
-pub async fn a_refused_send_is_retried_after_the_wait_and_shows_once<F: PlatformFake>(
+/// In a DM that has been answered once, `fault` is armed and a second message written;
+/// its answer, `reply`, must show, once. Returns how long it took.
+async fn answered_once_through<F: PlatformFake>(
     fake: F,
     binary: &str,
-) {
+    reply: &str,
+    fault: impl FnOnce(&F),
+) -> (Kit<F>, Duration) {
     let kit = Kit::open(fake, binary).await;
-    let _d = kit.start();
+    let daemon = kit.start();
     let alice = kit.fake.person(1);
     let chat = kit.fake.dm_chat(&alice);
     kit.fake.write(&chat, &alice, "warm up", true);
     kit.shown(&chat, 1).await;
-    kit.llm.push(Reply::text("through the storm"));
-    kit.fake.fail_next_send(502);
-    kit.fake.rate_limit_next_send(2);
+    kit.llm.push(Reply::text(reply));
+    fault(&kit.fake);
     let asked = Instant::now();
     kit.fake.write(&chat, &alice, "are you there?", true);
     let shown = kit.shown(&chat, 2).await;
-    assert_eq!(shown[1], "through the storm");
-    assert!(
-        asked.elapsed() >= Duration::from_secs(2),
-        "the rate limit's wait was kept"
-    );
+    let took = asked.elapsed();
+    assert_eq!(shown[1], reply);
     settle().await;
     assert_eq!(
         kit.fake.shown(&chat).len(),
         2,
         "shown once: {:?}",
         kit.fake.shown(&chat)
+    );
+    drop(daemon);
+    (kit, took)
+}
+
+/// A send the platform refuses with a server error, then with a rate limit, is tried again
+/// (after the wait the platform asked for) and shows once; the person sees no error.
+pub async fn a_refused_send_is_retried_after_the_wait_and_shows_once<F: PlatformFake>(
+    fake: F,
+    binary: &str,
+) {
+    let (_, took) = answered_once_through(fake, binary, "through the storm", |fake| {
+        fake.fail_next_send(502);
+        fake.rate_limit_next_send(2);
+    })
+    .await;
+    assert!(
+        took >= Duration::from_secs(2),
+        "the rate limit's wait was kept"
     );
 }
 
@@ -569,28 +586,14 @@ pub async fn a_send_cut_by_a_connection_reset_is_sent_again_and_shows_once<F: Pl
     fake: F,
     binary: &str,
 ) {
-    let kit = Kit::open(fake, binary).await;
-    let _d = kit.start();
-    let alice = kit.fake.person(1);
-    let chat = kit.fake.dm_chat(&alice);
-    kit.fake.write(&chat, &alice, "warm up", true);
-    kit.shown(&chat, 1).await;
-    kit.llm.push(Reply::text("through the reset"));
-    kit.fake.reset_next_send(crate::reset::When::BeforeHandling);
-    kit.fake.write(&chat, &alice, "are you there?", true);
-    let shown = kit.shown(&chat, 2).await;
-    assert_eq!(shown[1], "through the reset");
+    let (kit, _) = answered_once_through(fake, binary, "through the reset", |fake| {
+        fake.reset_next_send(crate::reset::When::BeforeHandling)
+    })
+    .await;
     assert_eq!(
         kit.fake.resets().done(),
         1,
         "the send's connection was reset"
-    );
-    settle().await;
-    assert_eq!(
-        kit.fake.shown(&chat).len(),
-        2,
-        "shown once: {:?}",
-        kit.fake.shown(&chat)
     );
 }
 
