@@ -745,6 +745,42 @@ async fn a_reply_posted_just_before_a_crash_shows_once_after_the_restart() {
     assert_eq!(kit.fake.nonce_hits(), 1, "recognised by its nonce");
 }
 
+/// Discord took a file but the connection was reset before its answer came back: the file
+/// is posted again with the same nonce (`enforce_nonce`), and shows once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_whose_answer_is_lost_to_a_connection_reset_shows_once() {
+    let kit = open_kit().await;
+    let chart = kit.home.dir.join("work").join("chart.png");
+    std::fs::write(&chart, b"\x89PNG chart").unwrap();
+    kit.llm.push(Reply::text(format!(
+        "Here is a chart.\nMEDIA:{}",
+        chart.display()
+    )));
+    kit.fake
+        .resets
+        .arm(1, When::AfterHandling, |method, path, body| {
+            let upload = body.windows(9).any(|w| w == b"chart.png");
+            method == axum::http::Method::POST && path.ends_with("/messages") && upload
+        });
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "a chart, please", true);
+    let fake = kit.fake.clone();
+    eventually(WAIT, "the file to be posted again", || {
+        (fake.nonce_hits() >= 1).then_some(())
+    })
+    .await;
+    kit.home.outbox_drained(WAIT).await;
+    settle().await;
+    assert_eq!(
+        kit.fake.resets().done(),
+        1,
+        "the upload's connection was reset"
+    );
+    assert_eq!(kit.fake.sent_files(&dm).len(), 1, "shown once");
+}
+
 /// Discord took a reply but the connection was reset before its answer came back: the
 /// reply is posted again with the same nonce (`enforce_nonce`), and shows once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

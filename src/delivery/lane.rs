@@ -171,6 +171,7 @@ impl Lane {
                 chat: row.chat.clone(),
                 file: file.clone(),
                 reply_to: row.reply_to.clone(),
+                once: None,
             };
         }
         let sent_as = match row.edit_of {
@@ -225,7 +226,7 @@ impl Lane {
             if !std::mem::take(&mut first) {
                 self.refresh(&row, &mut action, plain_only).await;
             }
-            if let Outbound::Text { once, .. } = &mut action {
+            if let Outbound::Text { once, .. } | Outbound::File { once, .. } = &mut action {
                 *once = Some(SendOnce {
                     key: once_key(&row),
                     maybe_sent,

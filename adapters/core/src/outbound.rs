@@ -140,6 +140,8 @@ pub enum Outbound {
         chat: ChatRef,
         file: OutboundFile,
         reply_to: Option<String>,
+        /// Makes a second attempt at this file recognisable, where the platform allows.
+        once: Option<SendOnce>,
     },
 }
 

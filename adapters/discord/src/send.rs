@@ -122,12 +122,7 @@ impl DiscordSender {
         } else if let Some(id) = reply_to.filter(|id| replyable(chat, id)) {
             payload["message_reference"] = json!({"message_id": id, "fail_if_not_exists": false});
         }
-        // Posted again with the same nonce within a few minutes, Discord answers with the
-        // first message instead of showing a second.
-        if let Some(once) = once {
-            payload["nonce"] = json!(once.key);
-            payload["enforce_nonce"] = json!(true);
-        }
+        once_only(&mut payload, once);
         let sent = self
             .rest
             .call(
@@ -215,6 +210,7 @@ impl DiscordSender {
         chat: &ChatRef,
         file: &OutboundFile,
         reply_to: Option<&str>,
+        once: Option<SendOnce>,
     ) -> Result<Delivered, SendError> {
         let bytes = tokio::fs::read(&file.path).await.map_err(|e| {
             SendError::Rejected(format!("cannot read {}: {e}", file.path.display()))
@@ -229,6 +225,7 @@ impl DiscordSender {
         if let Some(id) = reply_to.filter(|id| replyable(chat, id)) {
             payload["message_reference"] = json!({"message_id": id, "fail_if_not_exists": false});
         }
+        once_only(&mut payload, once.as_ref());
         let upload = Upload {
             name: file.name.clone(),
             bytes,
@@ -330,7 +327,8 @@ impl PlatformSender for DiscordSender {
                 chat,
                 file,
                 reply_to,
-            } => self.file(&chat, &file, reply_to.as_deref()).await,
+                once,
+            } => self.file(&chat, &file, reply_to.as_deref(), once).await,
         }
     }
 
@@ -406,6 +404,15 @@ fn content(body: &MessageBody) -> String {
     body.markup
         .clone()
         .unwrap_or_else(|| markdown::escape(&body.plain))
+}
+
+/// Posted again with the same nonce within a few minutes, Discord answers with the first
+/// message instead of showing a second.
+fn once_only(payload: &mut Value, once: Option<&SendOnce>) {
+    if let Some(once) = once {
+        payload["nonce"] = json!(once.key);
+        payload["enforce_nonce"] = json!(true);
+    }
 }
 
 /// Nobody is pinged by what the model wrote: no `@everyone`/`@here`, no roles, no users;

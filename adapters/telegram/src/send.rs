@@ -170,6 +170,7 @@ impl PlatformSender for TelegramSender {
                 chat,
                 file,
                 reply_to,
+                ..
             } => self.send_file(&chat, &file, reply_to.as_deref()).await,
         }
     }

@@ -450,6 +450,7 @@ impl PlatformSender for WhatsAppSender {
                 chat,
                 file,
                 reply_to,
+                ..
             } => self.file(&chat, &file, reply_to.as_deref()).await,
         }
     }
