@@ -757,7 +757,7 @@ async fn a_file_whose_answer_is_lost_to_a_connection_reset_shows_once() {
         chart.display()
     )));
     kit.fake
-        .resets
+        .resets()
         .arm(1, When::AfterHandling, |method, path, body| {
             let upload = body.windows(9).any(|w| w == b"chart.png");
             method == axum::http::Method::POST && path.ends_with("/messages") && upload
@@ -774,7 +774,7 @@ async fn a_file_whose_answer_is_lost_to_a_connection_reset_shows_once() {
     kit.home.outbox_drained(WAIT).await;
     settle().await;
     assert_eq!(
-        kit.fake.resets().done(),
+        kit.fake.resets().cut(),
         1,
         "the upload's connection was reset"
     );
@@ -802,7 +802,7 @@ async fn a_reply_whose_answer_is_lost_to_a_connection_reset_shows_once() {
     kit.home.outbox_drained(WAIT).await;
     settle().await;
     assert_eq!(
-        kit.fake.resets().done(),
+        kit.fake.resets().cut(),
         1,
         "the post's connection was reset"
     );

@@ -58,6 +58,10 @@ async fn anthropic_runs_a_tool_round_trip_with_thinking_and_prompt_caching() {
         Some("sk-ant-api03-test-key")
     );
     assert!(w.llm.header(0, "anthropic-version").is_some());
+    assert_eq!(
+        w.llm.header(0, "content-type").as_deref(),
+        Some("application/json")
+    );
     assert_eq!(first["thinking"]["budget_tokens"], 8_000);
     assert_eq!(first["system"][0]["cache_control"]["type"], "ephemeral");
     assert_eq!(first["tools"][0]["name"], "terminal");

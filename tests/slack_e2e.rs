@@ -535,7 +535,7 @@ async fn a_reply_whose_answer_is_lost_to_a_connection_reset_shows_once() {
     kit.home.outbox_drained(WAIT).await;
     settle().await;
     assert_eq!(
-        kit.fake.resets().done(),
+        kit.fake.resets().cut(),
         1,
         "the post's connection was reset"
     );

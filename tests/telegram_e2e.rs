@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use hermes_testkit::conformance::PlatformFake;
 use hermes_testkit::daemon::Daemon;
 use hermes_testkit::eventually;
 use hermes_testkit::llm::{Reply, last_user_text};
@@ -787,18 +788,29 @@ async fn a_message_handed_out_on_a_reset_connection_is_fetched_again_and_answere
     w.telegram.dm(ALICE, "warm up");
     w.replies(ALICE, 1).await;
     // The next poll to arrive waits for news, hands out the message, and is then cut.
-    w.telegram.resets.arm(1, When::AfterHandling, |_, path, _| {
-        path.to_ascii_lowercase().ends_with("/getupdates")
-    });
+    w.telegram
+        .resets()
+        .arm(1, When::AfterHandling, |_, path, _| {
+            path.to_ascii_lowercase().ends_with("/getupdates")
+        });
     let t = w.telegram.clone();
     eventually(WAIT, "a poll on the armed connection", || {
-        (t.resets.done() == 1).then_some(())
+        (t.resets().matched() == 1).then_some(())
     })
     .await;
-    w.telegram.dm(ALICE, "are you there?");
+    let update = w.telegram.dm(ALICE, "are you there?");
     let replies = w.replies(ALICE, 2).await;
     assert_eq!(replies[1], "echo: are you there?");
     settle().await;
+    assert_eq!(
+        w.telegram.resets().cut(),
+        1,
+        "the poll's connection was cut"
+    );
+    assert!(
+        w.telegram.times_served(update) >= 2,
+        "handed out on the cut poll, then again"
+    );
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 2, "answered once");
     assert_eq!(w.llm.requests().len(), 2, "one turn for it");
 }

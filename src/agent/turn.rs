@@ -116,8 +116,8 @@ impl AgentRuntime {
             let result = llm
                 .complete_streaming(&wire, &tools, &cancel, input.stream.as_ref())
                 .await;
-            // The request's copies of the conversation are rebuilt for the next call: not
-            // kept while tools run (a long conversation makes them the turn's largest).
+            // The request's JSON copy of the conversation is rebuilt for the next call: not
+            // kept while tools run (a long conversation makes it the turn's largest).
             drop((wire, kept));
             let error = match result {
                 Ok(completion) => {

@@ -229,9 +229,12 @@ struct Request {
     headers: Vec<(&'static str, String)>,
 }
 
-/// `body` as the bytes of a request (a `Value` always serialises).
+/// `body` as the bytes of a request.
 fn serialised(body: &Value) -> bytes::Bytes {
-    serde_json::to_vec(body).map(Into::into).unwrap_or_default()
+    // A `Value`'s map keys are strings, so it always serialises.
+    serde_json::to_vec(body)
+        .expect("a JSON value serialises")
+        .into()
 }
 
 impl LlmClient {

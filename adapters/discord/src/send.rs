@@ -210,7 +210,7 @@ impl DiscordSender {
         chat: &ChatRef,
         file: &OutboundFile,
         reply_to: Option<&str>,
-        once: Option<SendOnce>,
+        once: Option<&SendOnce>,
     ) -> Result<Delivered, SendError> {
         let bytes = tokio::fs::read(&file.path).await.map_err(|e| {
             SendError::Rejected(format!("cannot read {}: {e}", file.path.display()))
@@ -225,7 +225,7 @@ impl DiscordSender {
         if let Some(id) = reply_to.filter(|id| replyable(chat, id)) {
             payload["message_reference"] = json!({"message_id": id, "fail_if_not_exists": false});
         }
-        once_only(&mut payload, once.as_ref());
+        once_only(&mut payload, once);
         let upload = Upload {
             name: file.name.clone(),
             bytes,
@@ -328,7 +328,10 @@ impl PlatformSender for DiscordSender {
                 file,
                 reply_to,
                 once,
-            } => self.file(&chat, &file, reply_to.as_deref(), once).await,
+            } => {
+                self.file(&chat, &file, reply_to.as_deref(), once.as_ref())
+                    .await
+            }
         }
     }
 
@@ -406,8 +409,9 @@ fn content(body: &MessageBody) -> String {
         .unwrap_or_else(|| markdown::escape(&body.plain))
 }
 
-/// Posted again with the same nonce within a few minutes, Discord answers with the first
-/// message instead of showing a second.
+/// Puts the message's key on `payload` as its `nonce` with `enforce_nonce`: posted again
+/// with the same nonce within a few minutes, Discord answers with the first message
+/// instead of showing a second.
 fn once_only(payload: &mut Value, once: Option<&SendOnce>) {
     if let Some(once) = once {
         payload["nonce"] = json!(once.key);

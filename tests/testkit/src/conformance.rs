@@ -591,7 +591,7 @@ pub async fn a_send_cut_by_a_connection_reset_is_sent_again_and_shows_once<F: Pl
     })
     .await;
     assert_eq!(
-        kit.fake.resets().done(),
+        kit.fake.resets().cut(),
         1,
         "the send's connection was reset"
     );

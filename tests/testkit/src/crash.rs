@@ -283,8 +283,11 @@ impl Fleet {
         let marks = self.marks.clone();
         let asked: Arc<Mutex<HashMap<String, usize>>> = Default::default();
         self.llm.answer_by_default(move |request| {
-            // Asked without tools: the summary of a conversation being compressed.
-            if request["tools"].is_null() {
+            // The summary of a conversation being compressed (recognised by its instructions).
+            let summarising = request["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|system| system.starts_with("You summarise"));
+            if summarising {
                 return Reply::text("Summary: the person sent messages and got answers.");
             }
             let text = last_user_text(request);
@@ -349,29 +352,33 @@ impl Fleet {
         let Ok(conn) = rusqlite::Connection::open(self.home.dir.join("gateway.db")) else {
             return "no database".into();
         };
-        let inbox: Vec<String> = conn
-            .prepare("SELECT state || '/' || coalesce(outcome, '') FROM inbox WHERE text LIKE ?1")
-            .and_then(|mut s| {
-                let rows = s.query_map([format!("%{token}")], |r| r.get(0))?;
-                rows.collect()
-            })
-            .unwrap_or_default();
-        let outbox: Vec<String> = conn
-            .prepare(
-                "SELECT state || ' after ' || attempts || ' attempts ' || coalesce(last_error, '')
-                 FROM outbox WHERE plain LIKE ?1",
-            )
-            .and_then(|mut s| {
-                let rows = s.query_map([format!("%ok {token}%")], |r| r.get(0))?;
-                rows.collect()
-            })
-            .unwrap_or_default();
+        // (what it says, the text it is about) of each row mentioning the token, kept when
+        // the token is a whole word of it (`w1` is not `w12`).
+        let rows = |sql: &str| -> Vec<String> {
+            let found: rusqlite::Result<Vec<(String, String)>> =
+                conn.prepare(sql).and_then(|mut s| {
+                    let rows =
+                        s.query_map([format!("%{token}%")], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                    rows.collect()
+                });
+            let found = found.unwrap_or_default();
+            let found = found.into_iter().filter(|(_, text)| has_word(text, token));
+            found.map(|(what, _)| what).collect()
+        };
+        let inbox = rows(
+            "SELECT state || '/' || coalesce(outcome, ''), coalesce(text, '')
+             FROM inbox WHERE text LIKE ?1",
+        );
+        let outbox = rows(
+            "SELECT state || ' after ' || attempts || ' attempts ' || coalesce(last_error, ''),
+             plain FROM outbox WHERE plain LIKE ?1",
+        );
         // Meta's deliveries of it (WhatsApp only): each attempt's status, 0 = no answer.
         let posts: Vec<String> = self
             .whatsapp
             .deliveries()
             .iter()
-            .filter(|d| d.body.contains(token))
+            .filter(|d| has_word(&d.body, token))
             .map(|d| format!("#{}:{}", d.attempt, d.status))
             .collect();
         let posts = match posts.len() {
@@ -410,8 +417,18 @@ impl Fleet {
     }
 }
 
+/// Whether `word` stands in `text` as a whole word (between characters that are not letters
+/// or digits).
+fn has_word(text: &str, word: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w == word)
+}
+
 /// The tokens of the people's messages this request answers: those in user messages after
-/// the last answer given (an assistant message without tool calls), oldest first.
+/// the last answer given (an assistant message without tool calls), oldest first. This
+/// relies on every turn ending in such an answer (a turn ends by answering, or by being
+/// joined with the next message); a turn recorded without one would have its token
+/// credited to the next answer in the chat.
 fn pending_tokens(request: &Value) -> Vec<String> {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let since = messages
@@ -780,5 +797,8 @@ mod tests {
         let fresh = json!({"messages": [{"role": "user", "content": "approve w9"}]});
         assert_eq!(pending_tokens(&fresh), ["w9"]);
         assert_eq!(filler(20), "the quick brown fox");
+        assert!(has_word(r#"{"body":"say w12 the"}"#, "w12"));
+        assert!(!has_word(r#"{"body":"say w12"}"#, "w1"));
+        assert!(has_word("ok w3\nok w1", "w1"));
     }
 }

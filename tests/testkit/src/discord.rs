@@ -267,7 +267,7 @@ pub struct FakeDiscord {
     pub http_addr: SocketAddr,
     pub ws_addr: SocketAddr,
     /// Connection resets armed on its HTTP server.
-    pub resets: crate::reset::Resets,
+    resets: crate::reset::Resets,
 }
 
 impl FakeDiscord {

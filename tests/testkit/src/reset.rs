@@ -6,14 +6,15 @@
 //! or a dropped NAT entry looks like to the daemon's HTTP clients.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State, connect_info::Connected};
 use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
@@ -40,60 +41,56 @@ struct Armed {
     left: usize,
 }
 
-/// The resets armed on one fake's server, and how many were done.
+/// The resets armed on one fake's server: how many requests matched one, and how many
+/// connections were actually cut.
 #[derive(Clone, Default)]
 pub struct Resets {
-    inner: Arc<Mutex<Armory>>,
-}
-
-#[derive(Default)]
-struct Armory {
-    armed: Vec<Armed>,
-    done: usize,
+    armed: Arc<Mutex<Vec<Armed>>>,
+    matched: Arc<AtomicUsize>,
+    cut: Arc<AtomicUsize>,
 }
 
 impl Resets {
-    /// Reset the connections of the next `n` requests that `matches` (method, path, body).
+    /// Reset the connections of the next `n` (at least one) requests that `matches`
+    /// (method, path, body).
     pub fn arm(
         &self,
         n: usize,
         when: When,
         matches: impl Fn(&Method, &str, &[u8]) -> bool + Send + 'static,
     ) {
-        self.lock().armed.push(Armed {
+        assert!(n > 0, "arm at least one reset");
+        self.lock().push(Armed {
             matches: Box::new(matches),
             when,
             left: n,
         });
     }
 
-    /// How many connections were reset so far.
-    pub fn done(&self) -> usize {
-        self.lock().done
+    /// How many requests matched an armed reset so far (counted when they arrive).
+    pub fn matched(&self) -> usize {
+        self.matched.load(Ordering::SeqCst)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Armory> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// How many connections were cut so far (counted when the reset happens).
+    pub fn cut(&self) -> usize {
+        self.cut.load(Ordering::SeqCst)
     }
 
-    fn any_armed(&self) -> bool {
-        !self.lock().armed.is_empty()
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Armed>> {
+        self.armed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether this request's connection is to be reset, and when (the arming is used up).
     fn take(&self, method: &Method, path: &str, body: &[u8]) -> Option<When> {
-        let mut state = self.lock();
-        let index = state
-            .armed
-            .iter()
-            .position(|a| (a.matches)(method, path, body))?;
-        let armed = &mut state.armed[index];
-        let when = armed.when;
-        armed.left -= 1;
-        if armed.left == 0 {
-            state.armed.remove(index);
+        let mut armed = self.lock();
+        let index = armed.iter().position(|a| (a.matches)(method, path, body))?;
+        let when = armed[index].when;
+        armed[index].left -= 1;
+        if armed[index].left == 0 {
+            armed.remove(index);
         }
-        state.done += 1;
+        self.matched.fetch_add(1, Ordering::SeqCst);
         Some(when)
     }
 }
@@ -101,12 +98,12 @@ impl Resets {
 /// Serve `app` on `listener` with `resets` able to cut its connections; runs until the
 /// runtime ends.
 pub async fn serve(listener: TcpListener, app: Router, resets: Resets) {
+    let listener = Cuttable {
+        listener,
+        cut: resets.cut.clone(),
+    };
     let app = app.layer(middleware::from_fn_with_state(resets, cut_if_armed));
-    let _ = axum::serve(
-        Cuttable(listener),
-        app.into_make_service_with_connect_info::<Cut>(),
-    )
-    .await;
+    let _ = axum::serve(listener, app.into_make_service_with_connect_info::<Cut>()).await;
 }
 
 /// Requests larger than this are not looked at (no fake takes one near it).
@@ -118,7 +115,7 @@ async fn cut_if_armed(
     request: Request,
     next: Next,
 ) -> Response {
-    if !resets.any_armed() {
+    if resets.lock().is_empty() {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
@@ -126,12 +123,14 @@ async fn cut_if_armed(
         return StatusCode::BAD_REQUEST.into_response();
     };
     let when = resets.take(&parts.method, parts.uri.path(), &bytes);
-    let request = Request::from_parts(parts, Body::from(Bytes::clone(&bytes)));
+    let request = Request::from_parts(parts, Body::from(bytes));
     match when {
         None => next.run(request).await,
         Some(When::BeforeHandling) => {
             cut.now();
-            StatusCode::SERVICE_UNAVAILABLE.into_response()
+            // Never written: the connection is cut first. Should the cut fail, the client
+            // gets a refusal it will not retry, so a test relying on the reset fails.
+            (StatusCode::BAD_REQUEST, "the connection was not reset").into_response()
         }
         Some(When::AfterHandling) => {
             let response = next.run(request).await;
@@ -143,7 +142,7 @@ async fn cut_if_armed(
 
 /// One connection's switch: once thrown, its socket answers every read and write with a
 /// reset and is closed with `SO_LINGER` 0, so the peer gets an RST.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 struct Cut {
     thrown: Arc<AtomicBool>,
 }
@@ -156,55 +155,63 @@ impl Cut {
 
 impl Connected<IncomingStream<'_, Cuttable>> for Cut {
     fn connect_info(stream: IncomingStream<'_, Cuttable>) -> Cut {
-        stream.remote_addr().clone()
+        Cut {
+            thrown: stream.io().thrown.clone(),
+        }
     }
 }
 
-/// A listener whose connections carry a [`Cut`].
-struct Cuttable(TcpListener);
+/// A listener whose connections can be cut; counts the cuts.
+struct Cuttable {
+    listener: TcpListener,
+    cut: Arc<AtomicUsize>,
+}
 
 impl Listener for Cuttable {
     type Io = CuttableStream;
-    type Addr = Cut;
+    type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (CuttableStream, Cut) {
+    async fn accept(&mut self) -> (CuttableStream, SocketAddr) {
         loop {
-            match self.0.accept().await {
-                Ok((tcp, _)) => {
-                    let cut = Cut {
-                        thrown: Arc::new(AtomicBool::new(false)),
-                    };
+            match self.listener.accept().await {
+                Ok((tcp, addr)) => {
                     let stream = CuttableStream {
                         tcp,
-                        thrown: cut.thrown.clone(),
+                        thrown: Arc::new(AtomicBool::new(false)),
+                        counted: false,
+                        cut: self.cut.clone(),
                     };
-                    return (stream, cut);
+                    return (stream, addr);
                 }
-                // Out of descriptors and the like: wait, as axum's own listener does.
+                // Out of descriptors and the like: wait a moment and accept again.
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
     }
 
-    fn local_addr(&self) -> io::Result<Cut> {
-        Err(io::Error::other(
-            "a cuttable listener has no address of its own",
-        ))
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
     }
 }
 
 struct CuttableStream {
     tcp: TcpStream,
     thrown: Arc<AtomicBool>,
+    /// Whether this connection's cut was counted.
+    counted: bool,
+    cut: Arc<AtomicUsize>,
 }
 
 impl CuttableStream {
     /// `Some(reset)` once the switch is thrown; the socket will close with an RST.
-    fn cut(&self) -> Option<io::Error> {
+    fn cut(&mut self) -> Option<io::Error> {
         if !self.thrown.load(Ordering::SeqCst) {
             return None;
         }
-        let _ = self.tcp.set_zero_linger();
+        if !std::mem::replace(&mut self.counted, true) {
+            let _ = self.tcp.set_zero_linger();
+            self.cut.fetch_add(1, Ordering::SeqCst);
+        }
         Some(io::ErrorKind::ConnectionReset.into())
     }
 }

@@ -540,7 +540,7 @@ pub struct FakeSlack {
     pub http_addr: SocketAddr,
     pub ws_addr: SocketAddr,
     /// Connection resets armed on its HTTP server.
-    pub resets: crate::reset::Resets,
+    resets: crate::reset::Resets,
 }
 
 impl FakeSlack {

@@ -84,7 +84,7 @@ pub struct FakeTelegram {
     news: Arc<Notify>,
     pub addr: SocketAddr,
     /// Connection resets armed on its HTTP server.
-    pub resets: crate::reset::Resets,
+    resets: crate::reset::Resets,
 }
 
 impl FakeTelegram {

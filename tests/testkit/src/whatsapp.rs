@@ -305,7 +305,7 @@ pub struct FakeWhatsApp {
     /// Posts the webhook deliveries.
     client: reqwest::Client,
     /// Connection resets armed on its HTTP server.
-    pub resets: crate::reset::Resets,
+    resets: crate::reset::Resets,
 }
 
 impl FakeWhatsApp {
