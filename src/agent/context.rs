@@ -156,7 +156,7 @@ mod tests {
                 .starts_with(crate::store::SUMMARY_OPENING)
         );
         assert!(kept[1].content.as_deref().unwrap().starts_with('q'));
-        let total: usize = kept.iter().map(|m| cost(m)).sum();
+        let total: usize = kept.iter().copied().map(cost).sum();
         assert!(total <= 1_000, "{total}");
     }
 

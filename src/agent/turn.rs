@@ -98,7 +98,7 @@ impl AgentRuntime {
             let used = fit_tool_results(&mut new_messages, budget);
             let kept = trim_history(&history, budget.saturating_sub(used));
             let mut wire = vec![json!({"role": "system", "content": system})];
-            wire.extend(kept.iter().map(|m| to_wire(m)));
+            wire.extend(kept.iter().copied().map(to_wire));
             wire.extend(new_messages.iter().enumerate().map(|(i, m)| {
                 let mut message = to_wire(m);
                 if i == with_images && !images.is_empty() {
@@ -355,7 +355,7 @@ impl AgentRuntime {
         let used = fit_tool_results(&mut new_messages, budget);
         let kept = trim_history(history, budget.saturating_sub(used));
         let mut wire = vec![json!({"role": "system", "content": system})];
-        wire.extend(kept.iter().map(|m| to_wire(m)));
+        wire.extend(kept.iter().copied().map(to_wire));
         wire.extend(new_messages.iter().map(to_wire));
         wire.push(json!({"role": "user", "content": GRACE}));
         let grace = llm
