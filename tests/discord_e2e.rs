@@ -734,14 +734,20 @@ async fn a_reply_posted_just_before_a_crash_shows_once_after_the_restart() {
     first.kill();
     kit.fake.clear_faults();
     let _second = kit.start();
+    shown_once_recognised_by_its_nonce(&kit, &dm).await;
+}
+
+/// The reply "only once" is posted again in `dm`, and Discord answers with the first one.
+async fn shown_once_recognised_by_its_nonce(kit: &Kit<FakeDiscord>, dm: &str) {
     let fake = kit.fake.clone();
+    let posts = format!("/channels/{dm}/messages");
     eventually(WAIT, "the post to be made again", || {
         (fake.calls(&posts).len() >= 2).then_some(())
     })
     .await;
     kit.home.outbox_drained(WAIT).await;
     settle().await;
-    assert_eq!(kit.fake.shown(&dm), ["only once"]);
+    assert_eq!(kit.fake.shown(dm), ["only once"]);
     assert_eq!(kit.fake.nonce_hits(), 1, "recognised by its nonce");
 }
 
@@ -793,19 +799,10 @@ async fn a_reply_whose_answer_is_lost_to_a_connection_reset_shows_once() {
     kit.fake.reset_next_send(When::AfterHandling);
     kit.fake.message(&dm, &alice, "hello", true);
     kit.shown(&dm, 1).await;
-    let fake = kit.fake.clone();
-    let posts = format!("/channels/{dm}/messages");
-    eventually(WAIT, "the post to be made again", || {
-        (fake.calls(&posts).len() >= 2).then_some(())
-    })
-    .await;
-    kit.home.outbox_drained(WAIT).await;
-    settle().await;
+    shown_once_recognised_by_its_nonce(&kit, &dm).await;
     assert_eq!(
         kit.fake.resets().cut(),
         1,
         "the post's connection was reset"
     );
-    assert_eq!(kit.fake.shown(&dm), ["only once"]);
-    assert_eq!(kit.fake.nonce_hits(), 1, "recognised by its nonce");
 }
