@@ -236,6 +236,7 @@ async fn run(home: PathBuf) -> ExitCode {
 fn check_config(home: PathBuf, runtime: &tokio::runtime::Runtime) -> ExitCode {
     let loaded = config::load(&home);
     loaded.remember_secrets();
+    let mut problems = loaded.problems.clone();
     // Every line scrubbed: this output is pasted into bug reports.
     macro_rules! println {
         ($($arg:tt)*) => {
@@ -292,6 +293,23 @@ fn check_config(home: PathBuf, runtime: &tokio::runtime::Runtime) -> ExitCode {
         println!("  display.busy_input_mode = {}", c.busy_mode.as_str());
         println!("  terminal.cwd = {}", c.terminal.cwd.display());
         println!("  terminal.timeout = {}s", c.terminal.timeout.as_secs());
+        // Tried for real: a jail is made and a command run in it.
+        let confinement =
+            std::sync::Arc::new(crate::confine::Confinement::new(&c.terminal, &c.home));
+        let level = runtime.block_on(confinement.level()).clone();
+        println!(
+            "  terminal.sandbox = {} ({})",
+            c.terminal.sandbox.as_str(),
+            level.describe(c.terminal.network)
+        );
+        if let Some(warning) = runtime.block_on(confinement.warning()) {
+            problems.push(match c.terminal.sandbox {
+                crate::config::SandboxMode::Required => {
+                    crate::config::Problem::error("terminal.sandbox", warning)
+                }
+                _ => crate::config::Problem::warning("terminal.sandbox", warning),
+            });
+        }
         println!("  database = {}", c.database_path().display());
         match c.http.listen {
             Some(addr) => {
@@ -334,7 +352,7 @@ fn check_config(home: PathBuf, runtime: &tokio::runtime::Runtime) -> ExitCode {
             // Each server is started, asked for its tools, and stopped again, so a server
             // that cannot start is found here rather than in the first chat.
             println!("\nMCP servers (started to check them):");
-            let mcp = crate::mcp::Mcp::new(c.mcp_servers.clone());
+            let mcp = crate::mcp::Mcp::new(c.mcp_servers.clone(), confinement.clone());
             let health = runtime.block_on(async {
                 mcp.start_all_and_wait().await;
                 let health = mcp.health();
@@ -352,17 +370,13 @@ fn check_config(home: PathBuf, runtime: &tokio::runtime::Runtime) -> ExitCode {
             println!("  {key}");
         }
     }
-    if !loaded.problems.is_empty() {
+    if !problems.is_empty() {
         println!("\nProblems:");
-        for p in &loaded.problems {
+        for p in &problems {
             println!("  {p}");
         }
     }
-    if loaded
-        .problems
-        .iter()
-        .any(|p| p.severity == Severity::Error)
-    {
+    if problems.iter().any(|p| p.severity == Severity::Error) {
         ExitCode::from(EXIT_CONFIG)
     } else {
         println!("\nOK");
@@ -400,8 +414,13 @@ async fn approvals(home: PathBuf, action: ApprovalsAction) -> ExitCode {
             Ok(entries) => {
                 println!("Always allowed (pattern class — description — first approved for — by):");
                 for e in entries {
+                    let forged = if e.signed {
+                        ""
+                    } else {
+                        " — NOT WRITTEN BY THE GATEWAY (its signature does not verify): ignored; revoke it"
+                    };
                     println!(
-                        "  {} — {} — {} — {}",
+                        "  {} — {} — {} — {}{forged}",
                         e.pattern_key, e.description, e.example, e.added_by
                     );
                 }
@@ -448,8 +467,13 @@ async fn pairing(home: PathBuf, action: PairingAction) -> ExitCode {
                     );
                 }
                 println!("Paired people:");
-                for (platform, user_id, name) in &approved {
-                    println!("  {platform} {user_id} — {name}");
+                for (platform, user_id, name, signed) in &approved {
+                    let forged = if *signed {
+                        ""
+                    } else {
+                        " — NOT WRITTEN BY THE GATEWAY (its signature does not verify): not let in; revoke it"
+                    };
+                    println!("  {platform} {user_id} — {name}{forged}");
                 }
                 ExitCode::SUCCESS
             }

@@ -5,6 +5,7 @@
 //! the inbox and the outbox and resumes on the next start.
 
 use std::collections::HashMap;
+use std::os::unix::fs::DirBuilderExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::agent::{AgentRuntime, Compressor, Models, SystemPrompt};
 use crate::approval::ApprovalBroker;
-use crate::config::{ApprovalMode, Config};
+use crate::config::{ApprovalMode, Config, SandboxMode};
+use crate::confine::Confinement;
 use crate::delivery::Delivery;
 use crate::http;
 use crate::llm::LlmClient;
@@ -257,6 +259,24 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         for warning in warnings {
             tracing::warn!("{warning}");
         }
+        // Documents people send are handed to the agent's commands, which can only be given
+        // a directory that exists when their confinement is made.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(files.home.join("cache").join("documents"))
+            .with_context(|| format!("preparing {}/cache/documents", files.home.display()))?;
+        let terminal = &files.terminal;
+        let moved =
+            crate::confine::workspace::prepare(&files.home, &terminal.cwd, terminal.cwd_was_home)
+                .with_context(|| format!("preparing {}", terminal.cwd.display()))?;
+        if !moved.is_empty() {
+            tracing::warn!(
+                workspace = %terminal.cwd.display(),
+                moved = %moved.join(", "),
+                "the agent's commands now work in the workspace, since the gateway's home is hidden from them; what they had made in the home was moved there"
+            );
+        }
         let store = Store::open(&files.database_path())?;
         let prompt = SystemPrompt::load(&files.home, files.agent.system_prompt.as_deref());
         Ok((store, prompt))
@@ -343,7 +363,24 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             .collect(),
     );
     let delegations = crate::tools::delegate::Delegations::new(store.clone(), work.clone());
-    let mcp = crate::mcp::Mcp::new(config.mcp_servers.clone());
+    let confinement = Arc::new(Confinement::new(&config.terminal, &config.home));
+    // Tried once in the background (a jail is made and a command run in it); what is in
+    // force is said as soon as it is known.
+    let probing = confinement.clone();
+    tokio::spawn(async move {
+        let level = probing.level().await;
+        match probing.warning().await {
+            None => tracing::info!(
+                "commands the agent runs are {}",
+                level.describe(probing.network())
+            ),
+            Some(warning) if probing.mode() == SandboxMode::Required => {
+                tracing::error!("{warning}")
+            }
+            Some(warning) => tracing::warn!("{warning}"),
+        }
+    });
+    let mcp = crate::mcp::Mcp::new(config.mcp_servers.clone(), confinement.clone());
     let agent = Arc::new_cyclic(|agent| AgentRuntime {
         models,
         compressor,
@@ -366,6 +403,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             delegations: delegations.clone(),
             media: media.clone(),
             homes: homes.clone(),
+            confinement: confinement.clone(),
         })
         .with_mcp(mcp.clone()),
         home: config.home.clone(),
@@ -464,6 +502,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
                 .collect(),
             store: Some(store.clone()),
             token: config.http.token.as_ref().map(|t| t.expose().to_owned()),
+            confinement: Some(confinement.clone()),
         };
         tasks.spawn(http::serve(
             listener,

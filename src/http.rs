@@ -36,6 +36,8 @@ pub struct Health {
     pub store: Option<crate::store::Store>,
     /// When set, `/status` and `/metrics` want `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// How the agent's commands are confined, said in `/readyz` and `/status`.
+    pub confinement: Option<std::sync::Arc<crate::confine::Confinement>>,
 }
 
 impl Health {
@@ -55,7 +57,29 @@ impl Health {
             })
             .collect();
         let ready = adapters.iter().all(|a| a["live"] == true);
-        (ready, json!({"ready": ready, "adapters": adapters}))
+        let mut body = json!({"ready": ready, "adapters": adapters});
+        if let Some(sandbox) = self.sandbox() {
+            body["sandbox"] = sandbox;
+        }
+        (ready, body)
+    }
+
+    /// What confines the agent's commands, with a warning when they are not fully
+    /// confined (`null` until the first try at start-up is done).
+    fn sandbox(&self) -> Option<serde_json::Value> {
+        let confinement = self.confinement.as_ref()?;
+        let Some(level) = confinement.known_level() else {
+            return Some(json!({"mode": confinement.mode().as_str(), "confined": null}));
+        };
+        let mut sandbox = json!({
+            "mode": confinement.mode().as_str(),
+            "confined": level.is_jailed(),
+            "level": level.describe(confinement.network()),
+        });
+        if !level.is_jailed() {
+            sandbox["warning"] = json!(level.describe(confinement.network()));
+        }
+        Some(sandbox)
     }
 
     /// Whether a request may see `/status` and `/metrics`.
@@ -90,6 +114,9 @@ impl Health {
     pub async fn status(&self) -> serde_json::Value {
         let (ready, readiness) = self.report();
         let mut status = json!({"ready": ready, "platforms": readiness["adapters"]});
+        if let Some(sandbox) = self.sandbox() {
+            status["sandbox"] = sandbox;
+        }
         if let Some(store) = &self.store {
             match store.status_counts().await {
                 Ok(counts) => {
@@ -340,6 +367,7 @@ mod tests {
             adapters: vec![(Platform::Telegram, liveness.clone())],
             store: None,
             token: Some("let-me-in".into()),
+            confinement: None,
         };
         let base = start(app(vec![], health)).await;
         let get = |path: &'static str| reqwest::get(format!("{base}{path}"));

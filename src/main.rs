@@ -1,6 +1,13 @@
 //! The `hermes-gateway` binary: installs the TLS crypto provider and hands over to the CLI.
 
 fn main() -> std::process::ExitCode {
+    // The confinement's holder is this program started again: it does its one job before
+    // anything else runs (see `confine::holder`).
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(hermes_gateway::confine::HOLDER_ARG))
+    {
+        return hermes_gateway::confine::holder::main();
+    }
     // Before anything else: a non-dumpable process cannot be read through
     // /proc/<pid>/environ or /proc/<pid>/mem, or traced, by the commands it runs (same
     // user, no CAP_SYS_PTRACE), so the tokens in its environment stay its own. It also

@@ -1,7 +1,7 @@
 //! Running shell commands the one way every tool does: `bash -c` in a process group of its
-//! own (so the whole group can be signalled), without the daemon's secrets in its
-//! environment (invariant 8), killed if its handle is dropped, and with stdout and stderr
-//! pumped into the caller's buffer by reader tasks.
+//! own (so the whole group can be signalled), in the session's confinement (invariant 14),
+//! without the daemon's secrets in its environment (invariant 8), killed if its handle is
+//! dropped, and with stdout and stderr pumped into the caller's buffer by reader tasks.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -12,16 +12,20 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
+use crate::confine::Sandbox;
+
 /// Changes to the environment a child inherits: a variable removed (`None`) or set.
 pub type EnvChanges = Vec<(String, Option<String>)>;
 
-/// Start `command` in `cwd` with `env` applied to the inherited environment; stdin is
-/// piped when `with_stdin`, closed otherwise.
+/// Start `command` in `cwd`, confined by `sandbox`, with `env` applied to the inherited
+/// environment; stdin is piped when `with_stdin`, closed otherwise. The caller keeps
+/// `sandbox` while the command runs.
 pub fn spawn(
     command: &str,
     cwd: &Path,
     env: &EnvChanges,
     with_stdin: bool,
+    sandbox: &Sandbox,
 ) -> std::io::Result<Child> {
     let mut cmd = Command::new("bash");
     cmd.arg("-c")
@@ -42,6 +46,7 @@ pub fn spawn(
             None => cmd.env_remove(name),
         };
     }
+    sandbox.prepare(&mut cmd, cwd)?;
     cmd.spawn()
 }
 

@@ -12,9 +12,10 @@ use hermes_testkit::llm::Reply;
 use hermes_testkit::telegram::Fault;
 use serde_json::Value;
 
-/// A directory with a file in it, for commands to delete.
+/// A directory with a file in it, for commands to delete (in the working directory: the
+/// rest of the home is hidden from commands).
 fn victim(w: &World, name: &str) -> PathBuf {
-    let dir = w.home.dir.join(name);
+    let dir = w.home.dir.join("work").join(name);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("precious.txt"), "data").unwrap();
     dir

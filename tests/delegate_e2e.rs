@@ -213,12 +213,7 @@ async fn stop_reaches_every_sub_agents_command() {
     let groups: Vec<i32> = {
         let mut found = Vec::new();
         for pidfile in &pids {
-            found.push(
-                eventually(WAIT, "a sub-agent's command to run", || {
-                    std::fs::read_to_string(pidfile).ok()?.trim().parse().ok()
-                })
-                .await,
-            );
+            found.push(group_of(written_pid(pidfile).await));
         }
         found
     };

@@ -166,7 +166,10 @@ async fn a_script_past_its_timeout_is_killed_with_everything_it_started() {
     )));
     w.llm.push(Reply::text("too slow"));
     let _d = w.start();
-    assert_eq!(w.ask("sleep a minute").await, ["too slow"]);
+    w.telegram.dm(ALICE, "sleep a minute");
+    // Found while it runs, so its end below is seen, not assumed.
+    let pid = written_pid(&pidfile).await;
+    assert_eq!(w.replies(ALICE, 1).await, ["too slow"]);
     let result = script_result(&w);
     assert_eq!(result["status"], "timeout", "{result}");
     let output = result["output"].as_str().unwrap();
@@ -174,7 +177,6 @@ async fn a_script_past_its_timeout_is_killed_with_everything_it_started() {
         output.starts_with("started") && output.contains("timed out after 3s"),
         "{output}"
     );
-    let pid = pid_in(&pidfile);
     eventually(WAIT, "the script's child to be gone", || {
         process_gone(pid).then_some(())
     })
@@ -193,14 +195,11 @@ async fn stop_kills_a_running_script_at_once() {
     )));
     let _d = w.start();
     w.telegram.dm(ALICE, "run something long");
-    let pid: i32 = eventually(WAIT, "the script to run", || {
-        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
-    })
-    .await;
+    let group = group_of(written_pid(&pidfile).await);
     let stopped_at = std::time::Instant::now();
     w.telegram.dm(ALICE, "/stop");
     eventually(WAIT, "the script's group to be gone", || {
-        (!group_alive(pid)).then_some(())
+        (!group_alive(group)).then_some(())
     })
     .await;
     assert!(
@@ -297,8 +296,9 @@ async fn a_command_the_script_leaves_running_is_killed_when_it_ends() {
     )));
     w.llm.push(Reply::text("left"));
     let _d = w.start();
-    assert_eq!(w.ask("start something").await, ["left"]);
-    let pid = pid_in(&pidfile);
+    w.telegram.dm(ALICE, "start something");
+    let pid = written_pid(&pidfile).await;
+    assert_eq!(w.replies(ALICE, 1).await, ["left"]);
     eventually(WAIT, "the command the script left to be killed", || {
         process_gone(pid).then_some(())
     })

@@ -84,7 +84,8 @@ async fn a_servers_tools_are_called_without_its_secrets_and_it_stops_with_the_da
         assert!(!env.contains(secret), "{secret} reached the server: {env}");
     }
     assert_eq!(results[2], "slept");
-    let (pid, child) = (pid_in(&pidfile), pid_in(&leftover));
+    let running = |path| pid_in(path).expect("the server and its child run");
+    let (pid, child) = (running(&pidfile), running(&leftover));
     assert!(!process_gone(pid) && !process_gone(child));
     assert_eq!(d.terminate(), Some(0));
     eventually(

@@ -31,9 +31,10 @@ async fn message_containing(w: &World, chat: i64, needle: &str) -> String {
 }
 
 /// Start the daemon with a turn that launches `sleep 60` in the background; returns the
-/// daemon and the process group id, once the process runs and the turn has answered.
+/// daemon and the process group id (on the host), once the process runs and the turn has
+/// answered.
 async fn start_long_background_job(w: &World) -> (hermes_testkit::daemon::Daemon, i32) {
-    let pidfile = w.home.dir.join("bg-pid");
+    let pidfile = w.home.dir.join("work/bg-pid");
     w.llm.push(background(
         &format!("echo $$ > {}; sleep 60", pidfile.display()),
         json!({}),
@@ -42,11 +43,8 @@ async fn start_long_background_job(w: &World) -> (hermes_testkit::daemon::Daemon
     let daemon = w.start();
     w.telegram.dm(ALICE, "start the long job");
     w.replies(ALICE, 1).await;
-    let pid = eventually(WAIT, "the pid", || {
-        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
-    })
-    .await;
-    (daemon, pid)
+    let group = group_of(written_pid(&pidfile).await);
+    (daemon, group)
 }
 
 /// The process id the model was told about.
@@ -179,6 +177,28 @@ async fn shutting_down_kills_what_the_daemon_started() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_does_not_leave_background_processes_running() {
     let w = World::allow_all().await;
+    let (mut d, pid) = start_long_background_job(&w).await;
+    d.kill();
+    // Its jail ends with the daemon (the holder's lifeline closes), and what runs in it.
+    eventually(WAIT, "the jail's processes to end with the daemon", || {
+        (!group_alive(pid)).then_some(())
+    })
+    .await;
+    let _again = w.start();
+    let notice = message_containing(&w, ALICE, "restarted unexpectedly").await;
+    assert!(
+        notice.contains("ended while the gateway was down"),
+        "{notice}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_confinement_a_crash_leaves_nothing_running_after_the_restart() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "terminal:\n  sandbox: 'off'\n",
+    )
+    .await;
     let (mut d, pid) = start_long_background_job(&w).await;
     d.kill();
     assert!(

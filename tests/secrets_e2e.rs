@@ -178,11 +178,12 @@ async fn a_tool_that_prints_a_configured_key_shows_the_model_a_blank() {
         "approvals:\n  mode: 'off'\n",
     )
     .await;
-    // The key is in config.yaml, which a command may still read with approvals off.
-    w.llm.push(Reply::terminal(&format!(
-        "grep api_key {}/config.yaml",
-        w.home.dir.display()
-    )));
+    // The key where a command can read it: config.yaml itself is hidden from commands
+    // (confinement_e2e), but a copy the person made is theirs to use.
+    let copy = w.home.dir.join("work/config-copy.yaml");
+    std::fs::copy(w.home.dir.join("config.yaml"), &copy).unwrap();
+    w.llm
+        .push(Reply::terminal(&format!("grep api_key {}", copy.display())));
     w.llm.push(Reply::text("done"));
     let _d = w.start();
     w.telegram.dm(ALICE, "find the key");

@@ -262,14 +262,14 @@ async fn a_second_message_interrupts_the_first_turn_and_only_the_merged_answer_i
 async fn stop_kills_a_running_command_at_once() {
     let w = World::allow_all().await;
     let _d = w.start();
-    let pid = alice_runs_a_long_command(&w).await;
+    let group = alice_runs_a_long_command(&w).await;
     let stopped_at = std::time::Instant::now();
     w.telegram.dm(ALICE, "/stop");
     let replies = w.replies(ALICE, 1).await;
     assert_eq!(replies[0], "⏹ Stopped.");
     assert!(stopped_at.elapsed() < Duration::from_secs(5));
     eventually(WAIT, "the process group to be gone", || {
-        (!group_alive(pid)).then_some(())
+        (!group_alive(group)).then_some(())
     })
     .await;
     assert_eq!(
@@ -472,7 +472,7 @@ async fn steer_mode_hands_a_message_to_the_running_turn_at_its_next_tool_step() 
         "display:\n  busy_input_mode: steer\n",
     )
     .await;
-    let pidfile = w.home.dir.join("steer-started");
+    let pidfile = w.home.dir.join("work/steer-started");
     w.llm.push(Reply::terminal(&format!(
         "touch {}; sleep 2; echo slept",
         pidfile.display()

@@ -258,7 +258,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             BusyMode::Interrupt
         }
     };
-    let terminal = read_terminal(&mut y, env, &mut problems);
+    let terminal = read_terminal(&mut y, env, home, &mut problems);
     let access = AccessConfig {
         gateway_allowed: env
             .value("GATEWAY_ALLOWED_USERS")
@@ -655,16 +655,57 @@ pub(crate) fn absolute(text: &str) -> PathBuf {
     std::fs::canonicalize(&path).unwrap_or(path)
 }
 
-fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> TerminalConfig {
-    let cwd = y
+fn read_terminal(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    home: &Path,
+    problems: &mut Vec<Problem>,
+) -> TerminalConfig {
+    let configured = y
         .string("terminal.cwd", problems)
         .or_else(|| env.value("MESSAGING_CWD"))
         .or_else(|| env.value("TERMINAL_CWD"))
         .map(|text| absolute(&text))
         .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/"));
+    // The gateway's home is hidden from commands: one that was their working directory
+    // (the system service's) gives them a workspace inside it instead.
+    let resolved_home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    let cwd_was_home = configured == resolved_home;
+    let cwd = crate::confine::workspace::working_directory(&resolved_home, configured);
+    let sandbox = match y.string("terminal.sandbox", problems).as_deref() {
+        None | Some("auto") => SandboxMode::Auto,
+        Some("required") => SandboxMode::Required,
+        // YAML 1.1 reads a bare `off` as the boolean false.
+        Some("off") | Some("false") => SandboxMode::Off,
+        Some(other) => {
+            problems.push(Problem::error(
+                "terminal.sandbox",
+                format!("{other:?} is not a sandbox mode; use auto, required or off"),
+            ));
+            SandboxMode::Auto
+        }
+    };
+    let sandbox_expose: Vec<PathBuf> = y
+        .list("terminal.sandbox_expose", problems)
+        .unwrap_or_default()
+        .iter()
+        .map(|path| absolute(path))
+        .collect();
+    for path in &sandbox_expose {
+        if path.starts_with(&resolved_home) || resolved_home.starts_with(path) {
+            problems.push(Problem::error(
+                "terminal.sandbox_expose",
+                format!(
+                    "{} would hand the gateway's own home to the agent's commands; it is not exposed",
+                    path.display()
+                ),
+            ));
+        }
+    }
     TerminalConfig {
         cwd,
+        cwd_was_home,
         timeout: Duration::from_secs(y.number("terminal.timeout", problems).unwrap_or(180).max(1)),
         max_output_chars: y
             .number("terminal.max_output_chars", problems)
@@ -679,6 +720,12 @@ fn read_terminal(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>)
             .unwrap_or_default()
             .iter()
             .map(|root| absolute(root))
+            .collect(),
+        sandbox,
+        network: y.boolean("terminal.network", problems).unwrap_or(true),
+        sandbox_expose: sandbox_expose
+            .into_iter()
+            .filter(|p| !p.starts_with(&resolved_home) && !resolved_home.starts_with(p))
             .collect(),
     }
 }

@@ -245,6 +245,36 @@ pub struct TerminalConfig {
     pub confine_writes: bool,
     /// `terminal.allowed_roots`: more directories writes may go to when confined.
     pub allowed_roots: Vec<PathBuf>,
+    /// The working directory used to be the gateway's home (now `workspace` in it).
+    pub cwd_was_home: bool,
+    /// `terminal.sandbox`: how commands are confined.
+    pub sandbox: SandboxMode,
+    /// `terminal.network`: commands may use the network (default true).
+    pub network: bool,
+    /// `terminal.sandbox_expose`: places the confinement would hide that the operator
+    /// hands to commands on purpose (a Docker socket, the ssh-agent).
+    pub sandbox_expose: Vec<PathBuf>,
+}
+
+/// `terminal.sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxMode {
+    /// Confine where the kernel allows; otherwise run unconfined and warn loudly (default).
+    Auto,
+    /// Refuse to run commands that cannot be confined.
+    Required,
+    /// Never confine (said at start-up).
+    Off,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Required => "required",
+            SandboxMode::Off => "off",
+        }
+    }
 }
 
 /// Who may talk to the agent.

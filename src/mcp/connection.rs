@@ -40,17 +40,29 @@ pub struct Connection {
     service: RunningService<RoleClient, ClientConfig>,
     /// The process group of a stdio server.
     group: Option<Pid>,
+    /// A stdio server's confinement, held while it runs.
+    _sandbox: Option<crate::confine::Sandbox>,
 }
 
 impl Connection {
-    /// Connect, shake hands and list the tools, within `connect_timeout`.
-    pub async fn open(config: &McpServerConfig) -> Result<(Connection, Vec<ListedTool>), String> {
+    /// Connect, shake hands and list the tools, within `connect_timeout`; a stdio server
+    /// runs in a confinement of its own.
+    pub async fn open(
+        config: &McpServerConfig,
+        confinement: &crate::confine::Confinement,
+    ) -> Result<(Connection, Vec<ListedTool>), String> {
         let limit = config.connect_timeout;
-        let (service, group) =
+        let (service, group, sandbox) =
             match &config.transport {
                 McpTransport::Stdio { command, args, env } => {
+                    let sandbox = confinement
+                        .sandbox(&format!("mcp:{}", config.name))
+                        .await
+                        .map_err(|refused| refused.to_string())?;
+                    let cwd = confinement.working_directory();
                     let mut cmd = tokio::process::Command::new(command);
                     cmd.args(args)
+                        .current_dir(cwd)
                         .env_clear()
                         .envs(SAFE_ENV.iter().filter_map(|name| {
                             std::env::var(name).ok().map(|value| (*name, value))
@@ -58,6 +70,9 @@ impl Connection {
                         .envs(std::env::vars().filter(|(name, _)| name.starts_with("XDG_")))
                         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                         .kill_on_drop(true);
+                    sandbox
+                        .prepare(&mut cmd, cwd)
+                        .map_err(|e| format!("could not confine {command:?}: {e}"))?;
                     let mut wrapped = CommandWrap::from(cmd);
                     wrapped.wrap(ProcessGroup::leader());
                     let (transport, stderr) = TokioChildProcess::builder(wrapped)
@@ -74,7 +89,7 @@ impl Connection {
                     {
                         crate::shell::signal_group(group, Signal::SIGKILL);
                     }
-                    (service?, group)
+                    (service?, group, Some(sandbox))
                 }
                 McpTransport::Http { url, headers } => {
                     let mut custom = std::collections::HashMap::new();
@@ -89,10 +104,14 @@ impl Connection {
                         StreamableHttpClientTransportConfig::with_uri(url.as_str())
                             .custom_headers(custom),
                     );
-                    (handshake(transport, limit).await?, None)
+                    (handshake(transport, limit).await?, None, None)
                 }
             };
-        let connection = Connection { service, group };
+        let connection = Connection {
+            service,
+            group,
+            _sandbox: sandbox,
+        };
         let listed = match tokio::time::timeout(limit, connection.peer().list_all_tools()).await {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => {

@@ -49,6 +49,8 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// One configured server.
 pub struct Server {
     pub config: McpServerConfig,
+    /// Where a stdio server runs.
+    confinement: Arc<crate::confine::Confinement>,
     health: Mutex<Health>,
     failures: Mutex<u32>,
     connection: tokio::sync::Mutex<Option<Connection>>,
@@ -61,13 +63,17 @@ pub struct Mcp {
 }
 
 impl Mcp {
-    pub fn new(configs: Vec<McpServerConfig>) -> Arc<Mcp> {
+    pub fn new(
+        configs: Vec<McpServerConfig>,
+        confinement: Arc<crate::confine::Confinement>,
+    ) -> Arc<Mcp> {
         Arc::new(Mcp {
             servers: configs
                 .into_iter()
                 .map(|config| {
                     Arc::new(Server {
                         config,
+                        confinement: confinement.clone(),
                         health: Mutex::new(Health::NotStarted),
                         failures: Mutex::new(0),
                         connection: tokio::sync::Mutex::new(None),
@@ -234,7 +240,7 @@ impl Server {
         self.set_health(Health::Starting);
         let name = &self.config.name;
         tracing::info!(server = %name, "mcp: connecting");
-        match Connection::open(&self.config).await {
+        match Connection::open(&self.config, &self.confinement).await {
             Ok((open, listed)) => {
                 let mut tools: Vec<Arc<McpTool>> = Vec::new();
                 for listed in listed.into_iter().filter(|t| self.wanted(&t.name)) {
@@ -284,7 +290,12 @@ mod tests {
             parallel: false,
             lazy: true,
         };
-        Mcp::new(vec![config]).servers[0].clone()
+        Mcp::new(
+            vec![config],
+            Arc::new(crate::confine::Confinement::disabled()),
+        )
+        .servers[0]
+            .clone()
     }
 
     #[test]

@@ -90,6 +90,8 @@ pub struct SpawnRequest {
     pub origin: Origin,
     pub check_interval: Option<Duration>,
     pub notify_on_complete: bool,
+    /// The session's confinement, held while the process runs.
+    pub sandbox: crate::confine::Sandbox,
 }
 
 /// How a process ended.
@@ -262,13 +264,19 @@ impl ProcessRegistry {
     /// Start a background process; returns its id (`proc_<12 hex>`).
     pub async fn spawn(self: &Arc<Self>, request: SpawnRequest) -> Result<(String, u32), String> {
         self.make_room()?;
-        let mut child =
-            shell::spawn(&request.command, &request.cwd, &request.env, true).map_err(|e| {
-                format!(
-                    "could not start the command: {e} (in {})",
-                    request.cwd.display()
-                )
-            })?;
+        let mut child = shell::spawn(
+            &request.command,
+            &request.cwd,
+            &request.env,
+            true,
+            &request.sandbox,
+        )
+        .map_err(|e| {
+            format!(
+                "could not start the command: {e} (in {})",
+                request.cwd.display()
+            )
+        })?;
         let pid = child.id().unwrap_or(0);
         let id = format!("proc_{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
         let (exit_tx, exit_rx) = watch::channel(None);
@@ -287,11 +295,14 @@ impl ProcessRegistry {
         shell::pump_output(&mut child, move |bytes| {
             t.output.lock().expect("output lock").push(bytes)
         });
-        // The waiter owns the child: it reaps it and publishes the exit.
+        // The waiter owns the child (and its confinement): it reaps it and publishes the
+        // exit.
         let t = tracked.clone();
         let shutdown = self.shutdown.clone();
         let store = self.store.clone();
+        let sandbox = request.sandbox;
         tokio::spawn(async move {
+            let _sandbox = sandbox;
             let status = tokio::select! {
                 status = child.wait() => status.ok(),
                 _ = shutdown.cancelled() => {
@@ -609,12 +620,16 @@ async fn terminate(t: &Tracked) -> Stopped {
     Stopped::Terminated
 }
 
-/// The start time of process `pid` in clock ticks since boot (`/proc/<pid>/stat` field 22).
+/// The start time of process `pid` in clock ticks since boot (`/proc/<pid>/stat` field
+/// 22); `None` when it does not run (gone, or a zombie nobody reaped yet).
 fn start_ticks(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may contain spaces.
-    let rest = stat.rsplit_once(") ")?.1;
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat.rsplit_once(") ")?.1.split_whitespace();
+    if matches!(fields.next(), Some("Z" | "X")) {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 fn short(command: &str) -> String {

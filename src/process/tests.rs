@@ -53,6 +53,7 @@ mod support {
             },
             check_interval: None,
             notify_on_complete: true,
+            sandbox: crate::confine::Sandbox::unconfined(),
         }
     }
 }

@@ -22,6 +22,54 @@ pub struct AllowlistEntry {
     pub description: String,
     pub example: String,
     pub added_by: String,
+    /// Its MAC verifies: the gateway wrote it. A row that does not is never honoured.
+    pub signed: bool,
+}
+
+/// The allowlist's table, as its rows are signed.
+const ALLOWLIST: &str = "approval_allowlist";
+
+/// The fields of an allowlist row that its MAC covers.
+fn allowlist_fields(
+    key: &str,
+    description: &str,
+    example: &str,
+    added_by: &str,
+    at: i64,
+) -> [String; 5] {
+    [
+        key.into(),
+        description.into(),
+        example.into(),
+        added_by.into(),
+        at.to_string(),
+    ]
+}
+
+/// Sign every allowlist row (the upgrade that added the MACs).
+pub(super) fn sign_existing(
+    tx: &rusqlite::Transaction,
+    key: &crate::state_key::StateKey,
+) -> rusqlite::Result<()> {
+    let rows: Vec<(String, String, String, String, i64)> = tx
+        .prepare(
+            "SELECT pattern_key, description, example, added_by, added_at FROM approval_allowlist",
+        )?
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    for (pattern, description, example, added_by, at) in rows {
+        let mac = key.sign(
+            ALLOWLIST,
+            &allowlist_fields(&pattern, &description, &example, &added_by, at),
+        );
+        tx.execute(
+            "UPDATE approval_allowlist SET mac = ?1 WHERE pattern_key = ?2",
+            params![mac, pattern],
+        )?;
+    }
+    Ok(())
 }
 
 impl Store {
@@ -105,16 +153,26 @@ impl Store {
         .await
     }
 
-    /// Whether every key is on the standing allowlist.
+    /// Whether every key is on the standing allowlist, by a row the gateway signed; a row
+    /// that does not verify covers nothing and is reported.
     pub async fn allowlist_covers(&self, keys: &[&str]) -> Result<bool, StoreError> {
         let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let signer = self.key.clone();
         self.call(move |conn| {
             for key in &keys {
-                let found = conn
-                    .prepare_cached("SELECT 1 FROM approval_allowlist WHERE pattern_key = ?1")?
-                    .query_row([key], |_| Ok(()))
+                let found: Option<(String, String, String, i64, String)> = conn
+                    .prepare_cached("SELECT description, example, added_by, added_at, mac FROM approval_allowlist WHERE pattern_key = ?1")?
+                    .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
                     .optional()?;
-                if found.is_none() {
+                let Some((description, example, added_by, at, mac)) = found else {
+                    return Ok(false);
+                };
+                let fields = allowlist_fields(key, &description, &example, &added_by, at);
+                if !signer.verifies(ALLOWLIST, &fields, &mac) {
+                    tracing::error!(
+                        pattern = %key,
+                        "a standing approval in the database was not written by the gateway (its signature does not verify): it is ignored and the command asks; remove it with `hermes-gateway approvals revoke`"
+                    );
                     return Ok(false);
                 }
             }
@@ -136,11 +194,15 @@ impl Store {
             example.to_owned(),
             added_by.to_owned(),
         );
+        let signer = self.key.clone();
         self.call(move |conn| {
-            conn.prepare_cached("INSERT OR REPLACE INTO approval_allowlist (pattern_key, description, example, added_by, added_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)")?
+            let at = now_ms();
+            let fields = allowlist_fields(&key, &description, &example, &added_by, at);
+            let mac = signer.sign(ALLOWLIST, &fields);
+            conn.prepare_cached("INSERT OR REPLACE INTO approval_allowlist (pattern_key, description, example, added_by, added_at, mac)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
 .execute(
-                params![key, description, example, added_by, now_ms()],
+                params![key, description, example, added_by, at, mac],
             )?;
             Ok(())
         })
@@ -148,12 +210,17 @@ impl Store {
     }
 
     pub async fn allowlist_list(&self) -> Result<Vec<AllowlistEntry>, StoreError> {
-        self.call(|conn| {
+        let signer = self.key.clone();
+        self.call(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT pattern_key, description, example, added_by FROM approval_allowlist ORDER BY added_at",
+                "SELECT pattern_key, description, example, added_by, added_at, mac FROM approval_allowlist ORDER BY added_at",
             )?;
             let rows = stmt.query_map([], |r| {
-                Ok(AllowlistEntry { pattern_key: r.get(0)?, description: r.get(1)?, example: r.get(2)?, added_by: r.get(3)? })
+                let (pattern_key, description, example, added_by): (String, String, String, String) =
+                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+                let fields = allowlist_fields(&pattern_key, &description, &example, &added_by, r.get(4)?);
+                let signed = signer.verifies(ALLOWLIST, &fields, &r.get::<_, String>(5)?);
+                Ok(AllowlistEntry { pattern_key, description, example, added_by, signed })
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
@@ -176,6 +243,78 @@ impl Store {
 mod tests {
     use super::*;
     use hermes_adapter::{ChatKind, Platform};
+
+    #[tokio::test]
+    async fn a_standing_approval_the_gateway_did_not_write_covers_nothing() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .allowlist_add("rm-recursive", "recursive delete", "rm -rf x", "Ada")
+            .await
+            .unwrap();
+        assert!(store.allowlist_covers(&["rm-recursive"]).await.unwrap());
+        // Rows as a command with the database open would write them: without a MAC, with
+        // another row's MAC, or a signed row changed.
+        store
+            .call(|conn| {
+                conn.execute_batch(
+                    "INSERT INTO approval_allowlist (pattern_key, description, example, added_by, added_at)
+                     VALUES ('read-secrets', 'x', 'cat .env', 'model', 0);
+                     INSERT INTO approval_allowlist (pattern_key, description, example, added_by, added_at, mac)
+                     SELECT 'curl-pipe-sh', description, example, added_by, added_at, mac
+                     FROM approval_allowlist WHERE pattern_key = 'rm-recursive';",
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(!store.allowlist_covers(&["read-secrets"]).await.unwrap());
+        assert!(!store.allowlist_covers(&["curl-pipe-sh"]).await.unwrap());
+        store
+            .call(|conn| {
+                conn.execute(
+                    "UPDATE approval_allowlist SET added_by = 'someone else' WHERE pattern_key = 'rm-recursive'",
+                    [],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(!store.allowlist_covers(&["rm-recursive"]).await.unwrap());
+        let listed = store.allowlist_list().await.unwrap();
+        assert_eq!(listed.len(), 3);
+        assert!(listed.iter().all(|e| !e.signed), "{listed:?}");
+    }
+
+    #[test]
+    fn an_upgrade_signs_the_rows_an_older_gateway_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.db");
+        {
+            let mut conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL);")
+                .unwrap();
+            let tx = conn.transaction().unwrap();
+            for step in &super::super::migrations::MIGRATIONS_FOR_TESTS[..10] {
+                tx.execute_batch(step).unwrap();
+            }
+            tx.execute_batch(
+                "INSERT INTO schema_version VALUES (10);
+                 INSERT INTO approval_allowlist (pattern_key, description, example, added_by, added_at)
+                 VALUES ('rm-recursive', 'recursive delete', 'rm -rf x', 'Ada', 5);
+                 INSERT INTO paired_users (platform, user_id, user_name, approved_at)
+                 VALUES ('telegram', '42', 'Bo', 6);",
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let store = Store::open(&path).unwrap();
+            assert!(store.allowlist_covers(&["rm-recursive"]).await.unwrap());
+            assert!(store.pairing_is_approved("telegram", "42").await.unwrap());
+            assert!(dir.path().join(crate::state_key::FILE).exists());
+        });
+    }
 
     #[tokio::test]
     async fn approvals_record_decisions_and_the_allowlist_persists() {

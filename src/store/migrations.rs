@@ -288,7 +288,20 @@ const MIGRATIONS: &[&str] = &[
         ended_at    INTEGER
     );
     "#,
+    // 11: standing approvals and paired people carry the MAC of their contents under the
+    // home's state key (`crate::state_key`); the rows an upgrade finds are signed then.
+    r#"
+    ALTER TABLE approval_allowlist ADD COLUMN mac TEXT NOT NULL DEFAULT '';
+    ALTER TABLE paired_users ADD COLUMN mac TEXT NOT NULL DEFAULT '';
+    "#,
 ];
+
+/// Every step, for tests that build an older database.
+#[cfg(test)]
+pub const MIGRATIONS_FOR_TESTS: &[&str] = MIGRATIONS;
+
+/// The step whose upgrade signs the rows already there.
+pub const SIGNED_ROWS: i64 = 11;
 
 /// The newest schema in one piece, for a new database: the same tables, columns (in the
 /// same order), indexes and triggers as running every step of [`MIGRATIONS`], which
@@ -417,6 +430,7 @@ const SCHEMA: &str = r#"
         user_id     TEXT NOT NULL,
         user_name   TEXT NOT NULL,
         approved_at INTEGER NOT NULL,
+        mac TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (platform, user_id)
     );
     CREATE TABLE pairing_failures (
@@ -447,7 +461,8 @@ const SCHEMA: &str = r#"
         description TEXT NOT NULL,
         example     TEXT NOT NULL,
         added_by    TEXT NOT NULL,
-        added_at    INTEGER NOT NULL
+        added_at    INTEGER NOT NULL,
+        mac TEXT NOT NULL DEFAULT ''
     );
     
 
@@ -535,7 +550,18 @@ const SCHEMA: &str = r#"
 "#;
 
 /// Bring the database up to the newest schema.
+/// Bring the schema up to date.
+#[cfg(test)]
 pub fn apply(conn: &mut Connection) -> Result<(), StoreError> {
+    apply_then(conn, |_, _| Ok(()))
+}
+
+/// Bring the schema up to date; `upgraded` runs in the same transaction with the version
+/// the database had (not for a new one), for what SQL alone cannot migrate.
+pub fn apply_then(
+    conn: &mut Connection,
+    upgraded: impl FnOnce(&rusqlite::Transaction, i64) -> rusqlite::Result<()>,
+) -> Result<(), StoreError> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);")?;
     let current: i64 = conn.query_row(
         "SELECT COALESCE(MAX(version), 0) FROM schema_version",
@@ -561,6 +587,7 @@ pub fn apply(conn: &mut Connection) -> Result<(), StoreError> {
         for step in &MIGRATIONS[current as usize..] {
             tx.execute_batch(step)?;
         }
+        upgraded(&tx, current)?;
     }
     tx.execute("DELETE FROM schema_version", [])?;
     tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [known])?;
@@ -617,7 +644,8 @@ mod tests {
         )
         .unwrap();
         apply(&mut conn).unwrap();
-        let store = crate::store::Store::spawn(conn);
+        let store =
+            crate::store::Store::spawn(conn, crate::state_key::StateKey::from_bytes(&[1; 32]));
         let open = store.inbox_unfinished().await.unwrap();
         assert_eq!(open.len(), 1);
         let hermes_adapter::InboundKind::Press(press) = &open[0].event.kind else {

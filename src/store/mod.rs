@@ -48,6 +48,8 @@ use hermes_adapter::{ChatKind, ChatRef, Platform};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use crate::state_key::StateKey;
+
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -64,6 +66,8 @@ pub enum StoreError {
     Closed,
     #[error("stored data is invalid: {0}")]
     Invalid(String),
+    #[error("the gateway's state key: {0}")]
+    Key(std::io::Error),
 }
 
 impl StoreError {
@@ -84,7 +88,7 @@ impl StoreError {
             ),
             StoreError::Sqlite(_) | StoreError::Invalid(_) | StoreError::TooNew { .. } => false,
             StoreError::Open { .. } => true,
-            StoreError::Closed => false,
+            StoreError::Closed | StoreError::Key(_) => false,
         }
     }
 }
@@ -113,20 +117,33 @@ pub struct Store {
     jobs: mpsc::Sender<Job>,
     /// Keeps the WAL checkpoint thread running while the store is in use (none in memory).
     _checkpointer: Option<Arc<checkpoint::Checkpointer>>,
+    /// Signs and checks the standing decisions (allowlist, paired people).
+    key: StateKey,
 }
 
 impl Store {
     /// Open (creating if needed) the database at `path`, apply migrations, and start the
     /// owning thread.
+    /// The state key is the one in the database's directory (the home), made there on
+    /// first use.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let home = path.parent().unwrap_or(Path::new("."));
+        let key = StateKey::load_or_create(home).map_err(StoreError::Key)?;
         let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
             path: path.display().to_string(),
             source,
         })?;
         configure(&conn)?;
-        migrations::apply(&mut conn)?;
+        migrations::apply_then(&mut conn, |tx, from| {
+            // What an older gateway decided was written by it: signed now, once.
+            if from < migrations::SIGNED_ROWS {
+                approvals::sign_existing(tx, &key)?;
+                pairing::sign_existing(tx, &key)?;
+            }
+            Ok(())
+        })?;
         let checkpointer = checkpoint::start(path)?;
-        let mut store = Store::spawn(conn);
+        let mut store = Store::spawn(conn, key);
         store._checkpointer = Some(Arc::new(checkpointer));
         Ok(store)
     }
@@ -136,10 +153,13 @@ impl Store {
     pub fn open_in_memory() -> Result<Store, StoreError> {
         let mut conn = Connection::open_in_memory()?;
         migrations::apply(&mut conn)?;
-        Ok(Store::spawn(conn))
+        Ok(Store::spawn(
+            conn,
+            StateKey::from_bytes(&rand::random::<[u8; 32]>()),
+        ))
     }
 
-    fn spawn(mut conn: Connection) -> Store {
+    fn spawn(mut conn: Connection, key: StateKey) -> Store {
         let (jobs, rx) = mpsc::channel::<Job>();
         thread::Builder::new()
             .name("hermes-store".into())
@@ -155,6 +175,7 @@ impl Store {
         Store {
             jobs,
             _checkpointer: None,
+            key,
         }
     }
 

@@ -120,19 +120,32 @@ impl Store {
         .await
     }
 
-    /// Whether this person was paired by the owner.
+    /// Whether this person was paired by the owner: a row the gateway signed (one that
+    /// does not verify pairs nobody and is reported).
     pub async fn pairing_is_approved(
         &self,
         platform: &str,
         user_id: &str,
     ) -> Result<bool, StoreError> {
         let (platform, user_id) = (platform.to_owned(), user_id.to_owned());
+        let signer = self.key.clone();
         self.call(move |conn| {
-            Ok(conn
-                .prepare_cached("SELECT 1 FROM paired_users WHERE platform = ?1 AND user_id = ?2")?
-                .query_row(params![platform, user_id], |_| Ok(()))
-                .optional()?
-                .is_some())
+            let found: Option<(String, i64, String)> = conn
+                .prepare_cached("SELECT user_name, approved_at, mac FROM paired_users WHERE platform = ?1 AND user_id = ?2")?
+                .query_row(params![platform, user_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            let Some((name, at, mac)) = found else {
+                return Ok(false);
+            };
+            if !signer.verifies(PAIRED, &paired_fields(&platform, &user_id, &name, at), &mac) {
+                tracing::error!(
+                    %platform,
+                    %user_id,
+                    "a paired person in the database was not written by the gateway (its signature does not verify): they are not let in; remove the row with `hermes-gateway pairing revoke`"
+                );
+                return Ok(false);
+            }
+            Ok(true)
         })
         .await
     }
@@ -144,6 +157,7 @@ impl Store {
         code: &str,
     ) -> Result<PairingApproval, PairingError> {
         let (platform, code) = (platform.to_owned(), code.trim().to_ascii_uppercase());
+        let signer = self.key.clone();
         self.call(move |conn| {
                 let now = now_ms();
                 let tx = conn.transaction()?;
@@ -165,10 +179,12 @@ impl Store {
                     .optional()?;
                 let outcome = match found {
                     Some(approval) => {
-                        tx.prepare_cached("INSERT OR REPLACE INTO paired_users (platform, user_id, user_name, approved_at)
-                             VALUES (?1, ?2, ?3, ?4)")?
+                        let fields = paired_fields(&platform, &approval.user_id, &approval.user_name, now);
+                        let mac = signer.sign(PAIRED, &fields);
+                        tx.prepare_cached("INSERT OR REPLACE INTO paired_users (platform, user_id, user_name, approved_at, mac)
+                             VALUES (?1, ?2, ?3, ?4, ?5)")?
 .execute(
-                            params![platform, approval.user_id, approval.user_name, now],
+                            params![platform, approval.user_id, approval.user_name, now, mac],
                         )?;
                         tx.prepare_cached("DELETE FROM pairing_requests WHERE platform = ?1 AND user_id = ?2")?
 .execute(
@@ -202,11 +218,14 @@ impl Store {
         .await
     }
 
-    /// Pending requests and paired people: `(pending, [(platform, user_id, user_name)])`.
+    /// Pending requests and paired people: `(pending, [(platform, user_id, user_name,
+    /// signed)])`; `signed` is false for a row the gateway did not write.
+    #[allow(clippy::type_complexity)]
     pub async fn pairing_list(
         &self,
-    ) -> Result<(Vec<PairingRequest>, Vec<(String, String, String)>), StoreError> {
-        self.call(|conn| {
+    ) -> Result<(Vec<PairingRequest>, Vec<(String, String, String, bool)>), StoreError> {
+        let signer = self.key.clone();
+        self.call(move |conn| {
             let now = now_ms();
             let mut stmt = conn.prepare_cached(
                 "SELECT platform, code, user_id, user_name, expires_at FROM pairing_requests
@@ -224,15 +243,48 @@ impl Store {
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
             let mut stmt = conn.prepare_cached(
-                "SELECT platform, user_id, user_name FROM paired_users ORDER BY approved_at",
+                "SELECT platform, user_id, user_name, approved_at, mac FROM paired_users ORDER BY approved_at",
             )?;
             let approved = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .query_map([], |r| {
+                    let (platform, user_id, name): (String, String, String) =
+                        (r.get(0)?, r.get(1)?, r.get(2)?);
+                    let fields = paired_fields(&platform, &user_id, &name, r.get(3)?);
+                    let signed = signer.verifies(PAIRED, &fields, &r.get::<_, String>(4)?);
+                    Ok((platform, user_id, name, signed))
+                })?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok((pending, approved))
         })
         .await
     }
+}
+
+/// The paired people's table, as its rows are signed.
+const PAIRED: &str = "paired_users";
+
+/// The fields of a paired person's row that its MAC covers.
+fn paired_fields(platform: &str, user_id: &str, name: &str, at: i64) -> [String; 4] {
+    [platform.into(), user_id.into(), name.into(), at.to_string()]
+}
+
+/// Sign every paired person's row (the upgrade that added the MACs).
+pub(super) fn sign_existing(
+    tx: &rusqlite::Transaction,
+    key: &crate::state_key::StateKey,
+) -> rusqlite::Result<()> {
+    let rows: Vec<(String, String, String, i64)> = tx
+        .prepare("SELECT platform, user_id, user_name, approved_at FROM paired_users")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<Result<_, _>>()?;
+    for (platform, user_id, name, at) in rows {
+        let mac = key.sign(PAIRED, &paired_fields(&platform, &user_id, &name, at));
+        tx.execute(
+            "UPDATE paired_users SET mac = ?1 WHERE platform = ?2 AND user_id = ?3",
+            params![mac, platform, user_id],
+        )?;
+    }
+    Ok(())
 }
 
 fn new_code() -> String {
@@ -254,6 +306,31 @@ mod tests {
             PairingRequestOutcome::Issued(code) => (store, code),
             other => panic!("expected a code, got {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_paired_person_the_gateway_did_not_write_is_not_let_in() {
+        let (store, code) = eve_asks().await;
+        store.pairing_approve("telegram", &code).await.unwrap();
+        store
+            .call(|conn| {
+                conn.execute_batch(
+                    "INSERT INTO paired_users (platform, user_id, user_name, approved_at)
+                     VALUES ('telegram', '666', 'Mallory', 0);
+                     INSERT INTO paired_users (platform, user_id, user_name, approved_at, mac)
+                     SELECT platform, '667', user_name, approved_at, mac FROM paired_users WHERE user_id = '9';",
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(store.pairing_is_approved("telegram", "9").await.unwrap());
+        assert!(!store.pairing_is_approved("telegram", "666").await.unwrap());
+        assert!(!store.pairing_is_approved("telegram", "667").await.unwrap());
+        let (_, paired) = store.pairing_list().await.unwrap();
+        let mut signed: Vec<(&str, bool)> = paired.iter().map(|p| (p.1.as_str(), p.3)).collect();
+        signed.sort();
+        assert_eq!(signed, [("666", false), ("667", false), ("9", true)]);
     }
 
     #[tokio::test]

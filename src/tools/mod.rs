@@ -167,6 +167,37 @@ pub struct ToolDeps {
     pub delegations: Arc<delegate::Delegations>,
     /// Files named in messages (`send_message`).
     pub media: Arc<crate::media::MediaPreparer>,
+    /// Where the agent's commands run (`terminal`, `process`, `execute_code`).
+    pub confinement: Arc<crate::confine::Confinement>,
+}
+
+/// The confinement as the tools that start processes use it.
+#[derive(Clone)]
+pub struct Confined {
+    pub confinement: Arc<crate::confine::Confinement>,
+    /// Where the person is told, once per session, that commands cannot run here.
+    pub delivery: crate::delivery::Delivery,
+}
+
+impl Confined {
+    /// How a command of this turn's session is confined; when it may not run at all, the
+    /// tool's error instead (and the person hears of it once).
+    pub async fn sandbox(&self, ctx: &ToolContext) -> Result<crate::confine::Sandbox, String> {
+        match self.confinement.sandbox(&ctx.session_key).await {
+            Ok(sandbox) => Ok(sandbox),
+            Err(refused) => {
+                if self.confinement.first_refusal(&ctx.session_key) {
+                    let text = format!(
+                        "⚠️ I cannot run commands here: {refused}. The operator can see why with `hermes-gateway check-config`."
+                    );
+                    if let Err(e) = self.delivery.reply(&ctx.chat, &text, None).await {
+                        tracing::error!(error = %e, "confine: could not queue the notice");
+                    }
+                }
+                Err(refused.to_string())
+            }
+        }
+    }
 }
 
 /// The tools offered to the model.
@@ -198,7 +229,12 @@ impl Toolbox {
             agent,
             delegations,
             media,
+            confinement,
         } = deps;
+        let confined = Confined {
+            confinement,
+            delivery: delivery.clone(),
+        };
         let mut files = files::Files::new(config.cwd.clone(), home.clone(), approvals.clone());
         if config.confine_writes {
             files = files.confined(&config.allowed_roots);
@@ -210,6 +246,7 @@ impl Toolbox {
             terminal::Terminal::new(config, secret_env_names),
             approvals.clone(),
             processes,
+            confined.clone(),
         );
         let mut tools: Vec<Arc<dyn Tool>> = vec![
             Arc::new(shell_tools::TerminalTool(shell.clone())),
@@ -242,6 +279,7 @@ impl Toolbox {
             code_execution,
             (cwd, pass_env),
             approvals,
+            confined,
             &tools,
             toolsets.clone(),
         );

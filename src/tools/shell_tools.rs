@@ -19,6 +19,8 @@ pub struct Shell {
     pub terminal: Terminal,
     pub approvals: Arc<ApprovalBroker>,
     pub processes: Arc<ProcessRegistry>,
+    /// Where commands run confined.
+    pub confinement: super::Confined,
     /// What was written to each process's stdin since its last newline.
     unfinished_lines: Mutex<BTreeMap<String, String>>,
 }
@@ -31,11 +33,13 @@ impl Shell {
         terminal: Terminal,
         approvals: Arc<ApprovalBroker>,
         processes: Arc<ProcessRegistry>,
+        confinement: super::Confined,
     ) -> Arc<Self> {
         Arc::new(Shell {
             terminal,
             approvals,
             processes,
+            confinement,
             unfinished_lines: Mutex::new(BTreeMap::new()),
         })
     }
@@ -75,6 +79,10 @@ impl Shell {
                 cancelled: true,
             };
         }
+        let sandbox = match self.confinement.sandbox(ctx).await {
+            Ok(sandbox) => sandbox,
+            Err(refused) => return ToolResult::text(format!("error: {refused}")),
+        };
         if background {
             let requested = args
                 .get("check_interval")
@@ -95,6 +103,7 @@ impl Shell {
                     .get("notify_on_complete")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
+                sandbox,
             };
             return ToolResult::text(match self.processes.spawn(request).await {
                 Ok((id, pid)) => {
@@ -112,7 +121,7 @@ impl Shell {
         let timeout = args.get("timeout").and_then(Value::as_u64);
         let outcome = self
             .terminal
-            .run(command, workdir, timeout, &ctx.cancel)
+            .run(command, workdir, timeout, &ctx.cancel, &sandbox)
             .await;
         ToolResult {
             cancelled: matches!(outcome, CommandOutcome::Cancelled { .. }),

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::output::HeadTail;
 use crate::config::TerminalConfig;
+use crate::confine::Sandbox;
 use crate::shell::{self, Waited};
 
 /// How a command ended.
@@ -135,6 +136,7 @@ impl Terminal {
         workdir: Option<&str>,
         timeout_secs: Option<u64>,
         cancel: &CancellationToken,
+        sandbox: &Sandbox,
     ) -> CommandOutcome {
         let timeout = timeout_secs
             .map(Duration::from_secs)
@@ -144,7 +146,7 @@ impl Terminal {
             .map(PathBuf::from)
             .unwrap_or_else(|| self.config.cwd.clone());
         let started = Instant::now();
-        let mut child = match shell::spawn(command, &cwd, &self.child_env(), false) {
+        let mut child = match shell::spawn(command, &cwd, &self.child_env(), false, sandbox) {
             Ok(child) => child,
             Err(e) => {
                 return CommandOutcome::FailedToStart(format!(
@@ -212,6 +214,10 @@ mod tests {
                 pass_env: vec!["PASSED_TOKEN".into()],
                 confine_writes: false,
                 allowed_roots: Vec::new(),
+                cwd_was_home: false,
+                sandbox: crate::config::SandboxMode::Off,
+                network: true,
+                sandbox_expose: Vec::new(),
             },
             vec!["MY_DOTENV_THING".into()],
         )
@@ -225,6 +231,7 @@ mod tests {
                 None,
                 None,
                 &CancellationToken::new(),
+                &Sandbox::unconfined(),
             )
             .await;
         let text = out.describe();
@@ -239,7 +246,13 @@ mod tests {
         let cmd = format!("sleep 30 & echo $! > {}; wait", marker.display());
         let start = Instant::now();
         let out = terminal(1)
-            .run(&cmd, None, None, &CancellationToken::new())
+            .run(
+                &cmd,
+                None,
+                None,
+                &CancellationToken::new(),
+                &Sandbox::unconfined(),
+            )
             .await;
         assert!(matches!(out, CommandOutcome::TimedOut { .. }), "{out:?}");
         assert!(start.elapsed() < Duration::from_secs(5));
@@ -257,7 +270,13 @@ mod tests {
             marker.display()
         );
         let out = terminal(10)
-            .run(&cmd, None, None, &CancellationToken::new())
+            .run(
+                &cmd,
+                None,
+                None,
+                &CancellationToken::new(),
+                &Sandbox::unconfined(),
+            )
             .await;
         let text = out.describe();
         assert!(text.starts_with("exit code: 0"), "{text}");
@@ -266,7 +285,13 @@ mod tests {
         assert!(shell::pid_in_file_is_gone(&marker));
 
         let plain = terminal(10)
-            .run("echo only me", None, None, &CancellationToken::new())
+            .run(
+                "echo only me",
+                None,
+                None,
+                &CancellationToken::new(),
+                &Sandbox::unconfined(),
+            )
             .await
             .describe();
         assert!(!plain.contains("note:"), "{plain}");
@@ -281,7 +306,9 @@ mod tests {
             c.cancel();
         });
         let start = Instant::now();
-        let out = terminal(60).run("sleep 60", None, None, &cancel).await;
+        let out = terminal(60)
+            .run("sleep 60", None, None, &cancel, &Sandbox::unconfined())
+            .await;
         assert!(matches!(out, CommandOutcome::Cancelled { .. }));
         assert!(start.elapsed() < Duration::from_secs(3));
     }

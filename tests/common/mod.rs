@@ -71,17 +71,48 @@ impl World {
     }
 }
 
-/// Have Alice start a turn that runs a minute-long command; returns the command's pid once
-/// it runs (the daemon must be started).
+/// Have Alice start a turn that runs a minute-long command; returns the command's process
+/// group (on the host: the group the daemon signals) once it runs (the daemon must be
+/// started).
 pub async fn alice_runs_a_long_command(w: &World) -> i32 {
-    let pidfile = w.home.dir.join("long-command-pid");
+    let pidfile = w.home.dir.join("work/long-command-pid");
     w.llm.push(hermes_testkit::llm::Reply::terminal(&format!(
         "echo $$ > {}; sleep 60",
         pidfile.display()
     )));
     w.telegram.dm(ALICE, "sleep for a minute");
+    group_of(written_pid(&pidfile).await)
+}
+
+/// The process group of running process `pid`, as the host sees it. A confined command's
+/// group is led by the process the daemon spawned, outside its jail, so the pid a command
+/// wrote is not its group's.
+pub fn group_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("process {pid}: {e}"));
+    let rest = stat.rsplit_once(") ").expect("a stat line").1;
+    rest.split_whitespace()
+        .nth(2)
+        .and_then(|g| g.parse().ok())
+        .expect("a process group")
+}
+
+/// The host pid of the process whose pid (as it saw it, maybe inside a jail) was written to
+/// `pidfile`, once the file is there.
+pub async fn written_pid(pidfile: &std::path::Path) -> i32 {
+    // Seen twice in a row: a process of the same number in a jail that is just ending (the
+    // start-up check of the confinement runs one) is gone by the second look.
+    let mut last = None;
     hermes_testkit::eventually(WAIT, "the command to start", || {
-        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
+        std::fs::read_to_string(pidfile)
+            .ok()?
+            .trim()
+            .parse::<i32>()
+            .ok()?;
+        let found = hermes_testkit::pids::host_pid(pidfile);
+        let steady = found.filter(|pid| last == Some(*pid) && !process_gone(*pid));
+        last = found;
+        steady
     })
     .await
 }
@@ -153,6 +184,11 @@ pub fn offered(request: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether the process a command wrote its pid to `path` is gone (or only a zombie).
+pub fn written_process_gone(path: &std::path::Path) -> bool {
+    pid_in(path).is_none_or(process_gone)
+}
+
 /// Whether process `pid` is gone (or only a zombie).
 pub fn process_gone(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -163,11 +199,8 @@ pub fn process_gone(pid: i32) -> bool {
     }
 }
 
-/// The pid a command or a script wrote to `path`.
-pub fn pid_in(path: &std::path::Path) -> i32 {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+/// The host pid of the process a command or a script wrote its pid (as it saw it) to
+/// `path`; `None` once it no longer runs.
+pub fn pid_in(path: &std::path::Path) -> Option<i32> {
+    hermes_testkit::pids::host_pid(path)
 }

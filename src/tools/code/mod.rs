@@ -90,6 +90,8 @@ pub struct ExecuteCodeTool {
     /// `terminal.pass_env`: variables the operator lets children see.
     pass_env: Vec<String>,
     approvals: Arc<ApprovalBroker>,
+    /// Where the script runs.
+    confined: super::Confined,
     /// The tools a script may call (the registry's own instances), where their toolsets
     /// are offered.
     sandbox: Vec<Arc<dyn Tool>>,
@@ -105,6 +107,7 @@ impl ExecuteCodeTool {
         config: CodeExecutionConfig,
         (cwd, pass_env): (PathBuf, Vec<String>),
         approvals: Arc<ApprovalBroker>,
+        confined: super::Confined,
         registry: &[Arc<dyn Tool>],
         toolsets: crate::config::ToolsetsConfig,
     ) -> Self {
@@ -118,6 +121,7 @@ impl ExecuteCodeTool {
             cwd,
             pass_env,
             approvals,
+            confined,
             sandbox,
             toolsets,
             python,
@@ -161,6 +165,11 @@ impl ExecuteCodeTool {
             Ok(listener) => listener,
             Err(e) => return failed(&format!("could not open the tool socket: {e}")),
         };
+        // After the run's files exist: Landlock alone takes what is on disk now.
+        let confinement = match self.confined.sandbox(ctx).await {
+            Ok(sandbox) => sandbox,
+            Err(refused) => return failed(&refused),
+        };
         let token = random_token();
         let cwd = match self.config.mode {
             CodeMode::Project => self.cwd.clone(),
@@ -177,6 +186,9 @@ impl ExecuteCodeTool {
             .stderr(std::process::Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        if let Err(e) = confinement.prepare(&mut command, &cwd) {
+            return failed(&format!("could not confine the script: {e}"));
+        }
         let started = Instant::now();
         let mut child = match command.spawn() {
             Ok(child) => child,

@@ -169,9 +169,10 @@ impl<F: PlatformFake> Kit<F> {
         .await
     }
 
-    /// A directory the agent's `rm -rf` may target; it exists until the command ran.
+    /// A directory the agent's `rm -rf` may target (in the working directory, which
+    /// commands can reach); it exists until the command ran.
     pub fn victim(&self, name: &str) -> std::path::PathBuf {
-        let dir = self.home.dir.join(name);
+        let dir = self.home.dir.join("work").join(name);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("precious.txt"), "data").unwrap();
         dir

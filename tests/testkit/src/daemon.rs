@@ -60,13 +60,26 @@ impl Home {
         std::fs::create_dir_all(dir).unwrap();
         let workdir = dir.join("work");
         std::fs::create_dir_all(&workdir).unwrap();
+        // The working directory joins a `terminal:` section the test brings, if any.
+        let cwd = format!("  cwd: {}\n", workdir.display());
+        let (terminal, extra_yaml) = match extra_yaml.find("terminal:\n") {
+            Some(at) if at == 0 || extra_yaml[..at].ends_with('\n') => {
+                let after = at + "terminal:\n".len();
+                let merged = if extra_yaml.contains("  cwd:") {
+                    extra_yaml.to_owned()
+                } else {
+                    format!("{}{cwd}{}", &extra_yaml[..after], &extra_yaml[after..])
+                };
+                (String::new(), merged)
+            }
+            _ => (format!("terminal:\n{cwd}"), extra_yaml.to_owned()),
+        };
         let yaml = format!(
             "model:\n  provider: custom\n  default: fake-model\n  base_url: {llm_url}\n  api_key: sk-test-secret\n  context_length: 131072\n  max_attempts: 3\n\
              security:\n  tirith_enabled: false\n\
              http:\n  listen: 127.0.0.1:0\n\
-             terminal:\n  cwd: {}\n\
-             platforms:\n{platform_yaml}{extra_yaml}",
-            workdir.display()
+             {terminal}\
+             platforms:\n{platform_yaml}{extra_yaml}"
         );
         std::fs::write(dir.join("config.yaml"), yaml).unwrap();
         let mut dotenv = String::new();
@@ -87,9 +100,29 @@ pub struct Daemon {
     pub log: PathBuf,
 }
 
+/// How a daemon is started, beyond its home and environment.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// As this user id (and group id of the same number), with no supplementary groups,
+    /// through `setpriv` (the tests run as root).
+    pub user: Option<u32>,
+    /// With these supplementary groups (as root), through `setpriv`.
+    pub groups: Vec<u32>,
+    /// In this working directory (else the test's).
+    pub cwd: Option<PathBuf>,
+    /// Under this command: the daemon's program and arguments follow it.
+    pub under: Vec<String>,
+}
+
 impl Daemon {
     /// Start `binary run --home <home>` with `envs` added to its environment.
     pub fn start(binary: &str, home: &Home, envs: &[(&str, &str)]) -> Daemon {
+        Daemon::launch(binary, home, envs, &Launch::default())
+    }
+
+    /// Start `binary run --home <home>` as `launch` says, with `envs` added to its
+    /// environment.
+    pub fn launch(binary: &str, home: &Home, envs: &[(&str, &str)], launch: &Launch) -> Daemon {
         let log = home.dir.join(format!(
             "daemon-{}.log",
             std::time::SystemTime::now()
@@ -98,7 +131,36 @@ impl Daemon {
                 .as_nanos()
         ));
         let file = std::fs::File::create(&log).unwrap();
-        let mut cmd = Command::new(binary);
+        let mut cmd = if let Some((program, args)) = launch.under.split_first() {
+            let mut under = Command::new(program);
+            under.args(args).arg(binary);
+            under
+        } else if launch.user.is_some() || !launch.groups.is_empty() {
+            let mut setpriv = Command::new("setpriv");
+            match launch.user {
+                Some(uid) => setpriv.args([
+                    format!("--reuid={uid}"),
+                    format!("--regid={uid}"),
+                    "--clear-groups".into(),
+                ]),
+                None => setpriv.arg(format!(
+                    "--groups={}",
+                    launch
+                        .groups
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
+            };
+            setpriv.arg("--").arg(binary);
+            setpriv
+        } else {
+            Command::new(binary)
+        };
+        if let Some(cwd) = &launch.cwd {
+            cmd.current_dir(cwd);
+        }
         cmd.arg("run")
             .arg("--home")
             .arg(&home.dir)

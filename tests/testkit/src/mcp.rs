@@ -1,6 +1,7 @@
 //! A small MCP server (rmcp's server side) for the daemon to start as a stdio child in
 //! tests: `add`, `echo`, `sleep` (ends early when the client cancels the call), `spawn`
-//! (leaves a child behind), `crash` and `environment` (the names of the variables it was given). Tests run it by starting
+//! (leaves a child behind), `crash`, `environment` (the names of the variables it was given)
+//! and `cache` (writes a file under `$HOME/.cache`, as servers keep caches). Tests run it by starting
 //! their own test binary with one test selected (see [`stub_server_command`]), since a
 //! binary of this crate is not built for another package's tests.
 
@@ -62,6 +63,11 @@ fn tools() -> Vec<Tool> {
         Tool::new(
             "environment",
             "The names of the environment variables this server has",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
+            "cache",
+            "Write a file in the server's cache under $HOME/.cache and read it back",
             schema(json!({"type": "object", "properties": {}})),
         ),
     ]
@@ -139,6 +145,18 @@ impl ServerHandler for Stub {
                 }
             }
             "crash" => std::process::exit(3),
+            "cache" => {
+                let dir = std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                    .join(".cache/hermes-test-mcp");
+                let file = dir.join("entry");
+                let written = std::fs::create_dir_all(&dir)
+                    .and_then(|()| std::fs::write(&file, "cached"))
+                    .and_then(|()| std::fs::read_to_string(&file));
+                text(match written {
+                    Ok(read) => format!("{read} at {}", file.display()),
+                    Err(e) => format!("could not write {}: {e}", file.display()),
+                })
+            }
             "environment" => {
                 let mut names: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
                 names.sort();

@@ -1,0 +1,426 @@
+//! What a confinement hides, hands back and protects, worked out once from the
+//! configuration and what is on disk: the gateway's home covered whole (its secrets, its
+//! database, its logs), the few places in it the agent is meant to use handed back at their
+//! own path, the doors the daemon's user holds (the user manager's runtime directory, a
+//! Docker socket, an ssh-agent) closed, and the files that would let a command outlive its
+//! confinement (the gateway's program, systemd's user units) kept read-only. The same
+//! layout drives the mount namespace ([`super::holder`]) and the Landlock rules
+//! ([`super::rules`]), so the two layers agree.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// A place inside a covered directory that the agent is given back, at the same path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandIn {
+    pub path: PathBuf,
+    /// Commands may write there (the working directory); otherwise read-only.
+    pub writable: bool,
+}
+
+/// The confinement's view of the file system.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Directories replaced by an empty, read-only tmpfs: the gateway's home, the journal,
+    /// a secret file's directory elsewhere.
+    pub covered: Vec<PathBuf>,
+    /// Places inside `covered` directories given back at their own path.
+    pub handed_in: Vec<HandIn>,
+    /// Directories replaced by an empty tmpfs of the agent's own: the user manager's runtime
+    /// directory (its D-Bus and systemd sockets).
+    pub emptied: Vec<PathBuf>,
+    /// Files (sockets included) replaced by `/dev/null`: a Docker or Podman socket, the
+    /// ssh-agent, a secret file the home links to.
+    pub nulled: Vec<PathBuf>,
+    /// Files and directories that stay visible but cannot be changed: the gateway's program,
+    /// systemd's user units and environment.
+    pub read_only: Vec<PathBuf>,
+    /// Directories between a writable root and a protected place, made mount points of
+    /// their own: a mount point can be neither renamed nor removed, so the protected place
+    /// cannot be swapped out by renaming a directory above it.
+    pub pinned: Vec<PathBuf>,
+    /// Roots commands may write below: the working directory, the person's home, the
+    /// temporary directories, `terminal.allowed_roots`.
+    pub writable: Vec<PathBuf>,
+}
+
+/// What the layout is worked out from (gathered by [`Facts::of_this_process`]).
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// `$HERMES_HOME`, resolved.
+    pub hermes_home: PathBuf,
+    /// The daemon's `$HOME`, resolved.
+    pub person_home: Option<PathBuf>,
+    /// The working directory of commands (`terminal.cwd`), resolved.
+    pub cwd: PathBuf,
+    /// `terminal.allowed_roots`.
+    pub allowed_roots: Vec<PathBuf>,
+    /// `terminal.sandbox_expose`: places the operator hands in on purpose.
+    pub exposed: Vec<PathBuf>,
+    /// The gateway's own program.
+    pub program: Option<PathBuf>,
+    /// `$XDG_RUNTIME_DIR` (or `/run/user/<uid>`).
+    pub runtime_dir: Option<PathBuf>,
+    /// `$SSH_AUTH_SOCK`.
+    pub ssh_agent: Option<PathBuf>,
+    /// systemd's `$CREDENTIALS_DIRECTORY`.
+    pub credentials: Option<PathBuf>,
+}
+
+/// Files of the home that hold secrets or state, besides the database: where one is a link
+/// to a file elsewhere, that file is hidden too.
+const HOME_SECRETS: &[&str] = &[
+    ".env",
+    "config.yaml",
+    "gateway.db",
+    "gateway.db-wal",
+    "gateway.db-shm",
+    "auth.json",
+    crate::state_key::FILE,
+];
+
+/// Sockets of container engines: whoever reaches one is root on the host.
+const CONTAINER_SOCKETS: &[&str] = &[
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/podman/podman.sock",
+    "/run/containerd/containerd.sock",
+    "/var/run/containerd/containerd.sock",
+];
+
+/// The journal: the gateway's logs (and everyone else's).
+const JOURNALS: &[&str] = &["/var/log/journal", "/run/log/journal"];
+
+/// Directories of the home given back to the agent read-only: the documents people sent
+/// (the model is told their paths), the skills (their scripts are run from there).
+pub const HANDED_IN_READ_ONLY: &[&str] = &["cache/documents", "skills"];
+
+/// Places under the person's home that a command could use to start something outside
+/// the confinement at the next login or restart: systemd's user units and drop-ins, and
+/// the environment systemd gives user services.
+pub const USER_MANAGER_CONFIG: &[&str] = &[".config/systemd", ".config/environment.d"];
+
+/// Make the user manager's configuration directories in the daemon's home when they are
+/// missing: a place that does not exist cannot be kept read-only, and a command could make
+/// it and put a unit there. (Not when the daemon's home is the gateway's, which is hidden.)
+pub fn make_protectable(hermes_home: &Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(person) = std::env::var_os("HOME").map(PathBuf::from) else {
+        return;
+    };
+    let hermes_home = std::fs::canonicalize(hermes_home).unwrap_or(hermes_home.to_path_buf());
+    if std::fs::canonicalize(&person).is_ok_and(|p| p.starts_with(&hermes_home)) {
+        return;
+    }
+    for place in USER_MANAGER_CONFIG {
+        let path = person.join(place);
+        if !path.exists()
+            && let Err(e) = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(&path)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "confine: could not make a directory to keep read-only");
+        }
+    }
+}
+
+impl Facts {
+    /// The facts of this process: its environment and what is on disk.
+    pub fn of_this_process(
+        hermes_home: &Path,
+        cwd: &Path,
+        allowed_roots: &[PathBuf],
+        exposed: &[PathBuf],
+    ) -> Facts {
+        let resolved = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let env_path = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let uid = nix::unistd::getuid();
+        Facts {
+            hermes_home: resolved(hermes_home),
+            person_home: env_path("HOME").map(|h| resolved(&h)),
+            cwd: resolved(cwd),
+            allowed_roots: allowed_roots.iter().map(|p| resolved(p)).collect(),
+            exposed: exposed.iter().map(|p| resolved(p)).collect(),
+            program: std::env::current_exe().ok().map(|p| resolved(&p)),
+            runtime_dir: env_path("XDG_RUNTIME_DIR")
+                .or_else(|| Some(PathBuf::from(format!("/run/user/{uid}"))))
+                .filter(|p| p.is_dir())
+                .map(|p| resolved(&p)),
+            // Taken out of the environment at start-up with the secrets (`crate::secrets`).
+            ssh_agent: env_path("SSH_AUTH_SOCK")
+                .or_else(|| crate::secrets::get("SSH_AUTH_SOCK").map(PathBuf::from))
+                .map(|p| resolved(&p)),
+            credentials: env_path("CREDENTIALS_DIRECTORY").map(|p| resolved(&p)),
+        }
+    }
+}
+
+impl Layout {
+    /// Work the layout out from `facts`, looking at what exists on disk.
+    pub fn work_out(facts: &Facts) -> Layout {
+        let home = &facts.hermes_home;
+        let exposed = |p: &Path| facts.exposed.iter().any(|e| p.starts_with(e));
+        let mut layout = Layout {
+            covered: vec![home.clone()],
+            ..Layout::default()
+        };
+
+        // Given back: the working directory when it lies inside the home (the system
+        // service's `workspace`), then what the gateway hands the agent on purpose.
+        if facts.cwd.starts_with(home) && facts.cwd != *home {
+            layout.handed_in.push(HandIn {
+                path: facts.cwd.clone(),
+                writable: true,
+            });
+        }
+        for place in HANDED_IN_READ_ONLY {
+            let path = home.join(place);
+            if path.is_dir() && !facts.cwd.starts_with(&path) {
+                layout.handed_in.push(HandIn {
+                    path,
+                    writable: false,
+                });
+            }
+        }
+
+        // A secret the home only links to lives elsewhere: hide it there too.
+        for name in HOME_SECRETS {
+            let link = home.join(name);
+            let Ok(target) = std::fs::canonicalize(&link) else {
+                continue;
+            };
+            if target.starts_with(home) {
+                continue;
+            }
+            if target.is_dir() {
+                layout.covered.push(target);
+            } else {
+                layout.nulled.push(target);
+            }
+        }
+        if let Some(credentials) = &facts.credentials {
+            layout.covered.push(credentials.clone());
+        }
+        for journal in JOURNALS {
+            let path = PathBuf::from(journal);
+            if path.is_dir() && !exposed(&path) {
+                layout.covered.push(path);
+            }
+        }
+        if let Some(runtime) = &facts.runtime_dir
+            && !exposed(runtime)
+        {
+            layout.emptied.push(runtime.clone());
+        }
+        let sockets = CONTAINER_SOCKETS
+            .iter()
+            .map(PathBuf::from)
+            .chain(facts.ssh_agent.clone());
+        for socket in sockets {
+            let inside_emptied = layout.emptied.iter().any(|e| socket.starts_with(e));
+            if socket.exists() && !exposed(&socket) && !inside_emptied {
+                layout.nulled.push(socket);
+            }
+        }
+
+        // Written by nobody inside: the program and the user manager's configuration.
+        if let Some(program) = &facts.program
+            && !program.starts_with(home)
+        {
+            layout.read_only.push(program.clone());
+        }
+        if let Some(person) = &facts.person_home
+            && !home.starts_with(person.join(".config"))
+        {
+            for place in USER_MANAGER_CONFIG {
+                let path = person.join(place);
+                if path.exists() && !exposed(&path) && !path.starts_with(home) {
+                    layout.read_only.push(path);
+                }
+            }
+        }
+
+        // Where commands may write.
+        let mut writable = vec![facts.cwd.clone()];
+        writable.extend(facts.person_home.iter().filter(|p| **p != *home).cloned());
+        writable.extend(["/tmp", "/var/tmp", "/dev/shm"].map(PathBuf::from));
+        writable.extend(facts.allowed_roots.iter().cloned());
+        writable.extend(facts.exposed.iter().cloned());
+        // Nothing inside the home, but a working directory handed in.
+        writable.retain(|w| !w.starts_with(home) || (*w == facts.cwd && w != home));
+        layout.writable = dedup_roots(writable);
+
+        // Every directory between a writable root and a protected place is pinned.
+        let protected: Vec<PathBuf> = layout
+            .covered
+            .iter()
+            .chain(&layout.nulled)
+            .chain(&layout.read_only)
+            .cloned()
+            .collect();
+        let mut pinned = Vec::new();
+        for place in &protected {
+            for root in &layout.writable {
+                if place == root || !place.starts_with(root) {
+                    continue;
+                }
+                let mut dir = place.parent();
+                while let Some(d) = dir {
+                    if d == root || !d.starts_with(root) {
+                        break;
+                    }
+                    pinned.push(d.to_path_buf());
+                    dir = d.parent();
+                }
+            }
+        }
+        pinned.sort_by_key(|p| p.components().count());
+        pinned.dedup();
+        layout.pinned = pinned;
+        layout
+    }
+
+    /// Whether `path` is hidden from commands (covered, emptied or nulled), and not handed
+    /// back.
+    pub fn hides(&self, path: &Path) -> bool {
+        let handed_back = self.handed_in.iter().any(|h| path.starts_with(&h.path));
+        let hidden = self
+            .covered
+            .iter()
+            .chain(&self.emptied)
+            .chain(&self.nulled)
+            .any(|p| path.starts_with(p));
+        hidden && !handed_back
+    }
+}
+
+/// The roots, each once, none inside another.
+fn dedup_roots(mut roots: Vec<PathBuf>) -> Vec<PathBuf> {
+    roots.sort_by_key(|p| p.components().count());
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for root in roots {
+        if !kept.iter().any(|k| root.starts_with(k)) {
+            kept.push(root);
+        }
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(dir: &Path) -> Facts {
+        let person = dir.join("person");
+        let home = person.join(".hermes");
+        std::fs::create_dir_all(home.join("cache/documents")).unwrap();
+        std::fs::create_dir_all(home.join("skills")).unwrap();
+        std::fs::create_dir_all(person.join(".config/systemd/user")).unwrap();
+        std::fs::create_dir_all(person.join(".cargo/bin")).unwrap();
+        std::fs::write(person.join(".cargo/bin/hermes-gateway"), "").unwrap();
+        Facts {
+            hermes_home: home,
+            person_home: Some(person.clone()),
+            cwd: person.clone(),
+            program: Some(person.join(".cargo/bin/hermes-gateway")),
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn the_home_is_covered_and_its_documents_and_skills_handed_back_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = facts(dir.path());
+        let layout = Layout::work_out(&f);
+        assert_eq!(layout.covered[0], f.hermes_home);
+        assert!(layout.hides(&f.hermes_home.join(".env")));
+        assert!(layout.hides(&f.hermes_home.join("gateway.db-wal")));
+        assert!(!layout.hides(&f.hermes_home.join("cache/documents/report.pdf")));
+        let documents = f.hermes_home.join("cache/documents");
+        assert!(layout.handed_in.contains(&HandIn {
+            path: documents,
+            writable: false
+        }));
+        assert!(!layout.hides(&f.cwd));
+    }
+
+    #[test]
+    fn the_program_and_the_user_units_are_read_only_and_the_directories_above_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = facts(dir.path());
+        let layout = Layout::work_out(&f);
+        let person = f.person_home.clone().unwrap();
+        assert!(layout.read_only.contains(f.program.as_ref().unwrap()));
+        assert!(layout.read_only.contains(&person.join(".config/systemd")));
+        // Renaming ~/.cargo/bin away and putting another program in its place is what
+        // the pins stop.
+        assert!(layout.pinned.contains(&person.join(".cargo")));
+        assert!(layout.pinned.contains(&person.join(".cargo/bin")));
+        assert!(layout.pinned.contains(&person.join(".config")));
+        for root in &layout.writable {
+            assert!(
+                !layout.pinned.contains(root),
+                "a writable root is not pinned"
+            );
+        }
+    }
+
+    #[test]
+    fn a_working_directory_inside_the_home_is_handed_in_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = facts(dir.path());
+        f.person_home = Some(f.hermes_home.clone());
+        f.cwd = f.hermes_home.join("workspace");
+        let layout = Layout::work_out(&f);
+        assert!(layout.handed_in.contains(&HandIn {
+            path: f.cwd.clone(),
+            writable: true
+        }));
+        assert!(!layout.hides(&f.cwd.join("notes.txt")));
+        assert!(layout.hides(&f.hermes_home.join("config.yaml")));
+        assert!(layout.writable.iter().any(|w| f.cwd.starts_with(w)));
+        assert!(
+            !layout.writable.contains(&f.hermes_home),
+            "{:?}",
+            layout.writable
+        );
+    }
+
+    #[test]
+    fn a_secret_the_home_links_to_is_hidden_where_it_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = facts(dir.path());
+        let elsewhere = dir.path().join("secrets.env");
+        std::fs::write(&elsewhere, "TOKEN=x").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, f.hermes_home.join(".env")).unwrap();
+        let layout = Layout::work_out(&f);
+        let elsewhere = std::fs::canonicalize(elsewhere).unwrap();
+        assert!(layout.nulled.contains(&elsewhere), "{layout:?}");
+    }
+
+    #[test]
+    fn sockets_and_the_runtime_directory_are_closed_unless_exposed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = facts(dir.path());
+        let runtime = dir.path().join("run-user");
+        std::fs::create_dir_all(&runtime).unwrap();
+        let agent = dir.path().join("agent.sock");
+        std::fs::write(&agent, "").unwrap();
+        f.runtime_dir = Some(runtime.clone());
+        f.ssh_agent = Some(agent.clone());
+        let layout = Layout::work_out(&f);
+        assert!(layout.emptied.contains(&runtime));
+        assert!(layout.nulled.contains(&agent));
+
+        f.exposed = vec![agent.clone(), runtime.clone()];
+        let layout = Layout::work_out(&f);
+        assert!(!layout.emptied.contains(&runtime));
+        assert!(!layout.nulled.contains(&agent));
+    }
+}

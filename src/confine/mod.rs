@@ -1,0 +1,581 @@
+//! Confinement of every process started on the agent's behalf (`terminal`, background
+//! processes, `execute_code`, MCP stdio servers, and whatever those start): the one module
+//! every spawn site goes through (invariant 14, `docs/security.md`).
+//!
+//! A session's commands share one *jail* ([`Jail`]): user, mount, PID and IPC namespaces
+//! (and a network namespace with `terminal.network: false`) held open by a small holder
+//! process ([`holder`]), in which the gateway's home does not exist and the doors the
+//! daemon's user holds are closed ([`layout`]); each command joins it ([`enter`]) with no
+//! capability, `no_new_privs` and a Landlock ruleset ([`rules`]). Where the kernel refuses
+//! user namespaces, Landlock alone does what it can; where neither works, `auto` runs
+//! commands unconfined and says so loudly, `required` refuses them.
+
+pub mod enter;
+pub mod holder;
+pub mod layout;
+pub mod rules;
+pub mod workspace;
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+pub use holder::HOLDER_ARG;
+use holder::HolderSpec;
+use layout::{Facts, Layout};
+
+use crate::config::{SandboxMode, TerminalConfig};
+
+/// A jail nobody used for this long is let go (a new command makes a new one).
+const JAIL_IDLE: Duration = Duration::from_secs(300);
+/// The longest a holder may take to build its jail.
+const HOLDER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Variables that lead to doors a confined command must not find: the user's D-Bus (in
+/// the runtime directory), the ssh-agent.
+const DOOR_VARIABLES: &[&str] = &["DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK"];
+
+/// What confines commands on this host, found by trying it once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Level {
+    /// A jail per session, with Landlock on top where the kernel has it.
+    Jailed {
+        landlock: Option<i32>,
+        /// The jail has a `/proc` of its own (the daemon is not even listed).
+        own_proc: bool,
+    },
+    /// Landlock alone: this host refuses user namespaces (`why`).
+    LandlockOnly { abi: i32, why: String },
+    /// Nothing: neither works here (`why`).
+    Unconfined { why: String },
+    /// `terminal.sandbox: off`.
+    Off,
+}
+
+impl Level {
+    /// The start-up line: what is in force.
+    pub fn describe(&self, network: bool) -> String {
+        let network = if network {
+            "network shared"
+        } else {
+            "no network"
+        };
+        match self {
+            Level::Jailed { landlock, own_proc } => {
+                let proc = if *own_proc {
+                    ""
+                } else {
+                    " (the host's /proc: the daemon is listed, not reachable)"
+                };
+                match landlock {
+                    Some(abi) => format!(
+                        "confined: user, mount and PID namespaces{proc} + Landlock ABI {abi}, {network}"
+                    ),
+                    None => format!(
+                        "confined: user, mount and PID namespaces{proc} (no Landlock on this kernel), {network}"
+                    ),
+                }
+            }
+            Level::LandlockOnly { abi, why } => format!(
+                "partly confined: Landlock ABI {abi} only ({why}); see docs/security.md for what that leaves open"
+            ),
+            Level::Unconfined { why } => format!(
+                "NOT confined: {why}; commands the agent runs can read the gateway's secrets"
+            ),
+            Level::Off => "NOT confined: terminal.sandbox is off; commands the agent runs can read the gateway's secrets".into(),
+        }
+    }
+
+    /// Whether commands get the full confinement.
+    pub fn is_jailed(&self) -> bool {
+        matches!(self, Level::Jailed { .. })
+    }
+}
+
+/// Why a command may not run at all (`terminal.sandbox: required` without a jail).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// One session's jail, held open while anything uses it.
+pub struct Jail {
+    /// The holder (PID 1 of the jail), which commands join through.
+    pidfd: OwnedFd,
+    /// The holder's standard input: closing it ends the jail and everything in it.
+    _lifeline: tokio::process::ChildStdin,
+    /// The namespaces a command joins.
+    namespaces: libc::c_int,
+    /// The Landlock ruleset every command of the jail is restricted with.
+    ruleset: Option<OwnedFd>,
+    drop_groups: bool,
+    /// The jail has a `/proc` of its own.
+    own_proc: bool,
+}
+
+impl Jail {
+    /// Whether the holder still runs (its pidfd is readable once it ended).
+    fn alive(&self) -> bool {
+        let mut poll = libc::pollfd {
+            fd: self.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        unsafe { libc::poll(&mut poll, 1, 0) == 0 }
+    }
+}
+
+/// How one command is confined: handed to [`Sandbox::prepare`] before it is spawned, and
+/// kept as long as the command runs (it holds the jail open).
+#[derive(Clone)]
+pub struct Sandbox {
+    kind: Kind,
+    /// The agent's `$HOME`, when it is not the daemon's.
+    agent_home: Option<PathBuf>,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Unconfined,
+    /// Landlock alone, with this command's ruleset.
+    Landlocked(Arc<OwnedFd>),
+    Jailed(Arc<Jail>),
+}
+
+impl Sandbox {
+    /// No confinement (`terminal.sandbox: off`, or nothing works on this host).
+    pub fn unconfined() -> Sandbox {
+        Sandbox {
+            kind: Kind::Unconfined,
+            agent_home: None,
+        }
+    }
+
+    /// Set `command` up to start confined in `cwd` (its working directory, which
+    /// `command` must have too): the environment's doors removed, the agent's home, and
+    /// the hook that enters the confinement between `fork` and `exec`.
+    pub fn prepare(
+        &self,
+        command: &mut tokio::process::Command,
+        cwd: &Path,
+    ) -> std::io::Result<()> {
+        let (jail, ruleset, drop_groups) = match &self.kind {
+            Kind::Unconfined => return Ok(()),
+            Kind::Landlocked(ruleset) => {
+                command.env_remove("XDG_RUNTIME_DIR");
+                (None, Some(ruleset.as_raw_fd()), false)
+            }
+            Kind::Jailed(jail) => (
+                Some((jail.pidfd.as_raw_fd(), jail.namespaces)),
+                jail.ruleset.as_ref().map(|r| r.as_raw_fd()),
+                jail.drop_groups,
+            ),
+        };
+        for name in DOOR_VARIABLES {
+            command.env_remove(name);
+        }
+        if let Some(home) = &self.agent_home {
+            command.env("HOME", home);
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let entry = enter::Entry {
+            jail,
+            cwd: CString::new(cwd.as_os_str().as_bytes())
+                .map_err(|_| std::io::Error::other("a working directory with a NUL byte"))?,
+            drop_groups,
+            ruleset,
+        };
+        // The closure holds the sandbox, so its descriptors outlive the spawn.
+        let held = self.clone();
+        // SAFETY: `enter` makes only system calls on what `entry` prepared.
+        unsafe {
+            command.pre_exec(move || {
+                let _ = &held;
+                enter::enter(&entry)
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A jail kept for a session between its commands.
+struct Kept {
+    jail: Arc<Jail>,
+    used: Instant,
+}
+
+/// The daemon's confinement: what is in force, and the sessions' jails.
+pub struct Confinement {
+    mode: SandboxMode,
+    network: bool,
+    layout: Layout,
+    /// The program started as the holder (this one, `/proc/self/exe`).
+    holder: PathBuf,
+    /// The daemon's user and group, and what they are inside a jail.
+    ids: (u32, u32, u32, u32),
+    /// The agent's `$HOME` when the daemon's is the gateway's home (the system service).
+    agent_home: Option<PathBuf>,
+    /// Where commands work (`terminal.cwd`), resolved.
+    working_directory: PathBuf,
+    level: tokio::sync::OnceCell<Level>,
+    jails: Mutex<HashMap<String, Kept>>,
+    /// Sessions already told that commands cannot run here.
+    told: Mutex<HashSet<String>>,
+}
+
+impl Confinement {
+    /// The confinement `terminal` asks for, for a daemon whose home is `hermes_home`.
+    pub fn new(terminal: &TerminalConfig, hermes_home: &Path) -> Confinement {
+        if terminal.sandbox != SandboxMode::Off {
+            layout::make_protectable(hermes_home);
+        }
+        let facts = Facts::of_this_process(
+            hermes_home,
+            &terminal.cwd,
+            &terminal.allowed_roots,
+            &terminal.sandbox_expose,
+        );
+        let layout = Layout::work_out(&facts);
+        let agent_home = facts
+            .person_home
+            .as_ref()
+            .filter(|home| home.starts_with(&facts.hermes_home))
+            .map(|_| facts.cwd.clone());
+        let (uid, gid) = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        let inside = |id: u32| {
+            if id == 0 {
+                holder::INSIDE_ID_FOR_ROOT
+            } else {
+                id
+            }
+        };
+        Confinement {
+            mode: terminal.sandbox,
+            network: terminal.network,
+            layout,
+            holder: holder::program(),
+            ids: (uid, gid, inside(uid), inside(gid)),
+            agent_home,
+            working_directory: facts.cwd.clone(),
+            level: tokio::sync::OnceCell::new(),
+            jails: Mutex::new(HashMap::new()),
+            told: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// A confinement that confines nothing (`terminal.sandbox: off`), for tests of what
+    /// spawns processes.
+    pub fn disabled() -> Confinement {
+        Confinement {
+            mode: SandboxMode::Off,
+            network: true,
+            layout: Layout::default(),
+            holder: holder::program(),
+            ids: (0, 0, 0, 0),
+            agent_home: None,
+            working_directory: std::env::temp_dir(),
+            level: tokio::sync::OnceCell::new(),
+            jails: Mutex::new(HashMap::new()),
+            told: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    /// Where commands work, and where MCP servers are started.
+    pub fn working_directory(&self) -> &Path {
+        &self.working_directory
+    }
+
+    /// What is in force (tried once, on first use).
+    pub async fn level(&self) -> &Level {
+        self.level.get_or_init(|| self.probe()).await
+    }
+
+    /// The level if it is known yet.
+    pub fn known_level(&self) -> Option<&Level> {
+        self.level.get()
+    }
+
+    /// A loud warning when commands are not fully confined, for start-up, `check-config`,
+    /// `/status` and `/readyz`.
+    pub async fn warning(&self) -> Option<String> {
+        let level = self.level().await;
+        if level.is_jailed() {
+            return None;
+        }
+        Some(match (self.mode, level) {
+            (SandboxMode::Required, _) => format!(
+                "terminal.sandbox is required but this host cannot confine commands ({}); the agent's commands are refused",
+                level.describe(self.network)
+            ),
+            _ => level.describe(self.network),
+        })
+    }
+
+    /// Try the confinement once: a jail, else Landlock alone, else nothing.
+    async fn probe(&self) -> Level {
+        if self.mode == SandboxMode::Off {
+            return Level::Off;
+        }
+        let landlock = rules::kernel_abi();
+        let why_not_jailed = match self.open_jail().await {
+            Ok(jail) => {
+                let own_proc = jail.own_proc;
+                match self
+                    .try_run(&self.with_kind(Kind::Jailed(Arc::new(jail))))
+                    .await
+                {
+                    Ok(()) => return Level::Jailed { landlock, own_proc },
+                    Err(why) => why,
+                }
+            }
+            Err(why) => why,
+        };
+        tracing::debug!(why = %why_not_jailed, "confine: no jail on this host");
+        let Some(abi) = landlock else {
+            return Level::Unconfined {
+                why: format!("{why_not_jailed}, and this kernel has no Landlock"),
+            };
+        };
+        match self.landlocked().await {
+            Ok(sandbox) => match self.try_run(&sandbox).await {
+                Ok(()) => Level::LandlockOnly {
+                    abi,
+                    why: why_not_jailed,
+                },
+                Err(why) => Level::Unconfined {
+                    why: format!("{why_not_jailed}; Landlock: {why}"),
+                },
+            },
+            Err(why) => Level::Unconfined {
+                why: format!("{why_not_jailed}; Landlock: {why}"),
+            },
+        }
+    }
+
+    /// Run `sh -c 'exit 0'` confined, to see that it works.
+    async fn try_run(&self, sandbox: &Sandbox) -> Result<(), String> {
+        let root = Path::new("/");
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command
+            .args(["-c", "exit 0"])
+            .env_clear()
+            .current_dir(root)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        sandbox
+            .prepare(&mut command, root)
+            .map_err(|e| e.to_string())?;
+        let output = tokio::time::timeout(HOLDER_TIMEOUT, command.output())
+            .await
+            .map_err(|_| "a command in it did not end".to_owned())?
+            .map_err(|e| format!("a command in it could not start: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "a command in it failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        }
+    }
+
+    /// How a command of session `key` is confined; `Err` when it must not run.
+    pub async fn sandbox(&self, key: &str) -> Result<Sandbox, Refused> {
+        let level = self.level().await.clone();
+        match (&level, self.mode) {
+            (Level::Jailed { .. }, _) => self
+                .jail_for(key)
+                .await
+                .map(|jail| self.with_kind(Kind::Jailed(jail))),
+            (_, SandboxMode::Required) => Err(Refused(format!(
+                "this command was not run: terminal.sandbox is `required` and this host cannot confine commands ({})",
+                level.describe(self.network)
+            ))),
+            (Level::LandlockOnly { .. }, _) => self.landlocked().await.map_err(|why| {
+                Refused(format!(
+                    "this command was not run: it could not be confined: {why}"
+                ))
+            }),
+            (Level::Unconfined { .. } | Level::Off, _) => Ok(Sandbox::unconfined()),
+        }
+    }
+
+    fn with_kind(&self, kind: Kind) -> Sandbox {
+        Sandbox {
+            kind,
+            agent_home: self.agent_home.clone(),
+        }
+    }
+
+    /// Whether session `key` must still be told that its commands cannot run here (true
+    /// once per session).
+    pub fn first_refusal(&self, key: &str) -> bool {
+        let mut told = self.told.lock().expect("told lock");
+        if told.len() > 4096 {
+            told.clear();
+        }
+        told.insert(key.to_owned())
+    }
+
+    /// The jail of session `key`: the one it has, or a new one.
+    async fn jail_for(&self, key: &str) -> Result<Arc<Jail>, Refused> {
+        {
+            let mut jails = self.jails.lock().expect("jails lock");
+            let now = Instant::now();
+            // Let go of jails nobody holds and nobody used for a while, and of dead ones.
+            jails.retain(|_, kept| {
+                kept.jail.alive()
+                    && (Arc::strong_count(&kept.jail) > 1
+                        || now.duration_since(kept.used) < JAIL_IDLE)
+            });
+            if let Some(kept) = jails.get_mut(key) {
+                kept.used = now;
+                return Ok(kept.jail.clone());
+            }
+        }
+        let jail = Arc::new(self.open_jail().await.map_err(|why| {
+            Refused(format!(
+                "this command was not run: its confinement could not be made: {why}"
+            ))
+        })?);
+        let mut jails = self.jails.lock().expect("jails lock");
+        // Another command of the session may have made one meanwhile: keep that one.
+        let kept = jails.entry(key.to_owned()).or_insert(Kept {
+            jail,
+            used: Instant::now(),
+        });
+        Ok(kept.jail.clone())
+    }
+
+    /// Start a holder and wait until its jail is built.
+    async fn open_jail(&self) -> Result<Jail, String> {
+        let (outer_uid, outer_gid, inside_uid, inside_gid) = self.ids;
+        let spec = HolderSpec {
+            outer_uid,
+            outer_gid,
+            inside_uid,
+            inside_gid,
+            drop_groups: outer_uid == 0,
+            network: self.network,
+            layout: self.layout.clone(),
+        };
+        let ruleset = if rules::kernel_abi().is_some() {
+            let layout = self.layout.clone();
+            let network = self.network;
+            Some(
+                tokio::task::spawn_blocking(move || {
+                    rules::ruleset(&rules::Policy {
+                        layout: &layout,
+                        guard_reads: false,
+                        network,
+                        scope_signals: false,
+                    })
+                })
+                .await
+                .map_err(|e| e.to_string())??,
+            )
+        } else {
+            None
+        };
+        let mut child = tokio::process::Command::new(&self.holder)
+            .arg(HOLDER_ARG)
+            .env_clear()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("the jail's holder could not start: {e}"))?;
+        let mut lifeline = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
+        line.push('\n');
+        let talk = async {
+            lifeline
+                .write_all(line.as_bytes())
+                .await
+                .map_err(|e| format!("the jail's holder: {e}"))?;
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            // Two processes speak: the first gives the pid, the jail's PID 1 says when it
+            // is ready; in either order.
+            let (mut pid, mut ready) = (None, None);
+            while pid.is_none() || ready.is_none() {
+                let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? else {
+                    return Err("the jail's holder ended without a word".to_owned());
+                };
+                if let Some(n) = line.strip_prefix("pid ") {
+                    pid = n.trim().parse::<libc::pid_t>().ok();
+                } else if let Some(own_proc) = line.strip_prefix("ready own_proc=") {
+                    ready = Some(own_proc.trim() == "true");
+                } else if let Some(why) = line.strip_prefix("error ") {
+                    return Err(why.to_owned());
+                }
+            }
+            Ok((pid.unwrap_or_default(), ready.unwrap_or_default()))
+        };
+        let (pid, own_proc) = tokio::time::timeout(HOLDER_TIMEOUT, talk)
+            .await
+            .map_err(|_| "the jail's holder took too long".to_owned())??;
+        // The first process only reported; the holder carries on as the jail's PID 1.
+        let _ = child.wait().await;
+        // SAFETY: pidfd_open(2) on the holder's pid; the descriptor is owned from here.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
+        if pidfd < 0 {
+            return Err(format!(
+                "the jail's holder: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: a descriptor just returned by the kernel.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+        let mut namespaces =
+            libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+        if !self.network {
+            namespaces |= libc::CLONE_NEWNET;
+        }
+        Ok(Jail {
+            pidfd,
+            _lifeline: lifeline,
+            namespaces,
+            ruleset,
+            drop_groups: spec.drop_groups,
+            own_proc,
+        })
+    }
+
+    /// Landlock alone, for one command (the ruleset is made again for each, so what the
+    /// person's home holds now is what counts).
+    async fn landlocked(&self) -> Result<Sandbox, String> {
+        let layout = self.layout.clone();
+        let network = self.network;
+        let ruleset = tokio::task::spawn_blocking(move || {
+            rules::ruleset(&rules::Policy {
+                layout: &layout,
+                guard_reads: true,
+                network,
+                scope_signals: true,
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        Ok(self.with_kind(Kind::Landlocked(Arc::new(ruleset))))
+    }
+}
