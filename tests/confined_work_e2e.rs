@@ -495,3 +495,81 @@ async fn rows_a_command_wrote_into_the_database_are_refused_and_reported() {
     let list = String::from_utf8_lossy(&out.stdout);
     assert!(list.contains("NOT WRITTEN BY THE GATEWAY"), "{list}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_whose_home_is_the_gateways_works_in_a_workspace_where_its_old_files_moved() {
+    // The system service's shape: `$HOME` is the gateway's home, and so was the working
+    // directory; what the agent made there before is still there.
+    let telegram = FakeTelegram::start().await;
+    let llm = FakeLlm::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let home_dir = dir.path().join("state");
+    std::fs::create_dir_all(home_dir.join("project")).unwrap();
+    std::fs::write(home_dir.join("project/notes.txt"), "old notes").unwrap();
+    std::fs::write(home_dir.join("leak.py"), "print('x')").unwrap();
+    let home = Home::new(
+        &home_dir,
+        &telegram.base_url(),
+        &llm.base_url(),
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            &format!("SLACK_SIGNING_SECRET={CANARY}"),
+        ],
+        &format!(
+            "approvals:\n  mode: 'off'\nterminal:\n  cwd: {}\n",
+            home_dir.display()
+        ),
+    );
+    llm.push(Reply::terminal(&format!(
+        "pwd; echo \"home=$HOME\"; cat ~/project/notes.txt; echo new > ~/made.txt; \
+         ls -a {h}; {{ cat {h}/.env; }} 2>&1 | rev",
+        h = home_dir.display()
+    )));
+    llm.push(Reply::text("done"));
+    let home_env = home_dir.display().to_string();
+    let d = Daemon::launch(
+        BIN,
+        &home,
+        &[("HOME", home_env.as_str())],
+        &Launch {
+            cwd: Some(home_dir.clone()),
+            ..Launch::default()
+        },
+    );
+    telegram.dm(ALICE, "where am I?");
+    let t = telegram.clone();
+    eventually(WAIT, "the answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"done".to_owned())
+            .then_some(())
+    })
+    .await;
+    let workspace = home_dir.join("workspace");
+    let output = llm
+        .requests()
+        .last()
+        .map(tool_results_in)
+        .unwrap_or_default()
+        .join("\n");
+    assert!(
+        output.contains(&format!(
+            "{}\nhome={}\nold notes",
+            workspace.display(),
+            workspace.display()
+        )),
+        "{output}"
+    );
+    let backwards: String = CANARY.chars().rev().collect();
+    assert!(!output.contains(&backwards), "{output}");
+    assert!(
+        !output.contains("config.yaml"),
+        "the home cannot be listed: {output}"
+    );
+    assert!(workspace.join("made.txt").is_file() && workspace.join("leak.py").is_file());
+    assert!(!home_dir.join("project").exists() && home_dir.join(".env").exists());
+    assert!(
+        d.log_text().contains("moved=leak.py, project"),
+        "the operator is told: {}",
+        d.log_text()
+    );
+}

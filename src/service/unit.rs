@@ -238,18 +238,20 @@ fn hardening(unit: &mut String, spec: &UnitSpec) {
          PrivateTmp=yes\n\
          # No hardware devices, only /dev/null, /dev/zero, /dev/urandom and the like.\n\
          PrivateDevices=yes\n\
-         # The kernel's tunables, modules and log, the cgroup tree, the clock and the host name\n\
-         # cannot be changed.\n\
-         ProtectKernelTunables=yes\n\
+         # Kernel modules, the cgroup tree, the clock and the host name cannot be changed.\n\
+         # (ProtectKernelTunables= and ProtectKernelLogs= are left out: they cover parts of\n\
+         # /proc, and a /proc with covered parts cannot be mounted again, so the agent's\n\
+         # jail could not have a /proc of its own and would list the daemon. An ordinary\n\
+         # user cannot change the tunables or read the kernel log anyway.)\n\
          ProtectKernelModules=yes\n\
-         ProtectKernelLogs=yes\n\
          ProtectControlGroups=yes\n\
          ProtectClock=yes\n\
          ProtectHostname=yes\n\
          # Only local sockets and IP: no raw packets, no netlink.\n\
          RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n\
-         # No new namespaces (containers) and no realtime scheduling.\n\
-         RestrictNamespaces=yes\n\
+         # Only the namespaces of the agent's jail (terminal.sandbox): user, mount, PID, IPC\n\
+         # and network (terminal.network: false); no realtime scheduling.\n\
+         RestrictNamespaces=user mnt pid ipc net\n\
          RestrictRealtime=yes\n\
          # No setuid/setgid files can be made.\n\
          RestrictSUIDSGID=yes\n\
@@ -258,9 +260,12 @@ fn hardening(unit: &mut String, spec: &UnitSpec) {
          # No memory both writable and executable. Remove this line if the agent must run JIT\n\
          # runtimes (node, java) in its terminal: they need such memory.\n\
          MemoryDenyWriteExecute=yes\n\
-         # Only the system calls ordinary services make, for this machine's architecture.\n\
+         # Only the system calls ordinary services make, for this machine's architecture, and\n\
+         # those that build the agent's jail: mounts (inside its own namespaces only; the\n\
+         # service has no capability to mount anything of the host's) and Landlock.\n\
          SystemCallArchitectures=native\n\
-         SystemCallFilter=@system-service\n\
+         SystemCallFilter=@system-service @mount\n\
+         SystemCallFilter=landlock_create_ruleset landlock_add_rule landlock_restrict_self\n\
          SystemCallErrorNumber=EPERM\n\
          # No capabilities at all: it runs as an ordinary user.\n\
          CapabilityBoundingSet=\n\
@@ -326,12 +331,23 @@ mod tests {
             "ReadWritePaths=\"/var/lib/hermes-gateway\"",
             "ExecStart=\"/usr/local/bin/hermes-gateway\" run --home \"/var/lib/hermes-gateway\"",
             "ProtectHome=yes",
-            "SystemCallFilter=@system-service",
+            "SystemCallFilter=@system-service @mount",
+            "SystemCallFilter=landlock_create_ruleset landlock_add_rule landlock_restrict_self",
+            // The agent's jail needs these; a unit that forbids them would leave it
+            // unconfined (said loudly, but still).
+            "RestrictNamespaces=user mnt pid ipc net",
             "UMask=0077",
         ] {
             assert!(
                 system.lines().any(|l| l == needed),
                 "system unit lacks {needed}"
+            );
+        }
+        // A /proc with covered parts cannot be mounted again in the jail.
+        for covering_proc in ["ProtectKernelTunables=yes", "ProtectKernelLogs=yes"] {
+            assert!(
+                !system.lines().any(|l| l == covering_proc),
+                "{covering_proc}"
             );
         }
         let at_home = render(&UnitSpec {
