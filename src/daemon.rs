@@ -259,13 +259,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         for warning in warnings {
             tracing::warn!("{warning}");
         }
-        // Documents people send are handed to the agent's commands, which can only be given
-        // a directory that exists when their confinement is made.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(files.home.join("cache").join("documents"))
-            .with_context(|| format!("preparing {}/cache/documents", files.home.display()))?;
+        // Documents people send and `execute_code`'s runs are handed to the agent's
+        // commands, which can only be given a directory that exists when their
+        // confinement is made.
+        for handed_in in ["cache/documents", crate::confine::layout::CODE_STAGING] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(files.home.join(handed_in))
+                .with_context(|| format!("preparing {}/{handed_in}", files.home.display()))?;
+        }
         let terminal = &files.terminal;
         let moved =
             crate::confine::workspace::prepare(&files.home, &terminal.cwd, terminal.cwd_was_home)
@@ -378,6 +381,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
                 tracing::error!("{warning}")
             }
             Some(warning) => tracing::warn!("{warning}"),
+        }
+    });
+    // Idle jails are let go even when no command asks for one.
+    let idle = confinement.clone();
+    let stop_sweeping = shutdown.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tokio::select! {
+                _ = every.tick() => idle.release_idle(),
+                _ = stop_sweeping.cancelled() => return,
+            }
         }
     });
     let mcp = crate::mcp::Mcp::new(config.mcp_servers.clone(), confinement.clone());

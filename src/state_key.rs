@@ -28,8 +28,8 @@ impl std::fmt::Debug for StateKey {
 }
 
 impl StateKey {
-    /// The home's key, made (random, 0600) on first use.
-    pub fn load_or_create(home: &Path) -> io::Result<StateKey> {
+    /// The home's key, made (random, 0600) on first use; and whether it was made now.
+    pub fn load_or_create(home: &Path) -> io::Result<(StateKey, bool)> {
         let path = home.join(FILE);
         match std::fs::File::open(&path) {
             Ok(mut file) => {
@@ -45,7 +45,7 @@ impl StateKey {
                         ),
                     ));
                 }
-                Ok(StateKey::from_bytes(&bytes))
+                Ok((StateKey::from_bytes(&bytes), false))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let bytes: [u8; KEY_BYTES] = rand::random();
@@ -56,7 +56,7 @@ impl StateKey {
                     .open(&path)?;
                 file.write_all(&bytes)?;
                 file.sync_all()?;
-                Ok(StateKey::from_bytes(&bytes))
+                Ok((StateKey::from_bytes(&bytes), true))
             }
             Err(e) => Err(e),
         }
@@ -124,7 +124,8 @@ mod tests {
     #[test]
     fn the_key_is_made_private_once_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let first = StateKey::load_or_create(dir.path()).unwrap();
+        let (first, made) = StateKey::load_or_create(dir.path()).unwrap();
+        assert!(made);
         let mac = first.sign("t", &["x"]);
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.path().join(FILE))
@@ -132,8 +133,8 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
-        let again = StateKey::load_or_create(dir.path()).unwrap();
-        assert!(again.verifies("t", &["x"], &mac));
+        let (again, made) = StateKey::load_or_create(dir.path()).unwrap();
+        assert!(!made && again.verifies("t", &["x"], &mac));
         std::fs::write(dir.path().join(FILE), "short").unwrap();
         let err = StateKey::load_or_create(dir.path()).unwrap_err();
         assert!(err.to_string().contains("remove it"), "{err}");

@@ -134,14 +134,26 @@ async fn scripts_git_a_venv_and_the_system_work_in_the_confinement() {
              git init -q repo; cd repo; echo hi > f; git add f; \
              git -c user.email=a@b.c -c user.name=A commit -q -m first; git log --oneline | wc -l; cd ..; \
              python3 -m venv venv; ./venv/bin/python -c 'import sys; print(sys.prefix)'; \
-             grep -c '^ID=' /etc/os-release; echo notes > ~/notes.txt; cat ~/notes.txt; echo ALL-OK",
+             grep -c '^ID=' /etc/os-release; echo notes > ~/notes.txt; cat ~/notes.txt; \
+             echo shared > /dev/shm/x-$$ && cat /dev/shm/x-$$; \
+             python3 -c 'import multiprocessing; multiprocessing.Lock(); print(\"semaphore\")'; \
+             python3 -c 'import pty, os; pid, fd = pty.fork(); os._exit(0) if pid == 0 else print(\"pty\")'; \
+             echo 500 > /proc/self/oom_score_adj; echo ALL-OK",
         ));
         p.llm.push(Reply::text("done"));
         let _d = p.start(unprivileged);
         assert_eq!(p.ask("work").await, ["done"]);
         let output = outputs(&p).join("\n");
         assert!(output.starts_with("exit code: 0"), "{output}");
-        for expected in ["42", "venv", "notes", "ALL-OK"] {
+        for expected in [
+            "42",
+            "venv",
+            "notes",
+            "shared",
+            "semaphore",
+            "pty",
+            "ALL-OK",
+        ] {
             assert!(output.contains(expected), "{expected} in {output}");
         }
         assert!(p.person.join("work/repo/.git").is_dir());

@@ -206,6 +206,8 @@ struct Route {
     answer: fn(&Scene) -> String,
     /// What got through, as the host sees it after the run.
     on_the_host: fn(&Scene) -> Vec<String>,
+    /// What the person's home holds before the daemon starts.
+    prepare: fn(&Scene),
     /// Start the daemon from a copy of its program in the person's home.
     program_in_home: bool,
 }
@@ -216,6 +218,7 @@ impl Default for Route {
             steps: |_| Vec::new(),
             answer: |_| FINAL.to_owned(),
             on_the_host: |_| Vec::new(),
+            prepare: |_| {},
             program_in_home: false,
         }
     }
@@ -233,6 +236,7 @@ async fn attempt(route: &Route, run: Run) -> Vec<String> {
     if route.program_in_home {
         scene.program_in_home();
     }
+    (route.prepare)(&scene);
     let program_before = std::fs::read(&scene.program).unwrap();
     let config_before = std::fs::read_to_string(scene.home.dir.join("config.yaml")).unwrap();
     let env_before = std::fs::read_to_string(scene.env_file()).unwrap();
@@ -593,6 +597,72 @@ async fn a_unit_or_an_environment_for_the_user_manager() {
             .filter(|p| config.join(p).exists())
             .map(|p| format!("{p} was written"))
             .collect()
+        },
+        ..Route::default()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_login_runs_and_ssh_keys() {
+    closed(Route {
+        steps: |_| {
+            vec![Reply::terminal(
+                "echo 'cat ~/.hermes/.env > /tmp/later' >> ~/.bashrc; \
+                 echo 'ssh-ed25519 AAAA attacker' >> ~/.ssh/authorized_keys; \
+                 echo 'Host *\n  LocalCommand cat ~/.hermes/.env' >> ~/.ssh/config",
+            )]
+        },
+        prepare: |scene| {
+            std::fs::write(scene.person.join(".bashrc"), "# the person's\n").unwrap();
+            std::fs::create_dir_all(scene.person.join(".ssh")).unwrap();
+            std::fs::write(scene.person.join(".ssh/authorized_keys"), "").unwrap();
+        },
+        on_the_host: |scene| {
+            let mut written = Vec::new();
+            if std::fs::read_to_string(scene.person.join(".bashrc")).unwrap() != "# the person's\n"
+            {
+                written.push(".bashrc was changed".into());
+            }
+            if !std::fs::read_to_string(scene.person.join(".ssh/authorized_keys"))
+                .unwrap()
+                .is_empty()
+            {
+                written.push("a key was authorised".into());
+            }
+            if scene.person.join(".ssh/config").exists() {
+                written.push("ssh's configuration was written".into());
+            }
+            written
+        },
+        ..Route::default()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setuid_program_left_for_someone_to_run_later() {
+    closed(Route {
+        steps: |scene| {
+            let dir = scene.person.parent().unwrap().display().to_string();
+            vec![Reply::terminal(&format!(
+                "cp /bin/sh {dir}/sh-a; chmod u+s {dir}/sh-a; \
+                 install -m 4755 /bin/sh {dir}/sh-b; \
+                 python3 -c \"import os; fd = os.open('{dir}/sh-c', os.O_CREAT | os.O_WRONLY, 0o6755); os.close(fd)\"; \
+                 ls -l {dir}"
+            ))]
+        },
+        on_the_host: |scene| {
+            let dir = scene.person.parent().unwrap();
+            ["sh-a", "sh-b", "sh-c"]
+                .iter()
+                .filter(|name| {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::metadata(dir.join(name))
+                        .is_ok_and(|m| m.permissions().mode() & 0o6000 != 0)
+                })
+                .map(|name| format!("{name} was made setuid"))
+                .collect()
         },
         ..Route::default()
     })

@@ -112,7 +112,7 @@ async fn a_server_that_cannot_start_is_reported_and_the_others_keep_working() {
         .output()
         .unwrap();
     let checked = String::from_utf8_lossy(&checked.stdout);
-    assert!(checked.contains("mcp_servers.calc: 6 tools"), "{checked}");
+    assert!(checked.contains("mcp_servers.calc: 7 tools"), "{checked}");
     assert!(checked.contains("mcp_servers.broken: failed:"), "{checked}");
 
     w.llm
@@ -126,7 +126,7 @@ async fn a_server_that_cannot_start_is_reported_and_the_others_keep_working() {
         t.sent_texts(ALICE)
             .into_iter()
             .rev()
-            .find(|s| s.contains("calc (6 tools)") && s.contains("broken (failed:"))
+            .find(|s| s.contains("calc (7 tools)") && s.contains("broken (failed:"))
     })
     .await;
     assert!(status.contains("MCP servers:"), "{status}");
@@ -275,7 +275,7 @@ async fn a_server_that_dies_is_hidden_then_started_again_at_a_later_turn() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     w.telegram.dm(ALICE, "wake up");
     said("restarting").await;
-    status("calc (6 tools)").await;
+    status("calc (7 tools)").await;
     w.telegram.dm(ALICE, "one plus one");
     said("two").await;
     assert_eq!(tool_results(&w).last().unwrap(), "2");

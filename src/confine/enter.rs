@@ -7,8 +7,8 @@
 //! enters a PID namespace: the first child stays outside as the command's *relay* (it is
 //! the process the daemon spawned, waits for the command and exits the same way, so the
 //! daemon's timeouts, `/stop` and group kills work unchanged), the second is the command.
-//! The command then gets `no_new_privs`, the Landlock ruleset and no capabilities at all,
-//! and dies if its relay dies.
+//! The command then gets `no_new_privs`, the seccomp filter ([`super::seccomp`]), the
+//! Landlock ruleset and no capabilities at all, and dies if its relay dies.
 
 use std::ffi::CString;
 use std::io;
@@ -24,6 +24,8 @@ pub struct Entry {
     pub drop_groups: bool,
     /// The Landlock ruleset to restrict the command with.
     pub ruleset: Option<RawFd>,
+    /// The seccomp filter that keeps it from making setuid files.
+    pub filter: &'static [libc::sock_filter],
 }
 
 fn check(result: libc::c_int) -> io::Result<()> {
@@ -75,6 +77,7 @@ pub unsafe fn enter(entry: &Entry) -> io::Result<()> {
             }
         }
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        super::seccomp::install(entry.filter)?;
         if let Some(ruleset) = entry.ruleset
             && libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0
         {
@@ -121,7 +124,7 @@ unsafe fn relay(command: libc::pid_t) -> ! {
 unsafe fn reset_signal_handlers() {
     // SAFETY: sigaction on valid signal numbers with a zeroed, then filled, struct.
     unsafe {
-        for signal in 1..libc::SIGRTMAX() {
+        for signal in 1..=libc::SIGRTMAX() {
             if signal == libc::SIGKILL || signal == libc::SIGSTOP {
                 continue;
             }

@@ -13,8 +13,9 @@
 //!    other end as the jail's lifeline, so the jail ends with the daemon or when the
 //!    daemon lets it go, and every process in it is killed with it (PID 1 ended).
 //!
-//! The first process only reports the child's pid (`pid N`) and exits. Commands join the
-//! jail through that pid ([`super::enter`]).
+//! The first process reports the child's pid (`pid N`) and waits for it, so that the
+//! daemon reaps it and the jail dies with it. Commands join the jail through that pid
+//! ([`super::enter`]).
 
 use std::ffi::CString;
 use std::io::{BufRead, Write};
@@ -71,6 +72,14 @@ pub fn main() -> ExitCode {
         0 => jail_init(&spec),
         child => {
             say(&format!("pid {child}"));
+            // Stay the jail's parent and reap it: an orphan would go to the nearest
+            // reaper, which is the daemon itself when it runs as a container's PID 1.
+            let mut status = 0;
+            // SAFETY: waitpid on our own child.
+            while unsafe { libc::waitpid(child, &mut status, 0) } == -1
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+            }
             ExitCode::SUCCESS
         }
     }
@@ -133,6 +142,17 @@ fn enter_namespaces(spec: &HolderSpec) -> Result<(), String> {
 
 /// Step 3, as PID 1 of the jail.
 fn jail_init(spec: &HolderSpec) -> ExitCode {
+    // The jail ends with its parent too.
+    // SAFETY: a system call.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     // This process stays dumpable: a daemon that is not root joins the jail through it,
     // which takes ptrace-read access. Commands inside cannot trace it or read its memory:
     // it holds every capability in the jail and they hold none (and they are in a
@@ -141,6 +161,9 @@ fn jail_init(spec: &HolderSpec) -> ExitCode {
         Ok(own_proc) => own_proc,
         Err(e) => return report_error(&e),
     };
+    // Its working directory was the daemon's (the gateway's home, under the system
+    // service): a reference to the real directory below the cover.
+    let _ = std::env::set_current_dir("/");
     say(&format!("ready own_proc={own_proc}"));
     // Standard output is the daemon's pipe: let it go.
     if let Ok(null) = std::fs::File::options().write(true).open("/dev/null") {
@@ -180,14 +203,16 @@ fn build(spec: &HolderSpec) -> Result<bool, String> {
         }
     }
 
-    for dir in &layout.pinned {
+    // What went away since the layout was worked out has nothing left to protect.
+    let there = |path: &&std::path::PathBuf| std::fs::symlink_metadata(path).is_ok();
+    for dir in layout.pinned.iter().filter(there) {
         mount(Some(dir), dir, None, libc::MS_BIND | libc::MS_REC, None)?;
     }
-    for path in &layout.read_only {
+    for path in layout.read_only.iter().filter(there) {
         mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None)?;
         remount_read_only(path)?;
     }
-    for path in &layout.nulled {
+    for path in layout.nulled.iter().filter(there) {
         mount(
             Some(Path::new("/dev/null")),
             path,
@@ -196,7 +221,7 @@ fn build(spec: &HolderSpec) -> Result<bool, String> {
             None,
         )?;
     }
-    for dir in &layout.covered {
+    for dir in layout.covered.iter().filter(there) {
         if layout
             .covered
             .iter()
@@ -214,7 +239,7 @@ fn build(spec: &HolderSpec) -> Result<bool, String> {
         }
         remount_tmpfs_read_only(dir)?;
     }
-    for dir in &layout.emptied {
+    for dir in layout.emptied.iter().filter(there) {
         tmpfs(dir, "mode=0700")?;
     }
     minimal_dev(&devices)?;
@@ -348,19 +373,42 @@ fn remount_read_only(path: &Path) -> Result<(), String> {
 }
 
 /// A detached copy of the mount tree at `path` (to be placed after covers went up), or
-/// `None` when nothing is there.
+/// `None` when nothing is there. No link is followed on the way: a place handed back must
+/// be the place the layout named, not wherever a link leads now.
 fn detach(path: &Path) -> Result<Option<OwnedFd>, String> {
     if std::fs::symlink_metadata(path).is_err() {
         return Ok(None);
     }
     let target = c_path(path)?;
-    // SAFETY: open_tree(2) with a valid path; the descriptor is owned from here.
+    // SAFETY: a zeroed `open_how` is valid; its fields are set below.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: openat2(2) with a NUL-terminated path and a filled `open_how` of its size.
+    let place = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            &how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if place < 0 {
+        return Err(os_error(&format!("opening {}", path.display())));
+    }
+    // SAFETY: a descriptor just returned by the kernel.
+    let place = unsafe { OwnedFd::from_raw_fd(place as i32) };
+    // SAFETY: open_tree(2) on that descriptor; the new one is owned from here.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as libc::c_uint,
+            place.as_raw_fd(),
+            c"".as_ptr(),
+            libc::OPEN_TREE_CLONE
+                | libc::OPEN_TREE_CLOEXEC
+                | libc::AT_RECURSIVE as libc::c_uint
+                | libc::AT_EMPTY_PATH as libc::c_uint,
         )
     };
     if fd < 0 {

@@ -23,7 +23,7 @@ pub struct HandIn {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layout {
     /// Directories replaced by an empty, read-only tmpfs: the gateway's home, the journal,
-    /// a secret file's directory elsewhere.
+    /// a secret's directory elsewhere, the sockets' directories in `/tmp`.
     pub covered: Vec<PathBuf>,
     /// Places inside `covered` directories given back at their own path.
     pub handed_in: Vec<HandIn>,
@@ -31,10 +31,10 @@ pub struct Layout {
     /// directory (its D-Bus and systemd sockets).
     pub emptied: Vec<PathBuf>,
     /// Files (sockets included) replaced by `/dev/null`: a Docker or Podman socket, the
-    /// ssh-agent, a secret file the home links to.
+    /// ssh-agent, a secret file the home links to, the X server's cookie.
     pub nulled: Vec<PathBuf>,
     /// Files and directories that stay visible but cannot be changed: the gateway's program,
-    /// systemd's user units and environment.
+    /// systemd's user units and environment, what a login runs.
     pub read_only: Vec<PathBuf>,
     /// Directories between a writable root and a protected place, made mount points of
     /// their own: a mount point can be neither renamed nor removed, so the protected place
@@ -43,6 +43,8 @@ pub struct Layout {
     /// Roots commands may write below: the working directory, the person's home, the
     /// temporary directories, `terminal.allowed_roots`.
     pub writable: Vec<PathBuf>,
+    /// Protected places reached through a link commands could replace: said at start-up.
+    pub weak: Vec<String>,
 }
 
 /// What the layout is worked out from (gathered by [`Facts::of_this_process`]).
@@ -50,8 +52,14 @@ pub struct Layout {
 pub struct Facts {
     /// `$HERMES_HOME`, resolved.
     pub hermes_home: PathBuf,
+    /// `$HERMES_HOME` as the daemon was given it (it may go through links).
+    pub given_home: PathBuf,
     /// The daemon's `$HOME`, resolved.
     pub person_home: Option<PathBuf>,
+    /// The daemon's `$HOME` as its environment says.
+    pub given_person_home: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME`, when set.
+    pub config_home: Option<PathBuf>,
     /// The working directory of commands (`terminal.cwd`), resolved.
     pub cwd: PathBuf,
     /// `terminal.allowed_roots`.
@@ -60,25 +68,15 @@ pub struct Facts {
     pub exposed: Vec<PathBuf>,
     /// The gateway's own program.
     pub program: Option<PathBuf>,
-    /// `$XDG_RUNTIME_DIR` (or `/run/user/<uid>`).
-    pub runtime_dir: Option<PathBuf>,
+    /// `$XDG_RUNTIME_DIR`, and `/run/user/<uid>`.
+    pub runtime_dirs: Vec<PathBuf>,
     /// `$SSH_AUTH_SOCK`.
     pub ssh_agent: Option<PathBuf>,
     /// systemd's `$CREDENTIALS_DIRECTORY`.
     pub credentials: Option<PathBuf>,
+    /// The daemon's user id (its sockets' directories in `/tmp` carry it).
+    pub uid: u32,
 }
-
-/// Files of the home that hold secrets or state, besides the database: where one is a link
-/// to a file elsewhere, that file is hidden too.
-const HOME_SECRETS: &[&str] = &[
-    ".env",
-    "config.yaml",
-    "gateway.db",
-    "gateway.db-wal",
-    "gateway.db-shm",
-    "auth.json",
-    crate::state_key::FILE,
-];
 
 /// Sockets of container engines: whoever reaches one is root on the host.
 const CONTAINER_SOCKETS: &[&str] = &[
@@ -92,14 +90,44 @@ const CONTAINER_SOCKETS: &[&str] = &[
 /// The journal: the gateway's logs (and everyone else's).
 const JOURNALS: &[&str] = &["/var/log/journal", "/run/log/journal"];
 
-/// Directories of the home given back to the agent read-only: the documents people sent
-/// (the model is told their paths), the skills (their scripts are run from there).
-pub const HANDED_IN_READ_ONLY: &[&str] = &["cache/documents", "skills"];
+/// Where `execute_code` keeps a run's script, module and tool socket.
+pub const CODE_STAGING: &str = "cache/code";
 
-/// Places under the person's home that a command could use to start something outside
-/// the confinement at the next login or restart: systemd's user units and drop-ins, and
-/// the environment systemd gives user services.
-pub const USER_MANAGER_CONFIG: &[&str] = &[".config/systemd", ".config/environment.d"];
+/// Directories of the home given back to the agent read-only: the documents people sent
+/// (the model is told their paths), the skills (their scripts are run from there),
+/// `execute_code`'s runs (the daemon writes there; commands only read and connect).
+pub const HANDED_IN_READ_ONLY: &[&str] = &["cache/documents", "skills", CODE_STAGING];
+
+/// Places under the person's home (or `$XDG_CONFIG_HOME`, for the first three) that a
+/// command could use to start something outside the confinement at the next login or
+/// restart: systemd's user units, drop-ins and environment, autostart entries.
+pub const USER_MANAGER_CONFIG: &[&str] = &[
+    ".config/systemd",
+    ".config/environment.d",
+    ".config/autostart",
+    ".local/share/systemd",
+];
+
+/// What a login or a shell runs, and ssh's keys and configuration (`authorized_keys`,
+/// a `ProxyCommand`): kept read-only where they exist.
+const LOGIN_FILES: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".pam_environment",
+    ".ssh",
+];
+
+/// Directories in `/tmp` where sessions keep sockets that run commands or take keystrokes
+/// (X11, ICE, tmux: `<uid>` is the daemon's user).
+const TMP_SOCKET_DIRS: &[&str] = &["/tmp/.X11-unix", "/tmp/.ICE-unix", "/tmp/tmux-<uid>"];
 
 /// Make the user manager's configuration directories in the daemon's home when they are
 /// missing: a place that does not exist cannot be kept read-only, and a command could make
@@ -115,7 +143,7 @@ pub fn make_protectable(hermes_home: &Path) {
     }
     for place in USER_MANAGER_CONFIG {
         let path = person.join(place);
-        if !path.exists()
+        if std::fs::symlink_metadata(&path).is_err()
             && let Err(e) = std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o755)
@@ -140,25 +168,45 @@ impl Facts {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
         };
-        let uid = nix::unistd::getuid();
+        let uid = nix::unistd::getuid().as_raw();
+        let absolute = |p: &Path| {
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                std::env::current_dir().unwrap_or_default().join(p)
+            }
+        };
+        let mut runtime_dirs: Vec<PathBuf> = env_path("XDG_RUNTIME_DIR")
+            .into_iter()
+            .chain([PathBuf::from(format!("/run/user/{uid}"))])
+            .filter(|p| p.is_dir())
+            .map(|p| resolved(&p))
+            .collect();
+        runtime_dirs.dedup();
         Facts {
             hermes_home: resolved(hermes_home),
+            given_home: absolute(hermes_home),
             person_home: env_path("HOME").map(|h| resolved(&h)),
+            given_person_home: env_path("HOME"),
+            config_home: env_path("XDG_CONFIG_HOME"),
             cwd: resolved(cwd),
             allowed_roots: allowed_roots.iter().map(|p| resolved(p)).collect(),
             exposed: exposed.iter().map(|p| resolved(p)).collect(),
             program: std::env::current_exe().ok().map(|p| resolved(&p)),
-            runtime_dir: env_path("XDG_RUNTIME_DIR")
-                .or_else(|| Some(PathBuf::from(format!("/run/user/{uid}"))))
-                .filter(|p| p.is_dir())
-                .map(|p| resolved(&p)),
+            runtime_dirs,
             // Taken out of the environment at start-up with the secrets (`crate::secrets`).
             ssh_agent: env_path("SSH_AUTH_SOCK")
                 .or_else(|| crate::secrets::get("SSH_AUTH_SOCK").map(PathBuf::from))
                 .map(|p| resolved(&p)),
             credentials: env_path("CREDENTIALS_DIRECTORY").map(|p| resolved(&p)),
+            uid,
         }
     }
+}
+
+/// Whether `path` is a real directory (not a link to one).
+fn real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
 impl Layout {
@@ -172,7 +220,8 @@ impl Layout {
         };
 
         // Given back: the working directory when it lies inside the home (the system
-        // service's `workspace`), then what the gateway hands the agent on purpose.
+        // service's `workspace`), then what the gateway hands the agent on purpose; never
+        // through a link (one could lead anywhere, the home included).
         if facts.cwd.starts_with(home) && facts.cwd != *home {
             layout.handed_in.push(HandIn {
                 path: facts.cwd.clone(),
@@ -181,7 +230,7 @@ impl Layout {
         }
         for place in HANDED_IN_READ_ONLY {
             let path = home.join(place);
-            if path.is_dir() && !facts.cwd.starts_with(&path) {
+            if real_dir(&path) && !facts.cwd.starts_with(&path) {
                 layout.handed_in.push(HandIn {
                     path,
                     writable: false,
@@ -189,59 +238,90 @@ impl Layout {
             }
         }
 
-        // A secret the home only links to lives elsewhere: hide it there too.
-        for name in HOME_SECRETS {
-            let link = home.join(name);
-            let Ok(target) = std::fs::canonicalize(&link) else {
+        // What the home only links to lives elsewhere: hidden there too (with a database's
+        // journal files, which SQLite keeps beside the file the link leads to).
+        for entry in std::fs::read_dir(home).into_iter().flatten().flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+            let Ok(target) = std::fs::canonicalize(entry.path()) else {
                 continue;
             };
-            if target.starts_with(home) {
+            // Within the home already; or the working directory (a `workspace` link).
+            if target.starts_with(home) || facts.cwd.starts_with(&target) {
                 continue;
             }
             if target.is_dir() {
                 layout.covered.push(target);
             } else {
-                layout.nulled.push(target);
+                for suffix in ["", "-wal", "-shm", "-journal"] {
+                    let mut file = target.clone().into_os_string();
+                    file.push(suffix);
+                    let file = PathBuf::from(file);
+                    if suffix.is_empty() || file.exists() {
+                        layout.nulled.push(file);
+                    }
+                }
             }
         }
         if let Some(credentials) = &facts.credentials {
             layout.covered.push(credentials.clone());
         }
-        for journal in JOURNALS {
-            let path = PathBuf::from(journal);
-            if path.is_dir() && !exposed(&path) {
-                layout.covered.push(path);
+        let socket_dirs = TMP_SOCKET_DIRS
+            .iter()
+            .map(|d| PathBuf::from(d.replace("<uid>", &facts.uid.to_string())));
+        for dir in JOURNALS.iter().map(PathBuf::from).chain(socket_dirs) {
+            if real_dir(&dir) && !exposed(&dir) {
+                layout.covered.push(dir);
             }
         }
-        if let Some(runtime) = &facts.runtime_dir
-            && !exposed(runtime)
-        {
-            layout.emptied.push(runtime.clone());
+        for runtime in &facts.runtime_dirs {
+            if !exposed(runtime) {
+                layout.emptied.push(runtime.clone());
+            }
         }
-        let sockets = CONTAINER_SOCKETS
-            .iter()
-            .map(PathBuf::from)
-            .chain(facts.ssh_agent.clone());
+        let mut sockets: Vec<PathBuf> = CONTAINER_SOCKETS.iter().map(PathBuf::from).collect();
+        sockets.extend(facts.ssh_agent.clone());
+        if let Some(person) = &facts.person_home {
+            sockets.push(person.join(".Xauthority"));
+        }
         for socket in sockets {
             let inside_emptied = layout.emptied.iter().any(|e| socket.starts_with(e));
-            if socket.exists() && !exposed(&socket) && !inside_emptied {
+            if socket.exists() && !exposed(&socket) && !inside_emptied && !layout.hides(&socket) {
                 layout.nulled.push(socket);
             }
         }
 
-        // Written by nobody inside: the program and the user manager's configuration.
+        // Written by nobody inside: the program, the user manager's configuration, what a
+        // login runs.
+        let protect = |path: PathBuf, given: PathBuf, layout: &mut Layout| {
+            if std::fs::symlink_metadata(&given).is_err() || exposed(&path) || layout.hides(&path) {
+                return;
+            }
+            let real = std::fs::canonicalize(&given).unwrap_or(path);
+            if real != given {
+                layout.weak.push(format!(
+                    "{} is a link (to {}): it is kept read-only, but a command could put another in its place",
+                    given.display(),
+                    real.display()
+                ));
+            }
+            layout.read_only.push(real);
+        };
         if let Some(program) = &facts.program
             && !program.starts_with(home)
         {
-            layout.read_only.push(program.clone());
+            protect(program.clone(), program.clone(), &mut layout);
         }
-        if let Some(person) = &facts.person_home
-            && !home.starts_with(person.join(".config"))
-        {
-            for place in USER_MANAGER_CONFIG {
-                let path = person.join(place);
-                if path.exists() && !exposed(&path) && !path.starts_with(home) {
-                    layout.read_only.push(path);
+        if let (Some(person), Some(given)) = (&facts.person_home, &facts.given_person_home) {
+            for place in USER_MANAGER_CONFIG.iter().chain(LOGIN_FILES) {
+                protect(person.join(place), given.join(place), &mut layout);
+            }
+            if let Some(config) = &facts.config_home
+                && !config.starts_with(given.join(".config"))
+            {
+                for place in ["systemd", "environment.d", "autostart"] {
+                    protect(config.join(place), config.join(place), &mut layout);
                 }
             }
         }
@@ -255,6 +335,18 @@ impl Layout {
         // Nothing inside the home, but a working directory handed in.
         writable.retain(|w| !w.starts_with(home) || (*w == facts.cwd && w != home));
         layout.writable = dedup_roots(writable);
+
+        // The home reached through a link in a writable place: the link itself could be
+        // replaced by a home of the command's making, read at the next start.
+        for link in links_on_the_way(&facts.given_home) {
+            if layout.writable.iter().any(|w| link.starts_with(w)) {
+                layout.weak.push(format!(
+                    "the gateway's home is reached through {}, a link in a place commands can write: a command could put another home in its place for the next start; give the daemon the real path ({})",
+                    link.display(),
+                    home.display()
+                ));
+            }
+        }
 
         // Every directory between a writable root and a protected place is pinned.
         let protected: Vec<PathBuf> = layout
@@ -300,6 +392,14 @@ impl Layout {
     }
 }
 
+/// The links on the way to `path` (itself included).
+fn links_on_the_way(path: &Path) -> Vec<PathBuf> {
+    path.ancestors()
+        .filter(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
+        .map(Path::to_path_buf)
+        .collect()
+}
+
 /// The roots, each once, none inside another.
 fn dedup_roots(mut roots: Vec<PathBuf>) -> Vec<PathBuf> {
     roots.sort_by_key(|p| p.components().count());
@@ -325,8 +425,10 @@ mod tests {
         std::fs::create_dir_all(person.join(".cargo/bin")).unwrap();
         std::fs::write(person.join(".cargo/bin/hermes-gateway"), "").unwrap();
         Facts {
+            given_home: home.clone(),
             hermes_home: home,
             person_home: Some(person.clone()),
+            given_person_home: Some(person.clone()),
             cwd: person.clone(),
             program: Some(person.join(".cargo/bin/hermes-gateway")),
             ..Facts::default()
@@ -393,6 +495,65 @@ mod tests {
     }
 
     #[test]
+    fn what_a_login_runs_and_ssh_are_read_only_and_a_link_among_them_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = facts(dir.path());
+        let person = f.person_home.clone().unwrap();
+        std::fs::write(person.join(".bashrc"), "").unwrap();
+        std::fs::create_dir(person.join(".ssh")).unwrap();
+        let dotfiles = dir.path().join("dotfiles");
+        std::fs::create_dir(&dotfiles).unwrap();
+        std::fs::write(dotfiles.join("profile"), "").unwrap();
+        std::os::unix::fs::symlink(dotfiles.join("profile"), person.join(".profile")).unwrap();
+        let layout = Layout::work_out(&f);
+        assert!(layout.read_only.contains(&person.join(".bashrc")));
+        assert!(layout.read_only.contains(&person.join(".ssh")));
+        assert!(layout.read_only.contains(&dotfiles.join("profile")));
+        assert!(
+            layout.weak.iter().any(|w| w.contains(".profile is a link")),
+            "{:?}",
+            layout.weak
+        );
+    }
+
+    #[test]
+    fn a_home_reached_through_a_link_in_the_persons_home_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = facts(dir.path());
+        let person = f.person_home.clone().unwrap();
+        let real = dir.path().join("data-hermes");
+        std::fs::rename(&f.hermes_home, &real).unwrap();
+        std::os::unix::fs::symlink(&real, person.join(".hermes")).unwrap();
+        f.hermes_home = real.clone();
+        f.given_home = person.join(".hermes");
+        let layout = Layout::work_out(&f);
+        assert_eq!(layout.covered[0], real);
+        assert!(
+            layout.weak.iter().any(|w| w.contains("reached through")),
+            "{:?}",
+            layout.weak
+        );
+    }
+
+    #[test]
+    fn a_handed_in_place_that_is_a_link_is_not_handed_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = facts(dir.path());
+        let elsewhere = dir.path().join("my-skills");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::remove_dir(f.hermes_home.join("skills")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, f.hermes_home.join("skills")).unwrap();
+        let layout = Layout::work_out(&f);
+        assert!(
+            !layout.handed_in.iter().any(|h| h.path.ends_with("skills")),
+            "{layout:?}"
+        );
+        // …and what it leads to is hidden, as every place the home links to.
+        let elsewhere = std::fs::canonicalize(elsewhere).unwrap();
+        assert!(layout.covered.contains(&elsewhere), "{layout:?}");
+    }
+
+    #[test]
     fn a_secret_the_home_links_to_is_hidden_where_it_lives() {
         let dir = tempfile::tempdir().unwrap();
         let f = facts(dir.path());
@@ -412,7 +573,7 @@ mod tests {
         std::fs::create_dir_all(&runtime).unwrap();
         let agent = dir.path().join("agent.sock");
         std::fs::write(&agent, "").unwrap();
-        f.runtime_dir = Some(runtime.clone());
+        f.runtime_dirs = vec![runtime.clone()];
         f.ssh_agent = Some(agent.clone());
         let layout = Layout::work_out(&f);
         assert!(layout.emptied.contains(&runtime));

@@ -14,6 +14,7 @@ pub mod enter;
 pub mod holder;
 pub mod layout;
 pub mod rules;
+pub mod seccomp;
 pub mod workspace;
 
 use std::collections::{HashMap, HashSet};
@@ -47,6 +48,9 @@ pub enum Level {
         landlock: Option<i32>,
         /// The jail has a `/proc` of its own (the daemon is not even listed).
         own_proc: bool,
+        /// What this host leaves open all the same (an old Landlock, a daemon running as
+        /// root without Landlock, protected places reached through links).
+        open: Vec<String>,
     },
     /// Landlock alone: this host refuses user namespaces (`why`).
     LandlockOnly { abi: i32, why: String },
@@ -65,24 +69,38 @@ impl Level {
             "no network"
         };
         match self {
-            Level::Jailed { landlock, own_proc } => {
+            Level::Jailed {
+                landlock,
+                own_proc,
+                open,
+            } => {
                 let proc = if *own_proc {
                     ""
                 } else {
                     " (the host's /proc: the daemon is listed, not reachable)"
                 };
-                match landlock {
-                    Some(abi) => format!(
-                        "confined: user, mount and PID namespaces{proc} + Landlock ABI {abi}, {network}"
-                    ),
-                    None => format!(
-                        "confined: user, mount and PID namespaces{proc} (no Landlock on this kernel), {network}"
-                    ),
+                let landlock = match landlock {
+                    Some(abi) => format!(" + Landlock ABI {abi}"),
+                    None => " (no Landlock on this kernel)".to_owned(),
+                };
+                let mut line =
+                    format!("confined: user, mount and PID namespaces{proc}{landlock}, {network}");
+                if !open.is_empty() {
+                    line.push_str("; but ");
+                    line.push_str(&open.join("; "));
                 }
+                line
             }
-            Level::LandlockOnly { abi, why } => format!(
-                "partly confined: Landlock ABI {abi} only ({why}); see docs/security.md for what that leaves open"
-            ),
+            Level::LandlockOnly { abi, why } => {
+                let scoped = if *abi >= rules::SCOPES_ABI {
+                    ""
+                } else {
+                    ", without scoping signals (the daemon can be signalled)"
+                };
+                format!(
+                    "partly confined: Landlock ABI {abi} only ({why}){scoped}; see docs/security.md for what that leaves open"
+                )
+            }
             Level::Unconfined { why } => format!(
                 "NOT confined: {why}; commands the agent runs can read the gateway's secrets"
             ),
@@ -103,8 +121,11 @@ pub struct Refused(pub String);
 
 /// One session's jail, held open while anything uses it.
 pub struct Jail {
-    /// The holder (PID 1 of the jail), which commands join through.
+    /// The jail's PID 1, which commands join through.
     pidfd: OwnedFd,
+    /// The holder's first process, the jail's parent (it ends with the jail; tokio reaps
+    /// it once this handle is dropped).
+    _holder: tokio::process::Child,
     /// The holder's standard input: closing it ends the jail and everything in it.
     _lifeline: tokio::process::ChildStdin,
     /// The namespaces a command joins.
@@ -114,6 +135,8 @@ pub struct Jail {
     drop_groups: bool,
     /// The jail has a `/proc` of its own.
     own_proc: bool,
+    /// Protected places reached through links (said at start-up).
+    weak: Vec<String>,
 }
 
 impl Jail {
@@ -188,6 +211,7 @@ impl Sandbox {
                 .map_err(|_| std::io::Error::other("a working directory with a NUL byte"))?,
             drop_groups,
             ruleset,
+            filter: seccomp::filter(),
         };
         // The closure holds the sandbox, so its descriptors outlive the spawn.
         let held = self.clone();
@@ -202,6 +226,27 @@ impl Sandbox {
     }
 }
 
+/// The configuration a jail's layout comes from.
+#[derive(Clone)]
+struct Inputs {
+    hermes_home: PathBuf,
+    cwd: PathBuf,
+    allowed_roots: Vec<PathBuf>,
+    exposed: Vec<PathBuf>,
+}
+
+impl Inputs {
+    /// The layout now.
+    fn layout(&self) -> Layout {
+        Layout::work_out(&Facts::of_this_process(
+            &self.hermes_home,
+            &self.cwd,
+            &self.allowed_roots,
+            &self.exposed,
+        ))
+    }
+}
+
 /// A jail kept for a session between its commands.
 struct Kept {
     jail: Arc<Jail>,
@@ -212,7 +257,9 @@ struct Kept {
 pub struct Confinement {
     mode: SandboxMode,
     network: bool,
-    layout: Layout,
+    /// What the layout is worked out from, again for each jail (what is on disk changes:
+    /// a login makes the user manager's runtime directory, a socket comes or goes).
+    inputs: Inputs,
     /// The program started as the holder (this one, `/proc/self/exe`).
     holder: PathBuf,
     /// The daemon's user and group, and what they are inside a jail.
@@ -239,7 +286,6 @@ impl Confinement {
             &terminal.allowed_roots,
             &terminal.sandbox_expose,
         );
-        let layout = Layout::work_out(&facts);
         let agent_home = facts
             .person_home
             .as_ref()
@@ -259,7 +305,12 @@ impl Confinement {
         Confinement {
             mode: terminal.sandbox,
             network: terminal.network,
-            layout,
+            inputs: Inputs {
+                hermes_home: hermes_home.to_path_buf(),
+                cwd: terminal.cwd.clone(),
+                allowed_roots: terminal.allowed_roots.clone(),
+                exposed: terminal.sandbox_expose.clone(),
+            },
             holder: holder::program(),
             ids: (uid, gid, inside(uid), inside(gid)),
             agent_home,
@@ -276,7 +327,12 @@ impl Confinement {
         Confinement {
             mode: SandboxMode::Off,
             network: true,
-            layout: Layout::default(),
+            inputs: Inputs {
+                hermes_home: std::env::temp_dir(),
+                cwd: std::env::temp_dir(),
+                allowed_roots: Vec::new(),
+                exposed: Vec::new(),
+            },
             holder: holder::program(),
             ids: (0, 0, 0, 0),
             agent_home: None,
@@ -314,8 +370,8 @@ impl Confinement {
     /// `/status` and `/readyz`.
     pub async fn warning(&self) -> Option<String> {
         let level = self.level().await;
-        if level.is_jailed() {
-            return None;
+        if let Level::Jailed { open, .. } = level {
+            return (!open.is_empty()).then(|| level.describe(self.network));
         }
         Some(match (self.mode, level) {
             (SandboxMode::Required, _) => format!(
@@ -335,11 +391,27 @@ impl Confinement {
         let why_not_jailed = match self.open_jail().await {
             Ok(jail) => {
                 let own_proc = jail.own_proc;
+                let mut open = jail.weak.clone();
+                match landlock {
+                    None if self.ids.0 == 0 => open.push(
+                        "without Landlock, commands of a daemon running as root can change the system's files".into(),
+                    ),
+                    Some(abi) if abi < rules::SCOPES_ABI && self.network => open.push(format!(
+                        "Landlock ABI {abi} cannot keep commands from the host's abstract Unix sockets (a D-Bus session bus started by dbus-launch among them)"
+                    )),
+                    _ => {}
+                }
                 match self
                     .try_run(&self.with_kind(Kind::Jailed(Arc::new(jail))))
                     .await
                 {
-                    Ok(()) => return Level::Jailed { landlock, own_proc },
+                    Ok(()) => {
+                        return Level::Jailed {
+                            landlock,
+                            own_proc,
+                            open,
+                        };
+                    }
                     Err(why) => why,
                 }
             }
@@ -437,19 +509,10 @@ impl Confinement {
 
     /// The jail of session `key`: the one it has, or a new one.
     async fn jail_for(&self, key: &str) -> Result<Arc<Jail>, Refused> {
-        {
-            let mut jails = self.jails.lock().expect("jails lock");
-            let now = Instant::now();
-            // Let go of jails nobody holds and nobody used for a while, and of dead ones.
-            jails.retain(|_, kept| {
-                kept.jail.alive()
-                    && (Arc::strong_count(&kept.jail) > 1
-                        || now.duration_since(kept.used) < JAIL_IDLE)
-            });
-            if let Some(kept) = jails.get_mut(key) {
-                kept.used = now;
-                return Ok(kept.jail.clone());
-            }
+        self.release_idle();
+        if let Some(kept) = self.jails.lock().expect("jails lock").get_mut(key) {
+            kept.used = Instant::now();
+            return Ok(kept.jail.clone());
         }
         let jail = Arc::new(self.open_jail().await.map_err(|why| {
             Refused(format!(
@@ -465,9 +528,23 @@ impl Confinement {
         Ok(kept.jail.clone())
     }
 
+    /// Let go of the jails nobody holds and nobody used for a while, and of dead ones (the
+    /// daemon calls this every minute too).
+    pub fn release_idle(&self) {
+        let now = Instant::now();
+        self.jails.lock().expect("jails lock").retain(|_, kept| {
+            kept.jail.alive()
+                && (Arc::strong_count(&kept.jail) > 1 || now.duration_since(kept.used) < JAIL_IDLE)
+        });
+    }
+
     /// Start a holder and wait until its jail is built.
     async fn open_jail(&self) -> Result<Jail, String> {
         let (outer_uid, outer_gid, inside_uid, inside_gid) = self.ids;
+        let inputs = self.inputs.clone();
+        let layout = tokio::task::spawn_blocking(move || inputs.layout())
+            .await
+            .map_err(|e| e.to_string())?;
         let spec = HolderSpec {
             outer_uid,
             outer_gid,
@@ -475,25 +552,7 @@ impl Confinement {
             inside_gid,
             drop_groups: outer_uid == 0,
             network: self.network,
-            layout: self.layout.clone(),
-        };
-        let ruleset = if rules::kernel_abi().is_some() {
-            let layout = self.layout.clone();
-            let network = self.network;
-            Some(
-                tokio::task::spawn_blocking(move || {
-                    rules::ruleset(&rules::Policy {
-                        layout: &layout,
-                        guard_reads: false,
-                        network,
-                        scope_signals: false,
-                    })
-                })
-                .await
-                .map_err(|e| e.to_string())??,
-            )
-        } else {
-            None
+            layout,
         };
         let mut child = tokio::process::Command::new(&self.holder)
             .arg(HOLDER_ARG)
@@ -501,7 +560,6 @@ impl Confinement {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("the jail's holder could not start: {e}"))?;
         let mut lifeline = child.stdin.take().expect("piped stdin");
@@ -531,11 +589,16 @@ impl Confinement {
             }
             Ok((pid.unwrap_or_default(), ready.unwrap_or_default()))
         };
-        let (pid, own_proc) = tokio::time::timeout(HOLDER_TIMEOUT, talk)
-            .await
-            .map_err(|_| "the jail's holder took too long".to_owned())??;
-        // The first process only reported; the holder carries on as the jail's PID 1.
-        let _ = child.wait().await;
+        let talked = tokio::time::timeout(HOLDER_TIMEOUT, talk).await;
+        let (pid, own_proc) = match talked {
+            Ok(Ok(found)) => found,
+            Ok(Err(why)) => return Err(why),
+            Err(_) => {
+                // A jail half built ends with its holder (its PID 1 dies with it).
+                let _ = child.start_kill();
+                return Err("the jail's holder took too long".to_owned());
+            }
+        };
         // SAFETY: pidfd_open(2) on the holder's pid; the descriptor is owned from here.
         let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
         if pidfd < 0 {
@@ -546,6 +609,39 @@ impl Confinement {
         }
         // SAFETY: a descriptor just returned by the kernel.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+        // The pid is the jail's only while the holder's first process is its parent.
+        let parent = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("PPid:"))
+                    .and_then(|p| p.trim().parse::<u32>().ok())
+            });
+        if parent.is_none() || parent != child.id() {
+            return Err("the jail's holder ended while it was being joined".into());
+        }
+        // The rules name the jail's own places (its /dev/shm, /dev/pts, /proc are mounts of
+        // its own, other inodes than the daemon's), so they are opened through its root.
+        let ruleset = if rules::kernel_abi().is_some() {
+            let layout = spec.layout.clone();
+            let network = self.network;
+            let root = PathBuf::from(format!("/proc/{pid}/root"));
+            Some(
+                tokio::task::spawn_blocking(move || {
+                    rules::ruleset(&rules::Policy {
+                        layout: &layout,
+                        guard_reads: false,
+                        network,
+                        scope_signals: false,
+                        root: Some(&root),
+                    })
+                })
+                .await
+                .map_err(|e| e.to_string())??,
+            )
+        } else {
+            None
+        };
         let mut namespaces =
             libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
         if !self.network {
@@ -553,25 +649,28 @@ impl Confinement {
         }
         Ok(Jail {
             pidfd,
+            _holder: child,
             _lifeline: lifeline,
             namespaces,
             ruleset,
             drop_groups: spec.drop_groups,
             own_proc,
+            weak: spec.layout.weak,
         })
     }
 
     /// Landlock alone, for one command (the ruleset is made again for each, so what the
     /// person's home holds now is what counts).
     async fn landlocked(&self) -> Result<Sandbox, String> {
-        let layout = self.layout.clone();
+        let inputs = self.inputs.clone();
         let network = self.network;
         let ruleset = tokio::task::spawn_blocking(move || {
             rules::ruleset(&rules::Policy {
-                layout: &layout,
+                layout: &inputs.layout(),
                 guard_reads: true,
                 network,
                 scope_signals: true,
+                root: None,
             })
         })
         .await

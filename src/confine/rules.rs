@@ -26,6 +26,8 @@ use super::layout::Layout;
 
 /// The newest rights asked for; the kernel's older ABI drops what it does not know.
 const ASKED: ABI = ABI::V6;
+/// The ABI that scopes abstract Unix sockets and signals (Linux 6.12).
+pub const SCOPES_ABI: i32 = 6;
 
 /// Device files every program may open for writing.
 const DEVICES: &[&str] = &[
@@ -63,6 +65,9 @@ pub struct Policy<'a> {
     pub network: bool,
     /// Refuse signals to processes outside the confinement (without a PID namespace).
     pub scope_signals: bool,
+    /// Where the file system the rules name is seen (a jail's root, `/proc/<pid>/root`:
+    /// its `/dev/shm`, `/dev/pts` and `/proc` are its own); `None`: this process's.
+    pub root: Option<&'a Path>,
 }
 
 fn read_rights() -> BitFlags<AccessFs> {
@@ -107,6 +112,10 @@ pub fn ruleset(policy: &Policy) -> Result<OwnedFd, String> {
         .cloned()
         .collect();
 
+    let at = |path: &Path| match policy.root {
+        Some(root) => root.join(path.strip_prefix("/").unwrap_or(path)),
+        None => path.to_path_buf(),
+    };
     if policy.guard_reads {
         rules = grant_except(rules, Path::new("/"), read_rights(), &hidden)?;
         for hand_in in &layout.handed_in {
@@ -114,21 +123,24 @@ pub fn ruleset(policy: &Policy) -> Result<OwnedFd, String> {
             if hand_in.writable {
                 access |= write_rights();
             }
-            rules = grant(rules, &hand_in.path, access)?;
+            rules = grant(rules, &at(&hand_in.path), access)?;
         }
     }
-    // With the mount namespace the hidden and read-only places are read-only mounts
-    // already; alone, Landlock must leave them out.
-    let unwritable: Vec<PathBuf> = if policy.guard_reads {
-        hidden.iter().chain(&layout.read_only).cloned().collect()
+    // Alone, Landlock must leave the hidden and read-only places out.
+    if policy.guard_reads {
+        let unwritable: Vec<PathBuf> = hidden.iter().chain(&layout.read_only).cloned().collect();
+        for root in &layout.writable {
+            rules = grant_except(rules, root, write_rights(), &unwritable)?;
+        }
     } else {
-        Vec::new()
-    };
-    for root in &layout.writable {
-        rules = grant_except(rules, root, write_rights(), &unwritable)?;
+        // With the mount namespace the hidden and read-only places are read-only mounts
+        // already, and the emptied ones are the jail's own.
+        for root in layout.writable.iter().chain(&layout.emptied) {
+            rules = grant(rules, &at(root), write_rights())?;
+        }
     }
     for device in DEVICES.iter().chain(&["/proc"]) {
-        rules = grant(rules, Path::new(device), write_rights())?;
+        rules = grant(rules, &at(Path::new(device)), write_rights())?;
     }
     Ok(Option::<OwnedFd>::from(rules).ok_or("Landlock is not available on this kernel")?)
 }

@@ -50,7 +50,7 @@ fn allowlist_fields(
 pub(super) fn sign_existing(
     tx: &rusqlite::Transaction,
     key: &crate::state_key::StateKey,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<usize> {
     let rows: Vec<(String, String, String, String, i64)> = tx
         .prepare(
             "SELECT pattern_key, description, example, added_by, added_at FROM approval_allowlist",
@@ -59,6 +59,7 @@ pub(super) fn sign_existing(
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?
         .collect::<Result<_, _>>()?;
+    let count = rows.len();
     for (pattern, description, example, added_by, at) in rows {
         let mac = key.sign(
             ALLOWLIST,
@@ -69,7 +70,7 @@ pub(super) fn sign_existing(
             params![mac, pattern],
         )?;
     }
-    Ok(())
+    Ok(count)
 }
 
 impl Store {
@@ -285,28 +286,48 @@ mod tests {
         assert!(listed.iter().all(|e| !e.signed), "{listed:?}");
     }
 
+    /// A database of schema 10 (before signatures) with one standing approval and one
+    /// paired person.
+    fn older_database(path: &std::path::Path) {
+        let mut conn = rusqlite::Connection::open(path).unwrap();
+        conn.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL);")
+            .unwrap();
+        let tx = conn.transaction().unwrap();
+        for step in &super::super::migrations::MIGRATIONS_FOR_TESTS[..10] {
+            tx.execute_batch(step).unwrap();
+        }
+        tx.execute_batch(
+            "INSERT INTO schema_version VALUES (10);
+             INSERT INTO approval_allowlist (pattern_key, description, example, added_by, added_at)
+             VALUES ('rm-recursive', 'recursive delete', 'rm -rf x', 'Ada', 5);
+             INSERT INTO paired_users (platform, user_id, user_name, approved_at)
+             VALUES ('telegram', '42', 'Bo', 6);",
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+
+    #[test]
+    fn signatures_taken_out_of_the_database_sign_nothing_again() {
+        // The key exists, but the schema says "before signatures": someone dropped the
+        // column and the version to have forged rows signed.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.db");
+        crate::state_key::StateKey::load_or_create(dir.path()).unwrap();
+        older_database(&path);
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let store = Store::open(&path).unwrap();
+            assert!(!store.allowlist_covers(&["rm-recursive"]).await.unwrap());
+            assert!(!store.pairing_is_approved("telegram", "42").await.unwrap());
+        });
+    }
+
     #[test]
     fn an_upgrade_signs_the_rows_an_older_gateway_wrote() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gateway.db");
-        {
-            let mut conn = rusqlite::Connection::open(&path).unwrap();
-            conn.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL);")
-                .unwrap();
-            let tx = conn.transaction().unwrap();
-            for step in &super::super::migrations::MIGRATIONS_FOR_TESTS[..10] {
-                tx.execute_batch(step).unwrap();
-            }
-            tx.execute_batch(
-                "INSERT INTO schema_version VALUES (10);
-                 INSERT INTO approval_allowlist (pattern_key, description, example, added_by, added_at)
-                 VALUES ('rm-recursive', 'recursive delete', 'rm -rf x', 'Ada', 5);
-                 INSERT INTO paired_users (platform, user_id, user_name, approved_at)
-                 VALUES ('telegram', '42', 'Bo', 6);",
-            )
-            .unwrap();
-            tx.commit().unwrap();
-        }
+        older_database(&path);
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
             let store = Store::open(&path).unwrap();

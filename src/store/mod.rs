@@ -128,17 +128,32 @@ impl Store {
     /// first use.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let home = path.parent().unwrap_or(Path::new("."));
-        let key = StateKey::load_or_create(home).map_err(StoreError::Key)?;
+        let (key, key_is_new) = StateKey::load_or_create(home).map_err(StoreError::Key)?;
         let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
             path: path.display().to_string(),
             source,
         })?;
         configure(&conn)?;
         migrations::apply_then(&mut conn, |tx, from| {
-            // What an older gateway decided was written by it: signed now, once.
-            if from < migrations::SIGNED_ROWS {
-                approvals::sign_existing(tx, &key)?;
-                pairing::sign_existing(tx, &key)?;
+            if from >= migrations::SIGNED_ROWS {
+                return Ok(());
+            }
+            // What an older gateway decided is signed now, once: when it had no key yet.
+            // A key already there with an older schema means the signatures were taken
+            // out of the database (to have forged rows signed): nothing is signed.
+            if key_is_new {
+                let signed =
+                    approvals::sign_existing(tx, &key)? + pairing::sign_existing(tx, &key)?;
+                if signed > 0 {
+                    tracing::warn!(
+                        rows = signed,
+                        "standing approvals and paired people from before this version were signed as the gateway's; check them with `hermes-gateway approvals list` and `pairing list`"
+                    );
+                }
+            } else {
+                tracing::error!(
+                    "the database's schema is older than its signatures, so the signatures were taken out of it: its standing approvals and paired people are not honoured; give them again"
+                );
             }
             Ok(())
         })?;

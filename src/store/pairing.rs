@@ -272,11 +272,12 @@ fn paired_fields(platform: &str, user_id: &str, name: &str, at: i64) -> [String;
 pub(super) fn sign_existing(
     tx: &rusqlite::Transaction,
     key: &crate::state_key::StateKey,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<usize> {
     let rows: Vec<(String, String, String, i64)> = tx
         .prepare("SELECT platform, user_id, user_name, approved_at FROM paired_users")?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<Result<_, _>>()?;
+    let count = rows.len();
     for (platform, user_id, name, at) in rows {
         let mac = key.sign(PAIRED, &paired_fields(&platform, &user_id, &name, at));
         tx.execute(
@@ -284,7 +285,7 @@ pub(super) fn sign_existing(
             params![mac, platform, user_id],
         )?;
     }
-    Ok(())
+    Ok(count)
 }
 
 fn new_code() -> String {

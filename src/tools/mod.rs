@@ -277,7 +277,11 @@ impl Toolbox {
         ];
         let execute_code = code::ExecuteCodeTool::new(
             code_execution,
-            (cwd, pass_env),
+            (
+                cwd,
+                pass_env,
+                home.join(crate::confine::layout::CODE_STAGING),
+            ),
             approvals,
             confined,
             &tools,

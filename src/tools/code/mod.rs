@@ -92,6 +92,8 @@ pub struct ExecuteCodeTool {
     approvals: Arc<ApprovalBroker>,
     /// Where the script runs.
     confined: super::Confined,
+    /// Where runs keep their files (`$HERMES_HOME/cache/code`).
+    staging: PathBuf,
     /// The tools a script may call (the registry's own instances), where their toolsets
     /// are offered.
     sandbox: Vec<Arc<dyn Tool>>,
@@ -105,7 +107,7 @@ impl ExecuteCodeTool {
     /// where `toolsets` offers them.
     pub fn new(
         config: CodeExecutionConfig,
-        (cwd, pass_env): (PathBuf, Vec<String>),
+        (cwd, pass_env, staging): (PathBuf, Vec<String>, PathBuf),
         approvals: Arc<ApprovalBroker>,
         confined: super::Confined,
         registry: &[Arc<dyn Tool>],
@@ -122,6 +124,7 @@ impl ExecuteCodeTool {
             pass_env,
             approvals,
             confined,
+            staging,
             sandbox,
             toolsets,
             python,
@@ -153,14 +156,16 @@ impl ExecuteCodeTool {
         // Files written (and, at the end, removed) off the runtime's threads.
         let module = stub_module(&tools);
         let script = code.to_owned();
-        let run = match tokio::task::spawn_blocking(move || Staging::create(&script, &module))
-            .await
-            .map_err(std::io::Error::other)
-            .and_then(|made| made)
-        {
-            Ok(run) => run,
-            Err(e) => return failed(&format!("could not prepare the script: {e}")),
-        };
+        let staging = self.staging.clone();
+        let run =
+            match tokio::task::spawn_blocking(move || Staging::create(&staging, &script, &module))
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|made| made)
+            {
+                Ok(run) => run,
+                Err(e) => return failed(&format!("could not prepare the script: {e}")),
+            };
         let listener = match run.listen() {
             Ok(listener) => listener,
             Err(e) => return failed(&format!("could not open the tool socket: {e}")),
@@ -173,7 +178,7 @@ impl ExecuteCodeTool {
         let token = random_token();
         let cwd = match self.config.mode {
             CodeMode::Project => self.cwd.clone(),
-            CodeMode::Strict => run.dir().to_path_buf(),
+            CodeMode::Strict => run.workdir().to_path_buf(),
         };
         let mut command = tokio::process::Command::new(python);
         command
@@ -429,24 +434,50 @@ impl Tool for ExecuteCodeTool {
     }
 }
 
-/// A run's private directory (removed when dropped).
-struct Staging(tempfile::TempDir);
+/// A run's files: the script, its `hermes_tools` module and the tool socket in a private
+/// directory under the gateway's home (`cache/code`: commands see it read-only, so none can
+/// plant a link there for the daemon to write through), and, for a `strict` run, an empty
+/// working directory in `/tmp`. Both removed when dropped.
+struct Staging {
+    files: tempfile::TempDir,
+    workdir: tempfile::TempDir,
+}
 
 impl Staging {
-    /// The directory with the script and its `hermes_tools` module.
-    fn create(code: &str, module: &str) -> std::io::Result<Staging> {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
+    /// The run's files in a new directory under `staging`.
+    fn create(staging: &Path, code: &str, module: &str) -> std::io::Result<Staging> {
+        use std::io::Write;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(staging)?;
+        let files = tempfile::Builder::new()
             .prefix("hermes_sandbox_")
+            .tempdir_in(staging)?;
+        std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o700))?;
+        for (name, text) in [("hermes_tools.py", module), ("script.py", code)] {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(files.path().join(name))?
+                .write_all(text.as_bytes())?;
+        }
+        let workdir = tempfile::Builder::new()
+            .prefix("hermes_sandbox_work_")
             .tempdir()?;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
-        std::fs::write(dir.path().join("hermes_tools.py"), module)?;
-        std::fs::write(dir.path().join("script.py"), code)?;
-        Ok(Staging(dir))
+        Ok(Staging { files, workdir })
+    }
+
+    /// Where a `strict` run works.
+    fn workdir(&self) -> &Path {
+        self.workdir.path()
     }
 
     fn dir(&self) -> &Path {
-        self.0.path()
+        self.files.path()
     }
 
     fn socket(&self) -> PathBuf {

@@ -81,10 +81,7 @@ impl Tool for WriteFileTool {
             let shown = path.display().to_string();
             let written = blocking(&ctx.cancel, move || {
                 let before = std::fs::metadata(&path).ok();
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-                }
-                std::fs::write(&path, &content).map_err(|e| e.to_string())?;
+                super::open::write(&path, content.as_bytes()).map_err(|e| e.to_string())?;
                 Ok((before.is_some(), content.len(), content.lines().count()))
             })
             .await;
@@ -212,7 +209,7 @@ impl Edit {
         if size > MAX_FILE_BYTES as u64 {
             return Err(format!("it is larger than {MAX_FILE_BYTES} bytes"));
         }
-        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        let bytes = super::open::read(path).map_err(|e| e.to_string())?;
         if looks_binary(&bytes) {
             return Err("it is a binary file".into());
         }
@@ -254,7 +251,7 @@ impl Edit {
         if after == before {
             return Ok("(no change)".into());
         }
-        std::fs::write(path, &after).map_err(|e| e.to_string())?;
+        super::open::write(path, after.as_bytes()).map_err(|e| e.to_string())?;
         let diff = diffy::create_patch(&before, &after).to_string();
         let mut shown: String = diff.chars().take(MAX_DIFF_CHARS).collect();
         if shown.len() < diff.len() {

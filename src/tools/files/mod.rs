@@ -11,6 +11,7 @@
 //! decides as they would for the terminal.
 
 mod edit;
+mod open;
 mod read;
 mod search;
 

@@ -87,7 +87,7 @@ fn read(path: &std::path::Path, offset: u64, limit: u64) -> Result<String, Strin
     if meta.is_dir() {
         return Err("it is a directory (search_files lists files)".into());
     }
-    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut file = super::open::for_reading(path).map_err(|e| e.to_string())?;
     let mut head = vec![0u8; 8 * 1024];
     let n = read_up_to(&mut file, &mut head).map_err(|e| e.to_string())?;
     if looks_binary(&head[..n]) {
@@ -96,7 +96,7 @@ fn read(path: &std::path::Path, offset: u64, limit: u64) -> Result<String, Strin
             meta.len()
         ));
     }
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let file = super::open::for_reading(path).map_err(|e| e.to_string())?;
     let mut reader = BufReader::new(file);
     let mut out = String::new();
     let mut line = Vec::new();

@@ -280,7 +280,8 @@ fn search_file(path: &Path, regex: &regex::Regex, context: usize) -> Vec<String>
     if meta.len() > MAX_FILE_BYTES {
         return Vec::new();
     }
-    let Ok(bytes) = std::fs::read(path) else {
+    // A file swapped for a link since the walk saw it is not read.
+    let Ok(bytes) = super::open::read(path) else {
         return Vec::new();
     };
     if looks_binary(&bytes) {

@@ -29,6 +29,8 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --json-only    print only the JSON object
   --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops
                  (for profiling one phase; the main daemon's start, idle and exit always run)
+  --terminal K=V a `terminal.K: V` setting for the main daemon, e.g. sandbox=off or
+                 network=false (repeatable; to compare the confinement's cost)
 
        hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
@@ -42,6 +44,8 @@ struct Options {
     json_only: bool,
     /// Phases to run (all of [`PHASES`] unless `--only`).
     phases: Vec<String>,
+    /// `terminal.*` settings for the main daemon (`--terminal K=V`), as YAML lines.
+    terminal: String,
 }
 
 impl Options {
@@ -80,6 +84,7 @@ fn parse_args() -> Result<Options, String> {
     let mut quick = false;
     let mut json_only = false;
     let mut phases: Vec<String> = PHASES.iter().map(|p| p.to_string()).collect();
+    let mut terminal = String::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -96,6 +101,13 @@ fn parse_args() -> Result<Options, String> {
                     ));
                 }
             }
+            "--terminal" => {
+                let setting = args.next().ok_or("--terminal needs KEY=VALUE")?;
+                let (key, value) = setting
+                    .split_once('=')
+                    .ok_or("--terminal needs KEY=VALUE")?;
+                terminal.push_str(&format!("  {key}: '{value}'\n"));
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -111,6 +123,7 @@ fn parse_args() -> Result<Options, String> {
         quick,
         json_only,
         phases,
+        terminal,
     })
 }
 
@@ -186,7 +199,10 @@ async fn run(options: &Options) -> Value {
     }
 
     // One daemon for everything else, in this order.
-    let mut w = World::new().await;
+    let mut w = World::with_terminal(&options.terminal).await;
+    if !options.terminal.is_empty() {
+        report["terminal"] = json!(options.terminal);
+    }
     let mut p = match w.spawn(&options.daemon) {
         Ok(p) => p,
         Err(e) => {

@@ -29,6 +29,11 @@ pub struct World {
 
 impl World {
     pub async fn new() -> World {
+        World::with_terminal("").await
+    }
+
+    /// A world whose daemon has these `terminal:` lines (two spaces in) in its config.
+    pub async fn with_terminal(terminal: &str) -> World {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let telegram = FakeTelegram::start().await;
         let llm = FakeLlm::start().await;
@@ -38,7 +43,12 @@ impl World {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let home = Home::new(&dir, &telegram.base_url(), &llm.base_url(), ENV, YAML);
+        let yaml = if terminal.is_empty() {
+            YAML.to_owned()
+        } else {
+            format!("{YAML}terminal:\n{terminal}")
+        };
+        let home = Home::new(&dir, &telegram.base_url(), &llm.base_url(), ENV, &yaml);
         let observer = Observer::new(telegram.subscribe());
         World {
             telegram,

@@ -22,10 +22,15 @@ pub fn host_pid(pidfile: &Path) -> Option<i32> {
         let Some(config) = config.as_ref().and_then(|c| c.strip_prefix("/").ok()) else {
             return false;
         };
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        // Its root must be there to look through (the process still runs), and the file
+        // must be missing inside, not just out of reach.
         nspid.len() > 1
-            && !Path::new(&format!("/proc/{pid}/root"))
-                .join(config)
-                .exists()
+            && std::fs::metadata(&root).is_ok()
+            && matches!(
+                std::fs::metadata(root.join(config)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound
+            )
     };
     let processes = processes();
     // While the daemon has a jail (its holder lives on for minutes after a command), only
