@@ -585,3 +585,50 @@ async fn a_daemon_whose_home_is_the_gateways_works_in_a_workspace_where_its_old_
         d.log_text()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agents_and_a_scheduled_jobs_commands_are_confined_too() {
+    let p = Person::new("").await;
+    let probe = Reply::terminal(&format!(
+        "test -e {}/config.yaml && echo CONFIG-VISIBLE || echo CONFIG-HIDDEN",
+        p.home.dir.display()
+    ));
+    // A delegation: the sub-agent probes, then answers; the parent answers.
+    p.llm.push(Reply::ToolCall {
+        name: "delegate_task".into(),
+        arguments: json!({"goal": "probe the home"}),
+    });
+    p.llm.push(probe.clone());
+    p.llm.push(Reply::text("probed"));
+    p.llm.push(Reply::text("delegated"));
+    // A scheduled job: made in a turn, its run probes.
+    p.llm.push(Reply::ToolCall {
+        name: "cronjob".into(),
+        arguments: json!({"action": "create", "schedule": "2s", "prompt": "probe the home", "name": "prober"}),
+    });
+    p.llm.push(Reply::text("scheduled"));
+    p.llm.push(probe);
+    p.llm.push(Reply::text("job done"));
+    let _d = p.start(false);
+    assert_eq!(p.ask("delegate a probe").await.last().unwrap(), "delegated");
+    p.ask("schedule a probe").await;
+    let t = p.telegram.clone();
+    eventually(WAIT, "the job's answer", || {
+        t.sent_texts(ALICE)
+            .contains(&"job done".to_owned())
+            .then_some(())
+    })
+    .await;
+    let results: Vec<String> = p
+        .llm
+        .requests()
+        .iter()
+        .flat_map(tool_results_in)
+        .filter(|r| r.contains("CONFIG-"))
+        .collect();
+    // Each probe's result is in the request after it (the sub-agent's, the job's).
+    assert!(
+        results.len() >= 2 && results.iter().all(|r| r.contains("CONFIG-HIDDEN")),
+        "{results:?}"
+    );
+}

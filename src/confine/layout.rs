@@ -554,6 +554,19 @@ mod tests {
     }
 
     #[test]
+    fn the_daemon_users_tmux_directory_in_tmp_is_covered() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = facts(dir.path());
+        // A user id nobody has, so the directory is this test's own.
+        f.uid = 4_242_421;
+        let tmux = PathBuf::from("/tmp/tmux-4242421");
+        std::fs::create_dir_all(&tmux).unwrap();
+        let layout = Layout::work_out(&f);
+        let _ = std::fs::remove_dir(&tmux);
+        assert!(layout.covered.contains(&tmux), "{layout:?}");
+    }
+
+    #[test]
     fn a_secret_the_home_links_to_is_hidden_where_it_lives() {
         let dir = tempfile::tempdir().unwrap();
         let f = facts(dir.path());
