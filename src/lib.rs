@@ -17,6 +17,7 @@ pub mod llm;
 pub mod mcp;
 pub mod media;
 pub mod metrics;
+pub mod nofollow;
 pub mod platforms;
 pub mod process;
 pub mod reload;

@@ -4,55 +4,45 @@
 //! dropped, and with stdout and stderr pumped into the caller's buffer by reader tasks.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-use crate::confine::Sandbox;
+use crate::confine::{AgentProcess, Program, Sandbox};
 
 /// Changes to the environment a child inherits: a variable removed (`None`) or set.
 pub type EnvChanges = Vec<(String, Option<String>)>;
 
 /// Start `command` in `cwd`, confined by `sandbox`, with `env` applied to the inherited
-/// environment; stdin is piped when `with_stdin`, closed otherwise. The caller keeps
-/// `sandbox` while the command runs.
+/// environment; stdin is piped when `with_stdin`, closed otherwise. The process is the
+/// leader of its own group and is killed with it if its handle is dropped.
 pub fn spawn(
     command: &str,
     cwd: &Path,
     env: &EnvChanges,
     with_stdin: bool,
     sandbox: &Sandbox,
-) -> std::io::Result<Child> {
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
+) -> std::io::Result<AgentProcess> {
+    let mut program = Program::new("bash");
+    program
+        .arg("-c")
         .arg(command)
         .current_dir(cwd)
-        .stdin(if with_stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .piped_stdin(with_stdin);
     for (name, value) in env {
         match value {
-            Some(value) => cmd.env(name, value),
-            None => cmd.env_remove(name),
+            Some(value) => program.env(name, value),
+            None => program.env_remove(name),
         };
     }
-    sandbox.prepare(&mut cmd, cwd)?;
-    cmd.spawn()
+    sandbox.spawn(&program)
 }
 
 /// The process group a spawned child leads.
-pub fn group_of(child: &Child) -> Option<Pid> {
-    child.id().map(|id| Pid::from_raw(id as i32))
+pub fn group_of(child: &AgentProcess) -> Option<Pid> {
+    Some(Pid::from_raw(child.id() as i32))
 }
 
 /// Whether any process is left in a group.
@@ -86,7 +76,7 @@ pub fn signal_group(pgid: Pid, signal: Signal) {
 }
 
 /// Feed the child's stdout and stderr to `sink` as they arrive; the tasks end at EOF.
-pub fn pump_output<F>(child: &mut Child, sink: F) -> Vec<JoinHandle<()>>
+pub fn pump_output<F>(child: &mut AgentProcess, sink: F) -> Vec<JoinHandle<()>>
 where
     F: Fn(&[u8]) + Clone + Send + 'static,
 {
@@ -128,7 +118,7 @@ pub enum Waited {
 
 /// Wait for `child` to exit, for at most `timeout`, or until `cancel`.
 pub async fn wait_for(
-    child: &mut Child,
+    child: &mut AgentProcess,
     timeout: std::time::Duration,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Waited {

@@ -405,16 +405,11 @@ async fn a_copy_of_the_home_sent_to_the_chat_as_a_file() {
 async fn a_script_that_writes_a_standing_approval_and_a_pairing_into_the_database() {
     closed(Route {
         steps: |scene| {
-            let script = format!(
-                "import sqlite3\n\
-                 db = sqlite3.connect('{}/gateway.db')\n\
-                 db.execute(\"INSERT INTO approval_allowlist (pattern_key, description, example, added_by, added_at) VALUES ('read-secrets', 'x', 'cat .env', 'model', 0)\")\n\
-                 db.execute(\"INSERT INTO paired_users (platform, user_id, user_name, approved_at) VALUES ('telegram', '666', 'Mallory', 0)\")\n\
-                 db.commit()\n\
-                 print('written')\n",
-                hermes(scene)
-            );
-            vec![reversed(&format!("python3 -c \"{}\"", script.replace('"', "\\\"")))]
+            let script = common::forging_script(&scene.home.dir, "read-secrets");
+            vec![reversed(&format!(
+                "python3 -c \"{}\"",
+                script.replace('"', "\\\"")
+            ))]
         },
         ..Route::default()
     })
@@ -634,6 +629,40 @@ async fn what_a_login_runs_and_ssh_keys() {
                 written.push("ssh's configuration was written".into());
             }
             written
+        },
+        ..Route::default()
+    })
+    .await;
+}
+
+/// A file of the system's (root's, 0644), made for the route below.
+fn system_file() -> PathBuf {
+    PathBuf::from(format!(
+        "/etc/hermes-confinement-test-{}",
+        std::process::id()
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_of_the_system_changed_by_a_daemon_running_as_root() {
+    closed(Route {
+        steps: |_| {
+            vec![Reply::terminal(&format!(
+                "echo changed >> {}; touch /etc/hermes-confinement-made",
+                system_file().display()
+            ))]
+        },
+        prepare: |_| std::fs::write(system_file(), "system\n").unwrap(),
+        on_the_host: |_| {
+            let mut changed = Vec::new();
+            if std::fs::read_to_string(system_file()).unwrap() != "system\n" {
+                changed.push(format!("{} was changed", system_file().display()));
+            }
+            if std::fs::remove_file("/etc/hermes-confinement-made").is_ok() {
+                changed.push("a file was made in /etc".into());
+            }
+            let _ = std::fs::remove_file(system_file());
+            changed
         },
         ..Route::default()
     })

@@ -1,149 +1,167 @@
-//! Putting one command into its confinement, in the child between `fork` and `exec`.
+//! The child side of starting one command: what runs between `clone` and `exec`.
 //!
-//! The daemon is multi-threaded, so after `fork` its child may only make system calls:
-//! everything here is prepared before (paths as C strings, file descriptors opened) and
-//! nothing allocates. With a jail the child joins the jail's user, mount, IPC and network
-//! namespaces through its holder's pidfd and forks once more, because only a new process
-//! enters a PID namespace: the first child stays outside as the command's *relay* (it is
-//! the process the daemon spawned, waits for the command and exits the same way, so the
-//! daemon's timeouts, `/stop` and group kills work unchanged), the second is the command.
-//! The command then gets `no_new_privs`, the seccomp filter ([`super::seccomp`]), the
-//! Landlock ruleset and no capabilities at all, and dies if its relay dies.
+//! The daemon starts commands like `posix_spawn` does, with `clone(CLONE_VM | CLONE_VFORK)`:
+//! the child borrows the daemon's memory (nothing is copied, whatever the daemon's size)
+//! while the daemon's calling thread waits, and runs only system calls on what the parent
+//! prepared ([`Start`]), on a stack of its own, with every signal blocked until it resets
+//! them. To join a jail's PID namespace a process must be *made* in it, so the first child
+//! joins the jail's namespaces (`setns` through the holder's pidfd) and makes the command
+//! with `CLONE_PARENT`: the command is the daemon's own child, inside the jail, and the first
+//! child exits. The command then takes its own process group, its pipes, its working
+//! directory, `no_new_privs`, the seccomp filter ([`super::seccomp`]), the Landlock ruleset
+//! and no capabilities at all, and `exec`s. A failure is written where the daemon reads it.
 
 use std::ffi::CString;
-use std::io;
 use std::os::fd::RawFd;
 
-/// What the child needs to enter a confinement, made before the fork.
-pub struct Entry {
+/// Everything the children need, made by the daemon before `clone`.
+pub(super) struct Start {
+    /// The program, resolved, and `argv`/`envp` as NULL-ended pointer arrays into the
+    /// strings below.
+    pub path: CString,
+    pub argv: Vec<*const libc::c_char>,
+    pub envp: Vec<*const libc::c_char>,
+    /// Owners of the strings `argv` and `envp` point into (kept, never read).
+    pub _strings: Vec<CString>,
+    /// The working directory (taken after joining the jail's mount namespace).
+    pub cwd: CString,
+    /// The descriptors that become 0, 1 and 2.
+    pub stdio: [RawFd; 3],
     /// The jail to join: its holder's pidfd and the namespaces to take from it.
     pub jail: Option<(RawFd, libc::c_int)>,
-    /// The working directory, taken again inside the jail's mount namespace.
-    pub cwd: CString,
     /// Drop supplementary groups first (a daemon running as root can, mostly).
     pub drop_groups: bool,
     /// The Landlock ruleset to restrict the command with.
     pub ruleset: Option<RawFd>,
-    /// The seccomp filter that keeps it from making setuid files.
-    pub filter: &'static [libc::sock_filter],
+    /// The seccomp filter that keeps it from making setuid files (none: unconfined).
+    pub filter: Option<&'static [libc::sock_filter]>,
+    /// The command's stack (the first child's is the other half of the same mapping).
+    pub command_stack: *mut libc::c_void,
+    /// Written by the children: the command's pid, or why it could not start.
+    pub pid: libc::pid_t,
+    pub errno: libc::c_int,
+    /// Which step failed, for the message.
+    pub step: &'static str,
 }
 
-fn check(result: libc::c_int) -> io::Result<()> {
-    if result == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
+fn errno() -> libc::c_int {
+    // SAFETY: reads this thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Record a failure and end the child.
+unsafe fn fail(start: *mut Start, step: &'static str) -> ! {
+    // SAFETY: `start` is the parent's, alive while it waits; _exit does not return.
+    unsafe {
+        (*start).errno = errno();
+        (*start).step = step;
+        libc::_exit(127)
     }
 }
 
-/// Enter the confinement; returns in the process that goes on to `exec` the command.
-///
-/// # Safety
-/// Only between `fork` and `exec` (a `pre_exec` hook): it may fork and never return in
-/// the relay.
-pub unsafe fn enter(entry: &Entry) -> io::Result<()> {
-    // SAFETY (all blocks below): plain system calls on values prepared before the fork.
+/// The first child with a jail: join it, then make the command inside it as the
+/// daemon's child.
+pub(super) extern "C" fn joiner(arg: *mut libc::c_void) -> libc::c_int {
+    let start = arg as *mut Start;
+    // SAFETY: `start` points at the parent's `Start`, which lives until the parent
+    // resumes (CLONE_VFORK); system calls only.
     unsafe {
-        // The daemon's signal handlers are still installed here and would write into its
-        // own signal pipe: a SIGTERM meant for this command would look like one for the
-        // daemon. Default dispositions until `exec`.
-        reset_signal_handlers();
-        if entry.drop_groups {
+        if (*start).drop_groups {
             // Refused where this root is itself inside a user namespace that denies it:
             // such groups cannot be dropped (as for a daemon that is not root).
             libc::setgroups(0, std::ptr::null());
         }
-        if let Some((pidfd, namespaces)) = entry.jail {
-            check(libc::setns(pidfd, namespaces))?;
-            // Joining a mount namespace moves the working directory to its root.
-            check(libc::chdir(entry.cwd.as_ptr()))?;
-            match libc::fork() {
-                -1 => return Err(io::Error::last_os_error()),
-                0 => {}
-                command => relay(command),
-            }
-            // The command: it must not outlive its relay, which the daemon waits for.
-            check(libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ))?;
-            // Inside the PID namespace the relay, outside it, is parent 0; parent 1 means
-            // the relay is already gone.
-            if libc::getppid() == 1 {
-                libc::_exit(1);
-            }
+        let Some((pidfd, namespaces)) = (*start).jail else {
+            fail(start, "joining the jail")
+        };
+        if libc::setns(pidfd, namespaces) != 0 {
+            fail(start, "joining the jail");
         }
-        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
-        super::seccomp::install(entry.filter)?;
-        if let Some(ruleset) = entry.ruleset
-            && libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0
-        {
-            return Err(io::Error::last_os_error());
+        let made = libc::clone(
+            command,
+            (*start).command_stack,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT | libc::SIGCHLD,
+            arg,
+        );
+        if made < 0 {
+            fail(start, "making the command in the jail");
         }
-        drop_capabilities()?;
-    }
-    Ok(())
-}
-
-/// The relay: wait for the command and end the same way (its exit code, or its signal).
-unsafe fn relay(command: libc::pid_t) -> ! {
-    // SAFETY: system calls only; the relay never returns to Rust code.
-    unsafe {
-        // None of the daemon's descriptors stay open here (the pipes would not reach
-        // end-of-file, and `std` learns that `exec` worked only when every copy of its
-        // error pipe is closed).
-        libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
-        let mut status = 0;
-        loop {
-            let waited = libc::waitpid(command, &mut status, 0);
-            if waited == command {
-                break;
-            }
-            if waited == -1 && *libc::__errno_location() != libc::EINTR {
-                libc::_exit(127);
-            }
-        }
-        if libc::WIFEXITED(status) {
-            libc::_exit(libc::WEXITSTATUS(status));
-        }
-        let signal = libc::WTERMSIG(status);
-        libc::signal(signal, libc::SIG_DFL);
-        let mut only = std::mem::zeroed::<libc::sigset_t>();
-        libc::sigemptyset(&mut only);
-        libc::sigaddset(&mut only, signal);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &only, std::ptr::null_mut());
-        libc::kill(libc::getpid(), signal);
-        libc::_exit(128 + signal)
+        (*start).pid = made;
+        libc::_exit(0)
     }
 }
 
-/// Every caught signal back to its default disposition.
-unsafe fn reset_signal_handlers() {
-    // SAFETY: sigaction on valid signal numbers with a zeroed, then filled, struct.
+/// The command: its group, pipes, directory, restrictions, then `exec`.
+pub(super) extern "C" fn command(arg: *mut libc::c_void) -> libc::c_int {
+    let start = arg as *mut Start;
+    // SAFETY: as for `joiner`; system calls only.
     unsafe {
+        reset_signals();
+        if (*start).jail.is_none() && (*start).drop_groups {
+            libc::setgroups(0, std::ptr::null());
+        }
+        if libc::setpgid(0, 0) != 0 {
+            fail(start, "a process group");
+        }
+        for (to, from) in (*start).stdio.iter().enumerate() {
+            if libc::dup2(*from, to as libc::c_int) < 0 {
+                fail(start, "its standard streams");
+            }
+        }
+        if libc::chdir((*start).cwd.as_ptr()) != 0 {
+            fail(start, "its working directory");
+        }
+        if let Some(filter) = (*start).filter {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                fail(start, "no_new_privs");
+            }
+            if super::seccomp::install(filter).is_err() {
+                fail(start, "the seccomp filter");
+            }
+            if let Some(ruleset) = (*start).ruleset
+                && libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0
+            {
+                fail(start, "Landlock");
+            }
+            drop_capabilities();
+        }
+        unblock_signals();
+        libc::execve(
+            (*start).path.as_ptr(),
+            (*start).argv.as_ptr(),
+            (*start).envp.as_ptr(),
+        );
+        fail(start, "exec")
+    }
+}
+
+/// Every signal back to its default disposition (the daemon's handlers would run on this
+/// borrowed memory); still blocked, as the parent left them, until just before `exec`.
+unsafe fn reset_signals() {
+    // SAFETY: sigaction on valid signal numbers with a zeroed struct set to SIG_DFL.
+    unsafe {
+        let mut default = std::mem::zeroed::<libc::sigaction>();
+        default.sa_sigaction = libc::SIG_DFL;
         for signal in 1..=libc::SIGRTMAX() {
-            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
-                continue;
-            }
-            let mut current = std::mem::zeroed::<libc::sigaction>();
-            if libc::sigaction(signal, std::ptr::null(), &mut current) != 0 {
-                continue;
-            }
-            if current.sa_sigaction != libc::SIG_DFL && current.sa_sigaction != libc::SIG_IGN {
-                let mut default = std::mem::zeroed::<libc::sigaction>();
-                default.sa_sigaction = libc::SIG_DFL;
+            if signal != libc::SIGKILL && signal != libc::SIGSTOP {
                 libc::sigaction(signal, &default, std::ptr::null_mut());
             }
         }
     }
 }
 
+unsafe fn unblock_signals() {
+    // SAFETY: an empty set, applied to this thread.
+    unsafe {
+        let mut none = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    }
+}
+
 /// No capability in any set, none that can come back: the bounding set emptied, the
 /// ambient set cleared, then the rest.
-unsafe fn drop_capabilities() -> io::Result<()> {
+unsafe fn drop_capabilities() {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -181,9 +199,6 @@ unsafe fn drop_capabilities() -> io::Result<()> {
             permitted: 0,
             inheritable: 0,
         }; 2];
-        if libc::syscall(libc::SYS_capset, &header, none.as_ptr()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        libc::syscall(libc::SYS_capset, &header, none.as_ptr());
     }
-    Ok(())
 }

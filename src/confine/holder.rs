@@ -379,26 +379,8 @@ fn detach(path: &Path) -> Result<Option<OwnedFd>, String> {
     if std::fs::symlink_metadata(path).is_err() {
         return Ok(None);
     }
-    let target = c_path(path)?;
-    // SAFETY: a zeroed `open_how` is valid; its fields are set below.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: openat2(2) with a NUL-terminated path and a filled `open_how` of its size.
-    let place = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            &how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if place < 0 {
-        return Err(os_error(&format!("opening {}", path.display())));
-    }
-    // SAFETY: a descriptor just returned by the kernel.
-    let place = unsafe { OwnedFd::from_raw_fd(place as i32) };
+    let place = crate::nofollow::open(path, libc::O_PATH, 0)
+        .map_err(|e| format!("opening {}: {e}", path.display()))?;
     // SAFETY: open_tree(2) on that descriptor; the new one is owned from here.
     let fd = unsafe {
         libc::syscall(

@@ -108,22 +108,9 @@ pub const USER_MANAGER_CONFIG: &[&str] = &[
     ".local/share/systemd",
 ];
 
-/// What a login or a shell runs, and ssh's keys and configuration (`authorized_keys`,
-/// a `ProxyCommand`): kept read-only where they exist.
-const LOGIN_FILES: &[&str] = &[
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".zlogout",
-    ".pam_environment",
-    ".ssh",
-];
+/// Besides what a login or a shell runs (the approval reader's list): ssh's keys and
+/// configuration (`authorized_keys`, a `LocalCommand`), and the environment PAM reads.
+const LOGIN_EXTRAS: &[&str] = &[".pam_environment", ".ssh"];
 
 /// Directories in `/tmp` where sessions keep sockets that run commands or take keystrokes
 /// (X11, ICE, tmux: `<uid>` is the daemon's user).
@@ -314,7 +301,10 @@ impl Layout {
             protect(program.clone(), program.clone(), &mut layout);
         }
         if let (Some(person), Some(given)) = (&facts.person_home, &facts.given_person_home) {
-            for place in USER_MANAGER_CONFIG.iter().chain(LOGIN_FILES) {
+            let login = crate::approval::detect::SHELL_STARTUP
+                .iter()
+                .chain(LOGIN_EXTRAS);
+            for place in USER_MANAGER_CONFIG.iter().chain(login) {
                 protect(person.join(place), given.join(place), &mut layout);
             }
             if let Some(config) = &facts.config_home

@@ -10,15 +10,15 @@
 //! user namespaces, Landlock alone does what it can; where neither works, `auto` runs
 //! commands unconfined and says so loudly, `required` refuses them.
 
-pub mod enter;
+mod enter;
 pub mod holder;
 pub mod layout;
 pub mod rules;
 pub mod seccomp;
+pub mod spawn;
 pub mod workspace;
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -29,6 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 pub use holder::HOLDER_ARG;
 use holder::HolderSpec;
 use layout::{Facts, Layout};
+pub use spawn::{AgentProcess, Program};
 
 use crate::config::{SandboxMode, TerminalConfig};
 
@@ -178,51 +179,41 @@ impl Sandbox {
         }
     }
 
-    /// Set `command` up to start confined in `cwd` (its working directory, which
-    /// `command` must have too): the environment's doors removed, the agent's home, and
-    /// the hook that enters the confinement between `fork` and `exec`.
-    pub fn prepare(
-        &self,
-        command: &mut tokio::process::Command,
-        cwd: &Path,
-    ) -> std::io::Result<()> {
-        let (jail, ruleset, drop_groups) = match &self.kind {
-            Kind::Unconfined => return Ok(()),
+    /// Start `program` in this confinement: the environment's doors removed, the agent's
+    /// home, the jail joined and the restrictions taken ([`enter`]). The process keeps the
+    /// sandbox (a jail stays open while it runs).
+    pub fn spawn(&self, program: &Program) -> std::io::Result<AgentProcess> {
+        let mut changes: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)> = Vec::new();
+        let confining = match &self.kind {
+            Kind::Unconfined => spawn::Confining {
+                jail: None,
+                drop_groups: false,
+                ruleset: None,
+                restricted: false,
+            },
             Kind::Landlocked(ruleset) => {
-                command.env_remove("XDG_RUNTIME_DIR");
-                (None, Some(ruleset.as_raw_fd()), false)
+                changes.push(("XDG_RUNTIME_DIR".into(), None));
+                spawn::Confining {
+                    jail: None,
+                    drop_groups: nix::unistd::getuid().is_root(),
+                    ruleset: Some(ruleset.as_raw_fd()),
+                    restricted: true,
+                }
             }
-            Kind::Jailed(jail) => (
-                Some((jail.pidfd.as_raw_fd(), jail.namespaces)),
-                jail.ruleset.as_ref().map(|r| r.as_raw_fd()),
-                jail.drop_groups,
-            ),
+            Kind::Jailed(jail) => spawn::Confining {
+                jail: Some((jail.pidfd.as_raw_fd(), jail.namespaces)),
+                drop_groups: jail.drop_groups,
+                ruleset: jail.ruleset.as_ref().map(|r| r.as_raw_fd()),
+                restricted: true,
+            },
         };
-        for name in DOOR_VARIABLES {
-            command.env_remove(name);
+        if !matches!(self.kind, Kind::Unconfined) {
+            changes.extend(DOOR_VARIABLES.iter().map(|name| (name.into(), None)));
+            if let Some(home) = &self.agent_home {
+                changes.push(("HOME".into(), Some(home.clone().into_os_string())));
+            }
         }
-        if let Some(home) = &self.agent_home {
-            command.env("HOME", home);
-        }
-        use std::os::unix::ffi::OsStrExt;
-        let entry = enter::Entry {
-            jail,
-            cwd: CString::new(cwd.as_os_str().as_bytes())
-                .map_err(|_| std::io::Error::other("a working directory with a NUL byte"))?,
-            drop_groups,
-            ruleset,
-            filter: seccomp::filter(),
-        };
-        // The closure holds the sandbox, so its descriptors outlive the spawn.
-        let held = self.clone();
-        // SAFETY: `enter` makes only system calls on what `entry` prepared.
-        unsafe {
-            command.pre_exec(move || {
-                let _ = &held;
-                enter::enter(&entry)
-            });
-        }
-        Ok(())
+        spawn::start(program, &changes, &confining, self.clone())
     }
 }
 
@@ -441,23 +432,15 @@ impl Confinement {
 
     /// Run `sh -c 'exit 0'` confined, to see that it works.
     async fn try_run(&self, sandbox: &Sandbox) -> Result<(), String> {
-        let root = Path::new("/");
-        let mut command = tokio::process::Command::new("/bin/sh");
-        command
-            .args(["-c", "exit 0"])
-            .env_clear()
-            .current_dir(root)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        sandbox
-            .prepare(&mut command, root)
-            .map_err(|e| e.to_string())?;
-        let output = tokio::time::timeout(HOLDER_TIMEOUT, command.output())
+        let mut program = Program::new("/bin/sh");
+        program.args(["-c", "exit 0"]).env_clear().current_dir("/");
+        let process = sandbox
+            .spawn(&program)
+            .map_err(|e| format!("a command in it could not start: {e}"))?;
+        let output = tokio::time::timeout(HOLDER_TIMEOUT, process.output())
             .await
             .map_err(|_| "a command in it did not end".to_owned())?
-            .map_err(|e| format!("a command in it could not start: {e}"))?;
+            .map_err(|e| format!("a command in it could not be waited for: {e}"))?;
         if output.status.success() {
             Ok(())
         } else {

@@ -2,16 +2,14 @@
 //! drained into the log) or a Streamable HTTP session; the handshake and the tool listing
 //! bounded by `connect_timeout`; closed with the whole group stopped.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{Peer, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
@@ -38,10 +36,8 @@ pub struct ListedTool {
 
 pub struct Connection {
     service: RunningService<RoleClient, ClientConfig>,
-    /// The process group of a stdio server.
-    group: Option<Pid>,
-    /// A stdio server's confinement, held while it runs.
-    _sandbox: Option<crate::confine::Sandbox>,
+    /// A stdio server's process (the leader of its group), confined.
+    process: Option<crate::confine::AgentProcess>,
 }
 
 impl Connection {
@@ -52,44 +48,37 @@ impl Connection {
         confinement: &crate::confine::Confinement,
     ) -> Result<(Connection, Vec<ListedTool>), String> {
         let limit = config.connect_timeout;
-        let (service, group, sandbox) =
+        let (service, process) =
             match &config.transport {
                 McpTransport::Stdio { command, args, env } => {
                     let sandbox = confinement
                         .sandbox(&format!("mcp:{}", config.name))
                         .await
                         .map_err(|refused| refused.to_string())?;
-                    let cwd = confinement.working_directory();
-                    let mut cmd = tokio::process::Command::new(command);
-                    cmd.args(args)
-                        .current_dir(cwd)
+                    let mut program = crate::confine::Program::new(command);
+                    program
+                        .args(args)
+                        .current_dir(confinement.working_directory())
                         .env_clear()
                         .envs(SAFE_ENV.iter().filter_map(|name| {
                             std::env::var(name).ok().map(|value| (*name, value))
                         }))
                         .envs(std::env::vars().filter(|(name, _)| name.starts_with("XDG_")))
                         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                        .kill_on_drop(true);
-                    sandbox
-                        .prepare(&mut cmd, cwd)
-                        .map_err(|e| format!("could not confine {command:?}: {e}"))?;
-                    let mut wrapped = CommandWrap::from(cmd);
-                    wrapped.wrap(ProcessGroup::leader());
-                    let (transport, stderr) = TokioChildProcess::builder(wrapped)
-                        .stderr(Stdio::piped())
-                        .spawn()
+                        .piped_stdin(true);
+                    let mut process = sandbox
+                        .spawn(&program)
                         .map_err(|e| format!("could not start {command:?}: {e}"))?;
-                    let group = transport.id().map(|id| Pid::from_raw(id as i32));
-                    if let Some(stderr) = stderr {
+                    let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take())
+                    else {
+                        return Err(format!("could not start {command:?}: no pipes"));
+                    };
+                    if let Some(stderr) = process.stderr.take() {
                         drain_stderr(&config.name, stderr);
                     }
-                    let service = handshake(transport, limit).await;
-                    if service.is_err()
-                        && let Some(group) = group
-                    {
-                        crate::shell::signal_group(group, Signal::SIGKILL);
-                    }
-                    (service?, group, Some(sandbox))
+                    // A server that cannot shake hands is killed with its group when
+                    // `process` is dropped.
+                    (handshake((stdout, stdin), limit).await?, Some(process))
                 }
                 McpTransport::Http { url, headers } => {
                     let mut custom = std::collections::HashMap::new();
@@ -104,14 +93,10 @@ impl Connection {
                         StreamableHttpClientTransportConfig::with_uri(url.as_str())
                             .custom_headers(custom),
                     );
-                    (handshake(transport, limit).await?, None, None)
+                    (handshake(transport, limit).await?, None)
                 }
             };
-        let connection = Connection {
-            service,
-            group,
-            _sandbox: sandbox,
-        };
+        let connection = Connection { service, process };
         let listed = match tokio::time::timeout(limit, connection.peer().list_all_tools()).await {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => {
@@ -150,7 +135,7 @@ impl Connection {
     /// killed (wrappers such as `npx` leave children behind a leader that exits).
     pub async fn close(mut self) {
         let _ = self.service.close_with_timeout(CLOSE_GRACE).await;
-        if let Some(group) = self.group {
+        if let Some(group) = self.process.as_ref().map(|p| Pid::from_raw(p.id() as i32)) {
             crate::shell::signal_group(group, Signal::SIGTERM);
             tokio::time::sleep(Duration::from_millis(200)).await;
             if crate::shell::group_alive(group) {
@@ -186,7 +171,7 @@ where
 }
 
 /// Log what a stdio server writes on stderr (it would block once the pipe is full).
-fn drain_stderr(server: &str, stderr: tokio::process::ChildStderr) {
+fn drain_stderr(server: &str, stderr: tokio::net::unix::pipe::Receiver) {
     let server = server.to_owned();
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();

@@ -17,7 +17,6 @@ use hermes_adapter::{Author, ChatRef};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -90,7 +89,7 @@ pub struct SpawnRequest {
     pub origin: Origin,
     pub check_interval: Option<Duration>,
     pub notify_on_complete: bool,
-    /// The session's confinement, held while the process runs.
+    /// The session's confinement (the process holds it while it runs).
     pub sandbox: crate::confine::Sandbox,
 }
 
@@ -226,7 +225,7 @@ struct Tracked {
     output: Mutex<RollingOutput>,
     /// `None` while running.
     exit: watch::Receiver<Option<ExitInfo>>,
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    stdin: tokio::sync::Mutex<Option<tokio::net::unix::pipe::Sender>>,
     /// Where the last `poll` stopped.
     poll_offset: Mutex<u64>,
 }
@@ -277,7 +276,7 @@ impl ProcessRegistry {
                 request.cwd.display()
             )
         })?;
-        let pid = child.id().unwrap_or(0);
+        let pid = child.id();
         let id = format!("proc_{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
         let (exit_tx, exit_rx) = watch::channel(None);
         let tracked = Arc::new(Tracked {
@@ -300,9 +299,7 @@ impl ProcessRegistry {
         let t = tracked.clone();
         let shutdown = self.shutdown.clone();
         let store = self.store.clone();
-        let sandbox = request.sandbox;
         tokio::spawn(async move {
-            let _sandbox = sandbox;
             let status = tokio::select! {
                 status = child.wait() => status.ok(),
                 _ = shutdown.cancelled() => {

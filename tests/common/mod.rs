@@ -204,3 +204,18 @@ pub fn process_gone(pid: i32) -> bool {
 pub fn pid_in(path: &std::path::Path) -> Option<i32> {
     hermes_testkit::pids::host_pid(path)
 }
+
+/// A Python script that writes, as a command with the database in reach would, a standing
+/// approval of `pattern` and a paired stranger (`telegram` `666`, "Mallory") into the
+/// `gateway.db` of `home`, without the gateway's signatures; it prints `written`.
+pub fn forging_script(home: &std::path::Path, pattern: &str) -> String {
+    format!(
+        "import sqlite3\n\
+         db = sqlite3.connect('{}/gateway.db')\n\
+         db.execute(\"INSERT INTO approval_allowlist (pattern_key, description, example, added_by, added_at) VALUES ('{pattern}', 'x', 'cat .env', 'model', 0)\")\n\
+         db.execute(\"INSERT INTO paired_users (platform, user_id, user_name, approved_at) VALUES ('telegram', '666', 'Mallory', 0)\")\n\
+         db.commit()\n\
+         print('written')\n",
+        home.display()
+    )
+}

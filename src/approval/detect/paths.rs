@@ -37,7 +37,8 @@ enum Target {
     Pattern(String),
 }
 
-const SHELL_STARTUP: &[&str] = &[
+/// What a login or a shell runs, in the home (the confinement keeps these read-only too).
+pub(crate) const SHELL_STARTUP: &[&str] = &[
     ".bashrc",
     ".bash_profile",
     ".bash_login",

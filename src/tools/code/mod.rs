@@ -180,22 +180,14 @@ impl ExecuteCodeTool {
             CodeMode::Project => self.cwd.clone(),
             CodeMode::Strict => run.workdir().to_path_buf(),
         };
-        let mut command = tokio::process::Command::new(python);
-        command
+        let mut program = crate::confine::Program::new(python);
+        program
             .arg(run.dir().join("script.py"))
             .current_dir(&cwd)
             .env_clear()
-            .envs(self.child_env(run.dir(), &run.socket(), &token))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Err(e) = confinement.prepare(&mut command, &cwd) {
-            return failed(&format!("could not confine the script: {e}"));
-        }
+            .envs(self.child_env(run.dir(), &run.socket(), &token));
         let started = Instant::now();
-        let mut child = match command.spawn() {
+        let mut child = match confinement.spawn(&program) {
             Ok(child) => child,
             Err(e) => {
                 return failed(&format!(

@@ -39,28 +39,10 @@ pub fn write(resolved: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 fn open(resolved: &Path, flags: libc::c_int, mode: libc::mode_t) -> io::Result<File> {
-    let path = CString::new(resolved.as_os_str().as_bytes())
-        .map_err(|_| io::Error::other("a path with a NUL byte"))?;
-    // SAFETY: a zeroed `open_how` is valid; its fields are set below.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (flags | libc::O_CLOEXEC) as u64;
-    how.mode = u64::from(mode);
-    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: openat2(2) with a NUL-terminated path and a filled `open_how` of its size.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            &how,
-            std::mem::size_of::<libc::open_how>(),
-        )
+    let error = match crate::nofollow::open(resolved, flags, mode) {
+        Ok(fd) => return Ok(File::from(fd)),
+        Err(error) => error,
     };
-    if fd >= 0 {
-        // SAFETY: a descriptor just returned by the kernel.
-        return Ok(unsafe { File::from_raw_fd(fd as i32) });
-    }
-    let error = io::Error::last_os_error();
     match error.raw_os_error() {
         Some(libc::ELOOP) | Some(libc::EXDEV) => Err(io::Error::other(format!(
             "{} has a link on its way that was not there when it was checked; nothing was done",
@@ -68,17 +50,14 @@ fn open(resolved: &Path, flags: libc::c_int, mode: libc::mode_t) -> io::Result<F
         ))),
         // Before Linux 5.6: the last part not followed, and where the file really is
         // checked once it is open (truncated only then).
-        Some(libc::ENOSYS) => open_and_verify(resolved, &path, flags, mode),
+        Some(libc::ENOSYS) => open_and_verify(resolved, flags, mode),
         _ => Err(error),
     }
 }
 
-fn open_and_verify(
-    resolved: &Path,
-    path: &CString,
-    flags: libc::c_int,
-    mode: libc::mode_t,
-) -> io::Result<File> {
+fn open_and_verify(resolved: &Path, flags: libc::c_int, mode: libc::mode_t) -> io::Result<File> {
+    let path = CString::new(resolved.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("a path with a NUL byte"))?;
     let untruncated = flags & !libc::O_TRUNC;
     // SAFETY: open(2) with a NUL-terminated path.
     let fd = unsafe {

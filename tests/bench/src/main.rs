@@ -31,6 +31,7 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
                  (for profiling one phase; the main daemon's start, idle and exit always run)
   --terminal K=V a `terminal.K: V` setting for the main daemon, e.g. sandbox=off or
                  network=false (repeatable; to compare the confinement's cost)
+  --tool-samples N  commands in the tool round trip (default 20, quick 3)
 
        hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
@@ -46,6 +47,8 @@ struct Options {
     phases: Vec<String>,
     /// `terminal.*` settings for the main daemon (`--terminal K=V`), as YAML lines.
     terminal: String,
+    /// `--tool-samples`: commands in the tool round trip, instead of the size's.
+    tool_samples: Option<usize>,
 }
 
 impl Options {
@@ -85,6 +88,7 @@ fn parse_args() -> Result<Options, String> {
     let mut json_only = false;
     let mut phases: Vec<String> = PHASES.iter().map(|p| p.to_string()).collect();
     let mut terminal = String::new();
+    let mut tool_samples = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -108,6 +112,10 @@ fn parse_args() -> Result<Options, String> {
                     .ok_or("--terminal needs KEY=VALUE")?;
                 terminal.push_str(&format!("  {key}: '{value}'\n"));
             }
+            "--tool-samples" => {
+                let n = args.next().ok_or("--tool-samples needs a number")?;
+                tool_samples = Some(n.parse().map_err(|_| "--tool-samples needs a number")?);
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -124,6 +132,7 @@ fn parse_args() -> Result<Options, String> {
         json_only,
         phases,
         terminal,
+        tool_samples,
     })
 }
 
@@ -243,7 +252,8 @@ async fn run(options: &Options) -> Value {
     }
 
     if options.runs("tool") {
-        let tool = phases::tool_round_trip(&mut w, &p, 1_500_001, sizes.tool).await;
+        let n = options.tool_samples.unwrap_or(sizes.tool);
+        let tool = phases::tool_round_trip(&mut w, &p, 1_500_001, n).await;
         report["tool"] = record(&mut errors, "tool round trip", tool);
     }
 
