@@ -367,22 +367,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     );
     let delegations = crate::tools::delegate::Delegations::new(store.clone(), work.clone());
     let confinement = Arc::new(Confinement::new(&config.terminal, &config.home));
-    // Tried once in the background (a jail is made and a command run in it); what is in
-    // force is said as soon as it is known.
-    let probing = confinement.clone();
-    tokio::spawn(async move {
-        let level = probing.level().await;
-        match probing.warning().await {
-            None => tracing::info!(
-                "commands the agent runs are {}",
-                level.describe(probing.network())
-            ),
-            Some(warning) if probing.mode() == SandboxMode::Required => {
-                tracing::error!("{warning}")
-            }
-            Some(warning) => tracing::warn!("{warning}"),
-        }
-    });
     // Idle jails are let go even when no command asks for one.
     let idle = confinement.clone();
     let stop_sweeping = shutdown.clone();
@@ -446,6 +430,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         shutdown: work.clone(),
         draining: shutdown.clone(),
         tasks: TaskTracker::new(),
+        confinement: confinement.clone(),
     });
     let router = Arc::new(Router::new(config.clone(), services.clone(), approvals));
 
@@ -536,6 +521,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let (rejected_tx, mut rejected_rx) = mpsc::unbounded_channel::<String>();
     let enabled = adapters.len();
     let refused = crate::systemd::Refused::default();
+    let livenesses: Vec<_> = adapters.iter().map(|a| a.liveness()).collect();
     tasks.spawn(crate::systemd::run(
         adapters
             .iter()
@@ -557,6 +543,29 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     }
     drop(rejected_tx);
     tracing::info!(model = %config.model.model, "hermes-gateway is running");
+    // What confines commands is tried once (a jail is made and a command run in it) and
+    // said, in the background, once the platforms had their first word (it would only
+    // slow the start down otherwise); a command that comes first tries it itself.
+    let probing = confinement.clone();
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while tokio::time::Instant::now() < deadline
+            && !livenesses.iter().all(|l| l.since_last_beat().is_some())
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let level = probing.level().await;
+        match probing.warning().await {
+            None => tracing::info!(
+                "commands the agent runs are {}",
+                level.describe(probing.network())
+            ),
+            Some(warning) if probing.mode() == SandboxMode::Required => {
+                tracing::error!("{warning}")
+            }
+            Some(warning) => tracing::warn!("{warning}"),
+        }
+    });
 
     // Run until asked to stop, or until every platform has refused its configuration.
     let mut refusals = Vec::new();

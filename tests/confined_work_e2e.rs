@@ -10,7 +10,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{ALICE, BIN, WAIT, tool_results_in};
+use common::{ALICE, BIN, UNPRIVILEGED, WAIT, tool_results_in};
 use hermes_testkit::daemon::{Daemon, Home, Launch};
 use hermes_testkit::eventually;
 use hermes_testkit::llm::{FakeLlm, Reply};
@@ -18,8 +18,6 @@ use hermes_testkit::mcp::{STUB_VAR, serve_stdio, stub_server_command};
 use hermes_testkit::telegram::FakeTelegram;
 use serde_json::json;
 
-/// The unprivileged user the daemon runs as in the second run.
-const UNPRIVILEGED: u32 = 4711;
 /// A secret only `.env` holds.
 const CANARY: &str = "canary-77c1e0b5";
 
@@ -80,12 +78,7 @@ impl Person {
 
     fn start_under(&self, unprivileged: bool, under: Vec<String>) -> Daemon {
         if unprivileged {
-            let status = std::process::Command::new("chown")
-                .args(["-R", &format!("{UNPRIVILEGED}:{UNPRIVILEGED}")])
-                .arg(self._dir.path())
-                .status()
-                .unwrap();
-            assert!(status.success());
+            common::give_to(self._dir.path(), UNPRIVILEGED);
         }
         let person = self.person.display().to_string();
         Daemon::launch(
@@ -391,6 +384,13 @@ async fn auto_warns_loudly_and_keeps_what_landlock_can_where_user_namespaces_are
             .map(str::to_owned)
     })
     .await;
+    let said = p.ask("/status").await;
+    assert!(
+        said.last()
+            .unwrap()
+            .contains("⚠️ partly confined: Landlock ABI"),
+        "the chat's /status warns: {said:?}"
+    );
     let addr = d.http_addr().expect("the HTTP server");
     let status = get(&addr, "/status").await;
     assert_eq!(status["sandbox"]["mode"], "auto", "{status}");
@@ -413,6 +413,13 @@ async fn start_up_and_check_config_say_what_confines_commands() {
             .then_some(())
     })
     .await;
+    let said = p.ask("/status").await;
+    assert!(
+        said.last()
+            .unwrap()
+            .contains("Commands: confined: user, mount and PID namespaces + Landlock ABI"),
+        "the chat's /status says it: {said:?}"
+    );
     let out = std::process::Command::new(BIN)
         .args(["check-config", "--home"])
         .arg(&p.home.dir)

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{ALICE, BIN, WAIT};
+use common::{ALICE, BIN, UNPRIVILEGED, WAIT};
 use hermes_testkit::daemon::{Daemon, Home, Launch};
 use hermes_testkit::eventually;
 use hermes_testkit::llm::{FakeLlm, Reply};
@@ -30,8 +30,6 @@ use serde_json::json;
 const CANARY: &str = "canary-5b7e19d4c2a8";
 /// The bot token's secret part and the model key (`Home::new`).
 const SECRETS: [&str; 3] = [CANARY, "TEST-TOKEN", "sk-test-secret"];
-/// The unprivileged user the daemon runs as in the second run.
-const UNPRIVILEGED: u32 = 4711;
 /// A supplementary group the root daemon starts with (`disk`): a jail drops it.
 const EXTRA_GROUP: u32 = 6;
 /// Printed by a command that saw or signalled the daemon's process.
@@ -144,12 +142,7 @@ impl Scene {
 
     fn start(&mut self) {
         if self.run == Run::Unprivileged {
-            let status = std::process::Command::new("chown")
-                .args(["-R", &format!("{UNPRIVILEGED}:{UNPRIVILEGED}")])
-                .arg(self._dir.path())
-                .status()
-                .unwrap();
-            assert!(status.success());
+            common::give_to(self._dir.path(), UNPRIVILEGED);
         }
         let launch = Launch {
             user: (self.run == Run::Unprivileged).then_some(UNPRIVILEGED),

@@ -192,6 +192,21 @@ async fn a_database_locked_by_another_program_holds_messages_back_until_it_is_fr
     let d = w.start();
     w.telegram.dm(ALICE, "warm up");
     w.replies(ALICE, 1).await;
+    // The warm-up's own last writes (its inbox row handled, its outbox row sent) land
+    // first; queued behind the lock, each would wait out the busy timeout before the new
+    // event is even tried.
+    eventually(WAIT, "the warm-up to be recorded as done", || {
+        let pending: i64 = database(&w)
+            .query_row(
+                "SELECT (SELECT COUNT(*) FROM inbox WHERE state = 'received') \
+                      + (SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'sending'))",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (pending == 0).then_some(())
+    })
+    .await;
     let db = database(&w);
     db.execute_batch("BEGIN EXCLUSIVE").unwrap();
     w.telegram.dm(ALICE, "while locked");

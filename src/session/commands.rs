@@ -152,6 +152,14 @@ impl SessionActor {
         if let Some(mcp) = self.services.mcp.status_line() {
             lines.push(mcp);
         }
+        let confinement = &self.services.confinement;
+        lines.push(match confinement.warning().await {
+            Some(warning) => format!("⚠️ {warning}"),
+            None => format!(
+                "Commands: {}",
+                confinement.level().await.describe(confinement.network())
+            ),
+        });
         if let Ok(Some(home)) = store.home_channel(self.chat.platform).await {
             lines.push(if home == self.chat {
                 "Home channel: this chat".to_owned()

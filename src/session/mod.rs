@@ -121,6 +121,8 @@ pub struct SessionServices {
     /// Turns (until their end is recorded) and working indicators, so shutdown can wait
     /// for them.
     pub tasks: TaskTracker,
+    /// How the agent's commands are confined (`/status` says it).
+    pub confinement: Arc<crate::confine::Confinement>,
 }
 
 /// How many inputs wait for an actor before the router waits for it (each conversation is

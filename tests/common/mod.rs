@@ -219,3 +219,20 @@ pub fn forging_script(home: &std::path::Path, pattern: &str) -> String {
         home.display()
     )
 }
+
+/// The uid (and gid) the tests that run the daemon as an unprivileged user give it
+/// (`setpriv`); no such account needs to exist.
+#[allow(dead_code)]
+pub const UNPRIVILEGED: u32 = 4711;
+
+/// Makes `dir` and everything in it owned by `uid` (group `uid` too), for a daemon run as
+/// that user.
+#[allow(dead_code)]
+pub fn give_to(dir: &std::path::Path, uid: u32) {
+    let status = std::process::Command::new("chown")
+        .args(["-R", &format!("{uid}:{uid}")])
+        .arg(dir)
+        .status()
+        .expect("chown runs");
+    assert!(status.success(), "chown -R {uid} {}", dir.display());
+}
