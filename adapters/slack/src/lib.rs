@@ -33,6 +33,7 @@ use slack_morphism::prelude::*;
 use tokio::sync::watch;
 
 pub use mrkdwn::render as render_mrkdwn;
+pub use normalize::COMMANDS as HERMES_SUBCOMMANDS;
 pub use send::{MAX_MESSAGE_LEN, SlackSender};
 pub use settings::{Mode, SlackSettings, settings};
 
