@@ -10,8 +10,7 @@ use crate::config::{self, Loaded, Severity};
 use crate::secrets;
 use crate::store::{PairingError, Store};
 
-/// EX_CONFIG: configuration problem; systemd units list it in RestartPreventExitStatus.
-pub const EXIT_CONFIG: u8 = 78;
+pub use crate::reload::EXIT_CONFIG;
 
 #[derive(Parser)]
 #[command(

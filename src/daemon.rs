@@ -27,7 +27,7 @@ use crate::http;
 use crate::llm::LlmClient;
 use crate::media::MediaPreparer;
 use crate::process::{Limits, ProcessRegistry, Wakeup};
-use crate::router::{COMMANDS, Router};
+use crate::router::Router;
 use crate::session::SessionServices;
 use crate::store::{InboxRow, Store};
 use crate::tools::{ToolDeps, Toolbox};
@@ -213,17 +213,17 @@ fn build_adapters(config: &Config) -> anyhow::Result<Vec<Arc<dyn Adapter>>> {
         .collect()
 }
 
-/// Run one adapter until shutdown, restarting it with backoff when it stops on an error.
+/// Run one adapter until `intake` stops, restarting it with backoff when it stops on an error.
 /// Returns the reason when the platform refused the configuration (restarting cannot help).
 async fn supervise(
     adapter: Arc<dyn Adapter>,
     sink: Arc<dyn InboundSink>,
-    shutdown: CancellationToken,
+    intake: CancellationToken,
 ) -> Option<String> {
     let platform = adapter.platform();
     let mut restart = ADAPTER_RESTART;
     loop {
-        match adapter.run(sink.clone(), shutdown.clone()).await {
+        match adapter.run(sink.clone(), intake.clone()).await {
             Ok(()) => return None,
             Err(AdapterError::Config(why)) => {
                 tracing::error!(%platform, "{why}; this platform stays off until the configuration is fixed");
@@ -234,7 +234,7 @@ async fn supervise(
                 let wait = restart.next_delay();
                 tracing::error!(%platform, retry_in = ?wait, "adapter stopped: {why}; restarting");
                 tokio::select! {
-                    _ = shutdown.cancelled() => return None,
+                    _ = intake.cancelled() => return None,
                     _ = tokio::time::sleep(wait) => {}
                 }
             }
@@ -242,13 +242,13 @@ async fn supervise(
     }
 }
 
-/// Run until `shutdown` is cancelled (then drain: see [`shut_down`]).
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<Exit> {
-    // Three stages of stopping: `shutdown` stops taking messages (adapters, the HTTP
-    // server); `work` cancels turns and processes once they had their time; `lanes` stops
-    // sending once the outbox had its time.
-    let work = CancellationToken::new();
-    let lanes = CancellationToken::new();
+/// Run until `intake` is cancelled (then drain: see [`shut_down`]).
+pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Exit> {
+    let stages = Stages {
+        intake,
+        work: CancellationToken::new(),
+        sending: CancellationToken::new(),
+    };
     let config = Arc::new(config);
     // File work before anything runs, off the async worker threads: the home, the database,
     // and the prompt files.
@@ -300,7 +300,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         store.clone(),
         senders.clone(),
         config.delivery.clone(),
-        lanes.clone(),
+        stages.sending.clone(),
     );
 
     // Where things are: what approvals judge commands against and media what may be sent.
@@ -323,7 +323,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let processes = ProcessRegistry::new(
         delivery.clone(),
         wakeup_tx,
-        work.clone(),
+        stages.work.clone(),
         Limits::default(),
         config.processes.notifications,
     );
@@ -358,18 +358,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         scene,
         describer.clone(),
     ));
-    let homes: Arc<crate::tools::destinations::ConfiguredHomes> = Arc::new(
+    let homes: Arc<crate::delivery::destinations::ConfiguredHomes> = Arc::new(
         config
             .platforms
             .iter()
             .filter_map(|p| Some((p.platform(), p.home_channel()?.to_owned())))
             .collect(),
     );
-    let delegations = crate::tools::delegate::Delegations::new(store.clone(), work.clone());
+    let delegations = crate::tools::delegate::Delegations::new(store.clone(), stages.work.clone());
     let confinement = Arc::new(Confinement::new(&config.terminal, &config.home));
     // Idle jails are let go even when no command asks for one.
     let idle = confinement.clone();
-    let stop_sweeping = shutdown.clone();
+    let stop_sweeping = stages.intake.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_secs(60));
         loop {
@@ -380,7 +380,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         }
     });
     let mcp = crate::mcp::Mcp::new(config.mcp_servers.clone(), confinement.clone());
-    let agent = Arc::new_cyclic(|agent| AgentRuntime {
+    let agent = Arc::new_cyclic(|agent: &std::sync::Weak<AgentRuntime>| AgentRuntime {
         models,
         compressor,
         personalities: config.agent.personalities.clone(),
@@ -398,7 +398,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             web: crate::tools::web::Web::new(config.agent.web.clone()),
             code_execution: config.code_execution.clone(),
             delegation: config.delegation.clone(),
-            agent: agent.clone(),
+            agent: agent.clone() as std::sync::Weak<dyn crate::tools::delegate::SubAgents>,
             delegations: delegations.clone(),
             media: media.clone(),
             homes: homes.clone(),
@@ -427,8 +427,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         mcp: mcp.clone(),
         streaming: config.agent.streaming.clone(),
         media: media.clone(),
-        shutdown: work.clone(),
-        draining: shutdown.clone(),
+        work: stages.work.clone(),
+        intake: stages.intake.clone(),
         tasks: TaskTracker::new(),
         confinement: confinement.clone(),
     });
@@ -453,7 +453,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let tasks = TaskTracker::new();
     // Background processes that finished with `notify_on_complete` start a turn; recorded
     // in the inbox first, so a crash cannot lose them.
-    let (waker, stop) = (sink.clone(), shutdown.clone());
+    let (waker, stop) = (sink.clone(), stages.intake.clone());
     tasks.spawn(async move {
         while let Some(wakeup) = tokio::select! {
             _ = stop.cancelled() => None,
@@ -477,7 +477,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     // Scheduled jobs: Hermes' own taken over once; each due run recorded in the inbox like
     // any event.
     crate::cron::import::import_once(&config.home, &store, &cron.tz, &homes).await;
-    tasks.spawn(cron.clone().run(sink.clone(), shutdown.clone()));
+    tasks.spawn(cron.clone().run(sink.clone(), stages.intake.clone()));
     // MCP servers that start at boot connect in the background; their tools appear as
     // each is ready.
     mcp.start();
@@ -485,7 +485,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     delegations.attach(sink.clone());
     crate::tools::delegate::background::resume(
         &delegations,
-        Arc::downgrade(&services.agent),
+        Arc::downgrade(&services.agent) as std::sync::Weak<dyn crate::tools::delegate::SubAgents>,
         config.delegation.clone(),
     )
     .await;
@@ -507,12 +507,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         tasks.spawn(http::serve(
             listener,
             http::app(routes, health),
-            shutdown.clone(),
+            stages.intake.clone(),
         ));
     }
+    let commands: Arc<[hermes_adapter::CommandSpec]> = crate::router::commands::specs().into();
     for sender in senders.into_values() {
+        let commands = commands.clone();
         tasks.spawn(async move {
-            if let Err(e) = sender.register_commands(COMMANDS).await {
+            if let Err(e) = sender.register_commands(&commands).await {
                 tracing::warn!(platform = %sender.platform(), error = %e, "could not register the command menu");
             }
         });
@@ -528,10 +530,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             .map(|a| (a.platform(), a.liveness()))
             .collect(),
         refused.clone(),
-        shutdown.clone(),
+        stages.intake.clone(),
     ));
     for adapter in adapters {
-        let (sink, stop, rejected) = (sink.clone(), shutdown.clone(), rejected_tx.clone());
+        let (sink, stop, rejected) = (sink.clone(), stages.intake.clone(), rejected_tx.clone());
         let refused = refused.clone();
         tasks.spawn(async move {
             let platform = adapter.platform();
@@ -571,7 +573,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let mut refusals = Vec::new();
     let exit = loop {
         tokio::select! {
-            _ = shutdown.cancelled() => break Exit::Stopped,
+            _ = stages.intake.cancelled() => break Exit::Stopped,
             Some(why) = rejected_rx.recv() => {
                 refusals.push(why);
                 if refusals.len() == enabled {
@@ -580,11 +582,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             }
         }
     };
-    let stages = Stages {
-        intake: shutdown,
-        work,
-        lanes,
-    };
     shut_down(
         &stages, &processes, &tasks, &router, &services, &delivery, &store,
     )
@@ -592,11 +589,17 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     Ok(exit)
 }
 
-/// The tokens of the three stages of stopping (see [`run`]).
+/// The three stages of stopping, one token each, named for what they stop; every part
+/// of the daemon is handed the one it obeys, by that name.
 struct Stages {
+    /// Stop taking messages: adapters, the HTTP server, the scheduler and the wake-ups
+    /// (cancelled by the caller of [`run`]: a signal, a reload).
     intake: CancellationToken,
+    /// Cancel running work (turns, background processes, delegations) once it had its
+    /// time ([`DRAIN`]).
     work: CancellationToken,
-    lanes: CancellationToken,
+    /// Stop sending, once the outbox had its time ([`FLUSH`]).
+    sending: CancellationToken,
 }
 
 /// Stop in order: no more receiving; running turns get [`DRAIN`] to finish (no new one
@@ -653,7 +656,7 @@ async fn shut_down(
             _ => break,
         }
     }
-    stages.lanes.cancel();
+    stages.sending.cancel();
     if tokio::time::timeout(SHUTDOWN_GRACE, delivery.drained())
         .await
         .is_err()

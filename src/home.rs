@@ -6,7 +6,7 @@
 use std::fs::{DirBuilder, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Files in the home that hold secrets: tokens and keys, sessions, pairings, approvals.
 pub const SECRET_FILES: &[&str] = &[
@@ -16,6 +16,20 @@ pub const SECRET_FILES: &[&str] = &[
     "gateway.db-wal",
     "gateway.db-shm",
 ];
+
+/// The agent's own working directory in the home (`confine::workspace`), used when the
+/// configured one is the home itself (the system service's `$HOME`).
+pub const WORKSPACE: &str = "workspace";
+
+/// The working directory commands get: the configured one, or the workspace when that
+/// is the home itself.
+pub fn working_directory(home: &Path, configured: PathBuf) -> PathBuf {
+    if configured == home {
+        home.join(WORKSPACE)
+    } else {
+        configured
+    }
+}
 
 /// Create `home` (0700) if it is missing, and the database file (0600) if it is missing.
 /// Returns a warning for each secret file, or the home, that group or others can read.

@@ -220,12 +220,12 @@ pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
 }
 
 /// Serve `app` on `listener` until `shutdown`.
-pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
+pub async fn serve(listener: TcpListener, app: Router, intake: CancellationToken) {
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "http: listening");
     }
     let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .with_graceful_shutdown(async move { intake.cancelled().await })
         .await;
     if let Err(e) = result {
         tracing::error!(error = %e, "http: server stopped");

@@ -29,4 +29,5 @@ pub mod shell;
 pub mod state_key;
 pub mod store;
 pub mod systemd;
+pub mod tool;
 pub mod tools;

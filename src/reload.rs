@@ -13,10 +13,12 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::EXIT_CONFIG;
 use crate::config::{self, Config};
 use crate::daemon::{self, Exit};
 use crate::secrets;
+
+/// EX_CONFIG: configuration problem; systemd units list it in RestartPreventExitStatus.
+pub const EXIT_CONFIG: u8 = 78;
 
 /// What a signal asks for.
 enum Asked {
@@ -64,8 +66,8 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
     // The configuration that ran before a reload, to go back to if the new one fails.
     let mut previous: Option<(Config, u64)> = None;
     loop {
-        let shutdown = CancellationToken::new();
-        let running = daemon::run(config.clone(), shutdown.clone());
+        let intake = CancellationToken::new();
+        let running = daemon::run(config.clone(), intake.clone());
         tokio::pin!(running);
         let mut next: Option<(Config, u64)> = None;
         let exit = loop {
@@ -77,16 +79,16 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
                             tracing::warn!("a stop was asked during the reload: stopping instead");
                             crate::systemd::reload_abandoned();
                         }
-                        shutdown.cancel();
+                        intake.cancel();
                     }
-                    Asked::Reload if shutdown.is_cancelled() => {
+                    Asked::Reload if intake.is_cancelled() => {
                         tracing::info!("SIGHUP while stopping: ignored");
                     }
                     Asked::Reload => {
                         if let Some(new) = read_again(&home, &config, files).await {
                             crate::systemd::reloading();
                             next = Some(new);
-                            shutdown.cancel();
+                            intake.cancel();
                         }
                     }
                 },

@@ -30,12 +30,9 @@ const STATUS_EVERY: Duration = Duration::from_secs(10);
 /// Platforms that refused their configuration: off, not waited for.
 pub type Refused = Arc<Mutex<HashSet<Platform>>>;
 
-/// Tell systemd how the daemon is doing until `shutdown`.
-pub async fn run(
-    adapters: Vec<(Platform, Liveness)>,
-    refused: Refused,
-    shutdown: CancellationToken,
-) {
+/// Tell systemd how the daemon is doing until `intake` stops (then the daemon says
+/// STOPPING itself).
+pub async fn run(adapters: Vec<(Platform, Liveness)>, refused: Refused, intake: CancellationToken) {
     if std::env::var_os("NOTIFY_SOCKET").is_none() {
         return;
     }
@@ -62,7 +59,7 @@ pub async fn run(
             break;
         }
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = intake.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
     }
@@ -82,7 +79,7 @@ pub async fn run(
     let every = watchdog.map_or(STATUS_EVERY, |w| w / 2);
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = intake.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
         }
         let now = summary(&adapters, &refused, fresh_within);

@@ -8,6 +8,7 @@ mod compress;
 mod context;
 pub mod models;
 mod prompt;
+mod sub_agents;
 mod turn;
 
 pub use compress::{Compacted, Compaction, Compressed, Compressor, SUMMARY_OPENING};

@@ -233,13 +233,13 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             }
         },
         image_input: match y.string("agent.image_input_mode", &mut problems) {
-            None => crate::media::ImageInputMode::Auto,
-            Some(mode) => crate::media::ImageInputMode::parse(&mode).unwrap_or_else(|| {
+            None => ImageInputMode::Auto,
+            Some(mode) => ImageInputMode::parse(&mode).unwrap_or_else(|| {
                 problems.push(Problem::error(
                     "agent.image_input_mode",
                     format!("{mode:?} is not an image input mode; use auto, native or text"),
                 ));
-                crate::media::ImageInputMode::Auto
+                ImageInputMode::Auto
             }),
         },
     };
@@ -672,7 +672,7 @@ fn read_terminal(
     // (the system service's) gives them a workspace inside it instead.
     let resolved_home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
     let cwd_was_home = configured == resolved_home;
-    let cwd = crate::confine::workspace::working_directory(&resolved_home, configured);
+    let cwd = crate::home::working_directory(&resolved_home, configured);
     let sandbox = match y.string("terminal.sandbox", problems).as_deref() {
         None | Some("auto") => SandboxMode::Auto,
         Some("required") => SandboxMode::Required,

@@ -184,7 +184,7 @@ pub struct AgentConfig {
     /// `agent.personalities`: name → prompt text (`/personality`).
     pub personalities: std::collections::BTreeMap<String, String>,
     /// How images reach the model (`agent.image_input_mode`).
-    pub image_input: crate::media::ImageInputMode,
+    pub image_input: ImageInputMode,
     /// Speech-to-text for voice messages (`stt.*`).
     pub stt: SttConfig,
     /// Tool calls shown in the chat as they start (`display.tool_progress`).
@@ -514,5 +514,28 @@ impl Notifications {
             "off" | "false" => Notifications::Off,
             _ => return None,
         })
+    }
+}
+
+/// How images reach the model (Hermes `agent.image_input_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageInputMode {
+    /// As image parts; when the provider refuses them, they are described by the auxiliary
+    /// vision model if one is set up, else the turn goes on without them and says so.
+    Auto,
+    /// As image parts, always.
+    Native,
+    /// Described by an auxiliary vision model first (`auxiliary.vision.*`).
+    Text,
+}
+
+impl ImageInputMode {
+    pub fn parse(value: &str) -> Option<ImageInputMode> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(ImageInputMode::Auto),
+            "native" => Some(ImageInputMode::Native),
+            "text" => Some(ImageInputMode::Text),
+            _ => None,
+        }
     }
 }

@@ -108,7 +108,25 @@ pub const USER_MANAGER_CONFIG: &[&str] = &[
     ".local/share/systemd",
 ];
 
-/// Besides what a login or a shell runs (the approval reader's list): ssh's keys and
+/// What a login or a shell runs, in the home (kept read-only in a jail; the approval
+/// reader asks before a write to one).
+pub(crate) const SHELL_STARTUP: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".kshrc",
+    ".mkshrc",
+    ".inputrc",
+    ".config/fish/config.fish",
+];
+
+/// Besides what a login or a shell runs ([`SHELL_STARTUP`]): ssh's keys and
 /// configuration (`authorized_keys`, a `LocalCommand`), and the environment PAM reads.
 const LOGIN_EXTRAS: &[&str] = &[".pam_environment", ".ssh"];
 
@@ -301,9 +319,7 @@ impl Layout {
             protect(program.clone(), program.clone(), &mut layout);
         }
         if let (Some(person), Some(given)) = (&facts.person_home, &facts.given_person_home) {
-            let login = crate::approval::detect::SHELL_STARTUP
-                .iter()
-                .chain(LOGIN_EXTRAS);
+            let login = SHELL_STARTUP.iter().chain(LOGIN_EXTRAS);
             for place in USER_MANAGER_CONFIG.iter().chain(login) {
                 protect(person.join(place), given.join(place), &mut layout);
             }

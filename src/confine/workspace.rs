@@ -7,10 +7,9 @@
 
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The workspace's name in the home.
-pub const DIR: &str = "workspace";
+use crate::home::WORKSPACE as DIR;
 
 /// What a home holds of its own (the gateway's and Hermes'): it stays where it is.
 const HOME_ENTRIES: &[&str] = &[
@@ -62,16 +61,6 @@ const HOME_ENTRIES: &[&str] = &[
 /// Names Hermes gives its own passing files.
 const HOME_PREFIXES: &[&str] = &[".update_", ".restart_", "daemon-"];
 
-/// The working directory commands get: the configured one, or the workspace when that
-/// is the home itself.
-pub fn working_directory(home: &Path, configured: PathBuf) -> PathBuf {
-    if configured == home {
-        home.join(DIR)
-    } else {
-        configured
-    }
-}
-
 /// Make the workspace `cwd` (0700) when it is missing; `moved_from_home` (commands used to
 /// work in the home) moves what they made there into it. Returns the names moved.
 pub fn prepare(home: &Path, cwd: &Path, moved_from_home: bool) -> io::Result<Vec<String>> {
@@ -100,6 +89,7 @@ pub fn prepare(home: &Path, cwd: &Path, moved_from_home: bool) -> io::Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::home::working_directory;
 
     #[test]
     fn what_the_agent_made_in_the_home_moves_to_the_workspace_and_the_gateways_files_stay() {

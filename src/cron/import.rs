@@ -10,8 +10,8 @@ use hermes_adapter::{Author, ChatKind, ChatRef, Platform};
 use serde_json::Value;
 
 use super::{Schedule, now_ms, ts};
+use crate::delivery::destinations::ConfiguredHomes;
 use crate::store::{CronJob, Store};
-use crate::tools::destinations::ConfiguredHomes;
 
 /// The mark (in `chat_settings`, under the gateway's own key).
 const MARK_KEY: &str = "gateway";
@@ -128,7 +128,7 @@ async fn convert(
         .ok_or("no platform it reports to")?;
     let deliver = match &chat_id {
         // A bare platform (`"deliver": "telegram"`): Hermes sends to its home channel.
-        None => crate::tools::destinations::home(platform, store, homes).await?,
+        None => crate::delivery::destinations::home(platform, store, homes).await?,
         Some(chat_id) => store
             .chat_seen(platform, chat_id, thread.as_deref(), None)
             .await

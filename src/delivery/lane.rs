@@ -117,7 +117,7 @@ impl Lane {
                 }
             };
             for row in rows {
-                if inner.shutdown.is_cancelled() {
+                if inner.sending.is_cancelled() {
                     break 'lane;
                 }
                 // A prompt is claimed first and sent as it reads then: a decision taken
@@ -145,7 +145,7 @@ impl Lane {
             }
             let idle = if held { HOLD_RECHECK } else { LANE_IDLE };
             tokio::select! {
-                _ = inner.shutdown.cancelled() => break,
+                _ = inner.sending.cancelled() => break,
                 _ = self.notify.notified() => continue,
                 _ = tokio::time::sleep(idle) => {}
             }
@@ -219,7 +219,7 @@ impl Lane {
         let mut maybe_sent = self.delivery.unsure(row.id) || row.attempts > 0;
         loop {
             tokio::select! {
-                _ = inner.shutdown.cancelled() => return self.release(&row).await,
+                _ = inner.sending.cancelled() => return self.release(&row).await,
                 _ = self.delivery.wait_budget(&row.chat) => {}
             }
             // A row may have been settled since its last attempt: send what it says now.
@@ -352,7 +352,7 @@ impl Lane {
                     }
                     if let SendError::Transient(_) = error {
                         tokio::select! {
-                            _ = inner.shutdown.cancelled() => return self.release(&row).await,
+                            _ = inner.sending.cancelled() => return self.release(&row).await,
                             _ = tokio::time::sleep(wait) => {}
                         }
                     }
@@ -376,14 +376,14 @@ impl Lane {
                 crate::metrics::message_out(row.chat.platform);
                 return Sent::Done;
             };
-            if inner.shutdown.is_cancelled() {
+            if inner.sending.is_cancelled() {
                 tracing::error!(error = %e, row = row.id, "delivery: sent, but could not record it before shutdown; it may be sent again after the restart");
                 return Sent::Stop;
             }
             let wait = retry.next_delay();
             tracing::error!(error = %e, row = row.id, retry_in = ?wait, "delivery: sent, but could not record it; the chat's queue waits until it is recorded");
             tokio::select! {
-                _ = inner.shutdown.cancelled() => {}
+                _ = inner.sending.cancelled() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
         }

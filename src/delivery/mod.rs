@@ -6,6 +6,7 @@
 //! indicators only take a token the budget can spare.
 
 mod budget;
+pub mod destinations;
 mod lane;
 #[cfg(test)]
 mod tests;
@@ -56,7 +57,8 @@ struct Inner {
     chat_budgets: Mutex<HashMap<ChatKey, TokenBucket>>,
     /// Per-bot budgets, for platforms that declare one.
     bot_budgets: Mutex<HashMap<Platform, TokenBucket>>,
-    shutdown: CancellationToken,
+    /// The last stage of stopping (`daemon::Stages::sending`): lanes stop sending.
+    sending: CancellationToken,
     tasks: TaskTracker,
     /// Rows the last run may have handed to the platform without marking them sent (each
     /// chat's oldest pending row at startup): sent as maybe sent ([`SendOnce`]).
@@ -68,7 +70,7 @@ impl Delivery {
         store: Store,
         senders: HashMap<Platform, Arc<dyn PlatformSender>>,
         config: DeliveryConfig,
-        shutdown: CancellationToken,
+        sending: CancellationToken,
     ) -> Self {
         Delivery {
             inner: Arc::new(Inner {
@@ -78,7 +80,7 @@ impl Delivery {
                 lanes: Mutex::new(HashMap::new()),
                 chat_budgets: Mutex::new(HashMap::new()),
                 bot_budgets: Mutex::new(HashMap::new()),
-                shutdown,
+                sending,
                 tasks: TaskTracker::new(),
                 unsure: Mutex::new(HashSet::new()),
             }),
@@ -123,7 +125,7 @@ impl Delivery {
                 }
                 this.forget_rested_budgets();
                 tokio::select! {
-                    _ = this.inner.shutdown.cancelled() => return,
+                    _ = this.inner.sending.cancelled() => return,
                     _ = tokio::time::sleep(SWEEP_EVERY) => {}
                 }
             }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 pub use tool::McpTool;
 
 use crate::config::McpServerConfig;
-use crate::tools::Tool;
+use crate::tool::Tool;
 use connection::Connection;
 
 /// The first wait before a failed server is tried again; it doubles up to [`MAX_BACKOFF`].

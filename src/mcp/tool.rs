@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::connection::ListedTool;
 use crate::config::McpServerConfig;
-use crate::tools::{Tool, ToolContext, ToolResult};
+use crate::tool::{Tool, ToolContext, ToolResult};
 
 /// The most text of a result handed to the model.
 const MAX_RESULT_CHARS: usize = 100_000;

@@ -32,28 +32,7 @@ const MAX_IMAGE_TOTAL: usize = 24 * 1024 * 1024;
 /// The most of any other file that is fetched (Telegram's public Bot API serves 20 MB).
 const MAX_FILE_BYTES: u64 = 20 * 1024 * 1024;
 
-/// How images reach the model (Hermes `agent.image_input_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImageInputMode {
-    /// As image parts; when the provider refuses them, they are described by the auxiliary
-    /// vision model if one is set up, else the turn goes on without them and says so.
-    Auto,
-    /// As image parts, always.
-    Native,
-    /// Described by an auxiliary vision model first (`auxiliary.vision.*`).
-    Text,
-}
-
-impl ImageInputMode {
-    pub fn parse(value: &str) -> Option<ImageInputMode> {
-        match value.trim().to_ascii_lowercase().as_str() {
-            "auto" => Some(ImageInputMode::Auto),
-            "native" => Some(ImageInputMode::Native),
-            "text" => Some(ImageInputMode::Text),
-            _ => None,
-        }
-    }
-}
+pub use crate::config::ImageInputMode;
 
 /// What a turn's attachments became.
 #[derive(Debug, Default)]

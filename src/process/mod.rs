@@ -238,14 +238,15 @@ pub struct ProcessRegistry {
     notifications: Notifications,
     delivery: Delivery,
     wakeups: mpsc::UnboundedSender<Wakeup>,
-    shutdown: CancellationToken,
+    /// The daemon's `work` stage: cancelled once running work had its time at shutdown.
+    pub(crate) work: CancellationToken,
 }
 
 impl ProcessRegistry {
     pub fn new(
         delivery: Delivery,
         wakeups: mpsc::UnboundedSender<Wakeup>,
-        shutdown: CancellationToken,
+        work: CancellationToken,
         limits: Limits,
         notifications: Notifications,
     ) -> Arc<Self> {
@@ -256,7 +257,7 @@ impl ProcessRegistry {
             notifications,
             delivery,
             wakeups,
-            shutdown,
+            work,
         })
     }
 
@@ -297,12 +298,12 @@ impl ProcessRegistry {
         // The waiter owns the child (and its confinement): it reaps it and publishes the
         // exit.
         let t = tracked.clone();
-        let shutdown = self.shutdown.clone();
+        let work = self.work.clone();
         let store = self.store.clone();
         tokio::spawn(async move {
             let status = tokio::select! {
                 status = child.wait() => status.ok(),
-                _ = shutdown.cancelled() => {
+                _ = work.cancelled() => {
                     shell::signal_group(t.pgid, Signal::SIGKILL);
                     let _ = child.wait().await;
                     // Still "running" as far as the registry knows: the shutdown
@@ -324,7 +325,7 @@ impl ProcessRegistry {
                 elapsed: t.started.elapsed(),
                 stopped_leftovers,
             };
-            if !shutdown.is_cancelled() {
+            if !work.is_cancelled() {
                 let _ = store.process_ended(&t.id, "finished").await;
             }
             let _ = exit_tx.send(Some(info));

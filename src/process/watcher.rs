@@ -52,7 +52,7 @@ impl Watcher {
                 self.post(&text).await;
             }
         };
-        if self.registry.shutdown.is_cancelled() {
+        if self.registry.work.is_cancelled() {
             return; // the daemon is stopping; nobody asked for this to end
         }
         let Some(info) = info else { return };

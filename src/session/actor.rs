@@ -6,7 +6,7 @@ use super::*;
 impl SessionActor {
     pub(super) async fn run(mut self) {
         let mut running: Option<RunningTurn> = None;
-        let shutdown = self.services.shutdown.clone();
+        let work = self.services.work.clone();
         loop {
             // On shutdown the running turn is cancelled with it and its end recorded (the
             // daemon waits for that); an idle actor simply goes with the process. What was
@@ -19,7 +19,7 @@ impl SessionActor {
                 ended = join(&mut running) => {
                     let turn = running.take().expect("a turn was running");
                     let resume = self.turn_ended(turn, ended).await;
-                    if shutdown.is_cancelled() {
+                    if work.is_cancelled() {
                         continue; // nothing new starts while the daemon stops
                     }
                     match resume {
@@ -75,7 +75,11 @@ impl SessionActor {
                 message_id,
                 author,
                 command,
+                while_busy,
             } => {
+                if while_busy == WhileBusy::Refused && running.is_some() {
+                    return self.say(inbox_id, &message_id, BUSY).await;
+                }
                 self.command(inbox_id, message_id, &author, command, running)
                     .await;
             }
@@ -126,7 +130,7 @@ impl SessionActor {
         carried: Vec<StoredMessage>,
         running: &mut Option<RunningTurn>,
     ) {
-        if self.services.draining.is_cancelled() {
+        if self.services.intake.is_cancelled() {
             tracing::info!(session = %self.key, "session: the daemon is stopping; this message is answered after the restart");
             return;
         }
@@ -163,7 +167,7 @@ impl SessionActor {
             .session_tail(&session.id, self.services.agent.history_bytes())
             .await
             .unwrap_or_default();
-        let cancel = self.services.shutdown.child_token();
+        let cancel = self.services.work.child_token();
         let (steer, mut steer_rx) = mpsc::unbounded_channel();
         let regarding = inputs.last().and_then(|i| i.message_id.clone());
         let settings = super::chat_commands::ChatSettings::load(store, &self.key).await;

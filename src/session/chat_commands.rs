@@ -59,10 +59,6 @@ fn progress_name(mode: ToolProgress) -> &'static str {
     }
 }
 
-/// What the person is told when a history edit would race the running turn.
-const BUSY: &str =
-    "⏳ I'm still working on your last message. Wait for my answer, or /stop it first.";
-
 impl SessionActor {
     /// The open session's id (opening one if needed).
     async fn session_id_for(&mut self, author: &Author) -> Result<String, String> {
@@ -99,9 +95,6 @@ impl SessionActor {
             command,
             SessionCommand::Retry | SessionCommand::Undo | SessionCommand::Compress
         );
-        if edits_history && running.is_some() {
-            return self.say(inbox_id, &message_id, BUSY).await;
-        }
         let compressing = match (&self.services.agent.compressor, &self.session_id) {
             (Some(c), Some(session)) => c.is_running(session),
             _ => false,
@@ -214,7 +207,7 @@ impl SessionActor {
         };
         let services = self.services.clone();
         let chat = self.chat.clone();
-        let cancel = self.services.shutdown.child_token();
+        let cancel = self.services.work.child_token();
         self.services.tasks.spawn(async move {
             let text = match compressor
                 .compress(&services.store, &session, &cancel, false)

@@ -204,7 +204,7 @@ impl SessionActor {
     /// the retries too; the inbox rows are still open then, so the turn runs again after the
     /// restart.
     pub(super) async fn commit(&self, record: TurnRecord) {
-        let shutdown = &self.services.shutdown;
+        let work = &self.services.work;
         let started = tokio::time::Instant::now();
         let mut retry = COMMIT_RETRY;
         let mut tries_in_shutdown = 0;
@@ -217,7 +217,7 @@ impl SessionActor {
                 }
                 Err(e) => e,
             };
-            if shutdown.is_cancelled() {
+            if work.is_cancelled() {
                 tries_in_shutdown += 1;
                 if tries_in_shutdown >= 3 {
                     tracing::error!(error = %error, session = %self.key, "session: could not record the end of a turn before shutdown; it runs again after the restart");
@@ -229,7 +229,7 @@ impl SessionActor {
             let wait = retry.next_delay();
             tracing::error!(error = %error, session = %self.key, retry_in = ?wait, "session: could not record the end of a turn; retrying (the conversation waits)");
             tokio::select! {
-                _ = shutdown.cancelled(), if tries_in_shutdown == 0 => {}
+                _ = work.cancelled(), if tries_in_shutdown == 0 => {}
                 _ = tokio::time::sleep(wait) => {}
             }
         }

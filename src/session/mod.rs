@@ -45,7 +45,23 @@ pub enum SessionInput {
         message_id: String,
         author: Author,
         command: SessionCommand,
+        /// Whether it runs while a turn runs (`router::commands` declares it).
+        while_busy: WhileBusy,
     },
+}
+
+/// What the person is told when a command that waits for a turn comes while one runs
+/// (a history edit would race it).
+const BUSY: &str =
+    "⏳ I'm still working on your last message. Wait for my answer, or /stop it first.";
+
+/// What a command does while a turn runs in its conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhileBusy {
+    /// It runs at once (`/stop`, `/status`, …).
+    Runs,
+    /// It is refused with a word to wait (it edits the history the turn is writing).
+    Refused,
 }
 
 /// A message for the agent: from a person, or from the gateway itself (a background process
@@ -112,12 +128,13 @@ pub struct SessionServices {
     pub media: Arc<crate::media::MediaPreparer>,
     /// Answers shown as they are written (`streaming.*`), where the platform edits.
     pub streaming: Option<crate::config::StreamingConfig>,
-    /// Cancelled on daemon shutdown, once running turns had their time to finish; every
-    /// turn's token is a child of it.
-    pub shutdown: CancellationToken,
-    /// Cancelled when the daemon stops taking messages (the start of a shutdown or a
-    /// reload): no new turn starts; what waits stays open in the inbox for the next start.
-    pub draining: CancellationToken,
+    /// The daemon's `work` stage: cancelled at shutdown once running turns had their time
+    /// to finish; every turn's token is a child of it.
+    pub work: CancellationToken,
+    /// The daemon's `intake` stage: cancelled when the daemon stops taking messages (the
+    /// start of a shutdown or a reload): no new turn starts; what waits stays open in the
+    /// inbox for the next start.
+    pub intake: CancellationToken,
     /// Turns (until their end is recorded) and working indicators, so shutdown can wait
     /// for them.
     pub tasks: TaskTracker,

@@ -120,21 +120,33 @@ mod tests {
     #[tokio::test]
     async fn a_running_delegation_is_listed_until_it_ends() {
         let store = Store::open_in_memory().unwrap();
-        let ctx = crate::tools::ToolContext::for_tests();
+        let chat = hermes_adapter::ChatRef {
+            platform: hermes_adapter::Platform::Telegram,
+            account: None,
+            chat_id: "1".into(),
+            thread_id: None,
+            kind: hermes_adapter::ChatKind::Direct,
+        };
+        let author = hermes_adapter::Author {
+            user_id: "1".into(),
+            display_name: "Tess".into(),
+            username: None,
+            is_bot: false,
+        };
         store
             .delegation_started(RecordedDelegation {
                 id: "d1".into(),
-                session_key: ctx.session_key.clone(),
-                session_id: ctx.session_id.clone(),
-                chat: ctx.chat.clone(),
-                author: ctx.author.clone(),
+                session_key: "test".into(),
+                session_id: "s-test".into(),
+                chat: chat.clone(),
+                author,
                 tasks: serde_json::json!([{"goal": "look"}]),
             })
             .await
             .unwrap();
         let running = store.delegations_running().await.unwrap();
         assert_eq!(running.len(), 1);
-        assert_eq!(running[0].chat, ctx.chat);
+        assert_eq!(running[0].chat, chat);
         assert_eq!(running[0].tasks[0]["goal"], "look");
         assert_eq!(store.delegation_run_again("d1").await.unwrap(), 2);
         store.delegation_ended("d1", "reported").await.unwrap();

@@ -2,21 +2,9 @@
 //! background processes running, and the outbox's backlog and its oldest row's age: one
 //! read on the store's thread, asked for by a person or a monitor now and then.
 
-use serde::Serialize;
+pub use crate::metrics::StatusCounts;
 
 use super::{Store, StoreError, now_ms};
-
-/// What the store holds right now.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct StatusCounts {
-    pub sessions: i64,
-    pub inbox_open: i64,
-    pub approvals_pending: i64,
-    pub processes_running: i64,
-    pub outbox_pending: i64,
-    /// Seconds the oldest waiting row has waited.
-    pub outbox_oldest_s: Option<i64>,
-}
 
 impl Store {
     pub async fn status_counts(&self) -> Result<StatusCounts, StoreError> {

@@ -18,7 +18,7 @@ use crate::store::CronJob;
 pub struct CronjobTool {
     pub cron: Arc<Cron>,
     pub delivery: crate::delivery::Delivery,
-    pub homes: Arc<super::destinations::ConfiguredHomes>,
+    pub homes: Arc<crate::delivery::destinations::ConfiguredHomes>,
 }
 
 impl Tool for CronjobTool {
@@ -223,7 +223,7 @@ impl CronjobTool {
         deliver: Option<&str>,
         ctx: &ToolContext,
     ) -> Result<ChatRef, String> {
-        let chat = super::destinations::resolve(
+        let chat = crate::delivery::destinations::resolve(
             deliver,
             &ctx.chat,
             &ctx.author.user_id,

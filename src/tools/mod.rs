@@ -10,7 +10,6 @@ pub mod clarify;
 mod code;
 mod cronjob;
 pub mod delegate;
-pub mod destinations;
 mod files;
 pub mod memory;
 pub(crate) mod output;
@@ -25,75 +24,15 @@ pub mod web;
 
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
-use hermes_adapter::{Author, ChatRef};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{ApprovalBroker, CheckContext, Gate};
+use crate::approval::{ApprovalBroker, Gate};
 use crate::config::TerminalConfig;
 use crate::llm::ToolCall;
 use crate::process::ProcessRegistry;
+pub use crate::tool::{Tool, ToolContext, ToolResult};
 pub use shell_tools::Shell;
-
-/// What a tool knows about the turn that called it.
-#[derive(Clone)]
-pub struct ToolContext {
-    pub session_key: String,
-    /// The open session's id (its todo list, its own search results).
-    pub session_id: String,
-    pub chat: ChatRef,
-    pub author: Author,
-    /// Cancelled by `/stop`, an interrupting message, `/new` or shutdown.
-    pub cancel: CancellationToken,
-    /// Cancelled when the person sends anything while the turn runs (`process wait` returns).
-    pub attention: CancellationToken,
-    /// Where the tokens of model calls made for this turn are added up (a sub-agent's
-    /// count toward the session that delegated).
-    pub usage: Arc<std::sync::Mutex<crate::llm::UsageByModel>>,
-    /// 0 for a person's turn; a sub-agent's turn is one deeper than the turn that
-    /// delegated to it (and is offered fewer tools, see [`CHILD_BLOCKED`]).
-    pub depth: u32,
-}
-
-impl ToolContext {
-    /// What the approval broker needs to know of this turn, for work in `workdir`.
-    pub fn check<'a>(&'a self, workdir: &'a std::path::Path, background: bool) -> CheckContext<'a> {
-        CheckContext {
-            session_key: &self.session_key,
-            chat: &self.chat,
-            cancel: &self.cancel,
-            workdir,
-            background,
-        }
-    }
-
-    /// A turn in a Telegram DM, for tests of single tools.
-    #[cfg(test)]
-    pub(crate) fn for_tests() -> ToolContext {
-        ToolContext {
-            session_key: "test".into(),
-            session_id: "s-test".into(),
-            chat: ChatRef {
-                platform: hermes_adapter::Platform::Telegram,
-                account: None,
-                chat_id: "1".into(),
-                thread_id: None,
-                kind: hermes_adapter::ChatKind::Direct,
-            },
-            author: Author {
-                user_id: "1".into(),
-                display_name: "Tess".into(),
-                username: None,
-                is_bot: false,
-            },
-            cancel: CancellationToken::new(),
-            attention: CancellationToken::new(),
-            usage: Default::default(),
-            depth: 0,
-        }
-    }
-}
 
 /// Tools a sub-agent never gets (Hermes: it has no memory, cannot ask the person, send
 /// messages, schedule work or run scripts).
@@ -104,36 +43,6 @@ const CHILD_BLOCKED: [&str; 5] = [
     "cronjob",
     "execute_code",
 ];
-
-/// One tool the model can call.
-pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
-    /// Hermes' toolset it belongs to (`terminal`, `file`, `todo`, `memory`…).
-    fn toolset(&self) -> &'static str;
-    /// The OpenAI function definition offered to the model.
-    fn definition(&self) -> Value;
-    /// Why the tool cannot be offered now (a missing key or binary), if so.
-    fn unavailable(&self) -> Option<String> {
-        None
-    }
-    /// Whether the tool is offered in this turn (beyond toolsets and availability).
-    fn offered_in(&self, _ctx: &ToolContext) -> bool {
-        true
-    }
-    /// Whether this call only reads, so it may run alongside the step's other reading
-    /// calls.
-    fn reads_only(&self, _args: &Value) -> bool {
-        false
-    }
-    /// The one file this call works on (links followed), when it works on one file only:
-    /// such calls run together when their paths do not overlap (Hermes' path-scoped
-    /// `read_file`, `write_file`, `patch`). It may touch the filesystem, so it is called
-    /// off the runtime's threads.
-    fn path_scope(&self, _args: &Value) -> Option<std::path::PathBuf> {
-        None
-    }
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult>;
-}
 
 /// What the tools are built from.
 pub struct ToolDeps {
@@ -152,7 +61,7 @@ pub struct ToolDeps {
     /// Sends for `send_message`.
     pub delivery: crate::delivery::Delivery,
     /// The configured home channels.
-    pub homes: Arc<destinations::ConfiguredHomes>,
+    pub homes: Arc<crate::delivery::destinations::ConfiguredHomes>,
     /// Questions waiting for the person.
     pub clarify: Arc<clarify::Clarify>,
     /// The web search service (`web_search`, `web_extract`; hidden without a key).
@@ -162,7 +71,7 @@ pub struct ToolDeps {
     /// `delegation.*` (`delegate_task`).
     pub delegation: crate::config::DelegationConfig,
     /// The runtime these tools belong to (sub-agents run on it).
-    pub agent: std::sync::Weak<crate::agent::AgentRuntime>,
+    pub agent: std::sync::Weak<dyn delegate::SubAgents>,
     /// Delegations running in the background.
     pub delegations: Arc<delegate::Delegations>,
     /// Files named in messages (`send_message`).
@@ -349,7 +258,13 @@ impl Toolbox {
     pub async fn run(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {
         let result = self.dispatch(call, ctx).await;
         let outcome = if result.cancelled { "cancelled" } else { "ok" };
-        crate::metrics::tool_call(&call.name, outcome);
+        // The model names tools; only the names the toolbox knows become labels.
+        let label = if is_known(&call.name) {
+            call.name.as_str()
+        } else {
+            "unknown"
+        };
+        crate::metrics::tool_call(label, outcome);
         result
     }
 
@@ -502,23 +417,6 @@ pub fn is_known(name: &str) -> bool {
     TOOL_NAMES.contains(&name)
 }
 
-/// A tool's answer to the model.
-#[derive(Debug, Clone)]
-pub struct ToolResult {
-    pub text: String,
-    /// The run was stopped by the turn's cancellation.
-    pub cancelled: bool,
-}
-
-impl ToolResult {
-    pub fn text(text: impl Into<String>) -> Self {
-        ToolResult {
-            text: text.into(),
-            cancelled: false,
-        }
-    }
-}
-
 #[cfg(test)]
 mod name_tests {
     use super::*;
@@ -540,5 +438,20 @@ mod name_tests {
         }
         assert_eq!(repair_name("browser_navigate"), None);
         assert_eq!(repair_name("rm"), None);
+    }
+
+    #[tokio::test]
+    async fn a_made_up_tool_name_is_counted_as_unknown_not_as_a_label_of_its_own() {
+        let toolbox = Toolbox::with(Default::default(), Vec::new());
+        let call = ToolCall {
+            id: "1".into(),
+            name: "<script>made-up".into(),
+            arguments: "{}".into(),
+        };
+        let result = toolbox.run(&call, &ToolContext::for_tests()).await;
+        assert!(result.text.contains("no tool named"), "{}", result.text);
+        let text = crate::metrics::render(None, &[]);
+        assert!(text.contains("tool=\"unknown\""), "{text}");
+        assert!(!text.contains("made-up"), "{text}");
     }
 }

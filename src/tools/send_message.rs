@@ -9,9 +9,9 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::destinations::{ConfiguredHomes, resolve};
 use super::{Tool, ToolContext, ToolResult};
 use crate::delivery::Delivery;
+use crate::delivery::destinations::{ConfiguredHomes, resolve};
 use crate::store::Store;
 
 /// The longest message sent at once.

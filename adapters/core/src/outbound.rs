@@ -166,13 +166,17 @@ pub struct Delivered {
 }
 
 /// A command the daemon understands, for platforms that show a command menu (Telegram
-/// `setMyCommands`, Discord application commands).
+/// `setMyCommands`, Discord application commands) or take commands by word (Slack's
+/// `/hermes <command>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandSpec {
     pub name: &'static str,
     pub description: &'static str,
     /// One optional free-text argument and what it means (`/deny [reason]`).
     pub argument: Option<&'static str>,
+    /// Other words for it (`start` for `help`): taken as the command where a platform reads
+    /// words, never shown in a menu.
+    pub aliases: &'static [&'static str],
 }
 
 #[cfg(test)]

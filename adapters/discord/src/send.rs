@@ -499,6 +499,7 @@ mod tests {
             name: "deny",
             description: "Refuse",
             argument: Some("reason"),
+            aliases: &[],
         }]);
         assert_eq!(list[0]["options"][0]["name"], "details");
         assert_eq!(list[1]["name"], "ask");

@@ -33,7 +33,6 @@ use slack_morphism::prelude::*;
 use tokio::sync::watch;
 
 pub use mrkdwn::render as render_mrkdwn;
-pub use normalize::COMMANDS as HERMES_SUBCOMMANDS;
 pub use send::{MAX_MESSAGE_LEN, SlackSender};
 pub use settings::{Mode, SlackSettings, settings};
 
@@ -66,12 +65,14 @@ impl SlackAdapter {
         let open = Open::default();
         let liveness = Liveness::default();
         let (me, me_rx) = watch::channel(None);
+        let commands = normalize::Commands::default();
         Ok(SlackAdapter {
             sender: Arc::new(SlackSender::new(
                 client.clone(),
                 token.clone(),
                 open.clone(),
                 &settings.api_base_url,
+                commands.clone(),
             )),
             receiver: Arc::new(Receiver {
                 client: client.clone(),
@@ -81,6 +82,7 @@ impl SlackAdapter {
                 open,
                 liveness: liveness.clone(),
                 names: Mutex::new(HashMap::new()),
+                commands,
             }),
             settings: settings.clone(),
             client,

@@ -8,9 +8,11 @@
 //! `app_mention` (with two `event_id`s); events are therefore known by channel and `ts`,
 //! so the inbox records the message once.
 
+use std::sync::{Arc, RwLock};
+
 use hermes_adapter::{
-    Attachment, Author, ChatKind, ChatRef, CommandCall, Inbound, InboundKind, InboundMessage,
-    MediaKind, Platform, Press,
+    Attachment, Author, ChatKind, ChatRef, CommandCall, CommandSpec, Inbound, InboundKind,
+    InboundMessage, MediaKind, Platform, Press,
 };
 use slack_morphism::prelude::*;
 
@@ -22,26 +24,29 @@ pub struct Me {
     pub user_id: String,
 }
 
-/// The gateway commands `/hermes <command>` maps to; other text is a question.
-pub const COMMANDS: &[&str] = &[
-    "new",
-    "reset",
-    "stop",
-    "status",
-    "help",
-    "start",
-    "approve",
-    "deny",
-    "model",
-    "usage",
-    "retry",
-    "undo",
-    "compress",
-    "title",
-    "personality",
-    "verbose",
-    "sethome",
-];
+/// The words `/hermes <word>` takes as the gateway's commands (their names and aliases),
+/// as the daemon registered them (`register_commands`, at start-up); other text, and any
+/// text before the daemon registered them, is a question.
+#[derive(Clone, Default)]
+pub struct Commands(Arc<RwLock<Vec<String>>>);
+
+impl Commands {
+    pub fn set(&self, specs: &[CommandSpec]) {
+        let words = specs
+            .iter()
+            .flat_map(|c| std::iter::once(c.name).chain(c.aliases.iter().copied()))
+            .map(str::to_ascii_lowercase)
+            .collect();
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = words;
+    }
+
+    /// Whether `word` (any case, with or without its slash) is one of them.
+    pub fn contains(&self, word: &str) -> bool {
+        let word = word.trim_start_matches('/').to_ascii_lowercase();
+        let words = self.0.read().unwrap_or_else(|e| e.into_inner());
+        words.contains(&word)
+    }
+}
 
 /// A message the gateway answers, from whichever event carried it.
 struct Said<'a> {
@@ -232,15 +237,15 @@ pub fn press(event: &SlackInteractionBlockActionsEvent) -> Option<Inbound> {
 /// answer goes through its `response_url` (handle `slack-response-private:<trigger id>`).
 /// Slack sends slash commands without a thread, so a command in a channel acts where the
 /// person last talked to the bot there (`thread`: their latest thread in that channel).
-pub fn command(event: &SlackCommandEvent, thread: Option<String>) -> Inbound {
+pub fn command(event: &SlackCommandEvent, thread: Option<String>, commands: &Commands) -> Inbound {
     let team = event.team_id.to_string();
     let channel = event.channel_id.to_string();
     let id = event.trigger_id.to_string();
     let text = event.text.as_deref().unwrap_or("").trim();
     let (first, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
     let first = first.trim_start_matches('/').to_ascii_lowercase();
-    let handle = open::handle(&id, is_private(event));
-    let kind = if COMMANDS.contains(&first.as_str()) {
+    let handle = open::handle(&id, is_private(event, commands));
+    let kind = if commands.contains(&first) {
         InboundKind::Command(CommandCall {
             name: first,
             args: rest.trim().to_owned(),
@@ -273,10 +278,10 @@ pub fn command(event: &SlackCommandEvent, thread: Option<String>) -> Inbound {
 }
 
 /// Whether a command's answers are only for the person: all but a question.
-pub fn is_private(event: &SlackCommandEvent) -> bool {
+pub fn is_private(event: &SlackCommandEvent, commands: &Commands) -> bool {
     let text = event.text.as_deref().unwrap_or("").trim();
     let first = text.split_whitespace().next().unwrap_or("");
-    COMMANDS.contains(&first.trim_start_matches('/').to_ascii_lowercase().as_str())
+    commands.contains(first)
 }
 
 fn person(user: &str) -> Author {

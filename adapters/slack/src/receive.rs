@@ -38,6 +38,8 @@ pub struct Receiver {
     pub liveness: Liveness,
     /// Display names by user id.
     pub names: Mutex<HashMap<String, String>>,
+    /// The gateway's commands, as the daemon registered them.
+    pub commands: normalize::Commands,
 }
 
 /// Why an event was not recorded.
@@ -115,7 +117,7 @@ impl Receiver {
     ) -> Result<(), NotRecorded> {
         self.liveness.beat();
         // Only a command's private answers go through the response URL.
-        if normalize::is_private(event) {
+        if normalize::is_private(event, &self.commands) {
             self.open.response(
                 event.trigger_id.as_ref(),
                 Response {
@@ -126,7 +128,8 @@ impl Receiver {
         let thread = self
             .open
             .last_thread(event.channel_id.as_ref(), event.user_id.as_ref());
-        self.record(sink, normalize::command(event, thread)).await
+        self.record(sink, normalize::command(event, thread, &self.commands))
+            .await
     }
 
     async fn record(&self, sink: &dyn InboundSink, event: Inbound) -> Result<(), NotRecorded> {

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use hermes_adapter::{
-    Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, ChoiceStyle, Delivered, FetchError,
-    LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender, RateLimit,
-    SendError, SendOnce, WorkingIndicator, WorkingPhase, async_trait, read_capped,
+    Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, ChoiceStyle, CommandSpec, Delivered,
+    FetchError, LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender,
+    RateLimit, SendError, SendOnce, WorkingIndicator, WorkingPhase, async_trait, read_capped,
 };
 use serde_json::{Value, json};
 use slack_morphism::prelude::*;
@@ -64,6 +64,8 @@ pub struct SlackSender {
     /// The Web API's host: files may come from it too (a proxy, a fake).
     api_host: Option<String>,
     assistant: AtomicU8,
+    /// Filled by `register_commands`, read by the receiver for `/hermes <word>`.
+    commands: crate::normalize::Commands,
 }
 
 impl SlackSender {
@@ -72,11 +74,13 @@ impl SlackSender {
         token: SlackApiToken,
         open: Open,
         api_base_url: &str,
+        commands: crate::normalize::Commands,
     ) -> Self {
         SlackSender {
             client,
             token,
             open,
+            commands,
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(Duration::from_secs(10))
@@ -442,6 +446,13 @@ impl SlackSender {
 impl PlatformSender for SlackSender {
     fn platform(&self) -> Platform {
         Platform::Slack
+    }
+
+    /// Slack has no menu to fill (the app's one `/hermes` command is in its manifest):
+    /// the words `/hermes` takes as commands are kept for the receiver.
+    async fn register_commands(&self, commands: &[CommandSpec]) -> Result<(), SendError> {
+        self.commands.set(commands);
+        Ok(())
     }
 
     fn capabilities(&self) -> &Capabilities {

@@ -24,7 +24,6 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 
 pub use classes::{Class, named};
-pub(crate) use paths::SHELL_STARTUP;
 pub use paths::{Place, protected_places};
 pub use text::normalise;
 

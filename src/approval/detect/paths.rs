@@ -37,22 +37,7 @@ enum Target {
     Pattern(String),
 }
 
-/// What a login or a shell runs, in the home (the confinement keeps these read-only too).
-pub(crate) const SHELL_STARTUP: &[&str] = &[
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".kshrc",
-    ".mkshrc",
-    ".inputrc",
-    ".config/fish/config.fish",
-];
+use crate::confine::layout::SHELL_STARTUP;
 
 const CREDENTIALS: &[&str] = &[
     ".netrc",

@@ -19,7 +19,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{Batch, Task, run_batch};
-use crate::agent::AgentRuntime;
 use crate::config::DelegationConfig;
 use crate::store::{RecordedDelegation, Store};
 use crate::tools::ToolContext;
@@ -250,7 +249,7 @@ fn report_text(id: &str, report: &Value, again: bool) -> String {
 /// its conversation told).
 pub async fn resume(
     delegations: &Arc<Delegations>,
-    agent: Weak<AgentRuntime>,
+    agent: Weak<dyn super::SubAgents>,
     config: DelegationConfig,
 ) {
     let store = &delegations.store;

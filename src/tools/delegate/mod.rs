@@ -16,16 +16,53 @@ use std::time::Instant;
 
 use futures_util::future::{BoxFuture, join_all};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use background::Delegations;
 
 use super::{Tool, ToolContext, ToolResult};
-use crate::agent::{AgentRuntime, TurnInput, TurnOutcome};
 use crate::config::DelegationConfig;
 use crate::llm::UsageByModel;
 use crate::store::RecordedDelegation;
+
+/// The one loop in the daemon that is real: the agent runs tools, and this tool runs the
+/// agent. It is this seam, implemented by `agent::AgentRuntime` and handed down to the
+/// tool (weakly: the runtime owns its tools), so `tools` never imports `agent`.
+pub trait SubAgents: Send + Sync {
+    /// Run `child` as a fresh turn in `ctx` (no history, no memory, its own budget).
+    fn run_child(&self, child: ChildTurn, ctx: ToolContext) -> BoxFuture<'_, ChildEnd>;
+}
+
+/// A sub-agent's turn, as the delegating tool asks for it.
+pub struct ChildTurn {
+    /// The task as the child reads it ([`child_prompt`]).
+    pub prompt: String,
+    /// Who and where, for its system prompt.
+    pub context: String,
+    /// Where the tokens of its model calls are added up.
+    pub usage: Arc<std::sync::Mutex<UsageByModel>>,
+    /// Tool steps it may take (`delegation.max_iterations`).
+    pub max_steps: u32,
+}
+
+/// How a sub-agent's turn ended.
+#[derive(Debug)]
+pub enum ChildOutcome {
+    Answered(String),
+    /// The step budget ran out; the text says so.
+    BudgetExhausted(String),
+    /// The provider stayed unreachable or refused; the text says why.
+    Failed(String),
+    /// Cancelled from outside (a stop, or its time ran out).
+    Cancelled,
+}
+
+/// A sub-agent's end, with the model calls it made.
+#[derive(Debug)]
+pub struct ChildEnd {
+    pub outcome: ChildOutcome,
+    pub api_calls: usize,
+}
 
 /// One sub-task.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -46,7 +83,7 @@ pub struct Batch {
 pub struct DelegateTool {
     pub config: DelegationConfig,
     /// The runtime children run on (the one this tool belongs to).
-    pub agent: Weak<AgentRuntime>,
+    pub agent: Weak<dyn SubAgents>,
     pub background: Arc<Delegations>,
 }
 
@@ -217,7 +254,7 @@ fn tasks_from(args: &Value, max: usize) -> Result<Vec<Task>, String> {
 
 /// Run every task at once as a child of `parent`'s turn.
 pub async fn run_batch(
-    agent: Arc<AgentRuntime>,
+    agent: Arc<dyn SubAgents>,
     config: DelegationConfig,
     tasks: Vec<Task>,
     parent: ToolContext,
@@ -226,7 +263,7 @@ pub async fn run_batch(
     let children = tasks
         .iter()
         .enumerate()
-        .map(|(index, task)| run_child(&agent, &config, task, index, &parent));
+        .map(|(index, task)| run_child(agent.as_ref(), &config, task, index, &parent));
     let done = join_all(children).await;
     let mut usage = UsageByModel::default();
     let mut results = Vec::new();
@@ -247,7 +284,7 @@ pub async fn run_batch(
 
 /// One child: a fresh turn with the task as its message.
 async fn run_child(
-    agent: &AgentRuntime,
+    agent: &dyn SubAgents,
     config: &DelegationConfig,
     task: &Task,
     index: usize,
@@ -264,32 +301,20 @@ async fn run_child(
         depth: parent.depth + 1,
         ..parent.clone()
     };
-    let input = TurnInput {
-        history: Vec::new(),
-        carried: Vec::new(),
-        user_text: child_prompt(task, parent.depth + 1, config.max_spawn_depth),
-        images: Vec::new(),
-        progress: None,
-        stream: None,
+    let child = ChildTurn {
+        prompt: child_prompt(task, parent.depth + 1, config.max_spawn_depth),
         context: format!(
             "You are a sub-agent working for {} (through {}); you cannot talk to them.",
             parent.author.display_name, parent.chat.platform
         ),
         usage: usage.clone(),
-        model: None,
-        personality: None,
-        memory: String::new(),
-        tool_progress: crate::config::ToolProgress::Off,
-        notices: None,
-        compaction: None,
-        max_steps: Some(config.max_iterations),
+        max_steps: config.max_iterations,
     };
-    let (_steer_tx, mut steer) = mpsc::unbounded_channel();
-    let turn = agent.run_turn(input, ctx, &mut steer);
+    let turn = agent.run_child(child, ctx);
     tokio::pin!(turn);
-    let (outcome, timed_out) = match config.child_timeout {
+    let (end, timed_out) = match config.child_timeout {
         Some(limit) => tokio::select! {
-            outcome = &mut turn => (outcome, false),
+            end = &mut turn => (end, false),
             _ = tokio::time::sleep(limit) => {
                 // Cancelled rather than dropped, so what it waits on (an approval, a
                 // command) ends properly.
@@ -301,32 +326,28 @@ async fn run_child(
     };
     let usage = std::mem::take(&mut *usage.lock().expect("usage lock"));
     let tokens: u64 = usage.0.iter().map(|(_, u)| u.prompt + u.completion).sum();
-    let (status, exit_reason, summary, messages) = match outcome {
-        TurnOutcome::Answered { reply, messages } if reply.trim().is_empty() => {
-            ("failed", "completed", "(empty)".to_owned(), messages)
+    let (status, exit_reason, summary) = match end.outcome {
+        ChildOutcome::Answered(reply) if reply.trim().is_empty() => {
+            ("failed", "completed", "(empty)".to_owned())
         }
-        TurnOutcome::Answered { reply, messages } => ("completed", "completed", reply, messages),
-        TurnOutcome::BudgetExhausted { reply, messages } => {
-            ("completed", "max_iterations", reply, messages)
-        }
-        TurnOutcome::Failed { notice, messages } => ("error", "error", notice, messages),
-        TurnOutcome::Cancelled { messages } if timed_out => (
+        ChildOutcome::Answered(reply) => ("completed", "completed", reply),
+        ChildOutcome::BudgetExhausted(reply) => ("completed", "max_iterations", reply),
+        ChildOutcome::Failed(notice) => ("error", "error", notice),
+        ChildOutcome::Cancelled if timed_out => (
             "timeout",
             "timeout",
             format!(
                 "The sub-agent ran out of time (delegation.child_timeout_seconds, {} s).",
                 config.child_timeout.map_or(0, |t| t.as_secs())
             ),
-            messages,
         ),
-        TurnOutcome::Cancelled { messages } => (
+        ChildOutcome::Cancelled => (
             "interrupted",
             "interrupted",
             "The sub-agent was stopped before it finished.".to_owned(),
-            messages,
         ),
     };
-    let api_calls = messages.iter().filter(|m| m.role == "assistant").count();
+    let api_calls = end.api_calls;
     let (summary, truncated) = capped(&summary, config.max_summary_chars);
     let mut result = json!({
         "task_index": index,

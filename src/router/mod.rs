@@ -15,116 +15,18 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 use hermes_adapter::{
-    Author, ChatKind, ChatRef, CommandCall, CommandSpec, Inbound, InboundKind, InboundMessage,
-    Outbound, Platform, Press, Wakeup,
+    Author, ChatKind, ChatRef, CommandCall, Inbound, InboundKind, InboundMessage, Outbound,
+    Platform, Press, Wakeup,
 };
 use tokio_util::task::TaskTracker;
 
+pub mod commands;
+
 use crate::approval::{ApprovalBroker, Decision, Resolution, Target, parse_choice_id};
 use crate::config::Config;
-use crate::session::{self, Directory, SessionCommand, SessionInput, SessionServices, UserInput};
+use crate::session::{self, Directory, SessionInput, SessionServices, UserInput};
 use crate::store::{InboxRow, InboxState, PairingRequestOutcome, TurnRecord};
-
-const HELP: &str = "I'm Hermes, an AI agent. Write to me and I'll answer; I can run commands on my host.\n\n\
-/new — start a fresh conversation (also /reset)\n\
-/stop — stop what I'm doing (/stop all also kills background processes)\n\
-/status — what I'm doing and which model I use\n\
-/usage — the tokens (and cost) this conversation and today took\n\
-/model [provider:model] — show or switch this chat's model (/model default goes back)\n\
-/retry — ask your last message again\n\
-/undo — take back your last message and my answer\n\
-/compress — summarise the earlier conversation to make room\n\
-/title [text] — show or set this conversation's title\n\
-/personality [name] — show or choose a personality (none goes back)\n\
-/verbose [off|new|all] — how much of my tool use you see here\n\
-/sethome — make this chat the home channel for notices\n\
-/approve [session|always] — allow the oldest command waiting for approval\n\
-/deny [reason] — refuse it\n\
-/help — this message";
-
-/// The commands above, for platforms with a command menu.
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "new",
-        description: "Start a fresh conversation",
-        argument: None,
-    },
-    CommandSpec {
-        name: "reset",
-        description: "Start a fresh conversation (same as /new)",
-        argument: None,
-    },
-    CommandSpec {
-        name: "stop",
-        description: "Stop what the agent is doing",
-        argument: Some("all: also kill background processes"),
-    },
-    CommandSpec {
-        name: "status",
-        description: "What the agent is doing and which model it uses",
-        argument: None,
-    },
-    CommandSpec {
-        name: "usage",
-        description: "The tokens this conversation and today took",
-        argument: None,
-    },
-    CommandSpec {
-        name: "model",
-        description: "Show or switch this chat's model",
-        argument: Some("provider:model, or default"),
-    },
-    CommandSpec {
-        name: "retry",
-        description: "Ask your last message again",
-        argument: None,
-    },
-    CommandSpec {
-        name: "undo",
-        description: "Take back your last message and the answer",
-        argument: None,
-    },
-    CommandSpec {
-        name: "compress",
-        description: "Summarise the earlier conversation to make room",
-        argument: None,
-    },
-    CommandSpec {
-        name: "title",
-        description: "Show or set this conversation's title",
-        argument: Some("the new title"),
-    },
-    CommandSpec {
-        name: "personality",
-        description: "Show or choose a personality",
-        argument: Some("a name, or none"),
-    },
-    CommandSpec {
-        name: "verbose",
-        description: "How much tool use is shown here",
-        argument: Some("off, new or all"),
-    },
-    CommandSpec {
-        name: "sethome",
-        description: "Make this chat the home channel for notices",
-        argument: None,
-    },
-    CommandSpec {
-        name: "approve",
-        description: "Allow the oldest command waiting for approval",
-        argument: Some("session or always"),
-    },
-    CommandSpec {
-        name: "deny",
-        description: "Refuse the oldest command waiting for approval",
-        argument: Some("reason"),
-    },
-    CommandSpec {
-        name: "help",
-        description: "What the agent can do",
-        argument: None,
-    },
-];
+use commands::Action;
 
 pub struct Router {
     config: Arc<Config>,
@@ -288,17 +190,14 @@ impl Router {
         }
 
         let (command, args) = split_command(text);
-        let session_command = |command| SessionInput::Command {
-            inbox_id: id,
-            message_id: message.message_id.clone(),
-            author: author.clone(),
-            command,
-        };
-        let input = match command.as_deref() {
-            Some("help") | Some("start") => {
-                return self.end(id, InboxState::Done, "help", reply(HELP)).await;
+        let found = command.as_deref().and_then(commands::find);
+        let input = match found.map(|c| (c, &c.action)) {
+            Some((_, Action::Help)) => {
+                return self
+                    .end(id, InboxState::Done, "help", reply(commands::help_text()))
+                    .await;
             }
-            Some("approve") => {
+            Some((_, Action::Approve)) => {
                 let Some(decision) = Decision::from_approve_args(args) else {
                     return self
                         .end(
@@ -313,28 +212,20 @@ impl Router {
                     .decide_by_text(id, chat, author, decision, message)
                     .await;
             }
-            Some("deny") => {
+            Some((_, Action::Deny)) => {
                 let reason = (!args.is_empty()).then(|| args.to_owned());
                 return self
                     .decide_by_text(id, chat, author, Decision::Deny(reason), message)
                     .await;
             }
-            Some("stop") if args.eq_ignore_ascii_case("all") => {
-                session_command(SessionCommand::StopAll)
-            }
-            Some("stop") => session_command(SessionCommand::Stop),
-            Some("new") | Some("reset") => session_command(SessionCommand::New),
-            Some("status") => session_command(SessionCommand::Status),
-            Some("usage") => session_command(SessionCommand::Usage),
-            Some("model") => session_command(SessionCommand::Model(args.to_owned())),
-            Some("retry") => session_command(SessionCommand::Retry),
-            Some("undo") => session_command(SessionCommand::Undo),
-            Some("compress") => session_command(SessionCommand::Compress),
-            Some("title") => session_command(SessionCommand::Title(args.to_owned())),
-            Some("sethome") | Some("set_home") => session_command(SessionCommand::SetHome),
-            Some("personality") => session_command(SessionCommand::Personality(args.to_owned())),
-            Some("verbose") => session_command(SessionCommand::Verbose(args.to_owned())),
-            _ => SessionInput::Message(UserInput {
+            Some((command, Action::Session(make))) => SessionInput::Command {
+                inbox_id: id,
+                message_id: message.message_id.clone(),
+                author: author.clone(),
+                command: make(args),
+                while_busy: command.while_busy,
+            },
+            None => SessionInput::Message(UserInput {
                 inbox_id: Some(id),
                 message_id: Some(message.message_id.clone()),
                 author: author.clone(),
