@@ -232,154 +232,209 @@ async fn run(home: PathBuf) -> ExitCode {
     crate::reload::run(home, config).await
 }
 
+/// `println!`, with the line passed through [`secrets::scrub`] first: check-config's output
+/// is pasted into bug reports, so every line of it is scrubbed.
+macro_rules! scrubbed_println {
+    ($($arg:tt)*) => {
+        ::std::println!("{}", secrets::scrub(&format!($($arg)*)))
+    };
+}
+
+/// `check-config`: explain the effective configuration (secrets masked) and every problem
+/// in it; fails with [`EXIT_CONFIG`] when there is an error.
 fn check_config(home: PathBuf, runtime: &tokio::runtime::Runtime) -> ExitCode {
     let loaded = config::load(&home);
     loaded.remember_secrets();
     let mut problems = loaded.problems.clone();
-    // Every line scrubbed: this output is pasted into bug reports.
-    macro_rules! println {
-        ($($arg:tt)*) => {
-            ::std::println!("{}", secrets::scrub(&format!($($arg)*)))
-        };
-    }
-    println!("hermes-gateway configuration from {}", home.display());
+    scrubbed_println!("hermes-gateway configuration from {}", home.display());
     if let Some(c) = &loaded.config {
-        println!("\nEffective settings:");
-        println!("  model.provider = {}", c.model.provider);
-        println!("  model.default = {}", c.model.model);
-        println!("  model.base_url = {}", c.model.base_url);
-        println!(
-            "  model.api_key = {}",
-            c.model
-                .api_key
-                .as_ref()
-                .map_or("(none)".into(), |k| k.masked())
-        );
-        println!(
-            "  model dialect = {}",
-            match c.model.dialect {
-                crate::config::Dialect::OpenAi => "OpenAI chat completions",
-                crate::config::Dialect::Anthropic => "Anthropic Messages",
-            }
-        );
-        println!("  model.context_length = {}", c.model.context_length);
-        if let Some(effort) = &c.model.reasoning_effort {
-            println!("  agent.reasoning_effort = {effort}");
-        }
-        for (i, f) in c.fallbacks.iter().enumerate() {
-            println!(
-                "  fallback {} = {} ({}) at {}, key {}",
-                i + 1,
-                f.model,
-                f.provider,
-                f.base_url,
-                f.api_key.as_ref().map_or("(none)".into(), |k| k.masked())
-            );
-        }
-        println!(
-            "  compression = {}",
-            if c.compression.enabled {
-                format!(
-                    "on at {:.0}% of the context, summaries by {}",
-                    c.compression.threshold * 100.0,
-                    c.compression.model.model
-                )
-            } else {
-                "off".into()
-            }
-        );
-        println!("  agent.max_turns = {}", c.agent.max_turns);
-        println!("  display.busy_input_mode = {}", c.busy_mode.as_str());
-        println!("  terminal.cwd = {}", c.terminal.cwd.display());
-        println!("  terminal.timeout = {}s", c.terminal.timeout.as_secs());
-        // Tried for real: a jail is made and a command run in it.
-        let confinement =
-            std::sync::Arc::new(crate::confine::Confinement::new(&c.terminal, &c.home));
-        let level = runtime.block_on(confinement.level()).clone();
-        println!(
-            "  terminal.sandbox = {} ({})",
-            c.terminal.sandbox.as_str(),
-            level.describe(c.terminal.network)
-        );
-        if let Some(warning) = runtime.block_on(confinement.warning()) {
-            problems.push(match c.terminal.sandbox {
-                crate::config::SandboxMode::Required => {
-                    crate::config::Problem::error("terminal.sandbox", warning)
-                }
-                _ => crate::config::Problem::warning("terminal.sandbox", warning),
-            });
-        }
-        println!("  database = {}", c.database_path().display());
-        match c.http.listen {
-            Some(addr) => {
-                println!("  http.listen = {addr} (webhooks, /healthz, /readyz, /status, /metrics)")
-            }
-            None => println!("  http.listen = off"),
-        }
-        for platform in hermes_adapter::Platform::ALL {
-            match c.platform(platform) {
-                Some(settings) => {
-                    println!("  platforms.{platform}: enabled");
-                    for (key, value) in settings.describe() {
-                        println!("    {key} = {value}");
-                    }
-                    let access = settings.access();
-                    println!(
-                        "    allowed users = {:?}{}",
-                        access.allowed,
-                        if access.allow_all {
-                            " (everyone is allowed)"
-                        } else {
-                            ""
-                        }
-                    );
-                }
-                None => println!("  platforms.{platform}: off"),
-            }
-        }
-        let a = &c.access;
-        println!(
-            "  allowed users on every platform: {:?}, allow all: {}",
-            a.gateway_allowed, a.gateway_allow_all
-        );
-        if !c.has_platform() {
-            println!(
-                "\nNo chat platform is enabled: `run` would exit. Set TELEGRAM_BOT_TOKEN in .env."
-            );
-        }
-        if !c.mcp_servers.is_empty() {
-            // Each server is started, asked for its tools, and stopped again, so a server
-            // that cannot start is found here rather than in the first chat.
-            println!("\nMCP servers (started to check them):");
-            let mcp = crate::mcp::Mcp::new(c.mcp_servers.clone(), confinement.clone());
-            let health = runtime.block_on(async {
-                mcp.start_all_and_wait().await;
-                let health = mcp.health();
-                mcp.shutdown().await;
-                health
-            });
-            for (name, state) in health {
-                println!("  mcp_servers.{name}: {}", crate::mcp::describe(&state));
-            }
-        }
+        print_effective_settings(c, runtime, &mut problems);
     }
-    if !loaded.unused.is_empty() {
-        println!("\nNot used by hermes-gateway (accepted and ignored):");
-        for key in &loaded.unused {
-            println!("  {key}");
-        }
-    }
-    if !problems.is_empty() {
-        println!("\nProblems:");
-        for p in &problems {
-            println!("  {p}");
-        }
-    }
+    print_unused(&loaded.unused);
+    print_problems(&problems);
     if problems.iter().any(|p| p.severity == Severity::Error) {
         ExitCode::from(EXIT_CONFIG)
     } else {
-        println!("\nOK");
+        scrubbed_println!("\nOK");
         ExitCode::SUCCESS
+    }
+}
+
+/// The "Effective settings" part of check-config; problems found on the way (the sandbox
+/// cannot be had) are added to `problems`.
+fn print_effective_settings(
+    c: &config::Config,
+    runtime: &tokio::runtime::Runtime,
+    problems: &mut Vec<config::Problem>,
+) {
+    scrubbed_println!("\nEffective settings:");
+    print_model_settings(c);
+    let confinement = print_agent_and_terminal(c, runtime, problems);
+    print_platforms(c);
+    if !c.mcp_servers.is_empty() {
+        print_mcp_servers(c, runtime, &confinement);
+    }
+}
+
+/// The model, its fallbacks and compression.
+fn print_model_settings(c: &config::Config) {
+    scrubbed_println!("  model.provider = {}", c.model.provider);
+    scrubbed_println!("  model.default = {}", c.model.model);
+    scrubbed_println!("  model.base_url = {}", c.model.base_url);
+    scrubbed_println!(
+        "  model.api_key = {}",
+        c.model
+            .api_key
+            .as_ref()
+            .map_or("(none)".into(), |k| k.masked())
+    );
+    scrubbed_println!(
+        "  model dialect = {}",
+        match c.model.dialect {
+            crate::config::Dialect::OpenAi => "OpenAI chat completions",
+            crate::config::Dialect::Anthropic => "Anthropic Messages",
+        }
+    );
+    scrubbed_println!("  model.context_length = {}", c.model.context_length);
+    if let Some(effort) = &c.model.reasoning_effort {
+        scrubbed_println!("  agent.reasoning_effort = {effort}");
+    }
+    for (i, f) in c.fallbacks.iter().enumerate() {
+        scrubbed_println!(
+            "  fallback {} = {} ({}) at {}, key {}",
+            i + 1,
+            f.model,
+            f.provider,
+            f.base_url,
+            f.api_key.as_ref().map_or("(none)".into(), |k| k.masked())
+        );
+    }
+    scrubbed_println!(
+        "  compression = {}",
+        if c.compression.enabled {
+            format!(
+                "on at {:.0}% of the context, summaries by {}",
+                c.compression.threshold * 100.0,
+                c.compression.model.model
+            )
+        } else {
+            "off".into()
+        }
+    );
+}
+
+/// The agent's and the terminal's settings, with the sandbox tried for real; its warning,
+/// if any, goes into `problems`. Returns the confinement, for the MCP servers' check.
+fn print_agent_and_terminal(
+    c: &config::Config,
+    runtime: &tokio::runtime::Runtime,
+    problems: &mut Vec<config::Problem>,
+) -> std::sync::Arc<crate::confine::Confinement> {
+    scrubbed_println!("  agent.max_turns = {}", c.agent.max_turns);
+    scrubbed_println!("  display.busy_input_mode = {}", c.busy_mode.as_str());
+    scrubbed_println!("  terminal.cwd = {}", c.terminal.cwd.display());
+    scrubbed_println!("  terminal.timeout = {}s", c.terminal.timeout.as_secs());
+    // Tried for real: a jail is made and a command run in it.
+    let confinement = std::sync::Arc::new(crate::confine::Confinement::new(&c.terminal, &c.home));
+    let level = runtime.block_on(confinement.level()).clone();
+    scrubbed_println!(
+        "  terminal.sandbox = {} ({})",
+        c.terminal.sandbox.as_str(),
+        level.describe(c.terminal.network)
+    );
+    if let Some(warning) = runtime.block_on(confinement.warning()) {
+        problems.push(match c.terminal.sandbox {
+            crate::config::SandboxMode::Required => {
+                crate::config::Problem::error("terminal.sandbox", warning)
+            }
+            _ => crate::config::Problem::warning("terminal.sandbox", warning),
+        });
+    }
+    confinement
+}
+
+/// The database, the HTTP listener, each chat platform and who may use it.
+fn print_platforms(c: &config::Config) {
+    scrubbed_println!("  database = {}", c.database_path().display());
+    match c.http.listen {
+        Some(addr) => {
+            scrubbed_println!(
+                "  http.listen = {addr} (webhooks, /healthz, /readyz, /status, /metrics)"
+            )
+        }
+        None => scrubbed_println!("  http.listen = off"),
+    }
+    for platform in hermes_adapter::Platform::ALL {
+        match c.platform(platform) {
+            Some(settings) => {
+                scrubbed_println!("  platforms.{platform}: enabled");
+                for (key, value) in settings.describe() {
+                    scrubbed_println!("    {key} = {value}");
+                }
+                let access = settings.access();
+                scrubbed_println!(
+                    "    allowed users = {:?}{}",
+                    access.allowed,
+                    if access.allow_all {
+                        " (everyone is allowed)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            None => scrubbed_println!("  platforms.{platform}: off"),
+        }
+    }
+    let a = &c.access;
+    scrubbed_println!(
+        "  allowed users on every platform: {:?}, allow all: {}",
+        a.gateway_allowed,
+        a.gateway_allow_all
+    );
+    if !c.has_platform() {
+        scrubbed_println!(
+            "\nNo chat platform is enabled: `run` would exit. Set TELEGRAM_BOT_TOKEN in .env."
+        );
+    }
+}
+
+/// Each MCP server is started, asked for its tools, and stopped again, so a server that
+/// cannot start is found here rather than in the first chat.
+fn print_mcp_servers(
+    c: &config::Config,
+    runtime: &tokio::runtime::Runtime,
+    confinement: &std::sync::Arc<crate::confine::Confinement>,
+) {
+    scrubbed_println!("\nMCP servers (started to check them):");
+    let mcp = crate::mcp::Mcp::new(c.mcp_servers.clone(), confinement.clone());
+    let health = runtime.block_on(async {
+        mcp.start_all_and_wait().await;
+        let health = mcp.health();
+        mcp.shutdown().await;
+        health
+    });
+    for (name, state) in health {
+        scrubbed_println!("  mcp_servers.{name}: {}", crate::mcp::describe(&state));
+    }
+}
+
+/// The keys hermes-gateway accepts but does not use.
+fn print_unused(unused: &[String]) {
+    if !unused.is_empty() {
+        scrubbed_println!("\nNot used by hermes-gateway (accepted and ignored):");
+        for key in unused {
+            scrubbed_println!("  {key}");
+        }
+    }
+}
+
+/// Every problem found, errors and warnings alike.
+fn print_problems(problems: &[config::Problem]) {
+    if !problems.is_empty() {
+        scrubbed_println!("\nProblems:");
+        for p in problems {
+            scrubbed_println!("  {p}");
+        }
     }
 }
 

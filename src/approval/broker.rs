@@ -278,6 +278,9 @@ impl ApprovalBroker {
             .len()
     }
 
+    /// Ask a person about `command`: record the request, send the prompt, wait for a
+    /// decision (or the timeout, or the turn's cancellation) and settle on the outcome.
+    /// `Err` when the request could not be recorded or the prompt could not be sent.
     async fn ask(
         &self,
         ctx: &CheckContext<'_>,
@@ -290,6 +293,27 @@ impl ApprovalBroker {
             .store
             .approval_create(ctx.session_key, ctx.chat, command, &keys)
             .await?;
+        let rows = self.prompt_rows(id, ctx, command, dangers, whole);
+        // Listed before the prompt can go out, so an early press finds it.
+        let decision = self.list_pending(id, ctx);
+        let prompt_row = self.send_prompt(id, ctx, rows).await?;
+        tracing::info!(id, command, "approval: waiting for a person");
+        let ending = self.wait_for_ending(id, ctx, decision).await;
+        Ok(self
+            .conclude(id, ctx, command, dangers, prompt_row, ending)
+            .await)
+    }
+
+    /// The outbox rows of request `id`'s prompt, with the choices (where the platform has
+    /// them) on the last one.
+    fn prompt_rows(
+        &self,
+        id: i64,
+        ctx: &CheckContext<'_>,
+        command: &str,
+        dangers: &[Danger],
+        whole: bool,
+    ) -> Vec<crate::store::NewOutboxRow> {
         let limits = self
             .delivery
             .sender(ctx.chat.platform)
@@ -308,8 +332,12 @@ impl ApprovalBroker {
         if let Some(last) = rows.last_mut() {
             last.choices = choices;
         }
-        // Listed before the prompt can go out, so an early press finds it.
-        let (decide, mut decision) = oneshot::channel();
+        rows
+    }
+
+    /// Put request `id` on the pending list; the other end hears the person's verdict.
+    fn list_pending(&self, id: i64, ctx: &CheckContext<'_>) -> oneshot::Receiver<Verdict> {
+        let (decide, decision) = oneshot::channel();
         self.pending.lock().expect("pending lock").insert(
             id,
             Pending {
@@ -319,14 +347,26 @@ impl ApprovalBroker {
                 decide,
             },
         );
-        let withdraw = |why| {
-            self.pending.lock().expect("pending lock").remove(&id);
-            why
-        };
+        decision
+    }
+
+    /// Take request `id` off the pending list (it was never asked after all).
+    fn withdraw(&self, id: i64) {
+        self.pending.lock().expect("pending lock").remove(&id);
+    }
+
+    /// Queue the prompt `rows` of request `id` and tie the request to it; the prompt's
+    /// outbox row, if any. On failure the request is withdrawn and recorded as cancelled.
+    async fn send_prompt(
+        &self,
+        id: i64,
+        ctx: &CheckContext<'_>,
+        rows: Vec<crate::store::NewOutboxRow>,
+    ) -> Result<Option<i64>, crate::store::StoreError> {
         let prompt_row = match self.delivery.queue(rows).await {
             Ok(ids) => ids.last().copied(),
             Err(e) => {
-                let e = withdraw(e);
+                self.withdraw(id);
                 let _ = self.store.approval_decide(id, "cancelled", None).await;
                 return Err(e);
             }
@@ -335,7 +375,7 @@ impl ApprovalBroker {
             if let Err(e) = self.store.approval_set_prompt(id, row).await {
                 // Nobody could ever settle a request the store does not tie to its prompt:
                 // take the choices back off the prompt and give up on it.
-                let e = withdraw(e);
+                self.withdraw(id);
                 let _ = self.store.approval_decide(id, "cancelled", None).await;
                 self.show_outcome(
                     ctx.chat,
@@ -349,8 +389,17 @@ impl ApprovalBroker {
                 p.prompt_row = Some(row);
             }
         }
-        tracing::info!(id, command, "approval: waiting for a person");
+        Ok(prompt_row)
+    }
 
+    /// Wait for request `id` to end: a person's verdict (through `decision`), the
+    /// timeout, or the turn's cancellation.
+    async fn wait_for_ending(
+        &self,
+        id: i64,
+        ctx: &CheckContext<'_>,
+        mut decision: oneshot::Receiver<Verdict>,
+    ) -> Ending {
         let ending = tokio::select! {
             verdict = &mut decision => match verdict {
                 Ok(v) => Ending::Decided(v.decision, v.by, Some(v.outcome)),
@@ -376,15 +425,12 @@ impl ApprovalBroker {
             }
         };
         // A decision never starts a command whose turn was stopped meanwhile.
-        let ending = match ending {
+        match ending {
             Ending::Decided(_, _, outcome) if ctx.cancel.is_cancelled() => {
                 Ending::Cancelled(outcome)
             }
             other => other,
-        };
-        Ok(self
-            .conclude(id, ctx, command, dangers, prompt_row, ending)
-            .await)
+        }
     }
 
     async fn conclude(

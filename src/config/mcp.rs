@@ -89,140 +89,196 @@ pub(super) fn read_mcp_servers(
     };
     let mut out = Vec::new();
     for (name, entry) in servers {
-        let key = format!("mcp_servers.{name}");
-        let Value::Object(entry) = entry else {
-            problems.push(Problem::error(key, "expected the server's settings"));
-            continue;
-        };
-        if !boolish(entry.get("enabled")).unwrap_or(true) {
-            continue;
+        if let Some(server) = read_server(name, entry, env, problems) {
+            out.push(server);
         }
-        let text = |field: &str| -> Option<String> {
-            entry
-                .get(field)
-                .and_then(Value::as_str)
-                .map(|s| interpolate(s.trim(), env))
-                .filter(|s| !s.is_empty())
-        };
-        let pairs = |field: &str, problems: &mut Vec<Problem>| -> Vec<(String, String)> {
-            match entry.get(field) {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Object(map)) => map
-                    .iter()
-                    .map(|(k, v)| {
-                        let v = match v {
-                            Value::String(s) => s.clone(),
-                            other => other.to_string(),
-                        };
-                        (k.clone(), interpolate(&v, env))
-                    })
-                    .collect(),
-                Some(_) => {
-                    problems.push(Problem::error(
-                        format!("{key}.{field}"),
-                        "expected a mapping of name: value",
-                    ));
-                    Vec::new()
-                }
+    }
+    out
+}
+
+/// The server `name` of `mcp_servers`; `None` when it is disabled, or wrong (with the
+/// problem added to `problems`).
+fn read_server(
+    name: String,
+    entry: Value,
+    env: &EnvVars,
+    problems: &mut Vec<Problem>,
+) -> Option<McpServerConfig> {
+    let key = format!("mcp_servers.{name}");
+    let Value::Object(settings) = entry else {
+        problems.push(Problem::error(key, "expected the server's settings"));
+        return None;
+    };
+    if !boolish(settings.get("enabled")).unwrap_or(true) {
+        return None;
+    }
+    let server = Entry {
+        key,
+        settings: &settings,
+        env,
+    };
+    let transport = server.transport(problems)?;
+    if matches!(
+        settings.get("transport").and_then(Value::as_str),
+        Some("sse")
+    ) {
+        problems.push(Problem::warning(
+            format!("{}.transport", server.key),
+            "the old SSE transport is not supported; the server is reached over Streamable HTTP",
+        ));
+    }
+    Some(McpServerConfig {
+        timeout: server.seconds("timeout", 300, problems),
+        connect_timeout: server.seconds("connect_timeout", 60, problems),
+        include: server.names("include"),
+        exclude: server.names("exclude"),
+        parallel: boolish(settings.get("supports_parallel_tool_calls")).unwrap_or(false),
+        lazy: boolish(settings.get("lazy")).unwrap_or(false),
+        name,
+        transport,
+    })
+}
+
+/// One server's settings, with what reading them needs.
+struct Entry<'a> {
+    /// `mcp_servers.NAME`: where its problems are reported.
+    key: String,
+    settings: &'a serde_json::Map<String, Value>,
+    /// For the `${VAR}`s in its values.
+    env: &'a EnvVars,
+}
+
+impl Entry<'_> {
+    /// The string `field`, trimmed, with its variables read; `None` when missing or empty.
+    fn text(&self, field: &str) -> Option<String> {
+        self.settings
+            .get(field)
+            .and_then(Value::as_str)
+            .map(|s| interpolate(s.trim(), self.env))
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The mapping `field` (`env`, `headers`) as name and value pairs, with the values'
+    /// variables read.
+    fn pairs(&self, field: &str, problems: &mut Vec<Problem>) -> Vec<(String, String)> {
+        match self.settings.get(field) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (k.clone(), interpolate(&v, self.env))
+                })
+                .collect(),
+            Some(_) => {
+                problems.push(Problem::error(
+                    format!("{}.{field}", self.key),
+                    "expected a mapping of name: value",
+                ));
+                Vec::new()
             }
-        };
-        let transport = match (text("command"), text("url")) {
+        }
+    }
+
+    /// How the server is reached: `command` (stdio) or `url` (HTTP). `None` when it has
+    /// neither or both, or they are wrong (with the problem added to `problems`).
+    fn transport(&self, problems: &mut Vec<Problem>) -> Option<McpTransport> {
+        match (self.text("command"), self.text("url")) {
             (Some(command), None) => {
-                let args = match entry.get("args") {
-                    None | Some(Value::Null) => Vec::new(),
-                    Some(Value::Array(items)) => items
-                        .iter()
-                        .map(|a| match a {
-                            Value::String(s) => interpolate(s, env),
-                            other => other.to_string(),
-                        })
-                        .collect(),
-                    Some(_) => {
-                        problems.push(Problem::error(
-                            format!("{key}.args"),
-                            "expected a list of arguments",
-                        ));
-                        continue;
-                    }
-                };
-                McpTransport::Stdio {
+                let args = self.args(problems)?;
+                Some(McpTransport::Stdio {
                     command,
                     args,
-                    env: pairs("env", problems),
-                }
+                    env: self.pairs("env", problems),
+                })
             }
             (None, Some(url)) => {
                 if let Err(why) = validate_http_url(&url) {
-                    problems.push(Problem::error(format!("{key}.url"), why));
-                    continue;
+                    problems.push(Problem::error(format!("{}.url", self.key), why));
+                    return None;
                 }
-                McpTransport::Http {
+                Some(McpTransport::Http {
                     url,
-                    headers: pairs("headers", problems),
-                }
+                    headers: self.pairs("headers", problems),
+                })
             }
             (Some(_), Some(_)) => {
                 problems.push(Problem::error(
-                    key,
+                    self.key.as_str(),
                     "has both `command` and `url`; give one (stdio or HTTP)",
                 ));
-                continue;
+                None
             }
             (None, None) => {
                 problems.push(Problem::error(
-                    key,
+                    self.key.as_str(),
                     "needs `command` (a stdio server) or `url` (an HTTP server)",
                 ));
-                continue;
+                None
             }
-        };
-        if matches!(entry.get("transport").and_then(Value::as_str), Some("sse")) {
-            problems.push(Problem::warning(
-                format!("{key}.transport"),
-                "the old SSE transport is not supported; the server is reached over Streamable HTTP",
-            ));
         }
-        let seconds = |field: &str, default: u64, problems: &mut Vec<Problem>| -> Duration {
-            match entry.get(field) {
-                None | Some(Value::Null) => Duration::from_secs(default),
-                Some(v) => match v.as_f64().filter(|s| *s > 0.0) {
-                    Some(s) => Duration::from_secs_f64(s.min(86_400.0)),
-                    None => {
-                        problems.push(Problem::error(
-                            format!("{key}.{field}"),
-                            "expected a number of seconds",
-                        ));
-                        Duration::from_secs(default)
-                    }
-                },
-            }
-        };
-        let names = |field: &str| -> Vec<String> {
-            entry
-                .get("tools")
-                .and_then(|t| t.get(field))
-                .and_then(Value::as_array)
-                .map(|items| {
-                    items
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        out.push(McpServerConfig {
-            timeout: seconds("timeout", 300, problems),
-            connect_timeout: seconds("connect_timeout", 60, problems),
-            include: names("include"),
-            exclude: names("exclude"),
-            parallel: boolish(entry.get("supports_parallel_tool_calls")).unwrap_or(false),
-            lazy: boolish(entry.get("lazy")).unwrap_or(false),
-            name,
-            transport,
-        });
     }
-    out
+
+    /// A stdio server's `args`, with their variables read; `None` when they are not a list
+    /// (with the problem added to `problems`).
+    fn args(&self, problems: &mut Vec<Problem>) -> Option<Vec<String>> {
+        match self.settings.get("args") {
+            None | Some(Value::Null) => Some(Vec::new()),
+            Some(Value::Array(items)) => Some(
+                items
+                    .iter()
+                    .map(|a| match a {
+                        Value::String(s) => interpolate(s, self.env),
+                        other => other.to_string(),
+                    })
+                    .collect(),
+            ),
+            Some(_) => {
+                problems.push(Problem::error(
+                    format!("{}.args", self.key),
+                    "expected a list of arguments",
+                ));
+                None
+            }
+        }
+    }
+
+    /// The duration `field` in seconds (at most a day), `default` when it is not given or
+    /// not a positive number.
+    fn seconds(&self, field: &str, default: u64, problems: &mut Vec<Problem>) -> Duration {
+        match self.settings.get(field) {
+            None | Some(Value::Null) => Duration::from_secs(default),
+            Some(v) => match v.as_f64().filter(|s| *s > 0.0) {
+                Some(s) => Duration::from_secs_f64(s.min(86_400.0)),
+                None => {
+                    problems.push(Problem::error(
+                        format!("{}.{field}", self.key),
+                        "expected a number of seconds",
+                    ));
+                    Duration::from_secs(default)
+                }
+            },
+        }
+    }
+
+    /// The tool names in `tools.FIELD` (`include`, `exclude`).
+    fn names(&self, field: &str) -> Vec<String> {
+        self.settings
+            .get("tools")
+            .and_then(|t| t.get(field))
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// `true`/`false`, also as `"yes"`, `"off"`… (Hermes' `_parse_boolish`).

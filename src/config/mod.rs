@@ -7,6 +7,7 @@
 mod env;
 mod mcp;
 mod models;
+mod sections;
 mod source;
 mod types;
 mod yaml;
@@ -19,14 +20,10 @@ pub use models::{
 };
 pub use types::*;
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_adapter::PlatformSettings;
-
-use yaml::{YamlReader, split_list};
+use yaml::YamlReader;
 
 /// The outcome of reading the configuration.
 pub struct Loaded {
@@ -129,7 +126,8 @@ const KNOWN_VARIABLES: &[&str] = &[
     "FIRECRAWL_API_URL",
 ];
 
-/// Read the configuration from text (testable without files).
+/// Read the configuration from text (testable without files): each section in turn,
+/// then the platforms, then what was left unread and what must never be shown.
 pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let mut problems = Vec::new();
     let mut y = match YamlReader::parse(yaml_text) {
@@ -142,289 +140,35 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             YamlReader::parse("").expect("empty YAML parses")
         }
     };
-
-    let (model, provider_keys) = match models::read_model(&mut y, env, &mut problems) {
-        Some((model, keys)) => (Some(model), keys),
-        None => (None, ProviderKeys::default()),
-    };
-    let vision = model
-        .as_ref()
-        .map(|main| models::read_vision(&mut y, main, &mut problems));
-    let mut key_env_names = Vec::new();
-    let fallbacks = model
-        .as_ref()
-        .map(|main| {
-            models::read_fallbacks(
-                &mut y,
-                env,
-                &provider_keys,
-                main,
-                &mut problems,
-                &mut key_env_names,
-            )
-        })
-        .unwrap_or_default();
-    let compression = model
-        .as_ref()
-        .map(|main| models::read_compression(&mut y, main, &mut problems));
-    let personalities = models::read_personalities(&mut y, &mut problems);
-    let agent = AgentConfig {
-        max_turns: env
-            .value("HERMES_MAX_ITERATIONS")
-            .and_then(|v| match v.parse() {
-                Ok(n) => Some(n),
-                Err(_) => {
-                    problems.push(Problem::error(
-                        "HERMES_MAX_ITERATIONS",
-                        format!("expected a whole number, found {v:?}"),
-                    ));
-                    None
-                }
-            })
-            .or_else(|| y.number("agent.max_turns", &mut problems).map(|n| n as u32))
-            .unwrap_or(90)
-            .max(1),
-        system_prompt: y.string("agent.system_prompt", &mut problems),
-        toolsets: read_toolsets(&mut y, &mut problems),
-        web: read_web(&mut y, env, &mut problems),
-        cron_min_interval: y
-            .number("cron.min_interval", &mut problems)
-            .unwrap_or(60)
-            .max(1) as i64,
-        provider_outage_wait: Duration::from_secs(
-            y.number("agent.provider_outage_wait", &mut problems)
-                .unwrap_or(900),
-        ),
-        clarify_timeout: Duration::from_secs(
-            y.number("agent.clarify_timeout", &mut problems)
-                .unwrap_or(3_600)
-                .max(1),
-        ),
-        timezone: y.string("timezone", &mut problems).filter(|tz| {
-            let known = jiff::tz::TimeZone::get(tz).is_ok();
-            if !known {
-                problems.push(Problem::warning(
-                    "timezone",
-                    format!(
-                        "{tz:?} is not a time zone this host knows; scheduled jobs use the host's"
-                    ),
-                ));
-            }
-            known
-        }),
-        personalities,
-        stt: read_stt(
-            &mut y,
-            env,
-            model.as_ref().map(|m| m.provider.as_str()),
-            &mut problems,
-        ),
-        streaming: read_streaming(&mut y, &mut problems),
-        tool_progress: match y.string("display.tool_progress", &mut problems).as_deref() {
-            None | Some("off") | Some("false") => ToolProgress::Off,
-            Some("new") => ToolProgress::New,
-            Some("all") | Some("verbose") | Some("true") => ToolProgress::All,
-            Some(other) => {
-                problems.push(Problem::error(
-                    "display.tool_progress",
-                    format!("{other:?} is not a progress mode; use off, new or all"),
-                ));
-                ToolProgress::Off
-            }
-        },
-        image_input: match y.string("agent.image_input_mode", &mut problems) {
-            None => ImageInputMode::Auto,
-            Some(mode) => ImageInputMode::parse(&mode).unwrap_or_else(|| {
-                problems.push(Problem::error(
-                    "agent.image_input_mode",
-                    format!("{mode:?} is not an image input mode; use auto, native or text"),
-                ));
-                ImageInputMode::Auto
-            }),
-        },
-    };
-    let busy_mode = match y
-        .string("display.busy_input_mode", &mut problems)
-        .as_deref()
-    {
-        None | Some("interrupt") => BusyMode::Interrupt,
-        Some("queue") => BusyMode::Queue,
-        Some("steer") => BusyMode::Steer,
-        Some(other) => {
-            problems.push(Problem::error(
-                "display.busy_input_mode",
-                format!("{other:?} is not a busy mode; use interrupt, queue or steer"),
-            ));
-            BusyMode::Interrupt
-        }
-    };
-    let terminal = read_terminal(&mut y, env, home, &mut problems);
-    let access = AccessConfig {
-        gateway_allowed: env
-            .value("GATEWAY_ALLOWED_USERS")
-            .map(|v| split_list(&v))
-            .unwrap_or_default(),
-        gateway_allow_all: env
-            .value("GATEWAY_ALLOW_ALL_USERS")
-            .is_some_and(|v| is_truthy(&v)),
-    };
-    let sessions = SessionConfig {
-        group_sessions_per_user: y
-            .boolean("group_sessions_per_user", &mut problems)
-            .unwrap_or(true),
-        thread_sessions_per_user: y
-            .boolean("thread_sessions_per_user", &mut problems)
-            .unwrap_or(false),
-    };
-    let mut rate = |key: &str, problems: &mut Vec<Problem>| {
-        y.string(key, problems)
-            .and_then(|v| match v.parse::<f64>() {
-                Ok(r) if r > 0.0 => Some(r),
-                _ => {
-                    problems.push(Problem::error(
-                        key,
-                        format!("expected a positive number, found {v:?}"),
-                    ));
-                    None
-                }
-            })
-    };
-    let rate_per_second = rate("delivery.rate_per_second", &mut problems);
-    let bot_rate_per_second = rate("delivery.bot_rate_per_second", &mut problems);
-    let delivery = DeliveryConfig {
-        rate_per_second,
-        bot_rate_per_second,
-        burst: y
-            .number("delivery.burst", &mut problems)
-            .map(|b| b.max(1) as u32),
-        bot_burst: y
-            .number("delivery.bot_burst", &mut problems)
-            .map(|b| b.max(1) as u32),
-        max_age: y
-            .number("delivery.max_age", &mut problems)
-            .map(|secs| Duration::from_secs(secs.max(60)))
-            .unwrap_or(DEFAULT_DELIVERY_MAX_AGE),
-    };
-    if y.get("delivery.max_attempts").is_some() {
-        problems.push(Problem::warning(
-            "delivery.max_attempts",
-            "no longer used: a reply is retried until it is sent or `delivery.max_age` passes",
-        ));
-    }
-    let http = read_http(&mut y, env, &mut problems);
+    let p = &mut problems;
+    let models = sections::read_models(&mut y, env, p);
+    let agent = sections::read_agent(&mut y, env, models.main.as_ref(), p);
+    let busy_mode = sections::read_busy_mode(&mut y, p);
+    let terminal = read_terminal(&mut y, env, home, p);
+    let access = sections::read_access(env);
+    let sessions = sections::read_sessions(&mut y, p);
+    let delivery = sections::read_delivery(&mut y, p);
+    let http = read_http(&mut y, env, p);
     // Read before anything else runs (see `logging_level`); named here so it is not listed
     // as unused.
-    let _ = y.string("logging.level", &mut problems);
-    let mut source = source::Source {
-        yaml: &mut y,
-        env,
-        problems: &mut problems,
-        vars_read: BTreeSet::new(),
-    };
-    let platforms: Vec<Arc<dyn PlatformSettings>> = crate::platforms::read_settings(&mut source)
-        .into_iter()
-        .map(Arc::from)
-        .collect();
-    let platform_vars = source.vars_read;
-    let approvals = ApprovalConfig {
-        mode: match y.string("approvals.mode", &mut problems).as_deref() {
-            None | Some("manual") => ApprovalMode::Manual,
-            // YAML 1.1 reads a bare `off` as the boolean false.
-            Some("off") | Some("false") => ApprovalMode::Off,
-            Some("smart") => {
-                problems.push(Problem::warning(
-                    "approvals.mode",
-                    "`smart` (a second model decides) is not supported; asking in the chat (`manual`) instead",
-                ));
-                ApprovalMode::Manual
-            }
-            Some(other) => {
-                problems.push(Problem::error(
-                    "approvals.mode",
-                    format!("{other:?} is not an approval mode; use manual or off"),
-                ));
-                ApprovalMode::Manual
-            }
-        },
-        timeout: Duration::from_secs(
-            y.number("approvals.timeout", &mut problems)
-                .unwrap_or(300)
-                .max(1),
-        ),
-        deny: y.list("approvals.deny", &mut problems).unwrap_or_default(),
-        allowlist: y
-            .list("command_allowlist", &mut problems)
-            .unwrap_or_default(),
-    };
-    if approvals.mode == ApprovalMode::Off {
-        problems.push(Problem::warning(
-            "approvals.mode",
-            "off: dangerous commands run without asking anyone",
-        ));
-    }
-    let processes = ProcessConfig {
-        stop_kills_background: y
-            .boolean("processes.stop_kills_background", &mut problems)
-            .unwrap_or(false),
-        notifications: {
-            let value = env
-                .value("HERMES_BACKGROUND_NOTIFICATIONS")
-                .or_else(|| y.string("display.background_process_notifications", &mut problems))
-                .unwrap_or_else(|| "concise".into());
-            Notifications::parse(&value.to_ascii_lowercase()).unwrap_or_else(|| {
-                problems.push(Problem::error(
-                    "display.background_process_notifications",
-                    format!("{value:?} is not a level; use concise, all, result, error or off"),
-                ));
-                Notifications::Concise
-            })
-        },
-    };
-    let mcp_servers = mcp::read_mcp_servers(&mut y, env, &mut problems);
-    let code_execution = read_code_execution(&mut y, &mut problems);
-    let delegation = read_delegation(&mut y, &mut problems);
+    let _ = y.string("logging.level", p);
+    let (platforms, platform_vars) = sections::read_platforms(&mut y, env, p);
+    let approvals = sections::read_approvals(&mut y, p);
+    let processes = sections::read_processes(&mut y, env, p);
+    let mcp_servers = mcp::read_mcp_servers(&mut y, env, p);
+    let code_execution = read_code_execution(&mut y, p);
+    let delegation = read_delegation(&mut y, p);
+    sections::check_allowlists(&access, &platforms, p);
 
-    if !access.gateway_allow_all && access.gateway_allowed.is_empty() {
-        for p in platforms
-            .iter()
-            .filter(|p| !p.access().allow_all && p.access().allowed.is_empty())
-        {
-            problems.push(Problem::warning(
-                format!("{}_ALLOWED_USERS", p.platform().as_str().to_ascii_uppercase()),
-                "no allowlist is set: only people paired with `hermes-gateway pairing approve` can talk to the agent",
-            ));
-        }
-    }
-
-    let mut unused = y.unused();
-    unused.extend(
-        env.dotenv_names()
-            .filter(|name| {
-                !KNOWN_VARIABLES.contains(name)
-                    && !PROVIDERS.iter().any(|p| p.key_vars.contains(name))
-                    && !platform_vars.contains(*name)
-                    && !name.starts_with("HERMES_HOME")
-            })
-            .map(|name| format!(".env {name}")),
-    );
-
-    let mut secret_env_names: Vec<String> = KNOWN_VARIABLES
-        .iter()
-        .copied()
-        .chain(platform_vars.iter().map(String::as_str))
-        .chain(PROVIDERS.iter().flat_map(|p| p.key_vars.iter().copied()))
-        .filter(|n| n.ends_with("_TOKEN") || n.ends_with("_KEY") || n.ends_with("_SECRET"))
-        .map(str::to_owned)
-        .collect();
-    secret_env_names.extend(env.dotenv_names().map(str::to_owned));
-    secret_env_names.extend(key_env_names);
-
+    let unused = sections::unused(&y, env, &platform_vars);
+    let secret_env_names = sections::secret_env_names(env, &platform_vars, &models.key_env_names);
     let secret_values = env
         .secret_values()
         .map(str::to_owned)
         .chain(y.secret_strings())
         .chain(
-            fallbacks
+            models
+                .fallbacks
                 .iter()
                 .filter_map(|f| f.api_key.as_ref().map(|k| k.expose().to_owned())),
         )
@@ -434,17 +178,17 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         .collect();
 
     let has_errors = problems.iter().any(|p| p.severity == Severity::Error);
-    let config = match (model, compression, has_errors) {
+    let config = match (models.main, models.compression, has_errors) {
         (Some(model), Some(compression), false) => Some(Config {
             home: home.to_path_buf(),
-            vision: vision.unwrap_or_else(|| VisionConfig {
+            vision: models.vision.unwrap_or_else(|| VisionConfig {
                 model: model.clone(),
                 configured: false,
             }),
             compression,
             model,
-            fallbacks,
-            provider_keys,
+            fallbacks: models.fallbacks,
+            provider_keys: models.provider_keys,
             agent,
             busy_mode,
             terminal,

@@ -207,6 +207,11 @@ impl Facts {
             uid,
         }
     }
+
+    /// Whether the operator hands `path` in on purpose (`terminal.sandbox_expose`).
+    fn exposes(&self, path: &Path) -> bool {
+        self.exposed.iter().any(|e| path.starts_with(e))
+    }
 }
 
 /// Whether `path` is a real directory (not a link to one).
@@ -217,170 +222,17 @@ fn real_dir(path: &Path) -> bool {
 impl Layout {
     /// Work the layout out from `facts`, looking at what exists on disk.
     pub fn work_out(facts: &Facts) -> Layout {
-        let home = &facts.hermes_home;
-        let exposed = |p: &Path| facts.exposed.iter().any(|e| p.starts_with(e));
         let mut layout = Layout {
-            covered: vec![home.clone()],
+            covered: vec![facts.hermes_home.clone()],
             ..Layout::default()
         };
-
-        // Given back: the working directory when it lies inside the home (the system
-        // service's `workspace`), then what the gateway hands the agent on purpose; never
-        // through a link (one could lead anywhere, the home included).
-        if facts.cwd.starts_with(home) && facts.cwd != *home {
-            layout.handed_in.push(HandIn {
-                path: facts.cwd.clone(),
-                writable: true,
-            });
-        }
-        for place in HANDED_IN_READ_ONLY {
-            let path = home.join(place);
-            if real_dir(&path) && !facts.cwd.starts_with(&path) {
-                layout.handed_in.push(HandIn {
-                    path,
-                    writable: false,
-                });
-            }
-        }
-
-        // What the home only links to lives elsewhere: hidden there too (with a database's
-        // journal files, which SQLite keeps beside the file the link leads to).
-        for entry in std::fs::read_dir(home).into_iter().flatten().flatten() {
-            if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                continue;
-            }
-            let Ok(target) = std::fs::canonicalize(entry.path()) else {
-                continue;
-            };
-            // Within the home already; or the working directory (a `workspace` link).
-            if target.starts_with(home) || facts.cwd.starts_with(&target) {
-                continue;
-            }
-            if target.is_dir() {
-                layout.covered.push(target);
-            } else {
-                for suffix in ["", "-wal", "-shm", "-journal"] {
-                    let mut file = target.clone().into_os_string();
-                    file.push(suffix);
-                    let file = PathBuf::from(file);
-                    if suffix.is_empty() || file.exists() {
-                        layout.nulled.push(file);
-                    }
-                }
-            }
-        }
-        if let Some(credentials) = &facts.credentials {
-            layout.covered.push(credentials.clone());
-        }
-        let socket_dirs = TMP_SOCKET_DIRS
-            .iter()
-            .map(|d| PathBuf::from(d.replace("<uid>", &facts.uid.to_string())));
-        for dir in JOURNALS.iter().map(PathBuf::from).chain(socket_dirs) {
-            if real_dir(&dir) && !exposed(&dir) {
-                layout.covered.push(dir);
-            }
-        }
-        for runtime in &facts.runtime_dirs {
-            if !exposed(runtime) {
-                layout.emptied.push(runtime.clone());
-            }
-        }
-        let mut sockets: Vec<PathBuf> = CONTAINER_SOCKETS.iter().map(PathBuf::from).collect();
-        sockets.extend(facts.ssh_agent.clone());
-        if let Some(person) = &facts.person_home {
-            sockets.push(person.join(".Xauthority"));
-        }
-        for socket in sockets {
-            let inside_emptied = layout.emptied.iter().any(|e| socket.starts_with(e));
-            if socket.exists() && !exposed(&socket) && !inside_emptied && !layout.hides(&socket) {
-                layout.nulled.push(socket);
-            }
-        }
-
-        // Written by nobody inside: the program, the user manager's configuration, what a
-        // login runs.
-        let protect = |path: PathBuf, given: PathBuf, layout: &mut Layout| {
-            if std::fs::symlink_metadata(&given).is_err() || exposed(&path) || layout.hides(&path) {
-                return;
-            }
-            let real = std::fs::canonicalize(&given).unwrap_or(path);
-            if real != given {
-                layout.weak.push(format!(
-                    "{} is a link (to {}): it is kept read-only, but a command could put another in its place",
-                    given.display(),
-                    real.display()
-                ));
-            }
-            layout.read_only.push(real);
-        };
-        if let Some(program) = &facts.program
-            && !program.starts_with(home)
-        {
-            protect(program.clone(), program.clone(), &mut layout);
-        }
-        if let (Some(person), Some(given)) = (&facts.person_home, &facts.given_person_home) {
-            let login = SHELL_STARTUP.iter().chain(LOGIN_EXTRAS);
-            for place in USER_MANAGER_CONFIG.iter().chain(login) {
-                protect(person.join(place), given.join(place), &mut layout);
-            }
-            if let Some(config) = &facts.config_home
-                && !config.starts_with(given.join(".config"))
-            {
-                for place in ["systemd", "environment.d", "autostart"] {
-                    protect(config.join(place), config.join(place), &mut layout);
-                }
-            }
-        }
-
-        // Where commands may write.
-        let mut writable = vec![facts.cwd.clone()];
-        writable.extend(facts.person_home.iter().filter(|p| **p != *home).cloned());
-        writable.extend(["/tmp", "/var/tmp", "/dev/shm"].map(PathBuf::from));
-        writable.extend(facts.allowed_roots.iter().cloned());
-        writable.extend(facts.exposed.iter().cloned());
-        // Nothing inside the home, but a working directory handed in.
-        writable.retain(|w| !w.starts_with(home) || (*w == facts.cwd && w != home));
-        layout.writable = dedup_roots(writable);
-
-        // The home reached through a link in a writable place: the link itself could be
-        // replaced by a home of the command's making, read at the next start.
-        for link in links_on_the_way(&facts.given_home) {
-            if layout.writable.iter().any(|w| link.starts_with(w)) {
-                layout.weak.push(format!(
-                    "the gateway's home is reached through {}, a link in a place commands can write: a command could put another home in its place for the next start; give the daemon the real path ({})",
-                    link.display(),
-                    home.display()
-                ));
-            }
-        }
-
-        // Every directory between a writable root and a protected place is pinned.
-        let protected: Vec<PathBuf> = layout
-            .covered
-            .iter()
-            .chain(&layout.nulled)
-            .chain(&layout.read_only)
-            .cloned()
-            .collect();
-        let mut pinned = Vec::new();
-        for place in &protected {
-            for root in &layout.writable {
-                if place == root || !place.starts_with(root) {
-                    continue;
-                }
-                let mut dir = place.parent();
-                while let Some(d) = dir {
-                    if d == root || !d.starts_with(root) {
-                        break;
-                    }
-                    pinned.push(d.to_path_buf());
-                    dir = d.parent();
-                }
-            }
-        }
-        pinned.sort_by_key(|p| p.components().count());
-        pinned.dedup();
-        layout.pinned = pinned;
+        layout.hand_in(facts);
+        layout.cover_link_targets(facts);
+        layout.close_doors(facts);
+        layout.protect_startup(facts);
+        layout.writable = writable_roots(facts);
+        layout.say_linked_home(facts);
+        layout.pinned = layout.pins();
         layout
     }
 
@@ -396,6 +248,195 @@ impl Layout {
             .any(|p| path.starts_with(p));
         hidden && !handed_back
     }
+
+    /// Give back the working directory when it lies inside the home (the system service's
+    /// `workspace`), then what the gateway hands the agent on purpose; never through a link
+    /// (one could lead anywhere, the home included).
+    fn hand_in(&mut self, facts: &Facts) {
+        let home = &facts.hermes_home;
+        if facts.cwd.starts_with(home) && facts.cwd != *home {
+            self.handed_in.push(HandIn {
+                path: facts.cwd.clone(),
+                writable: true,
+            });
+        }
+        for place in HANDED_IN_READ_ONLY {
+            let path = home.join(place);
+            if real_dir(&path) && !facts.cwd.starts_with(&path) {
+                self.handed_in.push(HandIn {
+                    path,
+                    writable: false,
+                });
+            }
+        }
+    }
+
+    /// Hide what the home only links to where it lives: a directory covered, a file nulled
+    /// (with a database's journal files, which SQLite keeps beside the file the link leads
+    /// to).
+    fn cover_link_targets(&mut self, facts: &Facts) {
+        let home = &facts.hermes_home;
+        for entry in std::fs::read_dir(home).into_iter().flatten().flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+            let Ok(target) = std::fs::canonicalize(entry.path()) else {
+                continue;
+            };
+            // Within the home already; or the working directory (a `workspace` link).
+            if target.starts_with(home) || facts.cwd.starts_with(&target) {
+                continue;
+            }
+            if target.is_dir() {
+                self.covered.push(target);
+            } else {
+                for suffix in ["", "-wal", "-shm", "-journal"] {
+                    let mut file = target.clone().into_os_string();
+                    file.push(suffix);
+                    let file = PathBuf::from(file);
+                    if suffix.is_empty() || file.exists() {
+                        self.nulled.push(file);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Close the doors the daemon's user holds: systemd's credentials, the journal and the
+    /// sockets' directories in `/tmp` covered, the runtime directories emptied, the
+    /// container engines' sockets, the ssh-agent and the X server's cookie nulled; all but
+    /// what the operator exposes on purpose.
+    fn close_doors(&mut self, facts: &Facts) {
+        if let Some(credentials) = &facts.credentials {
+            self.covered.push(credentials.clone());
+        }
+        let socket_dirs = TMP_SOCKET_DIRS
+            .iter()
+            .map(|d| PathBuf::from(d.replace("<uid>", &facts.uid.to_string())));
+        for dir in JOURNALS.iter().map(PathBuf::from).chain(socket_dirs) {
+            if real_dir(&dir) && !facts.exposes(&dir) {
+                self.covered.push(dir);
+            }
+        }
+        for runtime in &facts.runtime_dirs {
+            if !facts.exposes(runtime) {
+                self.emptied.push(runtime.clone());
+            }
+        }
+        let mut sockets: Vec<PathBuf> = CONTAINER_SOCKETS.iter().map(PathBuf::from).collect();
+        sockets.extend(facts.ssh_agent.clone());
+        if let Some(person) = &facts.person_home {
+            sockets.push(person.join(".Xauthority"));
+        }
+        for socket in sockets {
+            let inside_emptied = self.emptied.iter().any(|e| socket.starts_with(e));
+            if socket.exists() && !facts.exposes(&socket) && !inside_emptied && !self.hides(&socket)
+            {
+                self.nulled.push(socket);
+            }
+        }
+    }
+
+    /// Keep read-only what nobody inside may write: the program, the user manager's
+    /// configuration, what a login runs.
+    fn protect_startup(&mut self, facts: &Facts) {
+        if let Some(program) = &facts.program
+            && !program.starts_with(&facts.hermes_home)
+        {
+            self.protect(facts, program.clone(), program.clone());
+        }
+        if let (Some(person), Some(given)) = (&facts.person_home, &facts.given_person_home) {
+            let login = SHELL_STARTUP.iter().chain(LOGIN_EXTRAS);
+            for place in USER_MANAGER_CONFIG.iter().chain(login) {
+                self.protect(facts, person.join(place), given.join(place));
+            }
+            if let Some(config) = &facts.config_home
+                && !config.starts_with(given.join(".config"))
+            {
+                for place in ["systemd", "environment.d", "autostart"] {
+                    self.protect(facts, config.join(place), config.join(place));
+                }
+            }
+        }
+    }
+
+    /// Keep `path` (`given`, as the environment names it) read-only when it exists, is not
+    /// exposed and is not hidden anyway; where `given` is a link, that is said, since a
+    /// command could put another in its place.
+    fn protect(&mut self, facts: &Facts, path: PathBuf, given: PathBuf) {
+        if std::fs::symlink_metadata(&given).is_err() || facts.exposes(&path) || self.hides(&path) {
+            return;
+        }
+        let real = std::fs::canonicalize(&given).unwrap_or(path);
+        if real != given {
+            self.weak.push(format!(
+                "{} is a link (to {}): it is kept read-only, but a command could put another in its place",
+                given.display(),
+                real.display()
+            ));
+        }
+        self.read_only.push(real);
+    }
+
+    /// Say when the home is reached through a link in a writable place: the link itself
+    /// could be replaced by a home of the command's making, read at the next start.
+    fn say_linked_home(&mut self, facts: &Facts) {
+        for link in links_on_the_way(&facts.given_home) {
+            if self.writable.iter().any(|w| link.starts_with(w)) {
+                self.weak.push(format!(
+                    "the gateway's home is reached through {}, a link in a place commands can write: a command could put another home in its place for the next start; give the daemon the real path ({})",
+                    link.display(),
+                    facts.hermes_home.display()
+                ));
+            }
+        }
+    }
+
+    /// Every directory between a writable root and a protected place, shallowest first
+    /// (each is pinned).
+    fn pins(&self) -> Vec<PathBuf> {
+        let protected: Vec<PathBuf> = self
+            .covered
+            .iter()
+            .chain(&self.nulled)
+            .chain(&self.read_only)
+            .cloned()
+            .collect();
+        let mut pinned = Vec::new();
+        for place in &protected {
+            for root in &self.writable {
+                if place == root || !place.starts_with(root) {
+                    continue;
+                }
+                let mut dir = place.parent();
+                while let Some(d) = dir {
+                    if d == root || !d.starts_with(root) {
+                        break;
+                    }
+                    pinned.push(d.to_path_buf());
+                    dir = d.parent();
+                }
+            }
+        }
+        pinned.sort_by_key(|p| p.components().count());
+        pinned.dedup();
+        pinned
+    }
+}
+
+/// Where commands may write: the working directory, the person's home, the temporary
+/// directories, `terminal.allowed_roots` and what is exposed; nothing inside the gateway's
+/// home but a working directory handed in.
+fn writable_roots(facts: &Facts) -> Vec<PathBuf> {
+    let home = &facts.hermes_home;
+    let mut writable = vec![facts.cwd.clone()];
+    writable.extend(facts.person_home.iter().filter(|p| **p != *home).cloned());
+    writable.extend(["/tmp", "/var/tmp", "/dev/shm"].map(PathBuf::from));
+    writable.extend(facts.allowed_roots.iter().cloned());
+    writable.extend(facts.exposed.iter().cloned());
+    // Nothing inside the home, but a working directory handed in.
+    writable.retain(|w| !w.starts_with(home) || (*w == facts.cwd && w != home));
+    dedup_roots(writable)
 }
 
 /// The links on the way to `path` (itself included).

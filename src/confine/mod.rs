@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 pub use holder::HOLDER_ARG;
 use holder::HolderSpec;
@@ -523,56 +524,13 @@ impl Confinement {
 
     /// Start a holder and wait until its jail is built.
     async fn open_jail(&self) -> Result<Jail, String> {
-        let (outer_uid, outer_gid, inside_uid, inside_gid) = self.ids;
-        let inputs = self.inputs.clone();
-        let layout = tokio::task::spawn_blocking(move || inputs.layout())
-            .await
-            .map_err(|e| e.to_string())?;
-        let spec = HolderSpec {
-            outer_uid,
-            outer_gid,
-            inside_uid,
-            inside_gid,
-            drop_groups: outer_uid == 0,
-            network: self.network,
-            layout,
-        };
-        let mut child = tokio::process::Command::new(&self.holder)
-            .arg(HOLDER_ARG)
-            .env_clear()
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| format!("the jail's holder could not start: {e}"))?;
-        let mut lifeline = child.stdin.take().expect("piped stdin");
-        let stdout = child.stdout.take().expect("piped stdout");
+        let spec = self.holder_spec().await?;
+        let (mut child, mut lifeline, stdout) = self.start_holder()?;
         let mut line = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
         line.push('\n');
-        let talk = async {
-            lifeline
-                .write_all(line.as_bytes())
-                .await
-                .map_err(|e| format!("the jail's holder: {e}"))?;
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
-            // Two processes speak: the first gives the pid, the jail's PID 1 says when it
-            // is ready; in either order.
-            let (mut pid, mut ready) = (None, None);
-            while pid.is_none() || ready.is_none() {
-                let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? else {
-                    return Err("the jail's holder ended without a word".to_owned());
-                };
-                if let Some(n) = line.strip_prefix("pid ") {
-                    pid = n.trim().parse::<libc::pid_t>().ok();
-                } else if let Some(own_proc) = line.strip_prefix("ready own_proc=") {
-                    ready = Some(own_proc.trim() == "true");
-                } else if let Some(why) = line.strip_prefix("error ") {
-                    return Err(why.to_owned());
-                }
-            }
-            Ok((pid.unwrap_or_default(), ready.unwrap_or_default()))
-        };
-        let talked = tokio::time::timeout(HOLDER_TIMEOUT, talk).await;
+        let talked =
+            tokio::time::timeout(HOLDER_TIMEOUT, talk_to_holder(&mut lifeline, stdout, &line))
+                .await;
         let (pid, own_proc) = match talked {
             Ok(Ok(found)) => found,
             Ok(Err(why)) => return Err(why),
@@ -582,64 +540,92 @@ impl Confinement {
                 return Err("the jail's holder took too long".to_owned());
             }
         };
-        // SAFETY: pidfd_open(2) on the holder's pid; the descriptor is owned from here.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
-        if pidfd < 0 {
-            return Err(format!(
-                "the jail's holder: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // SAFETY: a descriptor just returned by the kernel.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-        // The pid is the jail's only while the holder's first process is its parent.
-        let parent = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("PPid:"))
-                    .and_then(|p| p.trim().parse::<u32>().ok())
-            });
-        if parent.is_none() || parent != child.id() {
-            return Err("the jail's holder ended while it was being joined".into());
-        }
-        // The rules name the jail's own places (its /dev/shm, /dev/pts, /proc are mounts of
-        // its own, other inodes than the daemon's), so they are opened through its root.
-        let ruleset = if rules::kernel_abi().is_some() {
-            let layout = spec.layout.clone();
-            let network = self.network;
-            let root = PathBuf::from(format!("/proc/{pid}/root"));
-            Some(
-                tokio::task::spawn_blocking(move || {
-                    rules::ruleset(&rules::Policy {
-                        layout: &layout,
-                        guard_reads: false,
-                        network,
-                        scope_signals: false,
-                        root: Some(&root),
-                    })
-                })
-                .await
-                .map_err(|e| e.to_string())??,
-            )
-        } else {
-            None
-        };
-        let mut namespaces =
-            libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
-        if !self.network {
-            namespaces |= libc::CLONE_NEWNET;
-        }
+        let pidfd = join_holder(pid, &child)?;
+        let ruleset = self.jail_ruleset(&spec.layout, pid).await?;
         Ok(Jail {
             pidfd,
             _holder: child,
             _lifeline: lifeline,
-            namespaces,
+            namespaces: self.namespaces(),
             ruleset,
             drop_groups: spec.drop_groups,
             own_proc,
             weak: spec.layout.weak,
         })
+    }
+
+    /// What the holder is to build: the daemon's ids, the network, and the layout worked
+    /// out now (off the runtime's threads: it looks at the disk).
+    async fn holder_spec(&self) -> Result<HolderSpec, String> {
+        let (outer_uid, outer_gid, inside_uid, inside_gid) = self.ids;
+        let inputs = self.inputs.clone();
+        let layout = tokio::task::spawn_blocking(move || inputs.layout())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(HolderSpec {
+            outer_uid,
+            outer_gid,
+            inside_uid,
+            inside_gid,
+            drop_groups: outer_uid == 0,
+            network: self.network,
+            layout,
+        })
+    }
+
+    /// Start the holder with an empty environment: its standard input is the jail's
+    /// lifeline, its standard output where it speaks.
+    fn start_holder(&self) -> Result<(Child, ChildStdin, ChildStdout), String> {
+        let mut child = tokio::process::Command::new(&self.holder)
+            .arg(HOLDER_ARG)
+            .env_clear()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("the jail's holder could not start: {e}"))?;
+        let lifeline = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        Ok((child, lifeline, stdout))
+    }
+
+    /// The Landlock ruleset of the jail whose PID 1 is `pid`, where the kernel has
+    /// Landlock. The rules name the jail's own places (its /dev/shm, /dev/pts, /proc are
+    /// mounts of its own, other inodes than the daemon's), so they are opened through its
+    /// root.
+    async fn jail_ruleset(
+        &self,
+        layout: &Layout,
+        pid: libc::pid_t,
+    ) -> Result<Option<OwnedFd>, String> {
+        if rules::kernel_abi().is_none() {
+            return Ok(None);
+        }
+        let layout = layout.clone();
+        let network = self.network;
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        let ruleset = tokio::task::spawn_blocking(move || {
+            rules::ruleset(&rules::Policy {
+                layout: &layout,
+                guard_reads: false,
+                network,
+                scope_signals: false,
+                root: Some(&root),
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        Ok(Some(ruleset))
+    }
+
+    /// The namespaces a command joins: the network's too when it is not shared.
+    fn namespaces(&self) -> libc::c_int {
+        let mut namespaces =
+            libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+        if !self.network {
+            namespaces |= libc::CLONE_NEWNET;
+        }
+        namespaces
     }
 
     /// Landlock alone, for one command (the ruleset is made again for each, so what the
@@ -660,4 +646,60 @@ impl Confinement {
         .map_err(|e| e.to_string())??;
         Ok(self.with_kind(Kind::Landlocked(Arc::new(ruleset))))
     }
+}
+
+/// Hand the holder its `line` (the spec) and read until it has said both its jail's pid
+/// and that the jail is ready (with whether it has a `/proc` of its own).
+async fn talk_to_holder(
+    lifeline: &mut ChildStdin,
+    stdout: ChildStdout,
+    line: &str,
+) -> Result<(libc::pid_t, bool), String> {
+    lifeline
+        .write_all(line.as_bytes())
+        .await
+        .map_err(|e| format!("the jail's holder: {e}"))?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    // Two processes speak: the first gives the pid, the jail's PID 1 says when it is
+    // ready; in either order.
+    let (mut pid, mut ready) = (None, None);
+    while pid.is_none() || ready.is_none() {
+        let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? else {
+            return Err("the jail's holder ended without a word".to_owned());
+        };
+        if let Some(n) = line.strip_prefix("pid ") {
+            pid = n.trim().parse::<libc::pid_t>().ok();
+        } else if let Some(own_proc) = line.strip_prefix("ready own_proc=") {
+            ready = Some(own_proc.trim() == "true");
+        } else if let Some(why) = line.strip_prefix("error ") {
+            return Err(why.to_owned());
+        }
+    }
+    Ok((pid.unwrap_or_default(), ready.unwrap_or_default()))
+}
+
+/// A pidfd of the jail's PID 1 (`pid`), once it is sure to be the jail's: the pid is the
+/// jail's only while the holder's first process (`child`) is its parent.
+fn join_holder(pid: libc::pid_t, child: &Child) -> Result<OwnedFd, String> {
+    // SAFETY: pidfd_open(2) on the holder's pid; the descriptor is owned from here.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
+    if pidfd < 0 {
+        return Err(format!(
+            "the jail's holder: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: a descriptor just returned by the kernel.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    let parent = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("PPid:"))
+                .and_then(|p| p.trim().parse::<u32>().ok())
+        });
+    if parent.is_none() || parent != child.id() {
+        return Err("the jail's holder ended while it was being joined".into());
+    }
+    Ok(pidfd)
 }

@@ -303,6 +303,37 @@ pub(super) fn start(
     confining: &Confining,
     held: super::Sandbox,
 ) -> io::Result<AgentProcess> {
+    let program = with_changes(program, env_changes);
+    let env = program.environment();
+    let path = program.resolve(&env)?;
+    let cwd = working_directory(&program)?;
+    let (strings, argc) = c_strings(&program, &env)?;
+    let (argv, envp) = pointer_arrays(&strings, argc);
+    let pipes = Pipes::open(program.piped_stdin)?;
+
+    let mut start = Start {
+        path: cstring(path.into_os_string().into_vec())?,
+        argv,
+        envp,
+        _strings: strings,
+        cwd: cstring(cwd.into_os_string().into_vec())?,
+        stdio: pipes.stdio(),
+        jail: confining.jail,
+        drop_groups: confining.drop_groups,
+        ruleset: confining.ruleset,
+        filter: confining.restricted.then(super::seccomp::filter),
+        command_stack: std::ptr::null_mut(),
+        pid: 0,
+        errno: 0,
+        step: "",
+    };
+    let pid = clone_children(&mut start)?;
+    let pidfd = open_pidfd(pid)?;
+    pipes.into_process(pid, pidfd, held)
+}
+
+/// A copy of `program` with `env_changes` applied on top of its own variables.
+fn with_changes(program: &Program, env_changes: &[(OsString, Option<OsString>)]) -> Program {
     let mut program = program.clone();
     for (name, value) in env_changes {
         match value {
@@ -310,8 +341,11 @@ pub(super) fn start(
             None => program.env_remove(name),
         };
     }
-    let env = program.environment();
-    let path = program.resolve(&env)?;
+    program
+}
+
+/// Where `program` works: its own directory, else the daemon's.
+fn working_directory(program: &Program) -> io::Result<PathBuf> {
     let cwd = match &program.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,
@@ -323,61 +357,43 @@ pub(super) fn start(
             format!("{} is not a directory", cwd.display()),
         ));
     }
+    Ok(cwd)
+}
 
+/// The program's name and arguments, then `env` as `NAME=value`, as C strings; with how
+/// many of them are the name and arguments.
+fn c_strings(program: &Program, env: &[(OsString, OsString)]) -> io::Result<(Vec<CString>, usize)> {
     let mut strings = Vec::new();
     strings.push(cstring(program.program.clone().into_vec())?);
     for arg in &program.args {
         strings.push(cstring(arg.clone().into_vec())?);
     }
     let argc = strings.len();
-    for (name, value) in &env {
+    for (name, value) in env {
         let mut pair = name.clone().into_vec();
         pair.push(b'=');
         pair.extend_from_slice(value.as_bytes());
         strings.push(cstring(pair)?);
     }
+    Ok((strings, argc))
+}
+
+/// `argv` and `envp`: NULL-ended arrays of pointers into `strings` (the first `argc` are
+/// the arguments). The pointers stay good while the strings live, wherever the vector
+/// holding them is moved (each string's bytes are a heap allocation of their own).
+fn pointer_arrays(
+    strings: &[CString],
+    argc: usize,
+) -> (Vec<*const libc::c_char>, Vec<*const libc::c_char>) {
     let mut argv: Vec<*const libc::c_char> = strings[..argc].iter().map(|s| s.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = strings[argc..].iter().map(|s| s.as_ptr()).collect();
     envp.push(std::ptr::null());
+    (argv, envp)
+}
 
-    let null = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .open("/dev/null")?;
-    let stdin = if program.piped_stdin {
-        Some(pipe_pair()?)
-    } else {
-        None
-    };
-    let stdout = pipe_pair()?;
-    let stderr = pipe_pair()?;
-    let stdio = [
-        stdin
-            .as_ref()
-            .map_or(null.as_raw_fd(), |(read, _)| read.as_raw_fd()),
-        stdout.1.as_raw_fd(),
-        stderr.1.as_raw_fd(),
-    ];
-
-    let mut start = Start {
-        path: cstring(path.into_os_string().into_vec())?,
-        argv,
-        envp,
-        _strings: strings,
-        cwd: cstring(cwd.into_os_string().into_vec())?,
-        stdio,
-        jail: confining.jail,
-        drop_groups: confining.drop_groups,
-        ruleset: confining.ruleset,
-        filter: confining.restricted.then(super::seccomp::filter),
-        command_stack: std::ptr::null_mut(),
-        pid: 0,
-        errno: 0,
-        step: "",
-    };
-    let pid = clone_children(&mut start)?;
-
+/// A pidfd of our child `pid`; the child is killed and reaped when none can be had.
+fn open_pidfd(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_open(2) on our own child; the descriptor is owned from here.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
     if pidfd < 0 {
@@ -390,21 +406,76 @@ pub(super) fn start(
         return Err(error);
     }
     // SAFETY: a descriptor just returned by the kernel.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
-    let into_receiver = |fd: OwnedFd| pipe::Receiver::from_owned_fd(fd);
-    Ok(AgentProcess {
-        pid,
-        pidfd: watched(pidfd)?,
-        stdin: match stdin {
-            Some((_, write)) => Some(pipe::Sender::from_owned_fd(write)?),
-            None => None,
-        },
-        stdout: Some(into_receiver(stdout.0)?),
-        stderr: Some(into_receiver(stderr.0)?),
-        status: None,
-        kill_on_drop: true,
-        _held: held,
-    })
+    Ok(unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) })
+}
+
+/// A process's standard streams: `/dev/null`, and a pipe (read end, write end) for each
+/// stream that has one. Kept until the process has started, so the child's ends stay open
+/// while it takes them.
+struct Pipes {
+    null: std::fs::File,
+    stdin: Option<(OwnedFd, OwnedFd)>,
+    stdout: (OwnedFd, OwnedFd),
+    stderr: (OwnedFd, OwnedFd),
+}
+
+impl Pipes {
+    /// `/dev/null` and the pipes: one for standard input when `piped_stdin`, one each for
+    /// standard output and error.
+    fn open(piped_stdin: bool) -> io::Result<Pipes> {
+        let null = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")?;
+        let stdin = if piped_stdin {
+            Some(pipe_pair()?)
+        } else {
+            None
+        };
+        let stdout = pipe_pair()?;
+        let stderr = pipe_pair()?;
+        Ok(Pipes {
+            null,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// The descriptors that become the child's 0, 1 and 2.
+    fn stdio(&self) -> [RawFd; 3] {
+        [
+            self.stdin
+                .as_ref()
+                .map_or(self.null.as_raw_fd(), |(read, _)| read.as_raw_fd()),
+            self.stdout.1.as_raw_fd(),
+            self.stderr.1.as_raw_fd(),
+        ]
+    }
+
+    /// The handle of the started process `pid`, with the daemon's ends of the pipes (the
+    /// child's are closed here).
+    fn into_process(
+        self,
+        pid: libc::pid_t,
+        pidfd: OwnedFd,
+        held: super::Sandbox,
+    ) -> io::Result<AgentProcess> {
+        let into_receiver = |fd: OwnedFd| pipe::Receiver::from_owned_fd(fd);
+        Ok(AgentProcess {
+            pid,
+            pidfd: watched(pidfd)?,
+            stdin: match self.stdin {
+                Some((_, write)) => Some(pipe::Sender::from_owned_fd(write)?),
+                None => None,
+            },
+            stdout: Some(into_receiver(self.stdout.0)?),
+            stderr: Some(into_receiver(self.stderr.0)?),
+            status: None,
+            kill_on_drop: true,
+            _held: held,
+        })
+    }
 }
 
 /// Bytes of stack for each child (they make system calls only).

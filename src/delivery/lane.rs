@@ -85,6 +85,19 @@ impl Age {
     }
 }
 
+/// One row's attempts so far.
+struct Attempt {
+    age: Age,
+    /// What is sent: the row as a platform action, changed by failures (plain text, a new
+    /// message in place of an edit).
+    action: Outbound,
+    count: u32,
+    retry: Backoff,
+    /// Markup was refused once: a refreshed row goes plain too.
+    plain_only: bool,
+    maybe_sent: bool,
+}
+
 /// What became of one row.
 enum Sent {
     /// Sent, or failed for good (recorded either way): go on with the next row.
@@ -207,16 +220,17 @@ impl Lane {
     /// refused token).
     async fn deliver(&self, sender: &Arc<dyn PlatformSender>, row: OutboxRow) -> Sent {
         let inner = &self.delivery.inner;
-        let store = self.delivery.store();
-        let age = Age::of(&row);
-        let mut action = self.action_for(sender, &row).await;
-        let mut attempts = row.attempts as u32;
-        let mut retry = RETRY;
-        let mut plain_only = false;
+        let mut attempt = Attempt {
+            age: Age::of(&row),
+            action: self.action_for(sender, &row).await,
+            count: row.attempts as u32,
+            retry: RETRY,
+            plain_only: false,
+            // Whether an earlier attempt (in the last run, or one whose answer never came)
+            // may have posted the message already.
+            maybe_sent: self.delivery.unsure(row.id) || row.attempts > 0,
+        };
         let mut first = true;
-        // Whether an earlier attempt (in the last run, or one whose answer never came) may
-        // have posted the message already.
-        let mut maybe_sent = self.delivery.unsure(row.id) || row.attempts > 0;
         loop {
             tokio::select! {
                 _ = inner.sending.cancelled() => return self.release(&row).await,
@@ -224,139 +238,187 @@ impl Lane {
             }
             // A row may have been settled since its last attempt: send what it says now.
             if !std::mem::take(&mut first) {
-                self.refresh(&row, &mut action, plain_only).await;
+                self.refresh(&row, &mut attempt.action, attempt.plain_only)
+                    .await;
             }
-            if let Outbound::Text { once, .. } | Outbound::File { once, .. } = &mut action {
+            if let Outbound::Text { once, .. } | Outbound::File { once, .. } = &mut attempt.action {
                 *once = Some(SendOnce {
                     key: once_key(&row),
-                    maybe_sent,
+                    maybe_sent: attempt.maybe_sent,
                 });
             }
-            let error = match sender.send(action.clone()).await {
+            let error = match sender.send(attempt.action.clone()).await {
                 Ok(delivered) => return self.mark_sent(&row, delivered.message_id).await,
                 Err(e) => e,
             };
-            maybe_sent |= matches!(error, SendError::Transient(_));
-            attempts += 1;
-            let next = match (&error, &mut action) {
-                (SendError::RateLimited { retry_after, scope }, _) => {
-                    crate::metrics::rate_limited(row.chat.platform);
-                    self.delivery.block(&row.chat, scope, *retry_after);
-                    Next::Wait(*retry_after)
-                }
-                (
-                    SendError::MarkupRejected(why),
-                    Outbound::Text { body, .. } | Outbound::Edit { body, .. },
-                ) if body.markup.is_some() => {
-                    tracing::warn!(why = %why, row = row.id, "delivery: markup rejected; sending plain text");
-                    body.markup = None;
-                    plain_only = true;
-                    Next::Now
-                }
-                (SendError::Rejected(why), Outbound::Edit { body, .. }) => {
-                    tracing::warn!(why = %why, row = row.id, "delivery: the message cannot be edited; sending the change as a new message");
-                    action = Outbound::Text {
-                        chat: row.chat.clone(),
-                        body: body.clone(),
-                        reply_to: None,
-                        choices: Vec::new(),
-                        once: None,
-                    };
-                    Next::Now
-                }
-                (SendError::Unauthorized(_), _) => {
-                    self.delivery.block(
-                        &row.chat,
-                        &hermes_adapter::RateScope::Bot,
-                        UNAUTHORIZED_PAUSE,
-                    );
-                    Next::Requeue
-                }
-                (SendError::Transient(_), _) => Next::Wait(retry.next_delay()),
-                (SendError::OutsideWindow(_), _) => Next::Hold,
-                (
-                    SendError::MarkupRejected(_) | SendError::Rejected(_) | SendError::TooLong(_),
-                    _,
-                ) => Next::GiveUp,
-            };
-            let waited = age.now();
-            // A file that keeps failing is more likely too big or too slow for the link
-            // than held up by an outage: it must not hold the chat's queue for a day.
-            let is_file = matches!(action, Outbound::File { .. });
-            let give_up = match next {
-                Next::GiveUp => true,
-                Next::Now => false,
-                Next::Wait(_) if is_file && attempts >= FILE_ATTEMPTS => true,
-                Next::Wait(_) | Next::Requeue => {
-                    let since = if self.was_held.load(Ordering::Relaxed) {
-                        age.started.elapsed()
-                    } else {
-                        waited
-                    };
-                    since >= inner.config.max_age
-                }
-                Next::Hold => waited >= inner.config.max_age.max(HOLD_MAX_AGE),
-            };
-            if let Err(e) = store
+            attempt.maybe_sent |= matches!(error, SendError::Transient(_));
+            attempt.count += 1;
+            let next = self.next_after(&row, &error, &mut attempt);
+            let waited = attempt.age.now();
+            let give_up = self.gives_up(&next, &attempt, waited);
+            if let Err(e) = self
+                .delivery
+                .store()
                 .outbox_mark_attempt(row.id, error.to_string(), give_up)
                 .await
             {
                 tracing::error!(error = %e, row = row.id, "delivery: could not record a failed attempt");
             }
-            if give_up && let Outbound::File { file, .. } = &action {
-                let notice = format!("⚠️ I could not send the file {}: {error}.", file.name);
-                if let Err(e) = self.delivery.reply(&row.chat, &notice, None).await {
-                    tracing::error!(error = %e, "delivery: could not queue a notice");
-                }
-            }
             if give_up {
-                tracing::error!(
-                    error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
-                    waited_s = waited.as_secs(),
-                    "delivery: giving up on a message; it is marked failed"
-                );
+                self.give_up(&row, &attempt, &error, waited).await;
                 return Sent::Done;
             }
-            match next {
-                Next::Now | Next::GiveUp => {}
-                Next::Hold => {
-                    if attempts.is_power_of_two() {
-                        tracing::warn!(
-                            error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
-                            waited_s = waited.as_secs(), gives_up_after_s = inner.config.max_age.max(HOLD_MAX_AGE).as_secs(),
-                            "delivery: a reply is held until the platform takes it again; the chat's later replies wait behind it"
-                        );
-                    }
-                    self.was_held.store(true, Ordering::Relaxed);
-                    self.release(&row).await;
-                    return Sent::Held;
-                }
-                Next::Requeue => {
-                    tracing::error!(
-                        platform = %row.chat.platform, error = %error, row = row.id, attempts,
-                        waited_s = waited.as_secs(), gives_up_after_s = inner.config.max_age.as_secs(),
-                        "delivery: the platform refused the bot's credentials; messages stay queued until the token is fixed"
+            if let Some(sent) = self
+                .after_failure(&row, next, &error, attempt.count, waited)
+                .await
+            {
+                return sent;
+            }
+        }
+    }
+
+    /// What a failed attempt calls for; a row that can go in another form (plain text for
+    /// refused markup, a new message for an edit refused) is changed to it.
+    fn next_after(&self, row: &OutboxRow, error: &SendError, attempt: &mut Attempt) -> Next {
+        match (error, &mut attempt.action) {
+            (SendError::RateLimited { retry_after, scope }, _) => {
+                crate::metrics::rate_limited(row.chat.platform);
+                self.delivery.block(&row.chat, scope, *retry_after);
+                Next::Wait(*retry_after)
+            }
+            (
+                SendError::MarkupRejected(why),
+                Outbound::Text { body, .. } | Outbound::Edit { body, .. },
+            ) if body.markup.is_some() => {
+                tracing::warn!(why = %why, row = row.id, "delivery: markup rejected; sending plain text");
+                body.markup = None;
+                attempt.plain_only = true;
+                Next::Now
+            }
+            (SendError::Rejected(why), Outbound::Edit { body, .. }) => {
+                tracing::warn!(why = %why, row = row.id, "delivery: the message cannot be edited; sending the change as a new message");
+                attempt.action = Outbound::Text {
+                    chat: row.chat.clone(),
+                    body: body.clone(),
+                    reply_to: None,
+                    choices: Vec::new(),
+                    once: None,
+                };
+                Next::Now
+            }
+            (SendError::Unauthorized(_), _) => {
+                self.delivery.block(
+                    &row.chat,
+                    &hermes_adapter::RateScope::Bot,
+                    UNAUTHORIZED_PAUSE,
+                );
+                Next::Requeue
+            }
+            (SendError::Transient(_), _) => Next::Wait(attempt.retry.next_delay()),
+            (SendError::OutsideWindow(_), _) => Next::Hold,
+            (SendError::MarkupRejected(_) | SendError::Rejected(_) | SendError::TooLong(_), _) => {
+                Next::GiveUp
+            }
+        }
+    }
+
+    /// Whether the row has failed for good: said so, or waited through failures that may
+    /// pass for longer than `delivery.max_age` (a held reply: the hold's own limit).
+    fn gives_up(&self, next: &Next, attempt: &Attempt, waited: Duration) -> bool {
+        let max_age = self.delivery.inner.config.max_age;
+        // A file that keeps failing is more likely too big or too slow for the link than
+        // held up by an outage: it must not hold the chat's queue for a day.
+        let is_file = matches!(attempt.action, Outbound::File { .. });
+        match next {
+            Next::GiveUp => true,
+            Next::Now => false,
+            Next::Wait(_) if is_file && attempt.count >= FILE_ATTEMPTS => true,
+            Next::Wait(_) | Next::Requeue => {
+                let since = if self.was_held.load(Ordering::Relaxed) {
+                    attempt.age.started.elapsed()
+                } else {
+                    waited
+                };
+                since >= max_age
+            }
+            Next::Hold => waited >= max_age.max(HOLD_MAX_AGE),
+        }
+    }
+
+    /// The row failed for good (recorded already): the operator is told, and the person
+    /// too when it was a file.
+    async fn give_up(
+        &self,
+        row: &OutboxRow,
+        attempt: &Attempt,
+        error: &SendError,
+        waited: Duration,
+    ) {
+        if let Outbound::File { file, .. } = &attempt.action {
+            let notice = format!("⚠️ I could not send the file {}: {error}.", file.name);
+            if let Err(e) = self.delivery.reply(&row.chat, &notice, None).await {
+                tracing::error!(error = %e, "delivery: could not queue a notice");
+            }
+        }
+        tracing::error!(
+            error = %error, row = row.id, chat = %row.chat.chat_id, attempts = attempt.count,
+            waited_s = waited.as_secs(),
+            "delivery: giving up on a message; it is marked failed"
+        );
+    }
+
+    /// After a failure that may pass: hold the row, put it back, or wait before the next
+    /// attempt (`None`: try again).
+    async fn after_failure(
+        &self,
+        row: &OutboxRow,
+        next: Next,
+        error: &SendError,
+        attempts: u32,
+        waited: Duration,
+    ) -> Option<Sent> {
+        let inner = &self.delivery.inner;
+        match next {
+            Next::Now | Next::GiveUp => None,
+            Next::Hold => {
+                if attempts.is_power_of_two() {
+                    tracing::warn!(
+                        error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
+                        waited_s = waited.as_secs(), gives_up_after_s = inner.config.max_age.max(HOLD_MAX_AGE).as_secs(),
+                        "delivery: a reply is held until the platform takes it again; the chat's later replies wait behind it"
                     );
-                    return self.release(&row).await;
                 }
-                Next::Wait(wait) => {
-                    // Said once, then at doubling intervals: an outage of a day is a few
-                    // lines, not thousands.
-                    if attempts.is_power_of_two() {
-                        tracing::warn!(
-                            error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
-                            retry_in = ?wait, waited_s = waited.as_secs(),
-                            gives_up_after_s = inner.config.max_age.as_secs(),
-                            "delivery: a message waits for the platform"
-                        );
-                    }
-                    if let SendError::Transient(_) = error {
-                        tokio::select! {
-                            _ = inner.sending.cancelled() => return self.release(&row).await,
-                            _ = tokio::time::sleep(wait) => {}
-                        }
+                self.was_held.store(true, Ordering::Relaxed);
+                self.release(row).await;
+                Some(Sent::Held)
+            }
+            Next::Requeue => {
+                tracing::error!(
+                    platform = %row.chat.platform, error = %error, row = row.id, attempts,
+                    waited_s = waited.as_secs(), gives_up_after_s = inner.config.max_age.as_secs(),
+                    "delivery: the platform refused the bot's credentials; messages stay queued until the token is fixed"
+                );
+                Some(self.release(row).await)
+            }
+            Next::Wait(wait) => {
+                // Said once, then at doubling intervals: an outage of a day is a few lines,
+                // not thousands.
+                if attempts.is_power_of_two() {
+                    tracing::warn!(
+                        error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
+                        retry_in = ?wait, waited_s = waited.as_secs(),
+                        gives_up_after_s = inner.config.max_age.as_secs(),
+                        "delivery: a message waits for the platform"
+                    );
+                }
+                // A rate limit is waited out by the chat's budget.
+                if let SendError::Transient(_) = error {
+                    tokio::select! {
+                        _ = inner.sending.cancelled() => return Some(self.release(row).await),
+                        _ = tokio::time::sleep(wait) => {}
                     }
                 }
+                None
             }
         }
     }

@@ -122,79 +122,21 @@ impl MediaPreparer {
                 ));
                 continue;
             };
-            // Models take these image formats; any other image is a file like any other.
-            let kind = match attachment.kind {
-                MediaKind::Image
-                    if !attachment.mime.as_deref().is_none_or(|m| {
-                        ["image/jpeg", "image/png", "image/gif", "image/webp"].contains(&m)
-                    }) =>
-                {
-                    MediaKind::Document
-                }
-                kind => kind,
-            };
-            match kind {
+            match kind_for_the_model(attachment) {
                 MediaKind::Image => {
-                    match fetch(sender, attachment, MAX_IMAGE_BYTES, cancel).await {
-                        Ok(bytes) => {
-                            let mime = attachment
-                                .mime
-                                .clone()
-                                .filter(|m| m.starts_with("image/"))
-                                .unwrap_or_else(|| "image/jpeg".into());
-                            let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-                            let image = format!("data:{mime};base64,{data}");
-                            if self.image_input == ImageInputMode::Text {
-                                let described = match &self.describer {
-                                    Some(describer) => describer.describe(&image, cancel).await,
-                                    None => Err("no vision model".into()),
-                                };
-                                match described {
-                                    Ok(seen) => prepared.text.push(format!(
-                                        "[The person sent {what}. It shows: {seen}]"
-                                    )),
-                                    Err(e) => {
-                                        tracing::warn!(error = %e, "media: the image description failed");
-                                        prepared.notices.push(format!(
-                                        "⚠️ I could not look at {what}: the image description failed (check `auxiliary.vision`)."
-                                    ));
-                                    }
-                                }
-                            } else if prepared.images.len() >= MAX_IMAGES
-                                || image_bytes + image.len() > MAX_IMAGE_TOTAL
-                            {
-                                // Every image goes with every model call of the turn: a
-                                // turn carries only so many.
-                                prepared.notices.push(format!(
-                                    "⚠️ I could not look at {what}: one message can carry at most {MAX_IMAGES} images ({} in all).",
-                                    megabytes(MAX_IMAGE_TOTAL as u64)
-                                ));
-                            } else {
-                                image_bytes += image.len();
-                                prepared.images.push(image);
-                                prepared.text.push(format!("[The person sent {what}.]"));
-                            }
-                        }
-                        Err(why) => prepared.notices.push(could_not_open(&what, &why)),
-                    }
+                    self.look(
+                        sender,
+                        attachment,
+                        &what,
+                        cancel,
+                        &mut prepared,
+                        &mut image_bytes,
+                    )
+                    .await
                 }
                 MediaKind::Document => {
-                    match fetch(sender, attachment, MAX_FILE_BYTES, cancel).await {
-                        Ok(bytes) => {
-                            let name = attachment.name.as_deref().unwrap_or("document");
-                            match self
-                                .documents
-                                .take(name, attachment.mime.as_deref(), bytes)
-                                .await
-                            {
-                                Ok(text) => prepared.text.push(text),
-                                Err(e) => prepared
-                                    .notices
-                                    .push(format!("⚠️ I could not keep {what} ({e}).")),
-                            }
-                        }
-                        Err(why) => prepared.notices.push(could_not_open(&what, &why)),
-                    }
+                    self.keep_document(sender, attachment, &what, cancel, &mut prepared)
+                        .await
                 }
                 MediaKind::Voice | MediaKind::Audio => {
                     self.listen(sender, attachment, &what, cancel, &mut prepared)
@@ -209,7 +151,122 @@ impl MediaPreparer {
     }
 }
 
+/// The kind `attachment` is handled as: models take only some image formats; any other
+/// image is a file like any other.
+fn kind_for_the_model(attachment: &Attachment) -> MediaKind {
+    match attachment.kind {
+        MediaKind::Image
+            if !attachment.mime.as_deref().is_none_or(|m| {
+                ["image/jpeg", "image/png", "image/gif", "image/webp"].contains(&m)
+            }) =>
+        {
+            MediaKind::Document
+        }
+        kind => kind,
+    }
+}
+
+/// `image` (a `data:` URL) for the model, with a line in the text saying it came; or a
+/// notice when the turn already carries as many images, or as much of them (the
+/// `image_bytes` so far), as it may.
+fn attach_image(image: String, what: &str, prepared: &mut Prepared, image_bytes: &mut usize) {
+    if prepared.images.len() >= MAX_IMAGES || *image_bytes + image.len() > MAX_IMAGE_TOTAL {
+        // Every image goes with every model call of the turn: a turn carries only so many.
+        prepared.notices.push(format!(
+            "⚠️ I could not look at {what}: one message can carry at most {MAX_IMAGES} images ({} in all).",
+            megabytes(MAX_IMAGE_TOTAL as u64)
+        ));
+    } else {
+        *image_bytes += image.len();
+        prepared.images.push(image);
+        prepared.text.push(format!("[The person sent {what}.]"));
+    }
+}
+
 impl MediaPreparer {
+    /// An image, fetched: described in words (`agent.image_input_mode: text`), else
+    /// given to the model as it is while the turn has room for it (`image_bytes` is how
+    /// much of that room the turn's images take so far).
+    async fn look(
+        &self,
+        sender: &Arc<dyn PlatformSender>,
+        attachment: &Attachment,
+        what: &str,
+        cancel: &CancellationToken,
+        prepared: &mut Prepared,
+        image_bytes: &mut usize,
+    ) {
+        match fetch(sender, attachment, MAX_IMAGE_BYTES, cancel).await {
+            Ok(bytes) => {
+                let mime = attachment
+                    .mime
+                    .clone()
+                    .filter(|m| m.starts_with("image/"))
+                    .unwrap_or_else(|| "image/jpeg".into());
+                let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                let image = format!("data:{mime};base64,{data}");
+                if self.image_input == ImageInputMode::Text {
+                    self.describe_image(&image, what, cancel, prepared).await;
+                } else {
+                    attach_image(image, what, prepared, image_bytes);
+                }
+            }
+            Err(why) => prepared.notices.push(could_not_open(what, &why)),
+        }
+    }
+
+    /// `image` (a `data:` URL) described in words by the vision model, for the text.
+    async fn describe_image(
+        &self,
+        image: &str,
+        what: &str,
+        cancel: &CancellationToken,
+        prepared: &mut Prepared,
+    ) {
+        let described = match &self.describer {
+            Some(describer) => describer.describe(image, cancel).await,
+            None => Err("no vision model".into()),
+        };
+        match described {
+            Ok(seen) => prepared
+                .text
+                .push(format!("[The person sent {what}. It shows: {seen}]")),
+            Err(e) => {
+                tracing::warn!(error = %e, "media: the image description failed");
+                prepared.notices.push(format!(
+                    "⚠️ I could not look at {what}: the image description failed (check `auxiliary.vision`)."
+                ));
+            }
+        }
+    }
+
+    /// A document, fetched and kept: inlined when it is short text, else saved.
+    async fn keep_document(
+        &self,
+        sender: &Arc<dyn PlatformSender>,
+        attachment: &Attachment,
+        what: &str,
+        cancel: &CancellationToken,
+        prepared: &mut Prepared,
+    ) {
+        match fetch(sender, attachment, MAX_FILE_BYTES, cancel).await {
+            Ok(bytes) => {
+                let name = attachment.name.as_deref().unwrap_or("document");
+                match self
+                    .documents
+                    .take(name, attachment.mime.as_deref(), bytes)
+                    .await
+                {
+                    Ok(text) => prepared.text.push(text),
+                    Err(e) => prepared
+                        .notices
+                        .push(format!("⚠️ I could not keep {what} ({e}).")),
+                }
+            }
+            Err(why) => prepared.notices.push(could_not_open(what, &why)),
+        }
+    }
+
     /// A voice note or audio file, transcribed; the transcript goes in quoted (as Hermes
     /// does) and, with `stt.echo_transcripts`, back to the person.
     async fn listen(

@@ -56,6 +56,17 @@ struct Reply {
     reply_to: Option<String>,
 }
 
+impl Reply {
+    /// `text`, as a reply to `message` in `chat`.
+    fn to(chat: &ChatRef, message: &InboundMessage, text: &str) -> Reply {
+        Reply {
+            chat: chat.clone(),
+            text: text.to_owned(),
+            reply_to: Some(message.message_id.clone()),
+        }
+    }
+}
+
 impl Router {
     pub fn new(
         config: Arc<Config>,
@@ -144,51 +155,71 @@ impl Router {
                 &command_text
             }
         };
-        let allowed = self.is_allowed(chat.platform, &author.user_id).await;
-        let reply = |text: &str| {
-            Some(Reply {
-                chat: chat.clone(),
-                text: text.to_owned(),
-                reply_to: Some(message.message_id.clone()),
-            })
-        };
+        if self.admit(id, chat, author, message).await {
+            self.handle_message(id, chat, author, message).await;
+        }
+    }
 
-        if !allowed {
-            return self.stranger(id, chat, author, &message.message_id).await;
+    /// Whether a message gets any further: its author is allowed (a stranger in a DM gets
+    /// a pairing code), a group message is addressed to the bot where the mention rule
+    /// says so, and there is something to read. A message turned away is ended here.
+    async fn admit(
+        &self,
+        id: i64,
+        chat: &ChatRef,
+        author: &Author,
+        message: &InboundMessage,
+    ) -> bool {
+        let reply = |text: &str| Some(Reply::to(chat, message, text));
+        if !self.is_allowed(chat.platform, &author.user_id).await {
+            self.stranger(id, chat, author, &message.message_id).await;
+            return false;
         }
         if chat.kind != ChatKind::Direct
             && !message.addressed
             && self.require_mention(chat.platform)
         {
-            return self
-                .end(
-                    id,
-                    InboxState::Ignored,
-                    "group message not addressed to the bot",
-                    None,
-                )
-                .await;
+            self.end(
+                id,
+                InboxState::Ignored,
+                "group message not addressed to the bot",
+                None,
+            )
+            .await;
+            return false;
         }
         if let Some(what) = &message.unsupported {
             let text = format!(
                 "I can only read text (and captions) for now, so I can't open {what}. Please describe it in words."
             );
-            return self
-                .end(id, InboxState::Refused, "unsupported content", reply(&text))
+            self.end(id, InboxState::Refused, "unsupported content", reply(&text))
                 .await;
+            return false;
         }
-        let text = message.text.trim();
-        if text.is_empty() && message.attachments.is_empty() {
-            return self
-                .end(
-                    id,
-                    InboxState::Refused,
-                    "empty message",
-                    reply("Yes? Write your question after the mention."),
-                )
-                .await;
+        if message.text.trim().is_empty() && message.attachments.is_empty() {
+            self.end(
+                id,
+                InboxState::Refused,
+                "empty message",
+                reply("Yes? Write your question after the mention."),
+            )
+            .await;
+            return false;
         }
+        true
+    }
 
+    /// An admitted message: a chat command ([`commands::COMMANDS`]) is answered here or
+    /// handed to the conversation's actor; anything else goes to the actor for the agent.
+    async fn handle_message(
+        &self,
+        id: i64,
+        chat: &ChatRef,
+        author: &Author,
+        message: &InboundMessage,
+    ) {
+        let reply = |text: &str| Some(Reply::to(chat, message, text));
+        let text = message.text.trim();
         let (command, args) = split_command(text);
         let found = command.as_deref().and_then(commands::find);
         let input = match found.map(|c| (c, &c.action)) {

@@ -214,35 +214,13 @@ fn install(args: ScopeArgs, home: Option<PathBuf>, dry_run: bool) -> Result<(), 
     Ok(())
 }
 
+/// Work out what `install` does for `scope`; `home` is the `--home` given, if any.
 fn plan_install(scope: Scope, home: Option<PathBuf>) -> Result<Plan, String> {
     let exe = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .map_err(|e| format!("cannot tell where this binary is: {e}"))?;
-    let home = match (scope, home) {
-        (_, Some(home)) => absolute(&home)?,
-        (Scope::User, None) => absolute(&crate::config::default_home())?,
-        (Scope::System, None) => PathBuf::from(SYSTEM_HOME),
-    };
-    // The agent's working directory must stay writable under the system unit's sandbox:
-    // the one config.yaml names, if it names one (else it is the service user's home,
-    // which is writable already). Never a default taken from the installer's own
-    // environment.
-    let workdir = match scope {
-        Scope::System => crate::config::read_key(&home, "terminal.cwd"),
-        Scope::User => None,
-    };
-    if let Some(dir) = &workdir {
-        let dir = dir.trim_end_matches('/');
-        let system_dirs = [
-            "", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/var", "/proc",
-            "/sys", "/dev", "/run", "/root", "/home",
-        ];
-        if system_dirs.contains(&dir) {
-            return Err(format!(
-                "terminal.cwd is {dir:?}: the system service will not make that writable; give the agent a directory of its own"
-            ));
-        }
-    }
+    let home = install_home(scope, home)?;
+    let workdir = service_workdir(scope, &home)?;
     let spec = UnitSpec {
         scope,
         exe: exe.display().to_string(),
@@ -258,59 +236,9 @@ fn plan_install(scope: Scope, home: Option<PathBuf>) -> Result<Plan, String> {
     let mut notes = Vec::new();
     let mut before = Vec::new();
     let unit_path = match scope {
-        Scope::User => {
-            let user_home = user_home().ok_or("HOME is not set")?;
-            if lingering() == Some(false) {
-                notes.push(
-                    "lingering is off: the service stops when you log out. On a server, run `sudo loginctl enable-linger $USER`."
-                        .into(),
-                );
-            }
-            unit::unit_path(Scope::User, &user_home)
-        }
+        Scope::User => user_unit_path(&mut notes)?,
         Scope::System => {
-            let exists = Command::new("id")
-                .arg("-u")
-                .arg(SYSTEM_USER)
-                .output()
-                .is_ok_and(|o| o.status.success());
-            if !exists {
-                before.push(
-                    [
-                        "useradd",
-                        "--system",
-                        "--user-group",
-                        "--home-dir",
-                        SYSTEM_HOME,
-                        "--no-create-home",
-                        "--shell",
-                        "/usr/sbin/nologin",
-                        SYSTEM_USER,
-                    ]
-                    .map(str::to_owned)
-                    .to_vec(),
-                );
-            }
-            // systemd makes its state directory; another home is made here, the user's.
-            if home != Path::new(SYSTEM_HOME) {
-                let owner = format!("{SYSTEM_USER}:{SYSTEM_USER}");
-                before.push(vec![
-                    "install".into(),
-                    "-d".into(),
-                    "-o".into(),
-                    SYSTEM_USER.into(),
-                    "-g".into(),
-                    SYSTEM_USER.into(),
-                    "-m".into(),
-                    "0700".into(),
-                    home.display().to_string(),
-                ]);
-                notes.push(format!("{} belongs to {owner}", home.display()));
-            }
-            notes.push(format!(
-                "put config.yaml and .env in {} (owned by {SYSTEM_USER}, mode 0600), then `hermes-gateway service restart --system`",
-                home.display()
-            ));
+            prepare_system_home(&home, &mut before, &mut notes);
             unit::unit_path(Scope::System, Path::new("/"))
         }
     };
@@ -325,6 +253,100 @@ fn plan_install(scope: Scope, home: Option<PathBuf>) -> Result<Plan, String> {
         after,
         notes,
     })
+}
+
+/// The service's Hermes home, absolute: the `--home` given, else the scope's default.
+fn install_home(scope: Scope, home: Option<PathBuf>) -> Result<PathBuf, String> {
+    Ok(match (scope, home) {
+        (_, Some(home)) => absolute(&home)?,
+        (Scope::User, None) => absolute(&crate::config::default_home())?,
+        (Scope::System, None) => PathBuf::from(SYSTEM_HOME),
+    })
+}
+
+/// The agent's working directory that the system unit must keep writable; `Err` when it
+/// is a system directory.
+fn service_workdir(scope: Scope, home: &Path) -> Result<Option<String>, String> {
+    // The agent's working directory must stay writable under the system unit's sandbox:
+    // the one config.yaml names, if it names one (else it is the service user's home,
+    // which is writable already). Never a default taken from the installer's own
+    // environment.
+    let workdir = match scope {
+        Scope::System => crate::config::read_key(home, "terminal.cwd"),
+        Scope::User => None,
+    };
+    if let Some(dir) = &workdir {
+        let dir = dir.trim_end_matches('/');
+        let system_dirs = [
+            "", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/var", "/proc",
+            "/sys", "/dev", "/run", "/root", "/home",
+        ];
+        if system_dirs.contains(&dir) {
+            return Err(format!(
+                "terminal.cwd is {dir:?}: the system service will not make that writable; give the agent a directory of its own"
+            ));
+        }
+    }
+    Ok(workdir)
+}
+
+/// Where the user unit goes; a note is added when the service would stop at logout.
+fn user_unit_path(notes: &mut Vec<String>) -> Result<PathBuf, String> {
+    let user_home = user_home().ok_or("HOME is not set")?;
+    if lingering() == Some(false) {
+        notes.push(
+            "lingering is off: the service stops when you log out. On a server, run `sudo loginctl enable-linger $USER`."
+                .into(),
+        );
+    }
+    Ok(unit::unit_path(Scope::User, &user_home))
+}
+
+/// For the system service: the commands that make its user and `home` (into `before`),
+/// and what the person is told (into `notes`).
+fn prepare_system_home(home: &Path, before: &mut Vec<Vec<String>>, notes: &mut Vec<String>) {
+    let exists = Command::new("id")
+        .arg("-u")
+        .arg(SYSTEM_USER)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !exists {
+        before.push(
+            [
+                "useradd",
+                "--system",
+                "--user-group",
+                "--home-dir",
+                SYSTEM_HOME,
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                SYSTEM_USER,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        );
+    }
+    // systemd makes its state directory; another home is made here, the user's.
+    if home != Path::new(SYSTEM_HOME) {
+        let owner = format!("{SYSTEM_USER}:{SYSTEM_USER}");
+        before.push(vec![
+            "install".into(),
+            "-d".into(),
+            "-o".into(),
+            SYSTEM_USER.into(),
+            "-g".into(),
+            SYSTEM_USER.into(),
+            "-m".into(),
+            "0700".into(),
+            home.display().to_string(),
+        ]);
+        notes.push(format!("{} belongs to {owner}", home.display()));
+    }
+    notes.push(format!(
+        "put config.yaml and .env in {} (owned by {SYSTEM_USER}, mode 0600), then `hermes-gateway service restart --system`",
+        home.display()
+    ));
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, String> {

@@ -104,45 +104,71 @@ pub fn check_path(path: &str) -> Result<(), String> {
 /// The unit file.
 pub fn render(spec: &UnitSpec) -> String {
     let mut unit = String::new();
-    let line = |unit: &mut String, text: &str| {
-        unit.push_str(text);
-        unit.push('\n');
-    };
+    header(&mut unit, spec.scope);
+    unit_section(&mut unit);
+    service_start(&mut unit, spec);
+    service_restart_and_stop(&mut unit);
     match spec.scope {
         Scope::User => line(
             &mut unit,
+            "# No privilege can be gained through setuid binaries the agent might run.\n\
+             NoNewPrivileges=yes",
+        ),
+        Scope::System => hardening(&mut unit, spec),
+    }
+    install_section(&mut unit, spec.scope);
+    unit
+}
+
+/// `text` and a line break, onto `unit`.
+fn line(unit: &mut String, text: &str) {
+    unit.push_str(text);
+    unit.push('\n');
+}
+
+/// The comment at the top: what the unit is and where it goes.
+fn header(unit: &mut String, scope: Scope) {
+    match scope {
+        Scope::User => line(
+            unit,
             "# hermes-gateway as a user service: `hermes-gateway service install --user` writes this\n\
              # to ~/.config/systemd/user/. On a server, `sudo loginctl enable-linger $USER` keeps it\n\
              # running while you are logged out.",
         ),
         Scope::System => line(
-            &mut unit,
+            unit,
             "# hermes-gateway as a system service with its own user: `sudo hermes-gateway service\n\
              # install --system` writes this to /etc/systemd/system/. Its config.yaml and .env go in\n\
              # /var/lib/hermes-gateway.",
         ),
     }
-    line(&mut unit, "[Unit]");
+}
+
+/// `[Unit]`: its description and the network it needs.
+fn unit_section(unit: &mut String) {
+    line(unit, "[Unit]");
     line(
-        &mut unit,
+        unit,
         "Description=Hermes Gateway - chat with an AI agent on messaging platforms",
     );
+    line(unit, "# It talks to chat platforms and the model provider.");
+    line(unit, "After=network-online.target");
+    line(unit, "Wants=network-online.target");
+    line(unit, "");
+}
+
+/// The start of `[Service]`: how the daemon tells systemd it is ready, who it runs as
+/// (the system service), and how it is started and reloaded.
+fn service_start(unit: &mut String, spec: &UnitSpec) {
+    line(unit, "[Service]");
     line(
-        &mut unit,
-        "# It talks to chat platforms and the model provider.",
-    );
-    line(&mut unit, "After=network-online.target");
-    line(&mut unit, "Wants=network-online.target");
-    line(&mut unit, "");
-    line(&mut unit, "[Service]");
-    line(
-        &mut unit,
+        unit,
         "# The daemon says when it is ready (every platform answered once) and pings the watchdog\n\
          # only while every platform answers.\n\
          Type=notify",
     );
     line(
-        &mut unit,
+        unit,
         "# Only the daemon itself may notify, never a command the agent runs.\nNotifyAccess=main",
     );
     if spec.scope == Scope::System {
@@ -162,15 +188,20 @@ pub fn render(spec: &UnitSpec) -> String {
         word(&spec.home, true)
     );
     line(
-        &mut unit,
+        unit,
         "# SIGHUP: read config.yaml and .env again.\nExecReload=/bin/kill -HUP $MAINPID",
     );
+}
+
+/// When systemd restarts the daemon (not for a wrong configuration), its watchdog, and
+/// how it is stopped.
+fn service_restart_and_stop(unit: &mut String) {
     line(
-        &mut unit,
+        unit,
         "# Whatever the reason it stopped, start it again after 5 s...\nRestart=always\nRestartSec=5",
     );
     line(
-        &mut unit,
+        unit,
         "# ...except for exit status 78: the configuration is wrong, and restarting would only\n\
          # flap. `hermes-gateway check-config` says what is wrong.\n\
          RestartPreventExitStatus=78",
@@ -189,21 +220,16 @@ pub fn render(spec: &UnitSpec) -> String {
          # SIGKILL to whatever is left, the agent's commands included.\n\
          KillMode=mixed\nTimeoutStopSec={STOP_TIMEOUT_SEC}"
     );
-    match spec.scope {
-        Scope::User => line(
-            &mut unit,
-            "# No privilege can be gained through setuid binaries the agent might run.\n\
-             NoNewPrivileges=yes",
-        ),
-        Scope::System => hardening(&mut unit, spec),
+}
+
+/// `[Install]`, after a blank line: the target that starts it.
+fn install_section(unit: &mut String, scope: Scope) {
+    line(unit, "");
+    line(unit, "[Install]");
+    match scope {
+        Scope::User => line(unit, "WantedBy=default.target"),
+        Scope::System => line(unit, "WantedBy=multi-user.target"),
     }
-    line(&mut unit, "");
-    line(&mut unit, "[Install]");
-    match spec.scope {
-        Scope::User => line(&mut unit, "WantedBy=default.target"),
-        Scope::System => line(&mut unit, "WantedBy=multi-user.target"),
-    }
-    unit
 }
 
 /// The system unit's sandbox. The agent's terminal still works in its working directory:

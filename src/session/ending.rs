@@ -14,6 +14,13 @@ const COMMIT_RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration:
 /// How long a failure to record a turn's end is retried before the turn is given up.
 const COMMIT_GIVE_UP: Duration = Duration::from_secs(600);
 
+/// What every end of a turn closes: its inbox rows (and the `/stop`s that waited for it)
+/// and its streamed message.
+struct Ended {
+    ids: Vec<i64>,
+    streamed: Streamed,
+}
+
 impl SessionActor {
     /// Record how a turn ended; returns the merged turn to start when it was interrupted.
     pub(super) async fn turn_ended(
@@ -21,46 +28,120 @@ impl SessionActor {
         mut turn: RunningTurn,
         ended: Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     ) -> Option<Resume> {
-        // What its model calls took, however it ended (`/usage`), per model.
-        let usage = std::mem::take(&mut *turn.usage.lock().expect("usage lock"));
-        if let Some(session) = self.session_id.clone() {
-            for (model, usage) in usage.0 {
-                if usage == crate::llm::Usage::default() {
-                    continue;
-                }
-                if let Err(e) = self
-                    .services
-                    .store
-                    .usage_add(session.clone(), model, usage)
-                    .await
-                {
-                    tracing::warn!(error = %e, "session: could not record the turn's token usage");
-                }
-            }
-        }
+        self.record_usage(&turn).await;
         // The stream ends with the turn (its sender went with the turn's input).
         let streamed = match turn.stream.take() {
             Some(handle) => handle.await.unwrap_or_default(),
             None => Streamed::default(),
         };
-        let Some((outcome, mut steer_rx)) = ended else {
-            let mut ids: Vec<i64> = turn.inputs.iter().filter_map(|i| i.inbox_id).collect();
-            ids.extend(&turn.stop_commands);
-            let reply_to = turn.inputs.last().and_then(|i| i.message_id.clone());
-            let notice =
-                "⚠️ Something went wrong inside the gateway while answering; please try again.";
-            let outbox =
-                continue_stream(&self.chat, self.reply_rows(notice, reply_to), streamed.row);
-            self.commit(TurnRecord::outcome(
-                ids,
-                InboxState::Failed,
-                "turn panicked",
-                outbox,
-            ))
-            .await;
+        let Some((outcome, steer_rx)) = ended else {
+            self.record_panic(&turn, streamed).await;
             return None;
         };
-        // Steering texts the turn never read run as the next turn.
+        let inputs = self.answered_inputs(&turn, steer_rx);
+        let reply_to = inputs.last().and_then(|i| i.message_id.clone());
+        let mut ids: Vec<i64> = inputs.iter().filter_map(|i| i.inbox_id).collect();
+        // The /stop commands end with the turn, whichever way it ended.
+        ids.extend(&turn.stop_commands);
+        let end = Ended { ids, streamed };
+        match (outcome, turn.stop) {
+            (TurnOutcome::Cancelled { messages }, Some(StopReason::Interrupt)) => {
+                return Some(self.resume_interrupted(inputs, messages, end.streamed));
+            }
+            (TurnOutcome::Cancelled { messages }, Some(StopReason::Stop)) => {
+                // A streamed answer keeps what was written, marked as stopped.
+                let stopped = match end.streamed.text.trim() {
+                    "" => "⏹ Stopped.".to_owned(),
+                    text => format!("{text}\n\n⏹ Stopped."),
+                };
+                let rows = self.reply_rows(&stopped, reply_to);
+                self.record_end(end, messages, rows, InboxState::Done, "stopped")
+                    .await;
+            }
+            (_, Some(StopReason::Reset)) => {
+                let outbox = match end.streamed.row {
+                    Some(row) => continue_stream(
+                        &self.chat,
+                        self.reply_rows("⏹ Stopped (new session).", None),
+                        Some(row),
+                    ),
+                    None => Vec::new(),
+                };
+                self.commit(TurnRecord::outcome(
+                    end.ids,
+                    InboxState::Done,
+                    "reset",
+                    outbox,
+                ))
+                .await;
+            }
+            (TurnOutcome::Cancelled { .. }, None) => self.tell_of_restart().await,
+            (
+                TurnOutcome::Answered { reply, messages }
+                | TurnOutcome::BudgetExhausted { reply, messages },
+                _,
+            ) => {
+                let rows = self.answer_rows(&reply, reply_to).await;
+                self.record_end(end, messages, rows, InboxState::Done, "answered")
+                    .await;
+            }
+            (TurnOutcome::Failed { notice, messages }, _) => {
+                // Keep what the person said, so the conversation goes on from it.
+                let kept = messages.into_iter().filter(|m| m.role == "user").collect();
+                let rows = self.reply_rows(&notice, reply_to);
+                self.record_end(end, kept, rows, InboxState::Failed, "model unavailable")
+                    .await;
+            }
+        }
+        None
+    }
+
+    /// What its model calls took, however it ended (`/usage`), per model.
+    async fn record_usage(&self, turn: &RunningTurn) {
+        let usage = std::mem::take(&mut *turn.usage.lock().expect("usage lock"));
+        let Some(session) = self.session_id.clone() else {
+            return;
+        };
+        for (model, usage) in usage.0 {
+            if usage == crate::llm::Usage::default() {
+                continue;
+            }
+            if let Err(e) = self
+                .services
+                .store
+                .usage_add(session.clone(), model, usage)
+                .await
+            {
+                tracing::warn!(error = %e, "session: could not record the turn's token usage");
+            }
+        }
+    }
+
+    /// The turn's task panicked: its inputs (and the `/stop`s that waited for it) fail,
+    /// and the person is told.
+    async fn record_panic(&mut self, turn: &RunningTurn, streamed: Streamed) {
+        let mut ids: Vec<i64> = turn.inputs.iter().filter_map(|i| i.inbox_id).collect();
+        ids.extend(&turn.stop_commands);
+        let reply_to = turn.inputs.last().and_then(|i| i.message_id.clone());
+        let notice =
+            "⚠️ Something went wrong inside the gateway while answering; please try again.";
+        let outbox = continue_stream(&self.chat, self.reply_rows(notice, reply_to), streamed.row);
+        self.commit(TurnRecord::outcome(
+            ids,
+            InboxState::Failed,
+            "turn panicked",
+            outbox,
+        ))
+        .await;
+    }
+
+    /// The inputs the turn answered: its own and the steering texts it read; those it
+    /// never read run as the next turn.
+    fn answered_inputs(
+        &mut self,
+        turn: &RunningTurn,
+        mut steer_rx: mpsc::UnboundedReceiver<String>,
+    ) -> Vec<UserInput> {
         let mut unread = 0;
         while steer_rx.try_recv().is_ok() {
             unread += 1;
@@ -72,115 +153,66 @@ impl SessionActor {
         }
         let mut inputs = turn.inputs.clone();
         inputs.extend(steered);
-        let mut ids: Vec<i64> = inputs.iter().filter_map(|i| i.inbox_id).collect();
-        let reply_to = inputs.last().and_then(|i| i.message_id.clone());
-        // The /stop commands end with the turn, whichever way it ended.
-        ids.extend(&turn.stop_commands);
+        inputs
+    }
 
-        match (outcome, turn.stop) {
-            (TurnOutcome::Cancelled { messages }, Some(StopReason::Interrupt)) => {
-                // Answer the earlier and the new text together, continuing the partial work
-                // (which already holds the earlier text).
-                let user_text = joined_text(&self.interrupting);
-                // The answer in its place continues the streamed message.
-                self.stream_row = streamed.row;
-                let mut merged = inputs;
-                if !messages.is_empty() {
-                    // What the files became is in the carried messages already; only images
-                    // (not kept in messages) are fetched again.
-                    for input in &mut merged {
-                        input
-                            .attachments
-                            .retain(|a| a.kind == hermes_adapter::MediaKind::Image);
-                    }
-                }
-                merged.append(&mut self.interrupting);
-                return Some(Resume {
-                    inputs: merged,
-                    user_text,
-                    carried: messages,
-                });
-            }
-            (TurnOutcome::Cancelled { messages }, Some(StopReason::Stop)) => {
-                // A streamed answer keeps what was written, marked as stopped.
-                let stopped = match streamed.text.trim() {
-                    "" => "⏹ Stopped.".to_owned(),
-                    text => format!("{text}\n\n⏹ Stopped."),
-                };
-                let record = TurnRecord {
-                    session_id: self.session_id.clone(),
-                    messages,
-                    outbox: continue_stream(
-                        &self.chat,
-                        self.reply_rows(&stopped, reply_to),
-                        streamed.row,
-                    ),
-                    inbox_ids: ids,
-                    state: InboxState::Done,
-                    outcome: "stopped".into(),
-                };
-                self.commit(record).await;
-            }
-            (_, Some(StopReason::Reset)) => {
-                let outbox = match streamed.row {
-                    Some(row) => continue_stream(
-                        &self.chat,
-                        self.reply_rows("⏹ Stopped (new session).", None),
-                        Some(row),
-                    ),
-                    None => Vec::new(),
-                };
-                self.commit(TurnRecord::outcome(ids, InboxState::Done, "reset", outbox))
-                    .await;
-            }
-            (TurnOutcome::Cancelled { .. }, None) => {
-                // Shutdown: the inbox rows stay open and the turn runs again after a restart.
-                // The person hears why the answer is late (the outbox is flushed before the
-                // daemon exits, or sends it after the restart).
-                tracing::info!(session = %self.key, "session: turn cancelled by shutdown; it will resume after restart");
-                let notice = "⏹ I was interrupted by a restart of the gateway; I'll go on with your message as soon as it is back.";
-                if let Err(e) = self.services.delivery.reply(&self.chat, notice, None).await {
-                    tracing::error!(error = %e, "session: could not queue the restart notice");
-                }
-            }
-            (
-                TurnOutcome::Answered { reply, messages }
-                | TurnOutcome::BudgetExhausted { reply, messages },
-                _,
-            ) => {
-                let record = TurnRecord {
-                    session_id: self.session_id.clone(),
-                    messages,
-                    outbox: continue_stream(
-                        &self.chat,
-                        self.answer_rows(&reply, reply_to).await,
-                        streamed.row,
-                    ),
-                    inbox_ids: ids,
-                    state: InboxState::Done,
-                    outcome: "answered".into(),
-                };
-                self.commit(record).await;
-            }
-            (TurnOutcome::Failed { notice, messages }, _) => {
-                // Keep what the person said, so the conversation goes on from it.
-                let kept = messages.into_iter().filter(|m| m.role == "user").collect();
-                let record = TurnRecord {
-                    session_id: self.session_id.clone(),
-                    messages: kept,
-                    outbox: continue_stream(
-                        &self.chat,
-                        self.reply_rows(&notice, reply_to),
-                        streamed.row,
-                    ),
-                    inbox_ids: ids,
-                    state: InboxState::Failed,
-                    outcome: "model unavailable".into(),
-                };
-                self.commit(record).await;
+    /// An interrupted turn: the earlier and the new text are answered together, continuing
+    /// the partial work (which already holds the earlier text), in the streamed message.
+    fn resume_interrupted(
+        &mut self,
+        mut merged: Vec<UserInput>,
+        carried: Vec<StoredMessage>,
+        streamed: Streamed,
+    ) -> Resume {
+        let user_text = joined_text(&self.interrupting);
+        self.stream_row = streamed.row;
+        if !carried.is_empty() {
+            // What the files became is in the carried messages already; only images (not
+            // kept in messages) are fetched again.
+            for input in &mut merged {
+                input
+                    .attachments
+                    .retain(|a| a.kind == hermes_adapter::MediaKind::Image);
             }
         }
-        None
+        merged.append(&mut self.interrupting);
+        Resume {
+            inputs: merged,
+            user_text,
+            carried,
+        }
+    }
+
+    /// Shutdown cut the turn: its inbox rows stay open and it runs again after the start.
+    /// The person hears why the answer is late (the outbox is flushed before the daemon
+    /// exits, or sends it after the restart).
+    async fn tell_of_restart(&self) {
+        tracing::info!(session = %self.key, "session: turn cancelled by shutdown; it will resume after restart");
+        let notice = "⏹ I was interrupted by a restart of the gateway; I'll go on with your message as soon as it is back.";
+        if let Err(e) = self.services.delivery.reply(&self.chat, notice, None).await {
+            tracing::error!(error = %e, "session: could not queue the restart notice");
+        }
+    }
+
+    /// Record a turn's end: its messages, what it says (continuing its streamed message),
+    /// and its inputs' state.
+    async fn record_end(
+        &mut self,
+        end: Ended,
+        messages: Vec<StoredMessage>,
+        rows: Vec<NewOutboxRow>,
+        state: InboxState,
+        outcome: &str,
+    ) {
+        let record = TurnRecord {
+            session_id: self.session_id.clone(),
+            messages,
+            outbox: continue_stream(&self.chat, rows, end.streamed.row),
+            inbox_ids: end.ids,
+            state,
+            outcome: outcome.into(),
+        };
+        self.commit(record).await;
     }
 
     /// The agent's answer: its text, then the files it named with `MEDIA:` tags, in order.

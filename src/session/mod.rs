@@ -31,6 +31,7 @@ mod actor;
 mod chat_commands;
 mod commands;
 mod ending;
+mod starting;
 mod stream;
 
 /// How long an actor without work lives on.

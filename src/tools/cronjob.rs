@@ -70,91 +70,119 @@ impl Tool for CronjobTool {
 }
 
 impl CronjobTool {
+    /// Do the `action` in `args`: the text for the model, or what went wrong.
     async fn act(&self, args: &Value, ctx: &ToolContext) -> Result<String, String> {
-        let cron = &self.cron;
-        let text = |key: &str| {
-            args.get(key)
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-        };
-        let action = text("action").ok_or("`action` is required")?;
+        let action = text(args, "action").ok_or("`action` is required")?;
         let from_a_run = ctx.session_key.starts_with("cron:");
         if from_a_run && matches!(action, "create" | "update" | "run") {
             return Err("a scheduled run cannot create or change scheduled jobs".into());
         }
-        let store_error = |e: crate::store::StoreError| format!("the jobs cannot be reached: {e}");
-        if action == "list" {
-            let jobs = cron
-                .store
-                .cron_list(Some(ctx.session_key.clone()))
-                .await
-                .map_err(store_error)?;
-            if jobs.is_empty() {
-                return Ok("No scheduled jobs in this conversation.".into());
-            }
-            return Ok(jobs
-                .iter()
-                .map(|j| self.describe(j))
-                .collect::<Vec<_>>()
-                .join("\n"));
+        match action {
+            "list" => self.list(ctx).await,
+            "create" => self.create(args, ctx).await,
+            // Every other action is on one job; an unknown one is refused once the job
+            // is found.
+            _ => self.change(action, args, ctx).await,
         }
-        if action == "create" {
-            let schedule_text = text("schedule").ok_or("create needs `schedule`")?;
-            let prompt = text("prompt").ok_or("create needs `prompt`")?;
-            let now = now_ms();
-            let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
-            check_interval(&schedule, cron.min_interval)?;
-            let jobs = cron.store.cron_list(None).await.map_err(store_error)?;
-            let here = jobs
-                .iter()
-                .filter(|j| j.origin_key == ctx.session_key)
-                .count();
-            if here >= MAX_JOBS_PER_CONVERSATION || jobs.len() >= MAX_JOBS {
+    }
+
+    /// `list`: the jobs of this conversation.
+    async fn list(&self, ctx: &ToolContext) -> Result<String, String> {
+        let jobs = self
+            .cron
+            .store
+            .cron_list(Some(ctx.session_key.clone()))
+            .await
+            .map_err(store_error)?;
+        if jobs.is_empty() {
+            return Ok("No scheduled jobs in this conversation.".into());
+        }
+        Ok(jobs
+            .iter()
+            .map(|j| self.describe(j))
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
+
+    /// `create`: a new job in this conversation, if there is room for it.
+    async fn create(&self, args: &Value, ctx: &ToolContext) -> Result<String, String> {
+        let cron = &self.cron;
+        let schedule_text = text(args, "schedule").ok_or("create needs `schedule`")?;
+        let prompt = text(args, "prompt").ok_or("create needs `prompt`")?;
+        let now = now_ms();
+        let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
+        check_interval(&schedule, cron.min_interval)?;
+        self.check_room(ctx).await?;
+        let next = schedule
+            .next_after(ts(now), &cron.tz)
+            .ok_or("that time has passed")?
+            .as_millisecond();
+        let deliver = self.destination(text(args, "deliver"), ctx).await?;
+        let job = new_job(args, ctx, prompt, &schedule, deliver, next, now);
+        cron.store
+            .cron_create(job.clone())
+            .await
+            .map_err(store_error)?;
+        cron.changed.notify_one();
+        Ok(format!("Scheduled: {}", self.describe(&job)))
+    }
+
+    /// Refuse a new job when this conversation, or the gateway, has as many as it may.
+    async fn check_room(&self, ctx: &ToolContext) -> Result<(), String> {
+        let jobs = self.cron.store.cron_list(None).await.map_err(store_error)?;
+        let here = jobs
+            .iter()
+            .filter(|j| j.origin_key == ctx.session_key)
+            .count();
+        if here >= MAX_JOBS_PER_CONVERSATION || jobs.len() >= MAX_JOBS {
+            return Err(format!(
+                "too many scheduled jobs (at most {MAX_JOBS_PER_CONVERSATION} per conversation, {MAX_JOBS} in all); remove one first"
+            ));
+        }
+        Ok(())
+    }
+
+    /// `remove`, `pause`, `resume`, `run` or `update` the job `job_id` of this
+    /// conversation.
+    async fn change(
+        &self,
+        action: &str,
+        args: &Value,
+        ctx: &ToolContext,
+    ) -> Result<String, String> {
+        let cron = &self.cron;
+        let id =
+            text(args, "job_id").ok_or_else(|| format!("{action} needs `job_id` (see list)"))?;
+        let job = self.own_job(id, ctx).await?;
+        let now = now_ms();
+        let changed = match action {
+            "remove" => {
+                cron.store.cron_remove(id).await.map_err(store_error)?;
+                cron.changed.notify_one();
+                return Ok(format!("Removed {} ({id}).", job.name));
+            }
+            "pause" => job.paused(),
+            "resume" => job.resumed(now, &cron.tz),
+            "run" => job.run_now(now),
+            "update" => self.updated(job, args, ctx, now).await?,
+            other => {
                 return Err(format!(
-                    "too many scheduled jobs (at most {MAX_JOBS_PER_CONVERSATION} per conversation, {MAX_JOBS} in all); remove one first"
+                    "unknown action {other:?}; use create, list, update, pause, resume, remove or run"
                 ));
             }
-            let next = schedule
-                .next_after(ts(now), &cron.tz)
-                .ok_or("that time has passed")?
-                .as_millisecond();
-            let deliver = self.destination(text("deliver"), ctx).await?;
-            let repeat = args
-                .get("repeat")
-                .and_then(Value::as_i64)
-                .filter(|r| *r > 0)
-                .or((!schedule.recurring()).then_some(1));
-            let job = CronJob {
-                id: format!("job_{:08x}", rand::random::<u32>()),
-                name: text("name")
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| prompt.chars().take(40).collect()),
-                prompt: prompt.to_owned(),
-                schedule: schedule.text(),
-                deliver,
-                author: ctx.author.clone(),
-                origin_key: ctx.session_key.clone(),
-                repeat,
-                runs: 0,
-                paused: false,
-                catch_up: args
-                    .get("catch_up")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true),
-                next_run_at: Some(next),
-                last_run_at: None,
-                created_at: now,
-            };
-            cron.store
-                .cron_create(job.clone())
-                .await
-                .map_err(store_error)?;
-            cron.changed.notify_one();
-            return Ok(format!("Scheduled: {}", self.describe(&job)));
-        }
-        let id = text("job_id").ok_or_else(|| format!("{action} needs `job_id` (see list)"))?;
-        let job = cron
+        };
+        cron.store
+            .cron_update(changed.clone())
+            .await
+            .map_err(store_error)?;
+        cron.changed.notify_one();
+        Ok(format!("Done: {}", self.describe(&changed)))
+    }
+
+    /// The job `id` of this conversation, when the person asking may change it.
+    async fn own_job(&self, id: &str, ctx: &ToolContext) -> Result<CronJob, String> {
+        let job = self
+            .cron
             .store
             .cron_get(id)
             .await
@@ -169,52 +197,39 @@ impl CronjobTool {
                 job.author.display_name
             ));
         }
-        let now = now_ms();
-        let changed = match action {
-            "remove" => {
-                cron.store.cron_remove(id).await.map_err(store_error)?;
-                cron.changed.notify_one();
-                return Ok(format!("Removed {} ({id}).", job.name));
-            }
-            "pause" => job.paused(),
-            "resume" => job.resumed(now, &cron.tz),
-            "run" => job.run_now(now),
-            "update" => {
-                let mut job = job;
-                if let Some(prompt) = text("prompt") {
-                    job.prompt = prompt.to_owned();
-                }
-                if let Some(name) = text("name") {
-                    job.name = name.to_owned();
-                }
-                if let Some(repeat) = args.get("repeat").and_then(Value::as_i64) {
-                    job.repeat = (repeat > 0).then_some(repeat);
-                }
-                if text("deliver").is_some() {
-                    job.deliver = self.destination(text("deliver"), ctx).await?;
-                }
-                if let Some(schedule_text) = text("schedule") {
-                    let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
-                    check_interval(&schedule, cron.min_interval)?;
-                    job.next_run_at = schedule
-                        .next_after(ts(now), &cron.tz)
-                        .map(|t| t.as_millisecond());
-                    job.schedule = schedule.text();
-                }
-                job
-            }
-            other => {
-                return Err(format!(
-                    "unknown action {other:?}; use create, list, update, pause, resume, remove or run"
-                ));
-            }
-        };
-        cron.store
-            .cron_update(changed.clone())
-            .await
-            .map_err(store_error)?;
-        cron.changed.notify_one();
-        Ok(format!("Done: {}", self.describe(&changed)))
+        Ok(job)
+    }
+
+    /// `update`: `job` with what `args` gives in place of its own.
+    async fn updated(
+        &self,
+        mut job: CronJob,
+        args: &Value,
+        ctx: &ToolContext,
+        now: i64,
+    ) -> Result<CronJob, String> {
+        let cron = &self.cron;
+        if let Some(prompt) = text(args, "prompt") {
+            job.prompt = prompt.to_owned();
+        }
+        if let Some(name) = text(args, "name") {
+            job.name = name.to_owned();
+        }
+        if let Some(repeat) = args.get("repeat").and_then(Value::as_i64) {
+            job.repeat = (repeat > 0).then_some(repeat);
+        }
+        if text(args, "deliver").is_some() {
+            job.deliver = self.destination(text(args, "deliver"), ctx).await?;
+        }
+        if let Some(schedule_text) = text(args, "schedule") {
+            let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
+            check_interval(&schedule, cron.min_interval)?;
+            job.next_run_at = schedule
+                .next_after(ts(now), &cron.tz)
+                .map(|t| t.as_millisecond());
+            job.schedule = schedule.text();
+        }
+        Ok(job)
     }
 
     /// Where a job's answers go (see [`super::destinations`]).
@@ -255,6 +270,59 @@ impl CronjobTool {
             job.deliver.platform,
             job.deliver.chat_id
         )
+    }
+}
+
+/// The string argument `key`, trimmed; `None` when it is missing or blank.
+fn text<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// What the model is told when the store fails.
+fn store_error(e: crate::store::StoreError) -> String {
+    format!("the jobs cannot be reached: {e}")
+}
+
+/// The job `create` makes: `prompt` on `schedule`, first run at `next` (Unix ms), made
+/// `now`, with the optional arguments (`name`, `repeat`, `catch_up`) from `args`.
+fn new_job(
+    args: &Value,
+    ctx: &ToolContext,
+    prompt: &str,
+    schedule: &Schedule,
+    deliver: ChatRef,
+    next: i64,
+    now: i64,
+) -> CronJob {
+    // A one-time schedule runs once unless told otherwise.
+    let repeat = args
+        .get("repeat")
+        .and_then(Value::as_i64)
+        .filter(|r| *r > 0)
+        .or((!schedule.recurring()).then_some(1));
+    CronJob {
+        id: format!("job_{:08x}", rand::random::<u32>()),
+        name: text(args, "name")
+            .map(str::to_owned)
+            .unwrap_or_else(|| prompt.chars().take(40).collect()),
+        prompt: prompt.to_owned(),
+        schedule: schedule.text(),
+        deliver,
+        author: ctx.author.clone(),
+        origin_key: ctx.session_key.clone(),
+        repeat,
+        runs: 0,
+        paused: false,
+        catch_up: args
+            .get("catch_up")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        next_run_at: Some(next),
+        last_run_at: None,
+        created_at: now,
     }
 }
 

@@ -59,7 +59,7 @@ pub use outbound::{
 };
 pub use record::{record_batch, record_until_done};
 pub use settings::{
-    Access, PlatformSettings, SettingsSource, http_root, is_truthy, mask, split_list,
+    Access, Common, PlatformSettings, SettingsSource, http_root, is_truthy, mask, split_list,
 };
 pub use webhook::{Verifier, WebhookHandler, WebhookRequest, WebhookResponse, WebhookRoute};
 
@@ -194,6 +194,25 @@ pub trait Adapter: Send + Sync {
         sink: Arc<dyn InboundSink>,
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError>;
+}
+
+/// A reqwest error in a few words, without its URL (URLs can carry keys; and they make a
+/// log line long): what went wrong, and the HTTP status when there was one.
+#[cfg(feature = "reqwest")]
+pub fn describe_reqwest(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "could not connect"
+    } else if error.is_body() || error.is_decode() {
+        "the answer broke off"
+    } else {
+        "request failed"
+    };
+    match error.status() {
+        Some(status) => format!("{kind} (HTTP {status})"),
+        None => kind.to_owned(),
+    }
 }
 
 #[cfg(test)]

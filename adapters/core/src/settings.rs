@@ -47,15 +47,58 @@ impl Access {
     }
 }
 
+/// What every platform's settings hold alike: who may talk to the bot, whether a group
+/// message must address it, and where notices without a conversation go.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Common {
+    pub access: Access,
+    pub require_mention: bool,
+    pub home_channel: Option<String>,
+}
+
+impl Common {
+    /// `{prefix}_HOME_CHANNEL`, else `platforms.<name>.home_channel.chat_id` (Hermes' names).
+    pub fn read_home_channel(
+        source: &mut dyn SettingsSource,
+        prefix: &str,
+        name: &str,
+    ) -> Option<String> {
+        source
+            .var(&format!("{prefix}_HOME_CHANNEL"))
+            .or_else(|| source.string(&format!("platforms.{name}.home_channel.chat_id")))
+    }
+
+    /// The `check-config` line of the home channel.
+    pub fn home_channel_line(&self) -> (String, String) {
+        (
+            "home_channel".into(),
+            self.home_channel.clone().unwrap_or_else(|| "(none)".into()),
+        )
+    }
+
+    /// The `check-config` line of the mention rule.
+    pub fn require_mention_line(&self) -> (String, String) {
+        ("require_mention".into(), self.require_mention.to_string())
+    }
+}
+
 /// One platform's settings, read by its crate.
 pub trait PlatformSettings: Send + Sync + fmt::Debug {
     fn platform(&self) -> Platform;
+    /// What these settings hold alike with every platform's.
+    fn common(&self) -> &Common;
     /// Who may talk to the bot here.
-    fn access(&self) -> &Access;
+    fn access(&self) -> &Access {
+        &self.common().access
+    }
     /// In groups, answer only messages addressed to the bot.
-    fn require_mention(&self) -> bool;
+    fn require_mention(&self) -> bool {
+        self.common().require_mention
+    }
     /// Where notices without a conversation go (`{PREFIX}_HOME_CHANNEL`).
-    fn home_channel(&self) -> Option<&str>;
+    fn home_channel(&self) -> Option<&str> {
+        self.common().home_channel.as_deref()
+    }
     /// The `check-config` section: (key, value) pairs, secrets masked.
     fn describe(&self) -> Vec<(String, String)>;
     /// The adapter these settings make.

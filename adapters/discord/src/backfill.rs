@@ -4,26 +4,23 @@
 //! invalid session, after serenity restarted a shard whose heartbeats went unacknowledged,
 //! or after the daemon itself was stopped or killed) starts from now, and whatever people
 //! wrote in the gap would be lost. So the adapter keeps, per channel it has seen messages
-//! in, the newest message id ([`Seen`], saved through the sink as the adapter's cursor),
+//! in, the newest message id (`seen::Seen`, saved through the sink as the adapter's cursor),
 //! and after every READY asks `GET /channels/{id}/messages?after=…` for what came since.
 //! Those messages take the same path as the gateway's; the inbox recognises the ones it has
 //! (event ids are message ids), so nothing is answered twice.
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hermes_adapter::{Backoff, CancellationToken, InboundSink, SendError};
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serenity::model::channel::Message;
 use serenity::model::id::GuildId;
 
 use crate::receive::{Batch, Recorder};
 use crate::rest::Body;
+use crate::seen::SeenChannel;
 
-/// Channels remembered (the most recently active ones).
-const CHANNELS_KEPT: usize = 100;
 /// Messages older than this are not fetched again (Telegram keeps undelivered updates for
 /// a day too).
 pub(crate) const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
@@ -35,65 +32,6 @@ const ATTEMPTS: u32 = 4;
 const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(8));
 /// Discord's epoch (2015-01-01) in Unix milliseconds; snowflakes count from it.
 const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
-
-/// One channel's newest message seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SeenChannel {
-    pub last: u64,
-    /// The server it belongs to (REST messages do not say); `None` for a DM.
-    #[serde(default)]
-    pub guild: Option<u64>,
-}
-
-/// The newest message seen in each recently active channel.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Seen {
-    channels: HashMap<u64, SeenChannel>,
-}
-
-impl Seen {
-    /// Read a saved cursor; a cursor that does not parse is started afresh.
-    pub(crate) fn parse(saved: &str) -> Seen {
-        serde_json::from_str(saved).unwrap_or_default()
-    }
-
-    pub(crate) fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-
-    /// Note a message; `true` when it is newer than what was known.
-    pub(crate) fn note(&mut self, channel: u64, guild: Option<u64>, message: u64) -> bool {
-        let entry = self
-            .channels
-            .entry(channel)
-            .or_insert(SeenChannel { last: 0, guild });
-        if message <= entry.last {
-            return false;
-        }
-        entry.last = message;
-        entry.guild = guild.or(entry.guild);
-        if self.channels.len() > CHANNELS_KEPT {
-            // Forget the channel that has been quiet longest.
-            if let Some(quietest) = self
-                .channels
-                .iter()
-                .min_by_key(|(_, c)| c.last)
-                .map(|(id, _)| *id)
-            {
-                self.channels.remove(&quietest);
-            }
-        }
-        true
-    }
-
-    /// Every remembered channel, the most recently active first, with where to start.
-    /// (A channel quiet for a week may still have a message from last night.)
-    pub(crate) fn to_fetch(&self) -> Vec<(u64, SeenChannel)> {
-        let mut channels: Vec<_> = self.channels.iter().map(|(id, c)| (*id, *c)).collect();
-        channels.sort_by_key(|(_, c)| std::cmp::Reverse(c.last));
-        channels
-    }
-}
 
 impl Recorder {
     /// After a READY: fetch, per remembered channel, the messages since the newest one
@@ -198,6 +136,7 @@ pub(crate) fn too_old(snowflake: u64, now: SystemTime) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seen::{CHANNELS_KEPT, Seen};
 
     fn snowflake_at(unix_ms: u64) -> u64 {
         (unix_ms - DISCORD_EPOCH_MS) << 22

@@ -21,6 +21,7 @@ mod markdown;
 mod normalize;
 mod receive;
 mod rest;
+mod seen;
 mod send;
 mod settings;
 
@@ -98,13 +99,14 @@ impl DiscordAdapter {
             reading: Reading {
                 free_response_channels: settings.free_response_channels.clone(),
                 allowed: settings
+                    .common
                     .access
                     .allowed
                     .iter()
                     .chain(&settings.gateway_access.allowed)
                     .cloned()
                     .collect(),
-                allow_all: settings.access.allow_all || settings.gateway_access.allow_all,
+                allow_all: settings.common.access.allow_all || settings.gateway_access.allow_all,
             },
             auto_thread: settings.auto_thread,
         })

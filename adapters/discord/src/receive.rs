@@ -27,10 +27,10 @@ use serenity::model::channel::{ChannelType, GuildChannel, Message};
 use serenity::model::event::Event;
 use tokio::sync::{mpsc, watch};
 
-use crate::backfill::{Seen, SeenChannel};
 use crate::interactions::Interactions;
 use crate::normalize::{self, Identity, Place, Reading};
 use crate::rest::{Body, Rest};
+use crate::seen::{Seen, SeenChannel};
 
 /// How long to let the handler tasks of events read together arrive before ordering them.
 const GATHER: Duration = Duration::from_millis(15);

@@ -136,16 +136,20 @@ impl Rest {
             Body::Json(json) => request.json(&json),
             Body::Multipart(payload, files) => request.multipart(multipart(payload, files)?),
         };
-        let response = request
-            .send()
-            .await
-            .map_err(|e| SendError::Transient(format!("Discord {route}: {}", without_url(&e))))?;
+        let response = request.send().await.map_err(|e| {
+            SendError::Transient(format!(
+                "Discord {route}: {}",
+                hermes_adapter::describe_reqwest(&e)
+            ))
+        })?;
         let status = response.status();
         let headers = response.headers().clone();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| SendError::Transient(format!("Discord {route}: {}", without_url(&e))))?;
+        let text = response.text().await.map_err(|e| {
+            SendError::Transient(format!(
+                "Discord {route}: {}",
+                hermes_adapter::describe_reqwest(&e)
+            ))
+        })?;
         let retry = self.learn(&route, status, &headers, &text);
         if status.is_success() {
             if text.trim().is_empty() {
@@ -183,7 +187,10 @@ impl Rest {
             });
         }
         let failed = |e: reqwest::Error| {
-            SendError::Transient(format!("downloading a file: {}", without_url(&e)))
+            SendError::Transient(format!(
+                "downloading a file: {}",
+                hermes_adapter::describe_reqwest(&e)
+            ))
         };
         let response = self.files.get(parsed).send().await.map_err(failed)?;
         let status = response.status();
@@ -406,23 +413,6 @@ fn map_failure(
         s if s.is_server_error() => SendError::Transient(what),
         StatusCode::REQUEST_TIMEOUT => SendError::Transient(what),
         _ => SendError::Rejected(what),
-    }
-}
-
-/// A reqwest error without its URL (an interaction or webhook URL carries a token).
-fn without_url(error: &reqwest::Error) -> String {
-    let kind = if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "could not connect"
-    } else if error.is_body() || error.is_decode() {
-        "the answer broke off"
-    } else {
-        "request failed"
-    };
-    match error.status() {
-        Some(status) => format!("{kind} (HTTP {status})"),
-        None => kind.to_owned(),
     }
 }
 

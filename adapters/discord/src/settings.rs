@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use hermes_adapter::{
-    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, is_truthy, mask,
-    split_list,
+    Access, Adapter, AdapterError, Common, Platform, PlatformSettings, SettingsSource, is_truthy,
+    mask, split_list,
 };
 
 use crate::DiscordAdapter;
@@ -25,14 +25,13 @@ pub struct DiscordSettings {
     pub token: String,
     /// REST root without `/api/v10` (`https://discord.com`, or a fake in tests).
     pub api_base_url: String,
-    pub require_mention: bool,
     /// Channels where the bot answers without being mentioned.
     pub free_response_channels: Vec<String>,
     /// A mention in a server channel opens a thread from the message; the conversation goes
     /// on there.
     pub auto_thread: bool,
-    pub home_channel: Option<String>,
-    pub access: Access,
+    /// Who may talk to it, the mention rule, the home channel.
+    pub common: Common,
     /// The gateway-wide allowlist (`GATEWAY_ALLOWED_USERS` / `GATEWAY_ALLOW_ALL_USERS`),
     /// which the adapter needs to know whom it may open threads for and which bots it hears.
     pub gateway_access: Access,
@@ -122,11 +121,13 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
     Some(Box::new(DiscordSettings {
         token,
         api_base_url,
-        require_mention,
         free_response_channels,
         auto_thread,
-        home_channel,
-        access,
+        common: Common {
+            access,
+            require_mention,
+            home_channel,
+        },
         gateway_access,
     }))
 }
@@ -136,23 +137,15 @@ impl PlatformSettings for DiscordSettings {
         Platform::Discord
     }
 
-    fn access(&self) -> &Access {
-        &self.access
-    }
-
-    fn require_mention(&self) -> bool {
-        self.require_mention
-    }
-
-    fn home_channel(&self) -> Option<&str> {
-        self.home_channel.as_deref()
+    fn common(&self) -> &Common {
+        &self.common
     }
 
     fn describe(&self) -> Vec<(String, String)> {
         vec![
             ("token".into(), mask(&self.token)),
             ("api_base_url".into(), self.api_base_url.clone()),
-            ("require_mention".into(), self.require_mention.to_string()),
+            self.common.require_mention_line(),
             (
                 "free_response_channels".into(),
                 if self.free_response_channels.is_empty() {
@@ -162,10 +155,7 @@ impl PlatformSettings for DiscordSettings {
                 },
             ),
             ("auto_thread".into(), self.auto_thread.to_string()),
-            (
-                "home_channel".into(),
-                self.home_channel.clone().unwrap_or_else(|| "(none)".into()),
-            ),
+            self.common.home_channel_line(),
         ]
     }
 

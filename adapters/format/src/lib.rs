@@ -7,6 +7,7 @@
 //! * [`fit`] puts both together: chunks whose *rendered* length fits the platform's limit,
 //!   so escapes and long link targets can never push a message over it.
 
+pub mod backticks;
 mod chunk;
 mod fit;
 mod walk;

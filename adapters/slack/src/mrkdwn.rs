@@ -3,7 +3,7 @@
 //! `<` and `>` escaped as Slack wants (so the model's text can never form a link, a
 //! `<!channel>` ping or a user mention).
 
-use hermes_format::{Dialect, walk};
+use hermes_format::{Dialect, backticks, walk};
 
 /// Slack's mrkdwn.
 pub struct SlackMrkdwn;
@@ -27,24 +27,17 @@ impl Dialect for SlackMrkdwn {
         "~"
     }
     fn code(&self, code: &str) -> String {
-        // mrkdwn has no escape for a backtick inside code: it becomes a look-alike.
-        let code = escape(&code.replace('`', "ˋ").replace('\n', " "));
-        if code.is_empty() {
-            String::new()
-        } else {
-            format!("`{code}`")
-        }
+        backticks::code_span(code, escape)
     }
     fn code_block_open(&self, _lang: Option<&str>) -> String {
         // Slack shows no language; the fence alone.
-        "```\n".to_owned()
+        backticks::FENCE_OPEN.to_owned()
     }
     fn code_block_close(&self) -> &'static str {
-        "\n```"
+        backticks::FENCE_CLOSE
     }
     fn code_text(&self, code: &str) -> String {
-        // Three backticks in a row would end the block early.
-        escape(code).replace("```", "``\u{200b}`")
+        backticks::fenced_text(&escape(code))
     }
     fn link_open(&self, url: &str) -> String {
         if is_web_link(url) {

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use hermes_adapter::{
-    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, http_root, mask,
+    Access, Adapter, AdapterError, Common, Platform, PlatformSettings, SettingsSource, http_root,
+    mask,
 };
 
 use crate::SlackAdapter;
@@ -35,8 +36,9 @@ pub struct SlackSettings {
     pub mode: Mode,
     /// Answers in channels go in the thread of the message that asked.
     pub reply_in_thread: bool,
-    pub home_channel: Option<String>,
-    pub access: Access,
+    /// Who may talk to it, the mention rule (channels: only messages that mention the bot,
+    /// or follow up in its threads), the home channel.
+    pub common: Common,
 }
 
 impl std::fmt::Debug for SlackSettings {
@@ -62,9 +64,7 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
     let reply_in_thread = source
         .boolean("platforms.slack.extra.reply_in_thread")
         .unwrap_or(true);
-    let home_channel = source
-        .var("SLACK_HOME_CHANNEL")
-        .or_else(|| source.string("platforms.slack.home_channel.chat_id"));
+    let home_channel = Common::read_home_channel(source, "SLACK", "slack");
     let access = Access::read(source, "SLACK");
 
     if !enabled.unwrap_or(bot_token.is_some()) {
@@ -132,8 +132,11 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         api_base_url,
         mode,
         reply_in_thread,
-        home_channel,
-        access,
+        common: Common {
+            access,
+            require_mention: true,
+            home_channel,
+        },
     }))
 }
 
@@ -142,17 +145,8 @@ impl PlatformSettings for SlackSettings {
         Platform::Slack
     }
 
-    fn access(&self) -> &Access {
-        &self.access
-    }
-
-    /// Channels: only messages that mention the bot (or follow up in its threads).
-    fn require_mention(&self) -> bool {
-        true
-    }
-
-    fn home_channel(&self) -> Option<&str> {
-        self.home_channel.as_deref()
+    fn common(&self) -> &Common {
+        &self.common
     }
 
     fn describe(&self) -> Vec<(String, String)> {
@@ -172,10 +166,7 @@ impl PlatformSettings for SlackSettings {
                 },
             ),
             ("reply_in_thread".into(), self.reply_in_thread.to_string()),
-            (
-                "home_channel".into(),
-                self.home_channel.clone().unwrap_or_else(|| "(none)".into()),
-            ),
+            self.common.home_channel_line(),
         ]
     }
 

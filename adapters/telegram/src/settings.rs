@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_adapter::{
-    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, is_truthy, mask,
+    Access, Adapter, AdapterError, Common, Platform, PlatformSettings, SettingsSource, is_truthy,
+    mask,
 };
 
 use crate::TelegramAdapter;
@@ -21,9 +22,8 @@ pub struct TelegramSettings {
     pub api_url: String,
     /// How long one `getUpdates` call may wait for news.
     pub poll_timeout: Duration,
-    pub require_mention: bool,
-    pub home_channel: Option<String>,
-    pub access: Access,
+    /// Who may talk to it, the mention rule, the home channel.
+    pub common: Common,
 }
 
 impl std::fmt::Debug for TelegramSettings {
@@ -57,9 +57,7 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         .number("platforms.telegram.extra.poll_timeout")
         .unwrap_or(10)
         .clamp(1, 15);
-    let home_channel = source
-        .var("TELEGRAM_HOME_CHANNEL")
-        .or_else(|| source.string("platforms.telegram.home_channel.chat_id"));
+    let home_channel = Common::read_home_channel(source, "TELEGRAM", "telegram");
     let access = Access::read(source, "TELEGRAM");
     for id in &access.allowed {
         if id.parse::<i64>().is_err() {
@@ -101,9 +99,11 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         token,
         api_url,
         poll_timeout: Duration::from_secs(poll_timeout as u64),
-        require_mention,
-        home_channel,
-        access,
+        common: Common {
+            access,
+            require_mention,
+            home_channel,
+        },
     }))
 }
 
@@ -112,27 +112,16 @@ impl PlatformSettings for TelegramSettings {
         Platform::Telegram
     }
 
-    fn access(&self) -> &Access {
-        &self.access
-    }
-
-    fn require_mention(&self) -> bool {
-        self.require_mention
-    }
-
-    fn home_channel(&self) -> Option<&str> {
-        self.home_channel.as_deref()
+    fn common(&self) -> &Common {
+        &self.common
     }
 
     fn describe(&self) -> Vec<(String, String)> {
         vec![
             ("token".into(), mask(&self.token)),
             ("api_url".into(), self.api_url.clone()),
-            ("require_mention".into(), self.require_mention.to_string()),
-            (
-                "home_channel".into(),
-                self.home_channel.clone().unwrap_or_else(|| "(none)".into()),
-            ),
+            self.common.require_mention_line(),
+            self.common.home_channel_line(),
             (
                 "poll_timeout".into(),
                 format!("{}s", self.poll_timeout.as_secs()),

@@ -93,12 +93,19 @@ impl Graph {
             .header(AUTHORIZATION, self.auth.clone())
             .send()
             .await
-            .map_err(|e| SendError::Transient(format!("Graph API {what}: {}", describe(&e))))?;
+            .map_err(|e| {
+                SendError::Transient(format!(
+                    "Graph API {what}: {}",
+                    hermes_adapter::describe_reqwest(&e)
+                ))
+            })?;
         let status = response.status().as_u16();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| SendError::Transient(format!("Graph API {what}: {}", describe(&e))))?;
+        let text = response.text().await.map_err(|e| {
+            SendError::Transient(format!(
+                "Graph API {what}: {}",
+                hermes_adapter::describe_reqwest(&e)
+            ))
+        })?;
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if (200..300).contains(&status) && body.get("error").is_none() {
             return Ok(body);
@@ -127,7 +134,12 @@ impl Graph {
             .header(AUTHORIZATION, self.auth.clone())
             .send()
             .await
-            .map_err(|e| SendError::Transient(format!("media download: {}", describe(&e))))?;
+            .map_err(|e| {
+                SendError::Transient(format!(
+                    "media download: {}",
+                    hermes_adapter::describe_reqwest(&e)
+                ))
+            })?;
         let status = response.status();
         if !status.is_success() {
             return Err(FetchError::Failed(if status.is_server_error() {
@@ -138,7 +150,10 @@ impl Graph {
         }
         let length = response.content_length();
         read_capped(response.bytes_stream(), length.or(declared), max, |e| {
-            SendError::Transient(format!("media download: {}", describe(&e)))
+            SendError::Transient(format!(
+                "media download: {}",
+                hermes_adapter::describe_reqwest(&e)
+            ))
         })
         .await
     }
@@ -167,23 +182,6 @@ fn origin(url: &str) -> Option<String> {
         parsed.host_str()?,
         parsed.port_or_known_default()?
     ))
-}
-
-/// A reqwest error without its URL (which holds nothing secret here, but stays short).
-fn describe(error: &reqwest::Error) -> String {
-    let kind = if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "could not connect"
-    } else if error.is_body() || error.is_decode() {
-        "the answer broke off"
-    } else {
-        "request failed"
-    };
-    match error.status() {
-        Some(status) => format!("{kind} (HTTP {status})"),
-        None => kind.to_owned(),
-    }
 }
 
 /// Meta's error code, message and details, as one line for logs.

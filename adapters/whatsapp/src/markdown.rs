@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 
-use hermes_format::{Dialect, walk};
+use hermes_format::{Dialect, backticks, walk};
 
 /// WhatsApp's formatting.
 #[derive(Default)]
@@ -38,23 +38,16 @@ impl Dialect for WhatsAppFormat {
         "~"
     }
     fn code(&self, code: &str) -> String {
-        // No escape for a backtick inside code: it becomes a look-alike.
-        let code = code.replace('`', "ˋ").replace('\n', " ");
-        if code.is_empty() {
-            String::new()
-        } else {
-            format!("`{code}`")
-        }
+        backticks::code_span(code, str::to_owned)
     }
     fn code_block_open(&self, _lang: Option<&str>) -> String {
-        "```\n".to_owned()
+        backticks::FENCE_OPEN.to_owned()
     }
     fn code_block_close(&self) -> &'static str {
-        "\n```"
+        backticks::FENCE_CLOSE
     }
     fn code_text(&self, code: &str) -> String {
-        // Three backticks in a row would end the block early.
-        code.replace("```", "``\u{200b}`")
+        backticks::fenced_text(code)
     }
     fn link_open(&self, _url: &str) -> String {
         String::new()

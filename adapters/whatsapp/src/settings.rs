@@ -10,7 +10,8 @@
 use std::sync::Arc;
 
 use hermes_adapter::{
-    Access, Adapter, AdapterError, Platform, PlatformSettings, SettingsSource, http_root, mask,
+    Access, Adapter, AdapterError, Common, Platform, PlatformSettings, SettingsSource, http_root,
+    mask,
 };
 
 use crate::WhatsAppAdapter;
@@ -46,8 +47,9 @@ pub struct WhatsAppSettings {
     pub graph_base_url: String,
     pub webhook_path: String,
     pub reengage_template: Option<Template>,
-    pub home_channel: Option<String>,
-    pub access: Access,
+    /// Who may talk to it, the mention rule (none: the Cloud API has direct conversations
+    /// only), the home channel.
+    pub common: Common,
 }
 
 impl std::fmt::Debug for WhatsAppSettings {
@@ -81,9 +83,7 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         .var("WHATSAPP_CLOUD_WEBHOOK_PATH")
         .or_else(|| source.string("platforms.whatsapp_cloud.extra.webhook_path"));
     let template = source.var("WHATSAPP_CLOUD_REENGAGE_TEMPLATE");
-    let home_channel = source
-        .var("WHATSAPP_CLOUD_HOME_CHANNEL")
-        .or_else(|| source.string("platforms.whatsapp_cloud.home_channel.chat_id"))
+    let home_channel = Common::read_home_channel(source, "WHATSAPP_CLOUD", "whatsapp_cloud")
         .map(|number| phone_digits(&number));
     let mut access = Access::read(source, "WHATSAPP_CLOUD");
     // People write numbers as `+1 555-000 0001`; Meta names them `15550000001`.
@@ -161,8 +161,11 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         graph_base_url,
         webhook_path,
         reengage_template,
-        home_channel,
-        access,
+        common: Common {
+            access,
+            require_mention: false,
+            home_channel,
+        },
     }))
 }
 
@@ -171,17 +174,8 @@ impl PlatformSettings for WhatsAppSettings {
         Platform::WhatsApp
     }
 
-    fn access(&self) -> &Access {
-        &self.access
-    }
-
-    /// The Cloud API has direct conversations only.
-    fn require_mention(&self) -> bool {
-        false
-    }
-
-    fn home_channel(&self) -> Option<&str> {
-        self.home_channel.as_deref()
+    fn common(&self) -> &Common {
+        &self.common
     }
 
     fn describe(&self) -> Vec<(String, String)> {
@@ -211,10 +205,7 @@ impl PlatformSettings for WhatsAppSettings {
                     .map(|t| format!("{} ({})", t.name, t.language))
                     .unwrap_or_else(|| "(none: replies outside the 24-hour window wait)".into()),
             ),
-            (
-                "home_channel".into(),
-                self.home_channel.clone().unwrap_or_else(|| "(none)".into()),
-            ),
+            self.common.home_channel_line(),
         ]
     }
 

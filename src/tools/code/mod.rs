@@ -145,6 +145,8 @@ impl ExecuteCodeTool {
             .collect()
     }
 
+    /// Run `code` once it is approved: its files staged, `python3` started confined, its
+    /// tool calls served until it ends, and what it printed reported.
     async fn execute(&self, code: &str, ctx: &ToolContext) -> Value {
         let Some(python) = &self.python else {
             return failed("python3 was not found on this host");
@@ -153,22 +155,9 @@ impl ExecuteCodeTool {
             return refused;
         }
         let tools = self.callable(Some(ctx.chat.platform));
-        // Files written (and, at the end, removed) off the runtime's threads.
-        let module = stub_module(&tools);
-        let script = code.to_owned();
-        let staging = self.staging.clone();
-        let run =
-            match tokio::task::spawn_blocking(move || Staging::create(&staging, &script, &module))
-                .await
-                .map_err(std::io::Error::other)
-                .and_then(|made| made)
-            {
-                Ok(run) => run,
-                Err(e) => return failed(&format!("could not prepare the script: {e}")),
-            };
-        let listener = match run.listen() {
-            Ok(listener) => listener,
-            Err(e) => return failed(&format!("could not open the tool socket: {e}")),
+        let (run, listener) = match self.stage(code, &tools).await {
+            Ok(staged) => staged,
+            Err(failure) => return failure,
         };
         // After the run's files exist: Landlock alone takes what is on disk now.
         let confinement = match self.confined.sandbox(ctx).await {
@@ -176,16 +165,7 @@ impl ExecuteCodeTool {
             Err(refused) => return failed(&refused),
         };
         let token = random_token();
-        let cwd = match self.config.mode {
-            CodeMode::Project => self.cwd.clone(),
-            CodeMode::Strict => run.workdir().to_path_buf(),
-        };
-        let mut program = crate::confine::Program::new(python);
-        program
-            .arg(run.dir().join("script.py"))
-            .current_dir(&cwd)
-            .env_clear()
-            .envs(self.child_env(run.dir(), &run.socket(), &token));
+        let (program, cwd) = self.program(python, &run, &token);
         let started = Instant::now();
         let mut child = match confinement.spawn(&program) {
             Ok(child) => child,
@@ -198,32 +178,11 @@ impl ExecuteCodeTool {
             }
         };
         let group = shell::group_of(&child);
-        let stdout = Arc::new(Mutex::new(HeadTail::split(
-            STDOUT_LIMIT * 2 / 5,
-            STDOUT_LIMIT * 3 / 5,
-        )));
-        // The end of stderr holds a traceback's last line: keep both ends.
-        let stderr = Arc::new(Mutex::new(HeadTail::split(
-            STDERR_LIMIT * 2 / 5,
-            STDERR_LIMIT * 3 / 5,
-        )));
-        let mut readers = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            let sink = stdout.clone();
-            readers.push(shell::pump(out, move |b| {
-                if let Ok(mut s) = sink.lock() {
-                    s.push(b)
-                }
-            }));
-        }
-        if let Some(err) = child.stderr.take() {
-            let sink = stderr.clone();
-            readers.push(shell::pump(err, move |b| {
-                if let Ok(mut s) = sink.lock() {
-                    s.push(b)
-                }
-            }));
-        }
+        let Capture {
+            stdout,
+            stderr,
+            readers,
+        } = capture(&mut child);
         let calls = Arc::new(AtomicU32::new(0));
         // The script's calls end with it: their token is cancelled when the run is over
         // (and with the turn's).
@@ -243,28 +202,77 @@ impl ExecuteCodeTool {
         );
 
         let end = shell::wait_for(&mut child, self.config.timeout, &ctx.cancel).await;
-        if let Some(group) = group {
-            match end {
-                // Whatever the script left running in its group would go on untracked.
-                Waited::Exited(_) => shell::signal_group(group, Signal::SIGKILL),
-                Waited::TimedOut => {
-                    shell::signal_group(group, Signal::SIGTERM);
-                    if tokio::time::timeout(TERM_GRACE, child.wait())
-                        .await
-                        .is_err()
-                    {
-                        shell::signal_group(group, Signal::SIGKILL);
-                    }
-                }
-                Waited::Cancelled => shell::signal_group(group, Signal::SIGKILL),
-            }
-        }
+        stop_group(group, end, &mut child).await;
         let _ = child.wait().await;
         // Calls the script left running (a command it started) end now, group and all.
         calls_end.cancel();
         let _ = server.await;
         shell::finish_readers(readers).await;
         let duration = started.elapsed();
+        let result = self.report(end, &stdout, &stderr, &calls, duration);
+        tokio::task::spawn_blocking(move || drop(run));
+        result
+    }
+
+    /// The run's files written (off the runtime's threads) and its tool socket opened; the
+    /// result to give back when either fails.
+    async fn stage(
+        &self,
+        code: &str,
+        tools: &[Arc<dyn Tool>],
+    ) -> Result<(Staging, tokio::net::UnixListener), Value> {
+        // Files written (and, at the end, removed) off the runtime's threads.
+        let module = stub_module(tools);
+        let script = code.to_owned();
+        let staging = self.staging.clone();
+        let run =
+            match tokio::task::spawn_blocking(move || Staging::create(&staging, &script, &module))
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|made| made)
+            {
+                Ok(run) => run,
+                Err(e) => return Err(failed(&format!("could not prepare the script: {e}"))),
+            };
+        let listener = match run.listen() {
+            Ok(listener) => listener,
+            Err(e) => return Err(failed(&format!("could not open the tool socket: {e}"))),
+        };
+        Ok((run, listener))
+    }
+
+    /// The command of a run: `python` on the run's script, in the working directory of
+    /// the mode (returned too, for the message when it cannot start), with the script's
+    /// environment only.
+    fn program(
+        &self,
+        python: &Path,
+        run: &Staging,
+        token: &str,
+    ) -> (crate::confine::Program, PathBuf) {
+        let cwd = match self.config.mode {
+            CodeMode::Project => self.cwd.clone(),
+            CodeMode::Strict => run.workdir().to_path_buf(),
+        };
+        let mut program = crate::confine::Program::new(python);
+        program
+            .arg(run.dir().join("script.py"))
+            .current_dir(&cwd)
+            .env_clear()
+            .envs(self.child_env(run.dir(), &run.socket(), token));
+        (program, cwd)
+    }
+
+    /// What goes back to the model once the run is over: how it ended, what it printed
+    /// (with stderr when it failed), how many tools it called and how long it took.
+    fn report(
+        &self,
+        end: Waited,
+        stdout: &Mutex<HeadTail>,
+        stderr: &Mutex<HeadTail>,
+        calls: &AtomicU32,
+        duration: Duration,
+    ) -> Value {
         let stdout = stdout
             .lock()
             .map(|s| s.clone())
@@ -283,6 +291,14 @@ impl ExecuteCodeTool {
             "stdout_bytes_total": stdout.total(),
             "stdout_bytes_omitted": stdout.omitted(),
         });
+        self.say_end(end, &stderr_text, &mut result, &mut output);
+        result["output"] = json!(output);
+        result
+    }
+
+    /// Mark `result` and `output` with how the run ended: its exit code (and stderr, when
+    /// it failed), a timeout, or the person stopping it.
+    fn say_end(&self, end: Waited, stderr_text: &str, result: &mut Value, output: &mut String) {
         match end {
             Waited::Exited(code) => {
                 result["exit_code"] = json!(code);
@@ -291,11 +307,11 @@ impl ExecuteCodeTool {
                     result["error"] = json!(if stderr_text.trim().is_empty() {
                         format!("the script exited with {code:?}")
                     } else {
-                        stderr_text.clone()
+                        stderr_text.to_owned()
                     });
                     if !stderr_text.trim().is_empty() {
                         output.push_str("\n--- stderr ---\n");
-                        output.push_str(&stderr_text);
+                        output.push_str(stderr_text);
                     }
                 }
             }
@@ -315,9 +331,6 @@ impl ExecuteCodeTool {
                 output.push_str("\n[execution interrupted — the person stopped the task]");
             }
         }
-        result["output"] = json!(output);
-        tokio::task::spawn_blocking(move || drop(run));
-        result
     }
 
     /// The whole script, shown for approval: `Some(result)` when it must not run.
@@ -562,6 +575,76 @@ fn random_token() -> String {
 /// A result for a run that never started.
 fn failed(why: &str) -> Value {
     json!({"status": "error", "error": why, "output": "", "tool_calls_made": 0})
+}
+
+/// A run's output as it is read: both ends of stdout and of stderr, and the tasks reading
+/// them.
+struct Capture {
+    stdout: Arc<Mutex<HeadTail>>,
+    stderr: Arc<Mutex<HeadTail>>,
+    readers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Start reading `child`'s stdout and stderr into bounded buffers.
+fn capture(child: &mut crate::confine::AgentProcess) -> Capture {
+    let stdout = Arc::new(Mutex::new(HeadTail::split(
+        STDOUT_LIMIT * 2 / 5,
+        STDOUT_LIMIT * 3 / 5,
+    )));
+    // The end of stderr holds a traceback's last line: keep both ends.
+    let stderr = Arc::new(Mutex::new(HeadTail::split(
+        STDERR_LIMIT * 2 / 5,
+        STDERR_LIMIT * 3 / 5,
+    )));
+    let mut readers = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        let sink = stdout.clone();
+        readers.push(shell::pump(out, move |b| {
+            if let Ok(mut s) = sink.lock() {
+                s.push(b)
+            }
+        }));
+    }
+    if let Some(err) = child.stderr.take() {
+        let sink = stderr.clone();
+        readers.push(shell::pump(err, move |b| {
+            if let Ok(mut s) = sink.lock() {
+                s.push(b)
+            }
+        }));
+    }
+    Capture {
+        stdout,
+        stderr,
+        readers,
+    }
+}
+
+/// Once the wait for the script is over (`end`), end what is left of its process `group`:
+/// at once when it exited or was stopped; on a timeout SIGTERM first, and SIGKILL if it is
+/// not gone after a grace period.
+async fn stop_group(
+    group: Option<nix::unistd::Pid>,
+    end: Waited,
+    child: &mut crate::confine::AgentProcess,
+) {
+    let Some(group) = group else {
+        return;
+    };
+    match end {
+        // Whatever the script left running in its group would go on untracked.
+        Waited::Exited(_) => shell::signal_group(group, Signal::SIGKILL),
+        Waited::TimedOut => {
+            shell::signal_group(group, Signal::SIGTERM);
+            if tokio::time::timeout(TERM_GRACE, child.wait())
+                .await
+                .is_err()
+            {
+                shell::signal_group(group, Signal::SIGKILL);
+            }
+        }
+        Waited::Cancelled => shell::signal_group(group, Signal::SIGKILL),
+    }
 }
 
 #[cfg(test)]

@@ -146,16 +146,26 @@ impl Query {
         })
     }
 
+    /// Search as the query says and give the page asked for.
     fn run(&self, cancel: &CancellationToken, files: &Files) -> String {
         if !self.root.exists() {
             return format!("error: {} does not exist", self.root.display());
         }
+        let Some(mut found) = self.walk(cancel, files) else {
+            return "stopped: the turn was stopped".into();
+        };
+        if let Target::Files(_) = self.target {
+            found.newest_first();
+        }
+        self.page(found)
+    }
+
+    /// Walk the tree below the root, bounded in files and time, and gather what matches;
+    /// `None` when the turn was stopped.
+    fn walk(&self, cancel: &CancellationToken, files: &Files) -> Option<Found> {
         let started = Instant::now();
-        let mut results: Vec<String> = Vec::new();
-        let mut named: Vec<(SystemTime, String)> = Vec::new();
-        let mut total = 0usize;
+        let mut found = Found::default();
         let mut walked = 0usize;
-        let mut stopped = None;
         let wanted = self.offset + self.limit;
         // Never into a protected place, whatever ignore files say: the walk skips them.
         let scene = files.scene.clone();
@@ -167,87 +177,76 @@ impl Query {
             .build();
         for entry in walk {
             if cancel.is_cancelled() {
-                return "stopped: the turn was stopped".into();
+                return None;
             }
             walked += 1;
             if walked > MAX_FILES {
-                stopped = Some(format!("stopped after {MAX_FILES} files"));
+                found.stopped = Some(format!("stopped after {MAX_FILES} files"));
                 break;
             }
             if started.elapsed() > MAX_TIME {
-                stopped = Some(format!("stopped after {}s", MAX_TIME.as_secs()));
+                found.stopped = Some(format!("stopped after {}s", MAX_TIME.as_secs()));
                 break;
             }
             let Ok(entry) = entry else { continue };
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 continue;
             }
-            let path = entry.path();
-            let shown = path
-                .strip_prefix(&self.root)
-                .unwrap_or(path)
-                .display()
-                .to_string();
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            match &self.target {
-                Target::Files(pattern) => {
-                    if name.as_deref().is_some_and(|n| pattern.matches(n))
-                        || pattern.matches(&shown)
-                    {
-                        let modified = entry
-                            .metadata()
-                            .ok()
-                            .and_then(|m| m.modified().ok())
-                            .unwrap_or(SystemTime::UNIX_EPOCH);
-                        named.push((modified, shown));
-                    }
-                }
-                Target::Content {
-                    regex,
-                    mode,
-                    context,
-                    file_glob,
-                } => {
-                    if let Some(g) = file_glob
-                        && !name.as_deref().is_some_and(|n| g.matches(n))
-                        && !g.matches(&shown)
-                    {
-                        continue;
-                    }
-                    let hits = search_file(path, regex, *context);
-                    if hits.is_empty() {
-                        continue;
-                    }
-                    match mode {
-                        Mode::Count => {
-                            total += 1;
-                            results.push(format!("{shown}: {}", hits.len()));
-                        }
-                        Mode::FilesOnly => {
-                            total += 1;
-                            results.push(shown);
-                        }
-                        Mode::Lines => {
-                            for hit in hits {
-                                total += 1;
-                                if results.len() < wanted {
-                                    results.push(format!("{shown}:{hit}"));
-                                }
-                            }
-                        }
-                    }
-                    if results.len() >= wanted && *mode != Mode::Count {
-                        stopped = Some("more results may follow".into());
-                        break;
-                    }
-                }
+            if self.look_at(&entry, &mut found, wanted) {
+                break;
             }
         }
-        if let Target::Files(_) = self.target {
-            named.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
-            total = named.len();
-            results = named.into_iter().map(|(_, n)| n).collect();
+        Some(found)
+    }
+
+    /// Look at one file of the walk, keeping what matches in `found`; `true` when enough
+    /// results are in (`wanted`) and the walk is to stop.
+    fn look_at(&self, entry: &ignore::DirEntry, found: &mut Found, wanted: usize) -> bool {
+        let path = entry.path();
+        let shown = path
+            .strip_prefix(&self.root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        match &self.target {
+            Target::Files(pattern) => {
+                if name.as_deref().is_some_and(|n| pattern.matches(n)) || pattern.matches(&shown) {
+                    let modified = entry
+                        .metadata()
+                        .ok()
+                        .and_then(|m| m.modified().ok())
+                        .unwrap_or(SystemTime::UNIX_EPOCH);
+                    found.named.push((modified, shown));
+                }
+                false
+            }
+            Target::Content {
+                regex,
+                mode,
+                context,
+                file_glob,
+            } => {
+                if let Some(g) = file_glob
+                    && !name.as_deref().is_some_and(|n| g.matches(n))
+                    && !g.matches(&shown)
+                {
+                    return false;
+                }
+                let hits = search_file(path, regex, *context);
+                found.take_hits(shown, hits, *mode, wanted)
+            }
         }
+    }
+
+    /// The page of `found` the offset and limit ask for, with a note when there is more.
+    fn page(&self, found: Found) -> String {
+        let Found {
+            results,
+            total,
+            stopped,
+            ..
+        } = found;
         let page: Vec<String> = results
             .into_iter()
             .skip(self.offset)
@@ -268,6 +267,61 @@ impl Query {
             ));
         }
         out
+    }
+}
+
+/// What a search found so far: the results in order (for `target: files`, the files named
+/// with when each was changed, put in order at the end), how many in all, and why the walk
+/// stopped early, if it did.
+#[derive(Default)]
+struct Found {
+    results: Vec<String>,
+    named: Vec<(SystemTime, String)>,
+    total: usize,
+    stopped: Option<String>,
+}
+
+impl Found {
+    /// Keep the `hits` of file `shown` as `mode` says; `true` when enough results are in
+    /// (`wanted`: a count goes through every file).
+    fn take_hits(&mut self, shown: String, hits: Vec<String>, mode: Mode, wanted: usize) -> bool {
+        if hits.is_empty() {
+            return false;
+        }
+        match mode {
+            Mode::Count => {
+                self.total += 1;
+                self.results.push(format!("{shown}: {}", hits.len()));
+            }
+            Mode::FilesOnly => {
+                self.total += 1;
+                self.results.push(shown);
+            }
+            Mode::Lines => {
+                for hit in hits {
+                    self.total += 1;
+                    if self.results.len() < wanted {
+                        self.results.push(format!("{shown}:{hit}"));
+                    }
+                }
+            }
+        }
+        if self.results.len() >= wanted && mode != Mode::Count {
+            self.stopped = Some("more results may follow".into());
+            return true;
+        }
+        false
+    }
+
+    /// The files named become the results, the most recently changed first.
+    fn newest_first(&mut self) {
+        self.named
+            .sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
+        self.total = self.named.len();
+        self.results = std::mem::take(&mut self.named)
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect();
     }
 }
 

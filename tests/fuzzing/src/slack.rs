@@ -9,7 +9,7 @@
 use std::sync::{Arc, LazyLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hermes_adapter::{Access, Adapter, Platform, WebhookRequest, WebhookRoute};
+use hermes_adapter::{Adapter, Common, Platform, WebhookRequest, WebhookRoute};
 use hermes_slack::{Mode, SlackAdapter, SlackSettings};
 use tokio::runtime::Runtime;
 
@@ -33,8 +33,10 @@ static ROUTES: LazyLock<Routes> = LazyLock::new(|| {
         api_base_url: "http://127.0.0.1:9/api".into(),
         mode: Mode::Events,
         reply_in_thread: true,
-        home_channel: None,
-        access: Access::default(),
+        common: Common {
+            require_mention: true,
+            ..Common::default()
+        },
     };
     let adapter = SlackAdapter::new(&settings).expect("the Slack adapter builds");
     let sink = Arc::new(Recording::default());

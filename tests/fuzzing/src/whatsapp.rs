@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use hermes_adapter::{Access, Adapter, Platform, WebhookRequest, WebhookRoute};
+use hermes_adapter::{Adapter, Common, Platform, WebhookRequest, WebhookRoute};
 use hermes_whatsapp::{WhatsAppAdapter, WhatsAppSettings};
 use tokio::runtime::Runtime;
 
@@ -33,8 +33,7 @@ static WEBHOOK: LazyLock<Webhook> = LazyLock::new(|| {
         graph_base_url: "http://127.0.0.1:9".into(),
         webhook_path: "/whatsapp/webhook".into(),
         reengage_template: None,
-        home_channel: None,
-        access: Access::default(),
+        common: Common::default(),
     };
     let adapter = WhatsAppAdapter::new(&settings).expect("the WhatsApp adapter builds");
     let sink = Arc::new(Recording::default());

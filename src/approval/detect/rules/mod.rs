@@ -140,6 +140,9 @@ struct Ctx<'a> {
     detached: bool,
 }
 
+/// The rules, by command word. Kept as one `match` on purpose, though it is long: it is a
+/// table (a word or a family of words, and what they are flagged for), read top to bottom
+/// like Hermes' pattern list; the rules with more to them are functions of their own.
 fn command(name: &str, args: &[Arg], ctx: &Ctx, v: &mut Verdict) {
     let scene = ctx.scene;
     match name {

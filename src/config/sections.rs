@@ -1,0 +1,360 @@
+//! The sections of the configuration that `load_from` reads in turn: the models (main,
+//! vision, fallbacks, compression), the agent, busy mode, access, sessions, delivery,
+//! approvals, background processes and the platforms; then what was left unread and the
+//! names of the variables that hold secrets.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_adapter::PlatformSettings;
+
+use super::yaml::{YamlReader, split_list};
+use super::*;
+
+/// The models the configuration names, and the keys they use.
+pub(super) struct Models {
+    /// `None`: no usable model (said in the problems).
+    pub main: Option<ModelConfig>,
+    pub provider_keys: ProviderKeys,
+    pub vision: Option<VisionConfig>,
+    pub fallbacks: Vec<ModelConfig>,
+    pub compression: Option<CompressionConfig>,
+    /// Variables the fallbacks take their keys from.
+    pub key_env_names: Vec<String>,
+}
+
+pub(super) fn read_models(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    problems: &mut Vec<Problem>,
+) -> Models {
+    let (model, provider_keys) = match models::read_model(y, env, problems) {
+        Some((model, keys)) => (Some(model), keys),
+        None => (None, ProviderKeys::default()),
+    };
+    let vision = model
+        .as_ref()
+        .map(|main| models::read_vision(y, main, problems));
+    let mut key_env_names = Vec::new();
+    let fallbacks = model
+        .as_ref()
+        .map(|main| {
+            models::read_fallbacks(y, env, &provider_keys, main, problems, &mut key_env_names)
+        })
+        .unwrap_or_default();
+    let compression = model
+        .as_ref()
+        .map(|main| models::read_compression(y, main, problems));
+    Models {
+        main: model,
+        provider_keys,
+        vision,
+        fallbacks,
+        compression,
+        key_env_names,
+    }
+}
+
+/// `agent.*` and what belongs with it (toolsets, web search, schedules, speech-to-text,
+/// streaming, tool progress, images).
+pub(super) fn read_agent(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    model: Option<&ModelConfig>,
+    problems: &mut Vec<Problem>,
+) -> AgentConfig {
+    let personalities = models::read_personalities(y, problems);
+    AgentConfig {
+        max_turns: env
+            .value("HERMES_MAX_ITERATIONS")
+            .and_then(|v| match v.parse() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    problems.push(Problem::error(
+                        "HERMES_MAX_ITERATIONS",
+                        format!("expected a whole number, found {v:?}"),
+                    ));
+                    None
+                }
+            })
+            .or_else(|| y.number("agent.max_turns", problems).map(|n| n as u32))
+            .unwrap_or(90)
+            .max(1),
+        system_prompt: y.string("agent.system_prompt", problems),
+        toolsets: read_toolsets(y, problems),
+        web: read_web(y, env, problems),
+        cron_min_interval: y.number("cron.min_interval", problems).unwrap_or(60).max(1) as i64,
+        provider_outage_wait: Duration::from_secs(
+            y.number("agent.provider_outage_wait", problems)
+                .unwrap_or(900),
+        ),
+        clarify_timeout: Duration::from_secs(
+            y.number("agent.clarify_timeout", problems)
+                .unwrap_or(3_600)
+                .max(1),
+        ),
+        timezone: y.string("timezone", problems).filter(|tz| {
+            let known = jiff::tz::TimeZone::get(tz).is_ok();
+            if !known {
+                problems.push(Problem::warning(
+                    "timezone",
+                    format!(
+                        "{tz:?} is not a time zone this host knows; scheduled jobs use the host's"
+                    ),
+                ));
+            }
+            known
+        }),
+        personalities,
+        stt: read_stt(y, env, model.map(|m| m.provider.as_str()), problems),
+        streaming: read_streaming(y, problems),
+        tool_progress: match y.string("display.tool_progress", problems).as_deref() {
+            None | Some("off") | Some("false") => ToolProgress::Off,
+            Some("new") => ToolProgress::New,
+            Some("all") | Some("verbose") | Some("true") => ToolProgress::All,
+            Some(other) => {
+                problems.push(Problem::error(
+                    "display.tool_progress",
+                    format!("{other:?} is not a progress mode; use off, new or all"),
+                ));
+                ToolProgress::Off
+            }
+        },
+        image_input: match y.string("agent.image_input_mode", problems) {
+            None => ImageInputMode::Auto,
+            Some(mode) => ImageInputMode::parse(&mode).unwrap_or_else(|| {
+                problems.push(Problem::error(
+                    "agent.image_input_mode",
+                    format!("{mode:?} is not an image input mode; use auto, native or text"),
+                ));
+                ImageInputMode::Auto
+            }),
+        },
+    }
+}
+
+/// `display.busy_input_mode`: what a message does while a turn runs.
+pub(super) fn read_busy_mode(y: &mut YamlReader, problems: &mut Vec<Problem>) -> BusyMode {
+    match y.string("display.busy_input_mode", problems).as_deref() {
+        None | Some("interrupt") => BusyMode::Interrupt,
+        Some("queue") => BusyMode::Queue,
+        Some("steer") => BusyMode::Steer,
+        Some(other) => {
+            problems.push(Problem::error(
+                "display.busy_input_mode",
+                format!("{other:?} is not a busy mode; use interrupt, queue or steer"),
+            ));
+            BusyMode::Interrupt
+        }
+    }
+}
+
+/// Who may talk to the bot on every platform (`GATEWAY_ALLOWED_USERS`, `…_ALLOW_ALL_USERS`).
+pub(super) fn read_access(env: &EnvVars) -> AccessConfig {
+    AccessConfig {
+        gateway_allowed: env
+            .value("GATEWAY_ALLOWED_USERS")
+            .map(|v| split_list(&v))
+            .unwrap_or_default(),
+        gateway_allow_all: env
+            .value("GATEWAY_ALLOW_ALL_USERS")
+            .is_some_and(|v| is_truthy(&v)),
+    }
+}
+
+/// Whether group and thread members each have a session of their own.
+pub(super) fn read_sessions(y: &mut YamlReader, problems: &mut Vec<Problem>) -> SessionConfig {
+    SessionConfig {
+        group_sessions_per_user: y
+            .boolean("group_sessions_per_user", problems)
+            .unwrap_or(true),
+        thread_sessions_per_user: y
+            .boolean("thread_sessions_per_user", problems)
+            .unwrap_or(false),
+    }
+}
+
+/// `delivery.*`: the send budgets and how long a reply is retried.
+pub(super) fn read_delivery(y: &mut YamlReader, problems: &mut Vec<Problem>) -> DeliveryConfig {
+    let mut rate = |key: &str, problems: &mut Vec<Problem>| {
+        y.string(key, problems)
+            .and_then(|v| match v.parse::<f64>() {
+                Ok(r) if r > 0.0 => Some(r),
+                _ => {
+                    problems.push(Problem::error(
+                        key,
+                        format!("expected a positive number, found {v:?}"),
+                    ));
+                    None
+                }
+            })
+    };
+    let rate_per_second = rate("delivery.rate_per_second", problems);
+    let bot_rate_per_second = rate("delivery.bot_rate_per_second", problems);
+    let delivery = DeliveryConfig {
+        rate_per_second,
+        bot_rate_per_second,
+        burst: y
+            .number("delivery.burst", problems)
+            .map(|b| b.max(1) as u32),
+        bot_burst: y
+            .number("delivery.bot_burst", problems)
+            .map(|b| b.max(1) as u32),
+        max_age: y
+            .number("delivery.max_age", problems)
+            .map(|secs| Duration::from_secs(secs.max(60)))
+            .unwrap_or(DEFAULT_DELIVERY_MAX_AGE),
+    };
+    if y.get("delivery.max_attempts").is_some() {
+        problems.push(Problem::warning(
+            "delivery.max_attempts",
+            "no longer used: a reply is retried until it is sent or `delivery.max_age` passes",
+        ));
+    }
+    delivery
+}
+
+/// Each platform's settings, and the variables they read (theirs, not unused).
+pub(super) fn read_platforms(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    problems: &mut Vec<Problem>,
+) -> (Vec<Arc<dyn PlatformSettings>>, BTreeSet<String>) {
+    let mut source = source::Source {
+        yaml: y,
+        env,
+        problems,
+        vars_read: BTreeSet::new(),
+    };
+    let platforms: Vec<Arc<dyn PlatformSettings>> = crate::platforms::read_settings(&mut source)
+        .into_iter()
+        .map(Arc::from)
+        .collect();
+    let platform_vars = source.vars_read;
+    (platforms, platform_vars)
+}
+
+/// `approvals.*` and `command_allowlist`.
+pub(super) fn read_approvals(y: &mut YamlReader, problems: &mut Vec<Problem>) -> ApprovalConfig {
+    let approvals = ApprovalConfig {
+        mode: match y.string("approvals.mode", problems).as_deref() {
+            None | Some("manual") => ApprovalMode::Manual,
+            // YAML 1.1 reads a bare `off` as the boolean false.
+            Some("off") | Some("false") => ApprovalMode::Off,
+            Some("smart") => {
+                problems.push(Problem::warning(
+                    "approvals.mode",
+                    "`smart` (a second model decides) is not supported; asking in the chat (`manual`) instead",
+                ));
+                ApprovalMode::Manual
+            }
+            Some(other) => {
+                problems.push(Problem::error(
+                    "approvals.mode",
+                    format!("{other:?} is not an approval mode; use manual or off"),
+                ));
+                ApprovalMode::Manual
+            }
+        },
+        timeout: Duration::from_secs(
+            y.number("approvals.timeout", problems)
+                .unwrap_or(300)
+                .max(1),
+        ),
+        deny: y.list("approvals.deny", problems).unwrap_or_default(),
+        allowlist: y.list("command_allowlist", problems).unwrap_or_default(),
+    };
+    if approvals.mode == ApprovalMode::Off {
+        problems.push(Problem::warning(
+            "approvals.mode",
+            "off: dangerous commands run without asking anyone",
+        ));
+    }
+    approvals
+}
+
+/// Background processes: `/stop` kills them or not, and what their ends tell.
+pub(super) fn read_processes(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    problems: &mut Vec<Problem>,
+) -> ProcessConfig {
+    ProcessConfig {
+        stop_kills_background: y
+            .boolean("processes.stop_kills_background", problems)
+            .unwrap_or(false),
+        notifications: {
+            let value = env
+                .value("HERMES_BACKGROUND_NOTIFICATIONS")
+                .or_else(|| y.string("display.background_process_notifications", problems))
+                .unwrap_or_else(|| "concise".into());
+            Notifications::parse(&value.to_ascii_lowercase()).unwrap_or_else(|| {
+                problems.push(Problem::error(
+                    "display.background_process_notifications",
+                    format!("{value:?} is not a level; use concise, all, result, error or off"),
+                ));
+                Notifications::Concise
+            })
+        },
+    }
+}
+
+/// A platform nobody is allowed on answers only paired people: said.
+pub(super) fn check_allowlists(
+    access: &AccessConfig,
+    platforms: &[Arc<dyn PlatformSettings>],
+    problems: &mut Vec<Problem>,
+) {
+    if !access.gateway_allow_all && access.gateway_allowed.is_empty() {
+        for p in platforms
+            .iter()
+            .filter(|p| !p.access().allow_all && p.access().allowed.is_empty())
+        {
+            problems.push(Problem::warning(
+                format!("{}_ALLOWED_USERS", p.platform().as_str().to_ascii_uppercase()),
+                "no allowlist is set: only people paired with `hermes-gateway pairing approve` can talk to the agent",
+            ));
+        }
+    }
+}
+
+/// Keys of `config.yaml` and variables of `.env` that nothing read.
+pub(super) fn unused(
+    y: &YamlReader,
+    env: &EnvVars,
+    platform_vars: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut unused = y.unused();
+    unused.extend(
+        env.dotenv_names()
+            .filter(|name| {
+                !KNOWN_VARIABLES.contains(name)
+                    && !PROVIDERS.iter().any(|p| p.key_vars.contains(name))
+                    && !platform_vars.contains(*name)
+                    && !name.starts_with("HERMES_HOME")
+            })
+            .map(|name| format!(".env {name}")),
+    );
+    unused
+}
+
+/// The variables kept from commands: every known one named like a token, key or secret,
+/// every variable of `.env`, and the fallbacks' key variables.
+pub(super) fn secret_env_names(
+    env: &EnvVars,
+    platform_vars: &BTreeSet<String>,
+    key_env_names: &[String],
+) -> Vec<String> {
+    let mut secret_env_names: Vec<String> = KNOWN_VARIABLES
+        .iter()
+        .copied()
+        .chain(platform_vars.iter().map(String::as_str))
+        .chain(PROVIDERS.iter().flat_map(|p| p.key_vars.iter().copied()))
+        .filter(|n| n.ends_with("_TOKEN") || n.ends_with("_KEY") || n.ends_with("_SECRET"))
+        .map(str::to_owned)
+        .collect();
+    secret_env_names.extend(env.dotenv_names().map(str::to_owned));
+    secret_env_names.extend(key_env_names.iter().cloned());
+    secret_env_names
+}

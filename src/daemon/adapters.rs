@@ -1,0 +1,244 @@
+//! The platforms' adapters: built from the configuration, each run under a supervisor
+//! (restarted with backoff when it stops on an error; a platform refusing its credentials
+//! is reported and stays off), and given the chat commands for their menus.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_adapter::{Adapter, AdapterError, Backoff, InboundSink, Platform, PlatformSender};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+
+/// Restarting an adapter that stopped on an error: 1 s, doubling, at most 60 s.
+const ADAPTER_RESTART: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+
+/// The adapters of the enabled platforms (see `crate::platforms`).
+pub(super) fn build_adapters(config: &Config) -> anyhow::Result<Vec<Arc<dyn Adapter>>> {
+    config
+        .platforms
+        .iter()
+        .map(|p| {
+            p.build()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.platform()))
+        })
+        .collect()
+}
+
+/// Run one adapter until `intake` stops, restarting it with backoff when it stops on an error.
+/// Returns the reason when the platform refused the configuration (restarting cannot help).
+async fn supervise(
+    adapter: Arc<dyn Adapter>,
+    sink: Arc<dyn InboundSink>,
+    intake: CancellationToken,
+) -> Option<String> {
+    let platform = adapter.platform();
+    let mut restart = ADAPTER_RESTART;
+    loop {
+        match adapter.run(sink.clone(), intake.clone()).await {
+            Ok(()) => return None,
+            Err(AdapterError::Config(why)) => {
+                tracing::error!(%platform, "{why}; this platform stays off until the configuration is fixed");
+                return Some(format!("{platform}: {why}"));
+            }
+            Err(AdapterError::Other(why)) => {
+                crate::metrics::adapter_restart(platform);
+                let wait = restart.next_delay();
+                tracing::error!(%platform, retry_in = ?wait, "adapter stopped: {why}; restarting");
+                tokio::select! {
+                    _ = intake.cancelled() => return None,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Each adapter's sender, by platform.
+pub(super) fn senders(adapters: &[Arc<dyn Adapter>]) -> HashMap<Platform, Arc<dyn PlatformSender>> {
+    adapters
+        .iter()
+        .map(|a| (a.platform(), a.sender()))
+        .collect()
+}
+
+/// Every platform gets the chat commands (its menu, or its words), in the background: a
+/// platform that cannot take them yet is told in the log, and works without a menu.
+pub(super) fn register_commands(
+    tasks: &TaskTracker,
+    senders: HashMap<Platform, Arc<dyn PlatformSender>>,
+) {
+    let commands: Arc<[hermes_adapter::CommandSpec]> = crate::router::commands::specs().into();
+    for sender in senders.into_values() {
+        let commands = commands.clone();
+        tasks.spawn(async move {
+            if let Err(e) = sender.register_commands(&commands).await {
+                tracing::warn!(platform = %sender.platform(), error = %e, "could not register the command menu");
+            }
+        });
+    }
+}
+
+/// The platforms that refused their configuration, as they refuse.
+pub(super) struct Refusals {
+    reasons: mpsc::UnboundedReceiver<String>,
+    enabled: usize,
+    seen: Vec<String>,
+}
+
+impl Refusals {
+    /// Every platform's reason, once all of them refused (the daemon cannot serve anyone);
+    /// never while one still runs.
+    pub(super) async fn all_refused(&mut self) -> String {
+        while let Some(why) = self.reasons.recv().await {
+            self.seen.push(why);
+            if self.seen.len() == self.enabled {
+                return self.seen.join("; ");
+            }
+        }
+        std::future::pending().await
+    }
+}
+
+/// Run every adapter under [`supervise`] until `intake` stops; systemd is told how they do.
+pub(super) fn start(
+    tasks: &TaskTracker,
+    adapters: Vec<Arc<dyn Adapter>>,
+    sink: Arc<dyn InboundSink>,
+    intake: &CancellationToken,
+) -> Refusals {
+    let (rejected, reasons) = mpsc::unbounded_channel::<String>();
+    let enabled = adapters.len();
+    let refused = crate::systemd::Refused::default();
+    tasks.spawn(crate::systemd::run(
+        adapters
+            .iter()
+            .map(|a| (a.platform(), a.liveness()))
+            .collect(),
+        refused.clone(),
+        intake.clone(),
+    ));
+    for adapter in adapters {
+        let (sink, intake, rejected) = (sink.clone(), intake.clone(), rejected.clone());
+        let refused = refused.clone();
+        tasks.spawn(async move {
+            let platform = adapter.platform();
+            if let Some(why) = supervise(adapter, sink, intake).await {
+                refused.lock().expect("refused lock").insert(platform);
+                let _ = rejected.send(why);
+            }
+        });
+    }
+    Refusals {
+        reasons,
+        enabled,
+        seen: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use hermes_adapter::{Accepted, DeliveryStatus, Inbound, Liveness, SinkError, async_trait};
+
+    use super::*;
+
+    /// An adapter that fails `failures` times with `error`, then runs until shutdown.
+    struct Flaky {
+        runs: AtomicUsize,
+        failures: usize,
+        refuse: bool,
+    }
+
+    #[async_trait]
+    impl Adapter for Flaky {
+        fn platform(&self) -> Platform {
+            Platform::Telegram
+        }
+        fn sender(&self) -> Arc<dyn PlatformSender> {
+            unreachable!("not used by the supervisor")
+        }
+        fn liveness(&self) -> Liveness {
+            Liveness::default()
+        }
+        async fn run(
+            &self,
+            _sink: Arc<dyn InboundSink>,
+            shutdown: CancellationToken,
+        ) -> Result<(), AdapterError> {
+            let run = self.runs.fetch_add(1, Ordering::SeqCst);
+            if self.refuse {
+                return Err(AdapterError::Config("token refused".into()));
+            }
+            if run < self.failures {
+                return Err(AdapterError::Other("connection reset".into()));
+            }
+            shutdown.cancelled().await;
+            Ok(())
+        }
+    }
+
+    struct NoSink;
+
+    #[async_trait]
+    impl InboundSink for NoSink {
+        async fn accept(&self, _: Inbound) -> Result<Accepted, SinkError> {
+            Ok(Accepted::New)
+        }
+        async fn load_cursor(&self, _: Platform, _: &str) -> Result<Option<String>, SinkError> {
+            Ok(None)
+        }
+        async fn save_cursor(&self, _: Platform, _: &str, _: String) -> Result<(), SinkError> {
+            Ok(())
+        }
+        async fn delivery_report(
+            &self,
+            _: Platform,
+            _: String,
+            _: DeliveryStatus,
+        ) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_adapter_that_stops_on_an_error_is_restarted_and_a_refusal_is_reported() {
+        let flaky = Arc::new(Flaky {
+            runs: AtomicUsize::new(0),
+            failures: 2,
+            refuse: false,
+        });
+        let shutdown = CancellationToken::new();
+        let supervisor = tokio::spawn(supervise(flaky.clone(), Arc::new(NoSink), shutdown.clone()));
+        // Two failures: restarted after 1 s and 2 s (paused time advances by itself).
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(
+            flaky.runs.load(Ordering::SeqCst),
+            3,
+            "restarted after each error"
+        );
+        shutdown.cancel();
+        assert_eq!(
+            supervisor.await.unwrap(),
+            None,
+            "a clean stop reports nothing"
+        );
+
+        let refusing = Arc::new(Flaky {
+            runs: AtomicUsize::new(0),
+            failures: 0,
+            refuse: true,
+        });
+        let why = supervise(refusing.clone(), Arc::new(NoSink), CancellationToken::new()).await;
+        assert_eq!(why.as_deref(), Some("telegram: token refused"));
+        assert_eq!(
+            refusing.runs.load(Ordering::SeqCst),
+            1,
+            "a refusal is not retried"
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! What runs beside the conversations once the daemon is wired: background processes'
+//! wake-ups recorded in the inbox, the scheduler, MCP servers, delegations a stopped run
+//! left, the HTTP server, and the one try of the confinement, said once the platforms
+//! had their first word.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_adapter::{Adapter, Inbound, InboundKind, InboundSink, Liveness, Wakeup as WakeupEvent};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::parts::Parts;
+use super::sink::GatewaySink;
+use crate::config::{Config, SandboxMode};
+use crate::confine::Confinement;
+use crate::http;
+use crate::process::Wakeup;
+use crate::store::Store;
+use crate::tools::delegate::SubAgents;
+
+/// Background processes that finished with `notify_on_complete` start a turn: recorded in
+/// the inbox first, so a crash cannot lose them.
+pub(super) fn relay_wakeups(
+    tasks: &TaskTracker,
+    mut wakeups: mpsc::UnboundedReceiver<Wakeup>,
+    sink: Arc<GatewaySink>,
+    intake: CancellationToken,
+) {
+    tasks.spawn(async move {
+        while let Some(wakeup) = tokio::select! {
+            _ = intake.cancelled() => None,
+            w = wakeups.recv() => w,
+        } {
+            let origin = wakeup.origin;
+            let event = Inbound {
+                event_id: format!("gateway:wakeup:{}", wakeup.process_id),
+                chat: origin.chat,
+                author: origin.author,
+                kind: InboundKind::Wakeup(WakeupEvent {
+                    session_key: origin.session_key,
+                    text: wakeup.text,
+                }),
+            };
+            if let Err(e) = sink.record(event).await {
+                tracing::error!(error = %e, "could not record a background process wake-up");
+            }
+        }
+    });
+}
+
+/// The scheduler (Hermes' own jobs taken over once; each due run recorded in the inbox
+/// like any event), MCP servers that start at boot (their tools appear as each is ready),
+/// and delegations a stopped run left going (run again; they report back).
+pub(super) async fn start_agents_work(
+    tasks: &TaskTracker,
+    config: &Config,
+    store: &Store,
+    parts: &Parts,
+    sink: Arc<GatewaySink>,
+    intake: &CancellationToken,
+) {
+    crate::cron::import::import_once(&config.home, store, &parts.cron.tz, &parts.homes).await;
+    tasks.spawn(parts.cron.clone().run(sink.clone(), intake.clone()));
+    parts.mcp.start();
+    parts.delegations.attach(sink);
+    crate::tools::delegate::background::resume(
+        &parts.delegations,
+        Arc::downgrade(&parts.services.agent) as std::sync::Weak<dyn SubAgents>,
+        config.delegation.clone(),
+    )
+    .await;
+}
+
+/// The HTTP server's routes: the adapters' webhooks, health, readiness, status and
+/// metrics.
+pub(super) fn http_app(
+    config: &Config,
+    adapters: &[Arc<dyn Adapter>],
+    sink: Arc<dyn InboundSink>,
+    store: &Store,
+    parts: &Parts,
+) -> axum::Router {
+    let routes = adapters
+        .iter()
+        .flat_map(|a| a.routes(sink.clone()))
+        .collect();
+    let health = http::Health {
+        adapters: adapters
+            .iter()
+            .map(|a| (a.platform(), a.liveness()))
+            .collect(),
+        store: Some(store.clone()),
+        token: config.http.token.as_ref().map(|t| t.expose().to_owned()),
+        confinement: Some(parts.confinement.clone()),
+    };
+    http::app(routes, health)
+}
+
+/// What confines commands is tried once (a jail is made and a command run in it) and
+/// said, in the background, once the platforms had their first word (it would only slow
+/// the start down otherwise; at most 2 s); a command that comes first tries it itself.
+pub(super) fn report_confinement(confinement: Arc<Confinement>, livenesses: Vec<Liveness>) {
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while tokio::time::Instant::now() < deadline
+            && !livenesses.iter().all(|l| l.since_last_beat().is_some())
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let level = confinement.level().await;
+        match confinement.warning().await {
+            None => tracing::info!(
+                "commands the agent runs are {}",
+                level.describe(confinement.network())
+            ),
+            Some(warning) if confinement.mode() == SandboxMode::Required => {
+                tracing::error!("{warning}")
+            }
+            Some(warning) => tracing::warn!("{warning}"),
+        }
+    });
+}

@@ -1,0 +1,161 @@
+//! The sink every adapter records into: an event is written to the inbox (on disk) before
+//! the adapter acknowledges it, and only then handed to the router; a batch is written
+//! with one sync for all; cursors and delivery reports go to the store.
+
+use std::sync::Arc;
+
+use hermes_adapter::{
+    Accepted, DeliveryStatus, Inbound, InboundSink, Platform, SinkError, async_trait,
+};
+
+use crate::delivery::Delivery;
+use crate::router::Router;
+use crate::store::{InboxRow, Store};
+
+/// Records events in the inbox before the adapter acknowledges them, then hands them to
+/// the router.
+pub(super) struct GatewaySink {
+    pub(super) store: Store,
+    pub(super) router: Arc<Router>,
+    /// Woken for a chat whose sent message the platform hands back (held).
+    pub(super) delivery: Delivery,
+}
+
+impl GatewaySink {
+    /// Record `event`; a new one is dispatched.
+    pub(super) async fn record(&self, event: Inbound) -> Result<Accepted, SinkError> {
+        let (accepted, new) = self.write(event, false).await?;
+        if let Some(row) = new {
+            self.dispatch(row);
+        }
+        Ok(accepted)
+    }
+
+    /// Hand a new row to the router; a reply held in its chat (the person's window had
+    /// closed) may go now.
+    fn dispatch(&self, row: InboxRow) {
+        crate::metrics::message_in(row.event.chat.platform);
+        self.delivery.person_wrote(&row.event.chat);
+        self.router.submit(row);
+    }
+
+    /// Write `event` to the inbox (`unsynced`: before it is on disk), returning the row
+    /// to dispatch when it is new.
+    async fn write(
+        &self,
+        event: Inbound,
+        unsynced: bool,
+    ) -> Result<(Accepted, Option<InboxRow>), SinkError> {
+        let written = if unsynced {
+            self.store.inbox_record_unsynced(event.clone()).await
+        } else {
+            self.store.inbox_record(event.clone()).await
+        };
+        match written.map_err(|e| SinkError(e.to_string()))? {
+            Some(id) => Ok((Accepted::New, Some(InboxRow { id, event }))),
+            None => {
+                tracing::info!(event = %event.event_id, "inbox: duplicate delivery ignored");
+                Ok((Accepted::Duplicate, None))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl InboundSink for GatewaySink {
+    async fn accept(&self, event: Inbound) -> Result<Accepted, SinkError> {
+        self.record(event).await
+    }
+
+    /// Each event recorded in order without waiting for the disk, then one sync for all of
+    /// them; only then are the new ones dispatched (and the adapter acknowledges them).
+    async fn accept_batch(&self, mut events: Vec<Inbound>) -> Vec<Result<Accepted, SinkError>> {
+        if events.len() == 1 {
+            // One synced write beats an unsynced one and a sync.
+            return vec![self.record(events.remove(0)).await];
+        }
+        let mut results = Vec::with_capacity(events.len());
+        let mut new = Vec::new();
+        for event in events {
+            match self.write(event, true).await {
+                Ok((accepted, row)) => {
+                    new.extend(row);
+                    results.push(Ok(accepted));
+                }
+                Err(e) => {
+                    results.push(Err(e));
+                    break;
+                }
+            }
+        }
+        if let Err(e) = self.store.sync().await {
+            // Recorded, not known to be on disk: say so for all, and let the adapter record
+            // them again (a second record is recognised as a duplicate).
+            tracing::error!(error = %e, "inbox: could not sync a batch of events");
+            for result in results.iter_mut() {
+                *result = Err(SinkError(e.to_string()));
+            }
+        }
+        for row in new {
+            self.dispatch(row);
+        }
+        results
+    }
+
+    async fn load_cursor(
+        &self,
+        platform: Platform,
+        key: &str,
+    ) -> Result<Option<String>, SinkError> {
+        self.store
+            .load_cursor(platform.as_str(), key)
+            .await
+            .map_err(|e| SinkError(e.to_string()))
+    }
+
+    async fn save_cursor(
+        &self,
+        platform: Platform,
+        key: &str,
+        cursor: String,
+    ) -> Result<(), SinkError> {
+        self.store
+            .save_cursor(platform.as_str(), key, cursor)
+            .await
+            .map_err(|e| SinkError(e.to_string()))
+    }
+
+    async fn delivery_report(
+        &self,
+        platform: Platform,
+        platform_message_id: String,
+        status: DeliveryStatus,
+    ) -> Result<(), SinkError> {
+        if let DeliveryStatus::Failed(why) = &status {
+            tracing::warn!(%platform, message = %platform_message_id, why, "delivery: the platform could not deliver a message");
+        }
+        let undelivered = matches!(status, DeliveryStatus::Failed(_) | DeliveryStatus::Held(_));
+        let row = self
+            .store
+            .outbox_delivery_report(
+                platform,
+                platform_message_id.clone(),
+                status,
+                self.delivery.hold_max_age(),
+            )
+            .await
+            .map_err(|e| SinkError(e.to_string()))?;
+        match row {
+            // A failure for a message not (yet) known as sent: the operator hears of it.
+            None if undelivered => {
+                tracing::warn!(%platform, message = %platform_message_id, "delivery: the platform could not deliver a message the outbox does not know as sent");
+            }
+            None => {
+                tracing::debug!(%platform, message = %platform_message_id, "delivery: report for a message we do not know");
+            }
+            Some((chat, true)) => self.delivery.wake(&chat),
+            Some((_, false)) => {}
+        }
+        Ok(())
+    }
+}
