@@ -402,7 +402,7 @@ impl AgentRuntime {
         // Names repaired where the model misspelled a tool (`Terminal`, `terminal_tool`).
         let calls: Vec<crate::llm::ToolCall> = asked
             .iter()
-            .map(|call| match crate::tools::repair_name(&call.name) {
+            .map(|call| match self.tools.repair_name(&call.name) {
                 Some(name) if name != call.name => {
                     tracing::info!(asked = %call.name, tool = name, "agent: a misspelled tool name was repaired");
                     crate::llm::ToolCall {

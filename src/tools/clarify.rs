@@ -109,7 +109,7 @@ impl Tool for ClarifyTool {
         json!({
             "type": "function",
             "function": {
-                "name": "clarify",
+                "name": self.name(),
                 "description": "Ask the person a question and wait for the answer, when you cannot go on without it. Up to 4 short choices (they can also answer in their own words).",
                 "parameters": {
                     "type": "object",

@@ -34,7 +34,7 @@ impl Tool for CronjobTool {
         json!({
             "type": "function",
             "function": {
-                "name": "cronjob",
+                "name": self.name(),
                 "description": "Schedule work: each run is a fresh conversation with you that does `prompt`, and its answer is delivered to the chat. schedule: '30m' or '2h' (once, from now), 'every 30m' (recurring), a cron expression like '0 9 * * *', or a time like '2026-02-03T14:00'. Actions: create, list, update, pause, resume, remove, run (now).",
                 "parameters": {
                     "type": "object",

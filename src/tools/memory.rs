@@ -53,7 +53,7 @@ impl Tool for MemoryTool {
         json!({
             "type": "function",
             "function": {
-                "name": "memory",
+                "name": self.name(),
                 "description": "Keep what should last beyond this conversation. target=memory: your own notes (facts, conventions, lessons); target=user: what you learn about the person (name, preferences, projects). Short entries; the store is small (memory 2200, user 1375 characters). It shows in the system prompt of later conversations.",
                 "parameters": {
                     "type": "object",

@@ -112,6 +112,8 @@ impl Confined {
 /// The tools offered to the model.
 pub struct Toolbox {
     tools: Vec<Arc<dyn Tool>>,
+    /// Their names, each written once, by its tool (name repair, metrics labels).
+    names: Vec<&'static str>,
     toolsets: crate::config::ToolsetsConfig,
     /// The MCP servers' tools, as they come and go.
     mcp: Option<Arc<crate::mcp::Mcp>>,
@@ -207,6 +209,7 @@ impl Toolbox {
 
     pub fn with(toolsets: crate::config::ToolsetsConfig, tools: Vec<Arc<dyn Tool>>) -> Self {
         Toolbox {
+            names: tools.iter().map(|t| t.name()).collect(),
             tools,
             toolsets,
             mcp: None,
@@ -245,6 +248,11 @@ impl Toolbox {
         })
     }
 
+    /// The gateway's tool a model meant by `name` (see [`repair_name`]).
+    pub fn repair_name(&self, name: &str) -> Option<&'static str> {
+        repair_name(name, &self.names)
+    }
+
     /// OpenAI `tools` definitions for the turn `ctx`.
     pub fn definitions(&self, ctx: &ToolContext) -> Vec<Value> {
         self.offered(ctx).map(|t| t.definition()).collect()
@@ -259,7 +267,7 @@ impl Toolbox {
         let result = self.dispatch(call, ctx).await;
         let outcome = if result.cancelled { "cancelled" } else { "ok" };
         // The model names tools; only the names the toolbox knows become labels.
-        let label = if is_known(&call.name) {
+        let label = if self.names.contains(&call.name.as_str()) {
             call.name.as_str()
         } else {
             "unknown"
@@ -333,32 +341,11 @@ pub(crate) async fn gate_with(
     }
 }
 
-/// Every tool the gateway has (for name repair and metrics labels).
-const TOOL_NAMES: [&str; 18] = [
-    "terminal",
-    "process",
-    "read_file",
-    "write_file",
-    "patch",
-    "search_files",
-    "todo",
-    "memory",
-    "session_search",
-    "cronjob",
-    "send_message",
-    "skills_list",
-    "skill_view",
-    "clarify",
-    "web_search",
-    "web_extract",
-    "execute_code",
-    "delegate_task",
-];
-
-/// The tool a model meant by `name`, as Hermes repairs names: cut at the first quote or
-/// angle bracket, lower case, `-` and spaces as `_`, CamelCase as snake_case, a trailing
-/// `_tool` or `tool` dropped; then the closest known name if it is close enough.
-pub fn repair_name(name: &str) -> Option<&'static str> {
+/// The tool a model meant by `name` among `known`, as Hermes repairs names: cut at the
+/// first quote or angle bracket, lower case, `-` and spaces as `_`, CamelCase as
+/// snake_case, a trailing `_tool` or `tool` dropped; then the closest known name if it is
+/// close enough.
+fn repair_name(name: &str, known: &[&'static str]) -> Option<&'static str> {
     let cut = name
         .split(['"', '\'', '<', '>'])
         .next()
@@ -382,11 +369,11 @@ pub fn repair_name(name: &str) -> Option<&'static str> {
             .unwrap_or(candidate)
             .trim_end_matches('_');
     }
-    if let Some(exact) = TOOL_NAMES.iter().find(|t| **t == candidate) {
+    if let Some(exact) = known.iter().find(|t| **t == candidate) {
         return Some(exact);
     }
     // Close enough: at most one edit in five characters (Hermes' 0.7 similarity, roughly).
-    TOOL_NAMES
+    known
         .iter()
         .map(|t| (t, edit_distance(t, candidate)))
         .filter(|(t, d)| *d * 10 <= t.len() * 3)
@@ -412,14 +399,31 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// Whether `name` is one of the agent's tools.
-pub fn is_known(name: &str) -> bool {
-    TOOL_NAMES.contains(&name)
-}
-
 #[cfg(test)]
 mod name_tests {
     use super::*;
+
+    /// The gateway's tools, as the registry names them.
+    const KNOWN: [&str; 18] = [
+        "terminal",
+        "process",
+        "read_file",
+        "write_file",
+        "patch",
+        "search_files",
+        "todo",
+        "memory",
+        "session_search",
+        "cronjob",
+        "send_message",
+        "skills_list",
+        "skill_view",
+        "clarify",
+        "web_search",
+        "web_extract",
+        "execute_code",
+        "delegate_task",
+    ];
 
     #[test]
     fn misspelled_tool_names_are_repaired_and_strangers_are_not() {
@@ -434,10 +438,10 @@ mod name_tests {
             ("WebSearch", "web_search"),
             ("read-file", "read_file"),
         ] {
-            assert_eq!(repair_name(asked), Some(meant), "{asked}");
+            assert_eq!(repair_name(asked, &KNOWN), Some(meant), "{asked}");
         }
-        assert_eq!(repair_name("browser_navigate"), None);
-        assert_eq!(repair_name("rm"), None);
+        assert_eq!(repair_name("browser_navigate", &KNOWN), None);
+        assert_eq!(repair_name("rm", &KNOWN), None);
     }
 
     #[tokio::test]

@@ -12,11 +12,12 @@ use crate::process::{Polled, ProcessRegistry, ProcessSummary, Status, Stopped, W
 /// The longest `wait` allowed.
 const MAX_WAIT: Duration = Duration::from_secs(180);
 
-pub fn definition() -> Value {
+/// The `process` tool's definition (its name given by the tool).
+pub fn definition(name: &str) -> Value {
     json!({
         "type": "function",
         "function": {
-            "name": "process",
+            "name": name,
             "description": "Manage background processes started with terminal(background=true) in this conversation.",
             "parameters": {
                 "type": "object",

@@ -38,7 +38,7 @@ impl Tool for SendMessageTool {
         json!({
             "type": "function",
             "function": {
-                "name": "send_message",
+                "name": self.name(),
                 "description": "Send a message to another chat: 'home' (this platform's home channel), a platform name (its home channel, e.g. 'slack'), or platform:chat_id[:thread_id] of a chat you have talked in. To send a file, put MEDIA:/path/to/file in the message. Your normal answer already goes to this chat; use this only for other chats.",
                 "parameters": {
                     "type": "object",

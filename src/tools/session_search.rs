@@ -26,7 +26,7 @@ impl Tool for SessionSearchTool {
         json!({
             "type": "function",
             "function": {
-                "name": "session_search",
+                "name": self.name(),
                 "description": "Search this person's earlier conversations with you, and the earlier part of this one that was summarised, for words, to recall what was said or decided. Answers with the matching sessions, best first.",
                 "parameters": {
                     "type": "object",

@@ -188,7 +188,7 @@ impl Tool for TerminalTool {
         json!({
             "type": "function",
             "function": {
-                "name": "terminal",
+                "name": self.name(),
                 "description": "Run a shell command (bash -c) on the host. In the foreground it returns the exit code and output \
                                 (stdout and stderr interleaved, long output shortened in the middle). With background=true it \
                                 returns a process id at once; the chat is told when it finishes, and the `process` tool checks on it. \
@@ -227,7 +227,7 @@ impl Tool for ProcessTool {
     }
 
     fn definition(&self) -> Value {
-        process_tool::definition()
+        process_tool::definition(self.name())
     }
 
     fn reads_only(&self, args: &Value) -> bool {

@@ -153,7 +153,7 @@ impl Tool for SkillsListTool {
         json!({
             "type": "function",
             "function": {
-                "name": "skills_list",
+                "name": self.name(),
                 "description": "List the skills you have (name, description, category).",
                 "parameters": {
                     "type": "object",
@@ -206,7 +206,7 @@ impl Tool for SkillViewTool {
         json!({
             "type": "function",
             "function": {
-                "name": "skill_view",
+                "name": self.name(),
                 "description": "Load a skill's instructions (SKILL.md), or one of its files (file_path, relative to the skill).",
                 "parameters": {
                     "type": "object",

@@ -31,7 +31,7 @@ impl Tool for TodoTool {
         json!({
             "type": "function",
             "function": {
-                "name": "todo",
+                "name": self.name(),
                 "description": "Your task list for this conversation: plan multi-step work and track it. Call without todos to read it. With todos: merge=false replaces the list, merge=true updates items by id and adds new ones. Keep one item in_progress at a time; order is priority.",
                 "parameters": {
                     "type": "object",

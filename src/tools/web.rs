@@ -203,7 +203,7 @@ impl Tool for WebSearchTool {
         json!({
             "type": "function",
             "function": {
-                "name": "web_search",
+                "name": self.name(),
                 "description": "Search the web. Answers with titles, URLs and short descriptions; web_extract reads pages.",
                 "parameters": {
                     "type": "object",
@@ -272,7 +272,7 @@ impl Tool for WebExtractTool {
         json!({
             "type": "function",
             "function": {
-                "name": "web_extract",
+                "name": self.name(),
                 "description": "Read web pages (up to 5 URLs) as text.",
                 "parameters": {
                     "type": "object",

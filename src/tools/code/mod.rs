@@ -391,7 +391,7 @@ impl Tool for ExecuteCodeTool {
         json!({
             "type": "function",
             "function": {
-                "name": "execute_code",
+                "name": self.name(),
                 "description": format!(
                     "Run a Python script that calls tools programmatically, to collapse a job of many steps into one call. \
                      `from hermes_tools import {}, json_parse, shell_quote, retry`; each tool function takes the tool's \

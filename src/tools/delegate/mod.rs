@@ -181,7 +181,7 @@ impl Tool for DelegateTool {
         json!({
             "type": "function",
             "function": {
-                "name": "delegate_task",
+                "name": self.name(),
                 "description": format!(
                     "Hand a self-contained sub-task to a fresh agent (or up to {} tasks to agents that work at the same time). \
                      Each starts with no memory of this conversation: put everything it needs in `context`. It has the \

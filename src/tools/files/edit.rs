@@ -36,7 +36,7 @@ impl Tool for WriteFileTool {
         json!({
             "type": "function",
             "function": {
-                "name": "write_file",
+                "name": self.name(),
                 "description": "Write a text file, replacing it if it exists (directories are created). For small changes to an existing file use patch.",
                 "parameters": {
                     "type": "object",
@@ -115,7 +115,7 @@ impl Tool for PatchTool {
         json!({
             "type": "function",
             "function": {
-                "name": "patch",
+                "name": self.name(),
                 "description": "Edit a text file. mode=replace: replace old_string (copied exactly from the file, found once unless replace_all) with new_string. mode=patch: apply a unified diff (--- a/file, +++ b/file, @@ hunks). Answers with the change as a diff.",
                 "parameters": {
                     "type": "object",

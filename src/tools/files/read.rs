@@ -37,7 +37,7 @@ impl Tool for ReadFileTool {
         json!({
             "type": "function",
             "function": {
-                "name": "read_file",
+                "name": self.name(),
                 "description": "Read a text file as numbered lines (LINE|text). Use offset and limit for long files; the answer says where to continue. Binary files are refused.",
                 "parameters": {
                     "type": "object",

@@ -40,7 +40,7 @@ impl Tool for SearchFilesTool {
         json!({
             "type": "function",
             "function": {
-                "name": "search_files",
+                "name": self.name(),
                 "description": "Search files. target=content (default): lines matching the regex `pattern`, as path:line:text. target=files: files whose name matches the glob `pattern` (newest first). .gitignore'd and hidden files are skipped.",
                 "parameters": {
                     "type": "object",
