@@ -19,7 +19,8 @@
 //!   daemon never names a platform.
 //!
 //! Each adapter crate also reads its own settings ([`PlatformSettings`]), so adding a
-//! platform is its crate, one line in the daemon's platform list and one cargo feature.
+//! platform is its crate, a line in the daemon's platform list, one cargo feature and a
+//! variant of [`Platform`] (`docs/adapters.md`).
 //!
 //! Adapters depend on this crate (and `hermes-format`) only, never on each other or on the
 //! daemon.
