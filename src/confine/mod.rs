@@ -154,7 +154,7 @@ impl Jail {
     }
 }
 
-/// How one command is confined: handed to [`Sandbox::prepare`] before it is spawned, and
+/// How one command is confined: it is started with [`Sandbox::spawn`], and the sandbox is
 /// kept as long as the command runs (it holds the jail open).
 #[derive(Clone)]
 pub struct Sandbox {
