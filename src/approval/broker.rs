@@ -781,7 +781,7 @@ mod tests {
             let gate = asking.await.unwrap();
             let state: String = broker
                 .store
-                .call(move |conn| {
+                .sql_for_tests(move |conn| {
                     Ok(
                         conn.query_row("SELECT state FROM approvals WHERE id = ?1", [id], |r| {
                             r.get(0)

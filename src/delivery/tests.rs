@@ -135,7 +135,7 @@ fn delivery(platform: &Arc<ScriptedPlatform>, max_age: Duration) -> (Delivery, S
 /// `(state, attempts)` of an outbox row.
 async fn row_state(store: &Store, id: i64) -> (String, i64) {
     store
-        .call(move |conn| {
+        .sql_for_tests(move |conn| {
             Ok(conn.query_row(
                 "SELECT state, attempts FROM outbox WHERE id = ?1",
                 [id],
@@ -207,7 +207,7 @@ async fn a_reply_is_marked_failed_only_once_it_is_older_than_max_age() {
     let (state, _) = settled(&store, ids[0], Duration::from_secs(600)).await;
     assert_eq!(state, "failed");
     let error: String = store
-        .call(move |conn| {
+        .sql_for_tests(move |conn| {
             Ok(conn.query_row(
                 "SELECT last_error FROM outbox WHERE id = ?1",
                 [ids[0]],
@@ -246,7 +246,7 @@ async fn a_sent_reply_whose_record_fails_is_not_sent_again() {
     let (delivery, store) = delivery(&platform, Duration::from_secs(24 * 3600));
     // The database refuses to record a row as sent, as a full disk would, for a while.
     store
-        .call(|conn| {
+        .sql_for_tests(|conn| {
             Ok(conn.execute_batch(
                 "CREATE TRIGGER refuse_sent BEFORE UPDATE OF state ON outbox
                  WHEN NEW.state = 'sent'
@@ -260,7 +260,7 @@ async fn a_sent_reply_whose_record_fails_is_not_sent_again() {
     stays_pending(&store, ids[0], Duration::from_secs(120)).await;
 
     store
-        .call(|conn| Ok(conn.execute_batch("DROP TRIGGER refuse_sent")?))
+        .sql_for_tests(|conn| Ok(conn.execute_batch("DROP TRIGGER refuse_sent")?))
         .await
         .unwrap();
     let (state, _) = settled(&store, ids[0], Duration::from_secs(600)).await;

@@ -194,8 +194,10 @@ impl Store {
         }
     }
 
-    /// Run `f` on the store thread and return its result.
-    pub async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
+    /// Run `f` on the store thread and return its result. Only the store's own table
+    /// modules reach SQLite: the rest of the daemon calls their methods, which say what they
+    /// do, not how SQLite does it (a second backend implements those).
+    async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
@@ -205,12 +207,22 @@ impl Store {
 
     /// [`Store::call`] for a write that may be lost on power loss (it is answered before it
     /// is on disk): what is redone or refetched harmlessly, like a polling cursor.
-    pub async fn call_relaxed<T, F>(&self, f: F) -> Result<T, StoreError>
+    async fn call_relaxed<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
         self.submit(f, true).await
+    }
+
+    /// Tests of other modules look at a row directly.
+    #[cfg(test)]
+    pub(crate) async fn sql_for_tests<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.call(f).await
     }
 
     /// Returns once every write so far is on disk (relaxed ones included).
