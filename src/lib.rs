@@ -29,5 +29,7 @@ pub mod shell;
 pub mod state_key;
 pub mod store;
 pub mod systemd;
+#[cfg(test)]
+mod testing;
 pub mod tool;
 pub mod tools;

@@ -1,37 +1,7 @@
-use std::sync::Mutex;
-
-use hermes_adapter::{
-    Accepted, Author, ChatKind, ChatRef, DeliveryStatus, Inbound, Platform, SinkError, async_trait,
-};
+use hermes_adapter::{Author, ChatKind, ChatRef, Platform};
 
 use super::*;
 use crate::store::CronJob;
-
-/// Records what the scheduler hands it.
-#[derive(Default)]
-struct Recorder(Mutex<Vec<Inbound>>);
-
-#[async_trait]
-impl InboundSink for Recorder {
-    async fn accept(&self, event: Inbound) -> Result<Accepted, SinkError> {
-        self.0.lock().unwrap().push(event);
-        Ok(Accepted::New)
-    }
-    async fn load_cursor(&self, _: Platform, _: &str) -> Result<Option<String>, SinkError> {
-        Ok(None)
-    }
-    async fn save_cursor(&self, _: Platform, _: &str, _: String) -> Result<(), SinkError> {
-        Ok(())
-    }
-    async fn delivery_report(
-        &self,
-        _: Platform,
-        _: String,
-        _: DeliveryStatus,
-    ) -> Result<(), SinkError> {
-        Ok(())
-    }
-}
 
 fn job(id: &str, schedule: &str, next: i64, catch_up: bool) -> CronJob {
     CronJob {
@@ -67,7 +37,7 @@ fn job(id: &str, schedule: &str, next: i64, catch_up: bool) -> CronJob {
 async fn a_late_slot_runs_once_or_is_skipped_as_the_job_says_and_a_slot_is_one_event() {
     let store = crate::store::Store::open_in_memory().unwrap();
     let cron = Cron::new(store.clone(), TimeZone::UTC, 60);
-    let sink = Recorder::default();
+    let sink = crate::testing::RecordingSink::default();
     let now = now_ms();
     let late = now - 3_600_000;
     store
@@ -81,13 +51,7 @@ async fn a_late_slot_runs_once_or_is_skipped_as_the_job_says_and_a_slot_is_one_e
     for due in store.cron_due(now).await.unwrap() {
         cron.fire(&due, now, &sink).await;
     }
-    let events: Vec<String> = sink
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|e| e.event_id.clone())
-        .collect();
+    let events: Vec<String> = sink.event_ids();
     assert_eq!(events, [format!("gateway:cron:catches_up:{late}")]);
     for id in ["catches_up", "skips"] {
         let moved = store.cron_get(id).await.unwrap().unwrap();
@@ -99,13 +63,7 @@ async fn a_late_slot_runs_once_or_is_skipped_as_the_job_says_and_a_slot_is_one_e
     // A slot fired again (its move on was lost) is the same event: the inbox takes it once.
     let again = job("catches_up", "every 1h", late, true);
     cron.fire(&again, now, &sink).await;
-    let ids: Vec<String> = sink
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|e| e.event_id.clone())
-        .collect();
+    let ids: Vec<String> = sink.event_ids();
     assert_eq!(ids[1], ids[0]);
     assert_eq!(
         store.cron_get("catches_up").await.unwrap().unwrap().runs,
@@ -118,7 +76,7 @@ async fn a_late_slot_runs_once_or_is_skipped_as_the_job_says_and_a_slot_is_one_e
 async fn a_job_with_runs_left_stops_after_them() {
     let store = crate::store::Store::open_in_memory().unwrap();
     let cron = Cron::new(store.clone(), TimeZone::UTC, 60);
-    let sink = Recorder::default();
+    let sink = crate::testing::RecordingSink::default();
     let now = now_ms();
     store
         .cron_create(CronJob {

@@ -143,7 +143,7 @@ pub(super) fn start(
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use hermes_adapter::{Accepted, DeliveryStatus, Inbound, Liveness, SinkError, async_trait};
+    use hermes_adapter::{Liveness, async_trait};
 
     use super::*;
 
@@ -182,29 +182,6 @@ mod tests {
         }
     }
 
-    struct NoSink;
-
-    #[async_trait]
-    impl InboundSink for NoSink {
-        async fn accept(&self, _: Inbound) -> Result<Accepted, SinkError> {
-            Ok(Accepted::New)
-        }
-        async fn load_cursor(&self, _: Platform, _: &str) -> Result<Option<String>, SinkError> {
-            Ok(None)
-        }
-        async fn save_cursor(&self, _: Platform, _: &str, _: String) -> Result<(), SinkError> {
-            Ok(())
-        }
-        async fn delivery_report(
-            &self,
-            _: Platform,
-            _: String,
-            _: DeliveryStatus,
-        ) -> Result<(), SinkError> {
-            Ok(())
-        }
-    }
-
     #[tokio::test(start_paused = true)]
     async fn an_adapter_that_stops_on_an_error_is_restarted_and_a_refusal_is_reported() {
         let flaky = Arc::new(Flaky {
@@ -213,7 +190,11 @@ mod tests {
             refuse: false,
         });
         let shutdown = CancellationToken::new();
-        let supervisor = tokio::spawn(supervise(flaky.clone(), Arc::new(NoSink), shutdown.clone()));
+        let supervisor = tokio::spawn(supervise(
+            flaky.clone(),
+            Arc::new(crate::testing::RecordingSink::default()),
+            shutdown.clone(),
+        ));
         // Two failures: restarted after 1 s and 2 s (paused time advances by itself).
         tokio::time::sleep(Duration::from_secs(4)).await;
         assert_eq!(
@@ -233,7 +214,12 @@ mod tests {
             failures: 0,
             refuse: true,
         });
-        let why = supervise(refusing.clone(), Arc::new(NoSink), CancellationToken::new()).await;
+        let why = supervise(
+            refusing.clone(),
+            Arc::new(crate::testing::RecordingSink::default()),
+            CancellationToken::new(),
+        )
+        .await;
         assert_eq!(why.as_deref(), Some("telegram: token refused"));
         assert_eq!(
             refusing.runs.load(Ordering::SeqCst),
