@@ -100,6 +100,8 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         delivery: out.delivery.clone(),
     });
     let tasks = TaskTracker::new();
+    // Before anything can bring a command in (Slack's `/hermes` words come with them).
+    adapters::register_commands(&tasks, senders);
     background::relay_wakeups(&tasks, wakeups, sink.clone(), stages.intake.clone());
     background::start_agents_work(
         &tasks,
@@ -114,7 +116,6 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         let app = background::http_app(&config, &adapters, sink.clone(), &store, &parts);
         tasks.spawn(http::serve(listener, app, stages.intake.clone()));
     }
-    adapters::register_commands(&tasks, senders);
     let livenesses = adapters.iter().map(|a| a.liveness()).collect();
     let mut refusals = adapters::start(&tasks, adapters, sink, &stages.intake);
     tracing::info!(model = %config.model.model, "hermes-gateway is running");
