@@ -8,6 +8,9 @@
 //! Events are dispatched concurrently per conversation and in order within one
 //! ([`Router::submit`]); nothing here waits on a platform, so a slow chat never holds up
 //! the others (a press's notice is handed to the adapter, which holds the press open).
+//!
+//! Here: dispatch, admission and routing; `access.rs`: allowlists, pairing, the mention
+//! rule; `presses.rs`: presses and `/approve` `/deny`; `commands.rs`: the chat commands.
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -20,7 +23,9 @@ use hermes_adapter::{
 };
 use tokio_util::task::TaskTracker;
 
+mod access;
 pub mod commands;
+mod presses;
 
 use crate::approval::{ApprovalBroker, Decision, Resolution, Target, parse_choice_id};
 use crate::config::Config;
@@ -43,11 +48,6 @@ pub struct Router {
     /// not make the bot answer again and again.
     turned_away: Mutex<HashMap<String, std::time::Instant>>,
 }
-
-/// How often a stranger hears that too many pairing requests wait (as pairing reminders).
-const TURNED_AWAY_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
-/// At most this many strangers are remembered; past it (a flood) nobody is told.
-const TURNED_AWAY_KEPT: usize = 4096;
 
 /// A reply to send while ending an inbox row.
 struct Reply {
@@ -302,222 +302,6 @@ impl Router {
         .await;
     }
 
-    /// A choice of an approval prompt (or a stale one) was pressed. The adapter has
-    /// acknowledged the press already; the notice for the presser is handed to it without
-    /// waiting.
-    async fn press(&self, id: i64, chat: &ChatRef, author: &Author, press: &Press, allowed: bool) {
-        // A choice of a question the agent asked (`clarify`).
-        let question = allowed
-            .then(|| self.services.clarify.press(chat, &press.choice_id))
-            .flatten();
-        let (state, note, notice) = match parse_choice_id(&press.choice_id) {
-            _ if question.is_some() => (
-                InboxState::Done,
-                "question answered by button",
-                question.unwrap_or_default(),
-            ),
-            _ if !allowed => (
-                InboxState::Refused,
-                "button press from someone not allowed",
-                "You are not allowed to approve commands here.".to_owned(),
-            ),
-            None => (
-                InboxState::Refused,
-                "unknown button",
-                "This button is no longer active.".to_owned(),
-            ),
-            Some((approval, decision)) => {
-                match self
-                    .approvals
-                    .resolve(chat, Target::Id(approval), decision, &author.display_name)
-                    .await
-                {
-                    Resolution::Resolved { outcome, .. } => {
-                        (InboxState::Done, "approval decided by button", outcome)
-                    }
-                    Resolution::NothingPending => (
-                        InboxState::Refused,
-                        "approval no longer pending",
-                        "This request is no longer waiting (it was decided or expired).".to_owned(),
-                    ),
-                    Resolution::OtherChat => (
-                        InboxState::Refused,
-                        "approval from another chat",
-                        "This button belongs to another chat.".to_owned(),
-                    ),
-                }
-            }
-        };
-        if !allowed {
-            tracing::warn!(user = %author.user_id, "router: approval button pressed by someone not allowed");
-        }
-        // Where a message cannot be edited (WhatsApp) the outcome follows the prompt as a
-        // message of its own in this chat, which the presser sees: a notice would say it
-        // twice.
-        let decided = matches!(state, InboxState::Done);
-        if let Some(sender) = self.services.delivery.sender(chat.platform).cloned()
-            && (!decided || sender.capabilities().edits)
-        {
-            let notice = Outbound::PressNotice {
-                chat: chat.clone(),
-                press_id: press.press_id.clone(),
-                text: notice,
-            };
-            tokio::spawn(async move {
-                if let Err(e) = sender.send(notice).await {
-                    tracing::debug!(error = %e, "router: the press notice was not shown");
-                }
-            });
-        }
-        self.end(id, state, note, None).await;
-    }
-
-    /// `/approve` or `/deny` as text: on the prompt it replies to (like pressing one of its
-    /// buttons), else on the oldest delivered request of the sender's own session.
-    async fn decide_by_text(
-        &self,
-        id: i64,
-        chat: &ChatRef,
-        author: &Author,
-        decision: Decision,
-        message: &InboundMessage,
-    ) {
-        let message_id = &message.message_id;
-        let (target, nothing) = match &message.reply_to {
-            Some(prompt) => (
-                Target::Prompt(prompt.clone()),
-                "The message you replied to is not a request waiting for approval (it was decided or expired, or it is not a prompt).",
-            ),
-            None => (
-                Target::OldestOf(session_key(chat, &author.user_id, &self.config.sessions)),
-                "None of your commands is waiting for approval here.",
-            ),
-        };
-        let (state, text) = match self
-            .approvals
-            .resolve(chat, target, decision, &author.display_name)
-            .await
-        {
-            Resolution::Resolved { outcome, .. } => (InboxState::Done, outcome),
-            Resolution::NothingPending | Resolution::OtherChat => {
-                (InboxState::Refused, nothing.to_owned())
-            }
-        };
-        let reply = Reply {
-            chat: chat.clone(),
-            text,
-            reply_to: Some(message_id.to_owned()),
-        };
-        self.end(id, state, "approval command", Some(reply)).await;
-    }
-
-    /// Whether `author` should hear (now) that too many pairing requests wait: once per
-    /// [`TURNED_AWAY_EVERY`].
-    fn first_turn_away(&self, chat: &ChatRef, author: &Author) -> bool {
-        let now = std::time::Instant::now();
-        let key = format!("{}:{}", chat.platform, author.user_id);
-        let mut told = self.turned_away.lock().expect("turned-away lock");
-        if told.len() >= TURNED_AWAY_KEPT {
-            told.retain(|_, at| now.duration_since(*at) < TURNED_AWAY_EVERY);
-        }
-        match told.get(&key) {
-            Some(at) if now.duration_since(*at) < TURNED_AWAY_EVERY => false,
-            _ if told.len() >= TURNED_AWAY_KEPT => false,
-            _ => {
-                told.insert(key, now);
-                true
-            }
-        }
-    }
-
-    /// Someone not allowed wrote: a pairing code in a DM, silence in a group.
-    async fn stranger(&self, id: i64, chat: &ChatRef, author: &Author, message_id: &str) {
-        if chat.kind != ChatKind::Direct {
-            return self
-                .end(id, InboxState::Ignored, "sender not allowed (group)", None)
-                .await;
-        }
-        let outcome = self
-            .services
-            .store
-            .pairing_request(
-                chat.platform.as_str(),
-                &author.user_id,
-                &author.display_name,
-                &chat.chat_id,
-            )
-            .await;
-        let (state, note, text) = match outcome {
-            Ok(PairingRequestOutcome::Issued(code)) => (
-                InboxState::Refused,
-                "pairing code issued",
-                Some(pairing_text(chat.platform, &code, false)),
-            ),
-            Ok(PairingRequestOutcome::Remind(code)) => (
-                InboxState::Refused,
-                "pairing code reminded",
-                Some(pairing_text(chat.platform, &code, true)),
-            ),
-            Ok(PairingRequestOutcome::AlreadyReminded) => {
-                (InboxState::Refused, "pairing code sent recently", None)
-            }
-            Ok(PairingRequestOutcome::TooMany) => (
-                InboxState::Refused,
-                "too many pairing requests",
-                self.first_turn_away(chat, author).then(|| {
-                    "Too many pairing requests are waiting right now; please try again later."
-                        .to_owned()
-                }),
-            ),
-            Err(e) => {
-                tracing::error!(error = %e, "router: pairing store failed");
-                (
-                    InboxState::Failed,
-                    "pairing store failed",
-                    Some("Sorry, I can't process pairing requests right now.".to_owned()),
-                )
-            }
-        };
-        tracing::info!(user = %author.user_id, platform = %chat.platform, note, "router: message from a person who is not allowed");
-        let reply = text.map(|text| Reply {
-            chat: chat.clone(),
-            text,
-            reply_to: Some(message_id.to_owned()),
-        });
-        self.end(id, state, note, reply).await;
-    }
-
-    async fn is_allowed(&self, platform: Platform, user_id: &str) -> bool {
-        let gateway = &self.config.access;
-        let here = self.config.platform(platform).map(|p| p.access());
-        if gateway.gateway_allow_all || here.is_some_and(|a| a.allow_all) {
-            return true;
-        }
-        let listed = gateway.gateway_allowed.iter().any(|u| u == user_id)
-            || here.is_some_and(|a| a.allowed.iter().any(|u| u == user_id));
-        if listed {
-            return true;
-        }
-        match self
-            .services
-            .store
-            .pairing_is_approved(platform.as_str(), user_id)
-            .await
-        {
-            Ok(paired) => paired,
-            Err(e) => {
-                tracing::error!(error = %e, "router: cannot check pairing; refusing");
-                false
-            }
-        }
-    }
-
-    fn require_mention(&self, platform: Platform) -> bool {
-        self.config
-            .platform(platform)
-            .is_none_or(|p| p.require_mention())
-    }
-
     async fn end(&self, id: i64, state: InboxState, note: &str, reply: Option<Reply>) {
         let delivery = &self.services.delivery;
         let outbox = reply
@@ -562,17 +346,6 @@ fn session_key(chat: &ChatRef, user_id: &str, sessions: &crate::config::SessionC
     } else {
         base
     }
-}
-
-fn pairing_text(platform: Platform, code: &str, reminder: bool) -> String {
-    let opening = if reminder {
-        "You still need to be paired with this bot."
-    } else {
-        "Hi! I don't know you yet, so I can't answer."
-    };
-    format!(
-        "{opening}\n\nYour pairing code: `{code}`\n\nAsk the owner of this bot to run:\n`hermes-gateway pairing approve {platform} {code}`\n\nThe code is valid for one hour."
-    )
 }
 
 #[cfg(test)]
