@@ -77,12 +77,27 @@ impl SessionActor {
                 command,
                 while_busy,
             } => {
-                if while_busy == WhileBusy::Refused && running.is_some() {
-                    return self.say(inbox_id, &message_id, BUSY).await;
+                if while_busy == WhileBusy::Refused {
+                    // It edits the history: not while a turn or a compression writes it.
+                    if running.is_some() {
+                        return self.say(inbox_id, &message_id, BUSY).await;
+                    }
+                    if self.compressing() {
+                        let text = "🗜️ I'm compressing this conversation right now; try again in a moment.";
+                        return self.say(inbox_id, &message_id, text).await;
+                    }
                 }
                 self.command(inbox_id, message_id, &author, command, running)
                     .await;
             }
+        }
+    }
+
+    /// Whether the session's history is being compressed right now.
+    fn compressing(&self) -> bool {
+        match (&self.services.agent.compressor, &self.session_id) {
+            (Some(c), Some(session)) => c.is_running(session),
+            _ => false,
         }
     }
 

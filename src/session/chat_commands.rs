@@ -91,18 +91,6 @@ impl SessionActor {
         command: SessionCommand,
         running: &mut Option<RunningTurn>,
     ) {
-        let edits_history = matches!(
-            command,
-            SessionCommand::Retry | SessionCommand::Undo | SessionCommand::Compress
-        );
-        let compressing = match (&self.services.agent.compressor, &self.session_id) {
-            (Some(c), Some(session)) => c.is_running(session),
-            _ => false,
-        };
-        if edits_history && compressing {
-            let text = "🗜️ I'm compressing this conversation right now; try again in a moment.";
-            return self.say(inbox_id, &message_id, text).await;
-        }
         let text = match command {
             SessionCommand::Retry => match self.retry(inbox_id, &message_id, author, running).await
             {
