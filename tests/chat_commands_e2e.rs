@@ -169,3 +169,24 @@ async fn help_lists_every_command() {
     let started = w.ask("/start").await;
     assert_eq!(started.last(), help.first(), "/start is /help");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_edit_waits_for_the_running_turn_and_status_does_not() {
+    let w = World::allow_all().await;
+    let _d = w.start();
+    alice_runs_a_long_command(&w).await;
+    let undone = w.ask("/undo").await;
+    assert!(
+        undone
+            .last()
+            .unwrap()
+            .starts_with("⏳ I'm still working on your last message"),
+        "{undone:?}"
+    );
+    let status = w.ask("/status").await;
+    assert!(
+        status.last().unwrap().contains("Agent: working for"),
+        "{status:?}"
+    );
+    w.ask("/stop").await;
+}
