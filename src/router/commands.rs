@@ -1,8 +1,9 @@
 //! The chat commands, each declared once: its name and other words for it, its line in
 //! `/help`, its entry in the platforms' native menus (Telegram's menu, Discord's slash
-//! commands; Slack's `/hermes` takes every name and alias), who may use it, whether it
-//! waits for a running turn, and what it does. `/help`, the menus, Slack's words and the
-//! router's dispatch are all read from [`COMMANDS`].
+//! commands; Slack's `/hermes` takes every name and alias), whether it waits for a running
+//! turn, and what it does. `/help`, the menus, Slack's words and the router's dispatch are
+//! all read from [`COMMANDS`]. Who may use a command is the router's admission today
+//! (every allowed person); step 16's admin and user tiers add it here.
 
 use std::sync::LazyLock;
 
@@ -21,7 +22,6 @@ pub struct Command {
     pub help: Option<Help>,
     /// Its entry in the native command menus; `None`: not offered there.
     pub menu: Option<Menu>,
-    pub who: Who,
     pub while_busy: WhileBusy,
     pub action: Action,
 }
@@ -38,13 +38,6 @@ pub struct Menu {
     pub description: &'static str,
     /// Its one optional argument and what it means.
     pub argument: Option<&'static str>,
-}
-
-/// Who may use a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Who {
-    /// Everyone allowed to talk to the bot.
-    Allowed,
 }
 
 /// What a command does.
@@ -72,7 +65,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Start a fresh conversation",
             argument: None,
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|_| SessionCommand::New),
     },
@@ -84,7 +76,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Start a fresh conversation (same as /new)",
             argument: None,
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|_| SessionCommand::New),
     },
@@ -99,7 +90,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Stop what the agent is doing",
             argument: Some("all: also kill background processes"),
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|args| {
             if args.eq_ignore_ascii_case("all") {
@@ -120,7 +110,6 @@ pub const COMMANDS: &[Command] = &[
             description: "What the agent is doing and which model it uses",
             argument: None,
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|_| SessionCommand::Status),
     },
@@ -135,7 +124,6 @@ pub const COMMANDS: &[Command] = &[
             description: "The tokens this conversation and today took",
             argument: None,
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|_| SessionCommand::Usage),
     },
@@ -150,7 +138,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Show or switch this chat's model",
             argument: Some("provider:model, or default"),
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|args| SessionCommand::Model(args.to_owned())),
     },
@@ -165,7 +152,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Ask your last message again",
             argument: None,
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Refused,
         action: Action::Session(|_| SessionCommand::Retry),
     },
@@ -180,7 +166,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Take back your last message and the answer",
             argument: None,
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Refused,
         action: Action::Session(|_| SessionCommand::Undo),
     },
@@ -195,7 +180,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Summarise the earlier conversation to make room",
             argument: None,
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Refused,
         action: Action::Session(|_| SessionCommand::Compress),
     },
@@ -210,7 +194,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Show or set this conversation's title",
             argument: Some("the new title"),
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|args| SessionCommand::Title(args.to_owned())),
     },
@@ -225,7 +208,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Show or choose a personality",
             argument: Some("a name, or none"),
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|args| SessionCommand::Personality(args.to_owned())),
     },
@@ -240,7 +222,6 @@ pub const COMMANDS: &[Command] = &[
             description: "How much tool use is shown here",
             argument: Some("off, new or all"),
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|args| SessionCommand::Verbose(args.to_owned())),
     },
@@ -255,7 +236,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Make this chat the home channel for notices",
             argument: None,
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Session(|_| SessionCommand::SetHome),
     },
@@ -270,7 +250,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Allow the oldest command waiting for approval",
             argument: Some("session or always"),
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Approve,
     },
@@ -285,7 +264,6 @@ pub const COMMANDS: &[Command] = &[
             description: "Refuse the oldest command waiting for approval",
             argument: Some("reason"),
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Deny,
     },
@@ -300,7 +278,6 @@ pub const COMMANDS: &[Command] = &[
             description: "What the agent can do",
             argument: None,
         }),
-        who: Who::Allowed,
         while_busy: WhileBusy::Runs,
         action: Action::Help,
     },
