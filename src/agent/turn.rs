@@ -64,7 +64,7 @@ enum Next {
 }
 
 impl Turn {
-    /// The messages so far, ending the turn with `outcome`.
+    /// The turn ends cancelled, with the messages it has so far.
     fn cancelled(&mut self) -> Next {
         Next::End(TurnOutcome::Cancelled {
             messages: std::mem::take(&mut self.new_messages),
