@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use hermes_adapter::{ChatRef, Choice, ChoiceLimits, ChoiceStyle};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use tokio::sync::oneshot;
 
-use super::{Tool, ToolContext, ToolResult};
 use crate::delivery::Delivery;
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 const MAX_CHOICES: usize = 4;
 
@@ -96,55 +97,39 @@ fn parse_choice_id(data: &str) -> Option<(u64, usize)> {
 
 pub struct ClarifyTool(pub Arc<Clarify>);
 
-impl Tool for ClarifyTool {
-    fn name(&self) -> &'static str {
-        "clarify"
+/// `clarify`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct ClarifyArgs {
+    question: String,
+    #[schemars(length(max = MAX_CHOICES))]
+    choices: Option<Vec<String>>,
+}
+
+impl TypedTool for ClarifyTool {
+    type Args = ClarifyArgs;
+    const NAME: &'static str = "clarify";
+    const TOOLSET: &'static str = "clarify";
+
+    fn description(&self) -> String {
+        "Ask the person a question and wait for the answer, when you cannot go on without it. Up to 4 short choices (they can also answer in their own words).".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "clarify"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Ask the person a question and wait for the answer, when you cannot go on without it. Up to 4 short choices (they can also answer in their own words).",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "question": {"type": "string"},
-                        "choices": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_CHOICES}
-                    },
-                    "required": ["question"]
-                }
-            }
-        })
-    }
-
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move { self.ask(&args, ctx).await })
+    fn call<'a>(&'a self, args: ClarifyArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move { self.ask(args, ctx).await })
     }
 }
 
 impl ClarifyTool {
-    async fn ask(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
+    async fn ask(&self, args: ClarifyArgs, ctx: &ToolContext) -> ToolResult {
         let clarify = &self.0;
-        let Some(question) = args
-            .get("question")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|q| !q.is_empty())
-        else {
+        let question = args.question.trim();
+        if question.is_empty() {
             return ToolResult::text("error: `question` is required");
-        };
+        }
         let choices: Vec<String> = args
-            .get("choices")
-            .and_then(Value::as_array)
+            .choices
             .into_iter()
             .flatten()
-            .filter_map(Value::as_str)
             .map(|c| c.trim().chars().take(100).collect::<String>())
             .filter(|c| !c.is_empty())
             .take(MAX_CHOICES)

@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use hermes_adapter::ChatRef;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use super::{Tool, ToolContext, ToolResult};
 use crate::cron::{Cron, Schedule, now_ms, shown, ts};
 use crate::store::CronJob;
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 pub struct CronjobTool {
     pub cron: Arc<Cron>,
@@ -21,44 +22,50 @@ pub struct CronjobTool {
     pub homes: Arc<crate::delivery::destinations::ConfiguredHomes>,
 }
 
-impl Tool for CronjobTool {
-    fn name(&self) -> &'static str {
-        "cronjob"
+/// `cronjob`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct CronjobArgs {
+    action: CronAction,
+    /// The job (all actions but create and list).
+    job_id: Option<String>,
+    schedule: Option<String>,
+    /// What to do at each run, written so it stands on its own.
+    prompt: Option<String>,
+    name: Option<String>,
+    /// How many runs, then the job stops (default: no limit; once for a one-time schedule).
+    repeat: Option<i64>,
+    /// Where answers go: omit for this chat, 'home' for the home channel, or platform:chat_id.
+    deliver: Option<String>,
+    /// A run missed while the gateway was down runs once when it is back (default true).
+    catch_up: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Debug)]
+#[serde(rename_all = "snake_case")]
+enum CronAction {
+    Create,
+    List,
+    Update,
+    Pause,
+    Resume,
+    Remove,
+    Run,
+}
+
+impl TypedTool for CronjobTool {
+    type Args = CronjobArgs;
+    const NAME: &'static str = "cronjob";
+    const TOOLSET: &'static str = "cronjob";
+
+    fn description(&self) -> String {
+        "Schedule work: each run is a fresh conversation with you that does `prompt`, and its answer is delivered to the chat. schedule: '30m' or '2h' (once, from now), 'every 30m' (recurring), a cron expression like '0 9 * * *', or a time like '2026-02-03T14:00'. Actions: create, list, update, pause, resume, remove, run (now).".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "cronjob"
+    fn only_reads(&self, args: &CronjobArgs) -> bool {
+        args.action == CronAction::List
     }
 
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Schedule work: each run is a fresh conversation with you that does `prompt`, and its answer is delivered to the chat. schedule: '30m' or '2h' (once, from now), 'every 30m' (recurring), a cron expression like '0 9 * * *', or a time like '2026-02-03T14:00'. Actions: create, list, update, pause, resume, remove, run (now).",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "action": {"type": "string", "enum": ["create", "list", "update", "pause", "resume", "remove", "run"]},
-                        "job_id": {"type": "string", "description": "The job (all actions but create and list)."},
-                        "schedule": {"type": "string"},
-                        "prompt": {"type": "string", "description": "What to do at each run, written so it stands on its own."},
-                        "name": {"type": "string"},
-                        "repeat": {"type": "integer", "description": "How many runs, then the job stops (default: no limit; once for a one-time schedule)."},
-                        "deliver": {"type": "string", "description": "Where answers go: omit for this chat, 'home' for the home channel, or platform:chat_id."},
-                        "catch_up": {"type": "boolean", "description": "A run missed while the gateway was down runs once when it is back (default true)."}
-                    },
-                    "required": ["action"]
-                }
-            }
-        })
-    }
-
-    fn reads_only(&self, args: &Value) -> bool {
-        args.get("action").and_then(Value::as_str) == Some("list")
-    }
-
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: CronjobArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let text = match self.act(&args, ctx).await {
                 Ok(text) => text,
@@ -71,17 +78,21 @@ impl Tool for CronjobTool {
 
 impl CronjobTool {
     /// Do the `action` in `args`: the text for the model, or what went wrong.
-    async fn act(&self, args: &Value, ctx: &ToolContext) -> Result<String, String> {
-        let action = text(args, "action").ok_or("`action` is required")?;
+    async fn act(&self, args: &CronjobArgs, ctx: &ToolContext) -> Result<String, String> {
+        let action = args.action;
         let from_a_run = ctx.session_key.starts_with("cron:");
-        if from_a_run && matches!(action, "create" | "update" | "run") {
+        if from_a_run
+            && matches!(
+                action,
+                CronAction::Create | CronAction::Update | CronAction::Run
+            )
+        {
             return Err("a scheduled run cannot create or change scheduled jobs".into());
         }
         match action {
-            "list" => self.list(ctx).await,
-            "create" => self.create(args, ctx).await,
-            // Every other action is on one job; an unknown one is refused once the job
-            // is found.
+            CronAction::List => self.list(ctx).await,
+            CronAction::Create => self.create(args, ctx).await,
+            // Every other action is on one job.
             _ => self.change(action, args, ctx).await,
         }
     }
@@ -105,10 +116,10 @@ impl CronjobTool {
     }
 
     /// `create`: a new job in this conversation, if there is room for it.
-    async fn create(&self, args: &Value, ctx: &ToolContext) -> Result<String, String> {
+    async fn create(&self, args: &CronjobArgs, ctx: &ToolContext) -> Result<String, String> {
         let cron = &self.cron;
-        let schedule_text = text(args, "schedule").ok_or("create needs `schedule`")?;
-        let prompt = text(args, "prompt").ok_or("create needs `prompt`")?;
+        let schedule_text = text(&args.schedule).ok_or("create needs `schedule`")?;
+        let prompt = text(&args.prompt).ok_or("create needs `prompt`")?;
         let now = now_ms();
         let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
         check_interval(&schedule, cron.min_interval)?;
@@ -117,7 +128,7 @@ impl CronjobTool {
             .next_after(ts(now), &cron.tz)
             .ok_or("that time has passed")?
             .as_millisecond();
-        let deliver = self.destination(text(args, "deliver"), ctx).await?;
+        let deliver = self.destination(text(&args.deliver), ctx).await?;
         let job = new_job(args, ctx, prompt, &schedule, deliver, next, now);
         cron.store
             .cron_create(job.clone())
@@ -146,30 +157,30 @@ impl CronjobTool {
     /// conversation.
     async fn change(
         &self,
-        action: &str,
-        args: &Value,
+        action: CronAction,
+        args: &CronjobArgs,
         ctx: &ToolContext,
     ) -> Result<String, String> {
         let cron = &self.cron;
-        let id =
-            text(args, "job_id").ok_or_else(|| format!("{action} needs `job_id` (see list)"))?;
+        let id = text(&args.job_id).ok_or_else(|| {
+            format!(
+                "{} needs `job_id` (see list)",
+                format!("{action:?}").to_lowercase()
+            )
+        })?;
         let job = self.own_job(id, ctx).await?;
         let now = now_ms();
         let changed = match action {
-            "remove" => {
+            CronAction::Remove => {
                 cron.store.cron_remove(id).await.map_err(store_error)?;
                 cron.changed.notify_one();
                 return Ok(format!("Removed {} ({id}).", job.name));
             }
-            "pause" => job.paused(),
-            "resume" => job.resumed(now, &cron.tz),
-            "run" => job.run_now(now),
-            "update" => self.updated(job, args, ctx, now).await?,
-            other => {
-                return Err(format!(
-                    "unknown action {other:?}; use create, list, update, pause, resume, remove or run"
-                ));
-            }
+            CronAction::Pause => job.paused(),
+            CronAction::Resume => job.resumed(now, &cron.tz),
+            CronAction::Run => job.run_now(now),
+            CronAction::Update => self.updated(job, args, ctx, now).await?,
+            CronAction::Create | CronAction::List => unreachable!("answered in act"),
         };
         cron.store
             .cron_update(changed.clone())
@@ -204,24 +215,24 @@ impl CronjobTool {
     async fn updated(
         &self,
         mut job: CronJob,
-        args: &Value,
+        args: &CronjobArgs,
         ctx: &ToolContext,
         now: i64,
     ) -> Result<CronJob, String> {
         let cron = &self.cron;
-        if let Some(prompt) = text(args, "prompt") {
+        if let Some(prompt) = text(&args.prompt) {
             job.prompt = prompt.to_owned();
         }
-        if let Some(name) = text(args, "name") {
+        if let Some(name) = text(&args.name) {
             job.name = name.to_owned();
         }
-        if let Some(repeat) = args.get("repeat").and_then(Value::as_i64) {
+        if let Some(repeat) = args.repeat {
             job.repeat = (repeat > 0).then_some(repeat);
         }
-        if text(args, "deliver").is_some() {
-            job.deliver = self.destination(text(args, "deliver"), ctx).await?;
+        if let Some(deliver) = text(&args.deliver) {
+            job.deliver = self.destination(Some(deliver), ctx).await?;
         }
-        if let Some(schedule_text) = text(args, "schedule") {
+        if let Some(schedule_text) = text(&args.schedule) {
             let schedule = Schedule::parse(schedule_text, ts(now), &cron.tz)?;
             check_interval(&schedule, cron.min_interval)?;
             job.next_run_at = schedule
@@ -273,12 +284,9 @@ impl CronjobTool {
     }
 }
 
-/// The string argument `key`, trimmed; `None` when it is missing or blank.
-fn text<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+/// A string argument, trimmed; `None` when it is missing or blank.
+fn text(given: &Option<String>) -> Option<&str> {
+    given.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
 /// What the model is told when the store fails.
@@ -289,7 +297,7 @@ fn store_error(e: crate::store::StoreError) -> String {
 /// The job `create` makes: `prompt` on `schedule`, first run at `next` (Unix ms), made
 /// `now`, with the optional arguments (`name`, `repeat`, `catch_up`) from `args`.
 fn new_job(
-    args: &Value,
+    args: &CronjobArgs,
     ctx: &ToolContext,
     prompt: &str,
     schedule: &Schedule,
@@ -299,13 +307,12 @@ fn new_job(
 ) -> CronJob {
     // A one-time schedule runs once unless told otherwise.
     let repeat = args
-        .get("repeat")
-        .and_then(Value::as_i64)
+        .repeat
         .filter(|r| *r > 0)
         .or((!schedule.recurring()).then_some(1));
     CronJob {
         id: format!("job_{:08x}", rand::random::<u32>()),
-        name: text(args, "name")
+        name: text(&args.name)
             .map(str::to_owned)
             .unwrap_or_else(|| prompt.chars().take(40).collect()),
         prompt: prompt.to_owned(),
@@ -316,10 +323,7 @@ fn new_job(
         repeat,
         runs: 0,
         paused: false,
-        catch_up: args
-            .get("catch_up")
-            .and_then(Value::as_bool)
-            .unwrap_or(true),
+        catch_up: args.catch_up.unwrap_or(true),
         next_run_at: Some(next),
         last_run_at: None,
         created_at: now,

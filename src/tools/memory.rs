@@ -10,10 +10,11 @@
 use std::path::{Path, PathBuf};
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use super::{Tool, ToolContext, ToolResult};
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 /// Between entries, as Hermes writes them.
 const SEPARATOR: &str = "\n§\n";
@@ -40,53 +41,61 @@ impl MemoryTool {
     }
 }
 
-impl Tool for MemoryTool {
-    fn name(&self) -> &'static str {
-        "memory"
+/// `memory`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct MemoryArgs {
+    action: MemoryAction,
+    target: MemoryTarget,
+    /// add/replace: the entry's text.
+    content: Option<String>,
+    /// replace/remove: a piece of the entry's text that picks it out.
+    old_text: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum MemoryAction {
+    Add,
+    Replace,
+    Remove,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum MemoryTarget {
+    Memory,
+    User,
+}
+
+impl TypedTool for MemoryTool {
+    type Args = MemoryArgs;
+    const NAME: &'static str = "memory";
+    const TOOLSET: &'static str = "memory";
+
+    fn description(&self) -> String {
+        "Keep what should last beyond this conversation. target=memory: your own notes (facts, conventions, lessons); target=user: what you learn about the person (name, preferences, projects). Short entries; the store is small (memory 2200, user 1375 characters). It shows in the system prompt of later conversations.".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "memory"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Keep what should last beyond this conversation. target=memory: your own notes (facts, conventions, lessons); target=user: what you learn about the person (name, preferences, projects). Short entries; the store is small (memory 2200, user 1375 characters). It shows in the system prompt of later conversations.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "action": {"type": "string", "enum": ["add", "replace", "remove"]},
-                        "target": {"type": "string", "enum": ["memory", "user"]},
-                        "content": {"type": "string", "description": "add/replace: the entry's text."},
-                        "old_text": {"type": "string", "description": "replace/remove: a piece of the entry's text that picks it out."}
-                    },
-                    "required": ["action", "target"]
-                }
-            }
-        })
-    }
-
-    fn run<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: MemoryArgs, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::trim);
-            let Some(&(target, file, limit, _)) = TARGETS
-                .iter()
-                .find(|(name, ..)| Some(*name) == text("target"))
-            else {
-                return ToolResult::text("error: `target` must be memory or user");
+            let (target, file, limit, _) = match args.target {
+                MemoryTarget::Memory => TARGETS[0],
+                MemoryTarget::User => TARGETS[1],
             };
-            let action = text("action").unwrap_or_default().to_owned();
-            let content = text("content").unwrap_or_default().to_owned();
-            let old = text("old_text").unwrap_or_default().to_owned();
+            let action = match args.action {
+                MemoryAction::Add => "add",
+                MemoryAction::Replace => "replace",
+                MemoryAction::Remove => "remove",
+            };
+            let text = |given: Option<String>| given.unwrap_or_default().trim().to_owned();
+            let content = text(args.content);
+            let old = text(args.old_text);
             let _writing = self.writing.lock().await;
             let path = self.dir.join(file);
             let dir = self.dir.clone();
             let done = tokio::task::spawn_blocking(move || {
                 let mut entries = read_entries(&path);
-                let message = change(&mut entries, &action, &content, &old, limit)?;
+                let message = change(&mut entries, action, &content, &old, limit)?;
                 write_entries(&dir, &path, &entries)?;
                 Ok::<_, String>(format!(
                     "{message} {target} is now {}/{limit} characters.",

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use super::ToolContext;
 use crate::process::{Polled, ProcessRegistry, ProcessSummary, Status, Stopped, Waited};
@@ -12,49 +13,59 @@ use crate::process::{Polled, ProcessRegistry, ProcessSummary, Status, Stopped, W
 /// The longest `wait` allowed.
 const MAX_WAIT: Duration = Duration::from_secs(180);
 
-/// The `process` tool's definition (its name given by the tool).
-pub fn definition(name: &str) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": "Manage background processes started with terminal(background=true) in this conversation.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "kill", "write"],
-                               "description": "list: all processes; poll: status and output since the last poll; log: last lines; wait: until it ends (bounded); kill: SIGTERM then SIGKILL; write: send text to its stdin."},
-                    "id": {"type": "string", "description": "Process id (proc_…); not needed for list."},
-                    "lines": {"type": "integer", "description": "log: how many lines (default 50)."},
-                    "timeout": {"type": "integer", "description": "wait: seconds (default 30, at most 180)."},
-                    "data": {"type": "string", "description": "write: the text to send (add \\n for Enter)."}
-                },
-                "required": ["action"]
-            }
-        }
-    })
+/// `process`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct ProcessArgs {
+    /// list: all processes; poll: status and output since the last poll; log: last lines; wait: until it ends (bounded); kill: SIGTERM then SIGKILL; write: send text to its stdin.
+    pub action: Action,
+    /// Process id (proc_…); not needed for list.
+    pub id: Option<String>,
+    /// log: how many lines (default 50).
+    pub lines: Option<u64>,
+    /// wait: seconds (default 30, at most 180).
+    pub timeout: Option<u64>,
+    /// write: the text to send (add \n for Enter).
+    pub data: Option<String>,
 }
 
-pub async fn run(registry: &ProcessRegistry, args: &Value, ctx: &ToolContext) -> String {
-    let action = args
-        .get("action")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    List,
+    Poll,
+    Log,
+    Wait,
+    Kill,
+    Write,
+}
+
+impl Action {
+    /// Whether the action only looks.
+    pub fn reads_only(self) -> bool {
+        matches!(
+            self,
+            Action::List | Action::Poll | Action::Log | Action::Wait
+        )
+    }
+}
+
+pub async fn run(registry: &ProcessRegistry, args: &ProcessArgs, ctx: &ToolContext) -> String {
+    let action = args.action;
     let key = ctx.session_key.as_str();
-    if action == "list" {
+    if action == Action::List {
         return list(&registry.list(key));
     }
-    let Some(id) = args.get("id").and_then(Value::as_str) else {
-        return format!("error: action {action:?} needs an `id` (see action `list`)");
+    let Some(id) = args.id.as_deref() else {
+        return format!(
+            "error: action {:?} needs an `id` (see action `list`)",
+            format!("{action:?}").to_lowercase()
+        );
     };
     let result = match action {
-        "poll" => registry.poll(key, id).map(|p| polled(id, &p)),
-        "log" => registry
-            .log(
-                key,
-                id,
-                args.get("lines").and_then(Value::as_u64).unwrap_or(50) as usize,
-            )
+        Action::List => unreachable!("answered above"),
+        Action::Poll => registry.poll(key, id).map(|p| polled(id, &p)),
+        Action::Log => registry
+            .log(key, id, args.lines.unwrap_or(50) as usize)
             .map(|text| {
                 if text.is_empty() {
                     "(no output yet)".into()
@@ -62,27 +73,22 @@ pub async fn run(registry: &ProcessRegistry, args: &Value, ctx: &ToolContext) ->
                     text
                 }
             }),
-        "wait" => {
-            let secs = args.get("timeout").and_then(Value::as_u64).unwrap_or(30);
+        Action::Wait => {
+            let secs = args.timeout.unwrap_or(30);
             let timeout = Duration::from_secs(secs).min(MAX_WAIT);
             tokio::select! {
                 r = registry.wait(key, id, timeout, &ctx.attention) => r.map(|w| waited(id, &w, timeout)),
                 _ = ctx.cancel.cancelled() => Ok(format!("{id}: stopped waiting (the turn was stopped); the process is still running")),
             }
         }
-        "kill" => registry.kill(key, id).await.map(|s| stopped(id, s)),
-        "write" => match args.get("data").and_then(Value::as_str) {
+        Action::Kill => registry.kill(key, id).await.map(|s| stopped(id, s)),
+        Action::Write => match args.data.as_deref() {
             Some(data) => registry
                 .write(key, id, data, &ctx.cancel)
                 .await
                 .map(|n| format!("wrote {n} bytes to {id}")),
             None => return "error: write needs `data`".into(),
         },
-        other => {
-            return format!(
-                "error: unknown action {other:?}; use list, poll, log, wait, kill or write"
-            );
-        }
     };
     result.unwrap_or_else(|e| format!("error: {e}"))
 }

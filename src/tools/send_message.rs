@@ -7,12 +7,13 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use super::{Tool, ToolContext, ToolResult};
 use crate::delivery::Delivery;
 use crate::delivery::destinations::{ConfiguredHomes, resolve};
 use crate::store::Store;
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 /// The longest message sent at once.
 const MAX_CHARS: usize = 20_000;
@@ -25,47 +26,41 @@ pub struct SendMessageTool {
     pub media: Arc<crate::media::MediaPreparer>,
 }
 
-impl Tool for SendMessageTool {
-    fn name(&self) -> &'static str {
-        "send_message"
+/// `send_message`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct SendMessageArgs {
+    target: String,
+    message: String,
+}
+
+impl TypedTool for SendMessageTool {
+    type Args = SendMessageArgs;
+    const NAME: &'static str = "send_message";
+    const TOOLSET: &'static str = "messaging";
+
+    fn description(&self) -> String {
+        "Send a message to another chat: 'home' (this platform's home channel), a platform name (its home channel, e.g. 'slack'), or platform:chat_id[:thread_id] of a chat you have talked in. To send a file, put MEDIA:/path/to/file in the message. Your normal answer already goes to this chat; use this only for other chats.".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "messaging"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Send a message to another chat: 'home' (this platform's home channel), a platform name (its home channel, e.g. 'slack'), or platform:chat_id[:thread_id] of a chat you have talked in. To send a file, put MEDIA:/path/to/file in the message. Your normal answer already goes to this chat; use this only for other chats.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "target": {"type": "string"},
-                        "message": {"type": "string"}
-                    },
-                    "required": ["target", "message"]
-                }
-            }
-        })
-    }
-
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(
+        &'a self,
+        args: SendMessageArgs,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::trim);
-            let Some(message) = text("message").filter(|m| !m.is_empty()) else {
+            let message = args.message.trim();
+            if message.is_empty() {
                 return ToolResult::text("error: `message` is required");
-            };
+            }
             if message.chars().count() > MAX_CHARS {
                 return ToolResult::text(format!(
                     "error: the message is longer than {MAX_CHARS} characters"
                 ));
             }
-            let Some(target) = text("target").filter(|t| !t.is_empty()) else {
+            let target = args.target.trim();
+            if target.is_empty() {
                 return ToolResult::text("error: `target` is required");
-            };
+            }
             let person = &ctx.author.user_id;
             let chat =
                 match resolve(Some(target), &ctx.chat, person, &self.store, &self.homes).await {

@@ -6,58 +6,47 @@
 //! chat only that chat's.
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use super::{Tool, ToolContext, ToolResult};
 use crate::store::Store;
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 pub struct SessionSearchTool(pub Store);
 
-impl Tool for SessionSearchTool {
-    fn name(&self) -> &'static str {
-        "session_search"
+/// `session_search`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct SessionSearchArgs {
+    /// Words to look for (all must appear).
+    query: String,
+    /// How many sessions (default 3, at most 10).
+    limit: Option<u64>,
+}
+
+impl TypedTool for SessionSearchTool {
+    type Args = SessionSearchArgs;
+    const NAME: &'static str = "session_search";
+    const TOOLSET: &'static str = "session_search";
+
+    fn description(&self) -> String {
+        "Search this person's earlier conversations with you, and the earlier part of this one that was summarised, for words, to recall what was said or decided. Answers with the matching sessions, best first.".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "session_search"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Search this person's earlier conversations with you, and the earlier part of this one that was summarised, for words, to recall what was said or decided. Answers with the matching sessions, best first.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "query": {"type": "string", "description": "Words to look for (all must appear)."},
-                        "limit": {"type": "integer", "description": "How many sessions (default 3, at most 10)."}
-                    },
-                    "required": ["query"]
-                }
-            }
-        })
-    }
-
-    fn reads_only(&self, _args: &Value) -> bool {
+    fn only_reads(&self, _args: &SessionSearchArgs) -> bool {
         true
     }
 
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(
+        &'a self,
+        args: SessionSearchArgs,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let Some(query) = args
-                .get("query")
-                .and_then(Value::as_str)
-                .filter(|q| !q.trim().is_empty())
-            else {
+            let query = args.query.as_str();
+            if query.trim().is_empty() {
                 return ToolResult::text("error: `query` is required");
-            };
-            let limit = args
-                .get("limit")
-                .and_then(Value::as_u64)
-                .unwrap_or(3)
-                .clamp(1, 10) as usize;
+            }
+            let limit = args.limit.unwrap_or(3).clamp(1, 10) as usize;
             let hits = match self
                 .0
                 .search_own_sessions(

@@ -7,12 +7,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
+use super::process_tool::{self, Action, ProcessArgs};
 use super::terminal::{CommandOutcome, Terminal};
-use super::{Tool, ToolContext, ToolResult, gate, process_tool};
+use super::{ToolContext, ToolResult, gate};
 use crate::approval::ApprovalBroker;
 use crate::process::{MIN_CHECK_INTERVAL, Origin, ProcessRegistry, SpawnRequest};
+use crate::tool::TypedTool;
 
 /// What both shell tools use.
 pub struct Shell {
@@ -55,19 +58,13 @@ impl Shell {
         gate(&self.approvals, command, ctx, workdir, background).await
     }
 
-    async fn terminal(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
-        let Some(command) = args
-            .get("command")
-            .and_then(Value::as_str)
-            .filter(|c| !c.trim().is_empty())
-        else {
+    async fn terminal(&self, args: TerminalArgs, ctx: &ToolContext) -> ToolResult {
+        let command = args.command.as_str();
+        if command.trim().is_empty() {
             return ToolResult::text("error: `command` is required and must be a non-empty string");
-        };
-        let workdir = args.get("workdir").and_then(Value::as_str);
-        let background = args
-            .get("background")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        }
+        let workdir = args.workdir.as_deref();
+        let background = args.background.unwrap_or(false);
         let cwd = self.terminal.workdir(workdir);
         if let Some(refused) = self.refused(command, ctx, &cwd, background).await {
             return refused;
@@ -84,10 +81,7 @@ impl Shell {
             Err(refused) => return ToolResult::text(format!("error: {refused}")),
         };
         if background {
-            let requested = args
-                .get("check_interval")
-                .and_then(Value::as_u64)
-                .map(Duration::from_secs);
+            let requested = args.check_interval.map(Duration::from_secs);
             let check_interval = requested.map(|i| i.max(MIN_CHECK_INTERVAL));
             let request = SpawnRequest {
                 command: command.to_owned(),
@@ -99,10 +93,7 @@ impl Shell {
                     author: ctx.author.clone(),
                 },
                 check_interval,
-                notify_on_complete: args
-                    .get("notify_on_complete")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
+                notify_on_complete: args.notify_on_complete.unwrap_or(false),
                 sandbox,
             };
             return ToolResult::text(match self.processes.spawn(request).await {
@@ -118,7 +109,7 @@ impl Shell {
                 Err(e) => format!("error: {e}"),
             });
         }
-        let timeout = args.get("timeout").and_then(Value::as_u64);
+        let timeout = args.timeout;
         let outcome = self
             .terminal
             .run(command, workdir, timeout, &ctx.cancel, &sandbox)
@@ -136,7 +127,7 @@ impl Shell {
         &self,
         id: &str,
         data: &str,
-        args: &Value,
+        args: &ProcessArgs,
         ctx: &ToolContext,
     ) -> ToolResult {
         let earlier = self
@@ -175,74 +166,64 @@ impl Shell {
 /// `terminal`.
 pub struct TerminalTool(pub Arc<Shell>);
 
-impl Tool for TerminalTool {
-    fn name(&self) -> &'static str {
-        "terminal"
+/// `terminal`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct TerminalArgs {
+    /// The command line to run.
+    command: String,
+    /// Foreground only: seconds before the command is killed (default from config).
+    timeout: Option<u64>,
+    /// Working directory (default from config).
+    workdir: Option<String>,
+    /// Run in the background and return at once.
+    background: Option<bool>,
+    /// Background only: post new output to the chat at most this often (seconds, minimum 5).
+    check_interval: Option<u64>,
+    /// Background only: when it finishes, start a new turn so you can continue the work.
+    notify_on_complete: Option<bool>,
+}
+
+impl TypedTool for TerminalTool {
+    type Args = TerminalArgs;
+    const NAME: &'static str = "terminal";
+    const TOOLSET: &'static str = "terminal";
+
+    fn description(&self) -> String {
+        "Run a shell command (bash -c) on the host. In the foreground it returns the exit code and output \
+         (stdout and stderr interleaved, long output shortened in the middle). With background=true it \
+         returns a process id at once; the chat is told when it finishes, and the `process` tool checks on it. \
+         Dangerous commands wait for the person's approval."
+            .into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "terminal"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Run a shell command (bash -c) on the host. In the foreground it returns the exit code and output \
-                                (stdout and stderr interleaved, long output shortened in the middle). With background=true it \
-                                returns a process id at once; the chat is told when it finishes, and the `process` tool checks on it. \
-                                Dangerous commands wait for the person's approval.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "command": {"type": "string", "description": "The command line to run."},
-                        "timeout": {"type": "integer", "description": "Foreground only: seconds before the command is killed (default from config)."},
-                        "workdir": {"type": "string", "description": "Working directory (default from config)."},
-                        "background": {"type": "boolean", "description": "Run in the background and return at once."},
-                        "check_interval": {"type": "integer", "description": "Background only: post new output to the chat at most this often (seconds, minimum 5)."},
-                        "notify_on_complete": {"type": "boolean", "description": "Background only: when it finishes, start a new turn so you can continue the work."}
-                    },
-                    "required": ["command"]
-                }
-            }
-        })
-    }
-
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move { self.0.terminal(&args, ctx).await })
+    fn call<'a>(&'a self, args: TerminalArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(self.0.terminal(args, ctx))
     }
 }
 
 /// `process`.
 pub struct ProcessTool(pub Arc<Shell>);
 
-impl Tool for ProcessTool {
-    fn name(&self) -> &'static str {
-        "process"
+impl TypedTool for ProcessTool {
+    type Args = ProcessArgs;
+    const NAME: &'static str = "process";
+    const TOOLSET: &'static str = "terminal";
+
+    fn description(&self) -> String {
+        "Manage background processes started with terminal(background=true) in this conversation."
+            .into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "terminal"
+    fn only_reads(&self, args: &ProcessArgs) -> bool {
+        args.action.reads_only()
     }
 
-    fn definition(&self) -> Value {
-        process_tool::definition(self.name())
-    }
-
-    fn reads_only(&self, args: &Value) -> bool {
-        matches!(
-            args.get("action").and_then(Value::as_str),
-            Some("list" | "poll" | "log" | "wait")
-        )
-    }
-
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: ProcessArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            if args.get("action").and_then(Value::as_str) == Some("write")
-                && let Some(data) = args.get("data").and_then(Value::as_str)
+            if args.action == Action::Write
+                && let Some(data) = args.data.as_deref()
             {
-                let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
+                let id = args.id.as_deref().unwrap_or_default();
                 return self.0.write_to_process(id, data, &args, ctx).await;
             }
             ToolResult::text(process_tool::run(&self.0.processes, &args, ctx).await)

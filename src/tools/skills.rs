@@ -7,9 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolResult};
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 /// The most of a skill's file that is shown.
 const MAX_CHARS: usize = 100_000;
@@ -140,40 +142,34 @@ pub fn index(home: &Path) -> String {
 
 pub struct SkillsListTool(pub PathBuf);
 
-impl Tool for SkillsListTool {
-    fn name(&self) -> &'static str {
-        "skills_list"
+/// `skills_list`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct SkillsListArgs {
+    /// Only this category.
+    category: Option<String>,
+}
+
+impl TypedTool for SkillsListTool {
+    type Args = SkillsListArgs;
+    const NAME: &'static str = "skills_list";
+    const TOOLSET: &'static str = "skills";
+
+    fn description(&self) -> String {
+        "List the skills you have (name, description, category).".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "skills"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "List the skills you have (name, description, category).",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"category": {"type": "string", "description": "Only this category."}}
-                }
-            }
-        })
-    }
-
-    fn reads_only(&self, _args: &Value) -> bool {
+    fn only_reads(&self, _args: &SkillsListArgs) -> bool {
         true
     }
 
-    fn run<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(
+        &'a self,
+        args: SkillsListArgs,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let home = self.0.clone();
-            let category = args
-                .get("category")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
+            let category = args.category;
             let skills = tokio::task::spawn_blocking(move || scan(&home))
                 .await
                 .unwrap_or_default();
@@ -193,38 +189,28 @@ impl Tool for SkillsListTool {
 
 pub struct SkillViewTool(pub PathBuf);
 
-impl Tool for SkillViewTool {
-    fn name(&self) -> &'static str {
-        "skill_view"
+/// `skill_view`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct SkillViewArgs {
+    name: String,
+    /// A file of the skill, e.g. references/api.md.
+    file_path: Option<String>,
+}
+
+impl TypedTool for SkillViewTool {
+    type Args = SkillViewArgs;
+    const NAME: &'static str = "skill_view";
+    const TOOLSET: &'static str = "skills";
+
+    fn description(&self) -> String {
+        "Load a skill's instructions (SKILL.md), or one of its files (file_path, relative to the skill).".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "skills"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Load a skill's instructions (SKILL.md), or one of its files (file_path, relative to the skill).",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string"},
-                        "file_path": {"type": "string", "description": "A file of the skill, e.g. references/api.md."}
-                    },
-                    "required": ["name"]
-                }
-            }
-        })
-    }
-
-    fn reads_only(&self, _args: &Value) -> bool {
+    fn only_reads(&self, _args: &SkillViewArgs) -> bool {
         true
     }
 
-    fn run<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: SkillViewArgs, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let home = self.0.clone();
             let done = tokio::task::spawn_blocking(move || view(&home, &args)).await;
@@ -237,11 +223,8 @@ impl Tool for SkillViewTool {
     }
 }
 
-fn view(home: &Path, args: &Value) -> Result<String, String> {
-    let name = args
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::trim)
+fn view(home: &Path, args: &SkillViewArgs) -> Result<String, String> {
+    let name = Some(args.name.trim())
         .filter(|n| !n.is_empty())
         .ok_or("`name` is required")?;
     let skills = scan(home);
@@ -255,11 +238,7 @@ fn view(home: &Path, args: &Value) -> Result<String, String> {
                 names.join(", ")
             )
         })?;
-    let file = match args
-        .get("file_path")
-        .and_then(Value::as_str)
-        .filter(|p| !p.trim().is_empty())
-    {
+    let file = match args.file_path.as_deref().filter(|p| !p.trim().is_empty()) {
         None => skill.dir.join("SKILL.md"),
         Some(relative) => {
             let dir = skill.dir.canonicalize().map_err(|e| e.to_string())?;
@@ -283,6 +262,8 @@ fn view(home: &Path, args: &Value) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn hermes_home() -> tempfile::TempDir {
@@ -317,25 +298,29 @@ mod tests {
         assert_eq!(index(&home.path().join("none")), "");
     }
 
+    fn viewed(args: serde_json::Value) -> SkillViewArgs {
+        serde_json::from_value(args).unwrap()
+    }
+
     #[test]
     fn a_skill_and_its_files_are_viewed_and_nothing_outside() {
         let home = hermes_home();
-        let skill = view(home.path(), &json!({"name": "deploy-app"})).unwrap();
+        let skill = view(home.path(), &viewed(json!({"name": "deploy-app"}))).unwrap();
         assert!(skill.contains("1. build"));
         let file = view(
             home.path(),
-            &json!({"name": "deploy-app", "file_path": "references/hosts.md"}),
+            &viewed(json!({"name": "deploy-app", "file_path": "references/hosts.md"})),
         )
         .unwrap();
         assert_eq!(file, "web-1, web-2");
         let escape = view(
             home.path(),
-            &json!({"name": "deploy-app", "file_path": "../../../secret.txt"}),
+            &viewed(json!({"name": "deploy-app", "file_path": "../../../secret.txt"})),
         )
         .unwrap_err();
         assert!(escape.contains("outside the skill"), "{escape}");
         assert!(
-            view(home.path(), &json!({"name": "nope"}))
+            view(home.path(), &viewed(json!({"name": "nope"})))
                 .unwrap_err()
                 .contains("deploy-app")
         );

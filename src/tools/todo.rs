@@ -7,10 +7,12 @@
 //! characters. The answer is the list with a summary by status.
 
 use futures_util::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolResult};
 use crate::store::Store;
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 const MAX_ITEMS: usize = 256;
 const MAX_ITEM_CHARS: usize = 4_000;
@@ -18,48 +20,39 @@ const STATUSES: [&str; 4] = ["pending", "in_progress", "completed", "cancelled"]
 
 pub struct TodoTool(pub Store);
 
-impl Tool for TodoTool {
-    fn name(&self) -> &'static str {
-        "todo"
+/// `todo`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct TodoArgs {
+    todos: Option<Vec<TodoItem>>,
+    /// Update by id instead of replacing (default false).
+    merge: Option<bool>,
+}
+
+/// One item as the model sends it. Hermes declares every key required but keeps an item
+/// that misses one (see [`normalise`]), so they are read as optional.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("required" = ["id", "content", "status"]))]
+struct TodoItem {
+    id: Option<String>,
+    content: Option<String>,
+    #[schemars(extend("enum" = STATUSES))]
+    status: Option<String>,
+}
+
+impl TypedTool for TodoTool {
+    type Args = TodoArgs;
+    const NAME: &'static str = "todo";
+    const TOOLSET: &'static str = "todo";
+
+    fn description(&self) -> String {
+        "Your task list for this conversation: plan multi-step work and track it. Call without todos to read it. With todos: merge=false replaces the list, merge=true updates items by id and adds new ones. Keep one item in_progress at a time; order is priority.".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "todo"
+    fn only_reads(&self, args: &TodoArgs) -> bool {
+        args.todos.is_none()
     }
 
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Your task list for this conversation: plan multi-step work and track it. Call without todos to read it. With todos: merge=false replaces the list, merge=true updates items by id and adds new ones. Keep one item in_progress at a time; order is priority.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "todos": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "id": {"type": "string"},
-                                    "content": {"type": "string"},
-                                    "status": {"type": "string", "enum": STATUSES}
-                                },
-                                "required": ["id", "content", "status"]
-                            }
-                        },
-                        "merge": {"type": "boolean", "description": "Update by id instead of replacing (default false)."}
-                    }
-                }
-            }
-        })
-    }
-
-    fn reads_only(&self, args: &Value) -> bool {
-        args.get("todos").is_none()
-    }
-
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: TodoArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let stored = match self.0.todos(&ctx.session_id).await {
                 Ok(items) => items,
@@ -68,13 +61,8 @@ impl Tool for TodoTool {
             let mut list: Vec<Value> = stored
                 .and_then(|t| serde_json::from_str(&t).ok())
                 .unwrap_or_default();
-            if let Some(given) = args.get("todos") {
-                let Some(given) = given.as_array() else {
-                    return ToolResult::text(
-                        "error: `todos` must be a list of {id, content, status}",
-                    );
-                };
-                let merge = args.get("merge").and_then(Value::as_bool).unwrap_or(false);
+            if let Some(given) = args.todos {
+                let merge = args.merge.unwrap_or(false);
                 list = update(if merge { list } else { Vec::new() }, given);
                 if let Err(e) = self
                     .0
@@ -91,8 +79,8 @@ impl Tool for TodoTool {
 
 /// `list` with `given` applied: known ids updated in place, new ones appended, duplicates
 /// resolved to the last.
-fn update(mut list: Vec<Value>, given: &[Value]) -> Vec<Value> {
-    for item in given.iter().map(normalise) {
+fn update(mut list: Vec<Value>, given: Vec<TodoItem>) -> Vec<Value> {
+    for item in given.into_iter().map(normalise) {
         match list.iter_mut().find(|i| i["id"] == item["id"]) {
             Some(existing) => *existing = item,
             None => list.push(item),
@@ -103,31 +91,24 @@ fn update(mut list: Vec<Value>, given: &[Value]) -> Vec<Value> {
 }
 
 /// One item as Hermes keeps it.
-fn normalise(item: &Value) -> Value {
-    let text = |key: &str| match item.get(key) {
-        Some(Value::String(s)) => s.trim().to_owned(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => String::new(),
-    };
-    let id = text("id");
-    let mut content: String = text("content").chars().take(MAX_ITEM_CHARS).collect();
+fn normalise(item: TodoItem) -> Value {
+    let text = |given: Option<String>| given.map(|s| s.trim().to_owned()).unwrap_or_default();
+    let id = text(item.id);
+    let mut content: String = text(item.content).chars().take(MAX_ITEM_CHARS).collect();
     if content.is_empty() {
         content = "(no description)".into();
     }
-    let status = text("status");
+    let status = text(item.status);
     let status = if STATUSES.contains(&status.as_str()) {
         status
     } else {
         "pending".into()
     };
-    let mut out = Map::new();
-    out.insert(
-        "id".into(),
-        json!(if id.is_empty() { "?".into() } else { id }),
-    );
-    out.insert("content".into(), json!(content));
-    out.insert("status".into(), json!(status));
-    Value::Object(out)
+    json!({
+        "id": if id.is_empty() { "?".into() } else { id },
+        "content": content,
+        "status": status,
+    })
 }
 
 fn answer(list: &[Value]) -> String {
@@ -149,25 +130,32 @@ fn answer(list: &[Value]) -> String {
 mod tests {
     use super::*;
 
+    fn items(given: &[Value]) -> Vec<TodoItem> {
+        given
+            .iter()
+            .map(|v| serde_json::from_value(v.clone()).unwrap())
+            .collect()
+    }
+
     #[test]
     fn items_are_merged_by_id_and_cleaned_as_hermes_does() {
         let list = update(
             Vec::new(),
-            &[
+            items(&[
                 json!({"id": "1", "content": "plan", "status": "in_progress"}),
                 json!({"id": "2", "content": "", "status": "later"}),
                 json!({"content": "no id"}),
-            ],
+            ]),
         );
         assert_eq!(list[1]["content"], "(no description)");
         assert_eq!(list[1]["status"], "pending");
         assert_eq!(list[2]["id"], "?");
         let merged = update(
             list,
-            &[
+            items(&[
                 json!({"id": "1", "content": "plan", "status": "completed"}),
                 json!({"id": "3", "content": "ship", "status": "pending"}),
-            ],
+            ]),
         );
         let ids: Vec<&str> = merged.iter().map(|i| i["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["1", "2", "?", "3"]);

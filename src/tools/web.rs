@@ -12,8 +12,10 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::output::items;
-use super::{Tool, ToolContext, ToolResult};
 use crate::config::{WebBackend, WebConfig};
+use crate::tool::{ToolContext, ToolResult, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 /// The search service.
 pub struct Web {
@@ -190,55 +192,39 @@ impl Web {
 
 pub struct WebSearchTool(pub Arc<Web>);
 
-impl Tool for WebSearchTool {
-    fn name(&self) -> &'static str {
-        "web_search"
+/// `web_search`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct WebSearchArgs {
+    query: String,
+    /// How many results (default 5, at most 20).
+    limit: Option<u64>,
+}
+
+impl TypedTool for WebSearchTool {
+    type Args = WebSearchArgs;
+    const NAME: &'static str = "web_search";
+    const TOOLSET: &'static str = "web";
+
+    fn description(&self) -> String {
+        "Search the web. Answers with titles, URLs and short descriptions; web_extract reads pages."
+            .into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "web"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Search the web. Answers with titles, URLs and short descriptions; web_extract reads pages.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "query": {"type": "string"},
-                        "limit": {"type": "integer", "description": "How many results (default 5, at most 20)."}
-                    },
-                    "required": ["query"]
-                }
-            }
-        })
-    }
-
-    fn unavailable(&self) -> Option<String> {
+    fn why_unavailable(&self) -> Option<String> {
         self.0.unavailable()
     }
 
-    fn reads_only(&self, _args: &Value) -> bool {
+    fn only_reads(&self, _args: &WebSearchArgs) -> bool {
         true
     }
 
-    fn run<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: WebSearchArgs, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let Some(query) = args
-                .get("query")
-                .and_then(Value::as_str)
-                .filter(|q| !q.trim().is_empty())
-            else {
+            let query = args.query.as_str();
+            if query.trim().is_empty() {
                 return ToolResult::text("error: `query` is required");
-            };
-            let limit = args
-                .get("limit")
-                .and_then(Value::as_u64)
-                .unwrap_or(5)
-                .clamp(1, 20);
+            }
+            let limit = args.limit.unwrap_or(5).clamp(1, 20);
             let hits = match self.0.search(query, limit).await {
                 Ok(hits) => hits,
                 Err(e) => return ToolResult::text(format!("error: {e}")),
@@ -259,60 +245,49 @@ impl Tool for WebSearchTool {
 
 pub struct WebExtractTool(pub Arc<Web>);
 
-impl Tool for WebExtractTool {
-    fn name(&self) -> &'static str {
-        "web_extract"
+/// `web_extract`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct WebExtractArgs {
+    #[schemars(length(max = 5))]
+    urls: Vec<String>,
+    /// Characters kept per page (default 15000, at least 2000).
+    char_limit: Option<u64>,
+}
+
+impl TypedTool for WebExtractTool {
+    type Args = WebExtractArgs;
+    const NAME: &'static str = "web_extract";
+    const TOOLSET: &'static str = "web";
+
+    fn description(&self) -> String {
+        "Read web pages (up to 5 URLs) as text.".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "web"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Read web pages (up to 5 URLs) as text.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "urls": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
-                        "char_limit": {"type": "integer", "description": "Characters kept per page (default 15000, at least 2000)."}
-                    },
-                    "required": ["urls"]
-                }
-            }
-        })
-    }
-
-    fn unavailable(&self) -> Option<String> {
+    fn why_unavailable(&self) -> Option<String> {
         self.0.unavailable()
     }
 
-    fn reads_only(&self, _args: &Value) -> bool {
+    fn only_reads(&self, _args: &WebExtractArgs) -> bool {
         true
     }
 
-    fn run<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(
+        &'a self,
+        args: WebExtractArgs,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let urls: Vec<&str> = args
-                .get("urls")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
+                .urls
+                .iter()
+                .map(String::as_str)
                 .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
                 .take(5)
                 .collect();
             if urls.is_empty() {
                 return ToolResult::text("error: `urls` needs at least one http(s) URL");
             }
-            let limit = args
-                .get("char_limit")
-                .and_then(Value::as_u64)
-                .unwrap_or(15_000)
-                .clamp(2_000, 100_000) as usize;
+            let limit = args.char_limit.unwrap_or(15_000).clamp(2_000, 100_000) as usize;
             let pages: Vec<String> = match self.0.extract(&urls).await {
                 Ok(pages) => pages
                     .into_iter()

@@ -23,6 +23,7 @@ use super::{Tool, ToolContext, ToolResult};
 use crate::approval::{ApprovalBroker, Gate};
 use crate::config::{CodeExecutionConfig, CodeMode};
 use crate::shell::{self, Waited};
+use crate::tool::TypedTool;
 
 /// Stdout kept: 50 KB, the first 40 % and the last 60 %.
 const STDOUT_LIMIT: usize = 50_000;
@@ -377,51 +378,45 @@ impl ExecuteCodeTool {
     }
 }
 
-impl Tool for ExecuteCodeTool {
-    fn name(&self) -> &'static str {
-        "execute_code"
-    }
+/// `execute_code`'s arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct ExecuteCodeArgs {
+    /// The Python script.
+    code: String,
+}
 
-    fn toolset(&self) -> &'static str {
-        "code_execution"
-    }
+impl TypedTool for ExecuteCodeTool {
+    type Args = ExecuteCodeArgs;
+    const NAME: &'static str = "execute_code";
+    const TOOLSET: &'static str = "code_execution";
 
-    fn definition(&self) -> Value {
+    fn description(&self) -> String {
         let names: Vec<&str> = self.callable(None).iter().map(|t| t.name()).collect();
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": format!(
-                    "Run a Python script that calls tools programmatically, to collapse a job of many steps into one call. \
-                     `from hermes_tools import {}, json_parse, shell_quote, retry`; each tool function takes the tool's \
-                     arguments as keyword arguments and returns its result (parsed JSON where the result is JSON, else text). \
-                     terminal runs foreground commands only. Only what the script prints is returned to you, so print a \
-                     short summary. Limits: {} s, {} tool calls, 50 KB of output.",
-                    names.join(", "),
-                    self.config.timeout.as_secs(),
-                    self.config.max_tool_calls,
-                ),
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "code": {"type": "string", "description": "The Python script."}
-                    },
-                    "required": ["code"]
-                }
-            }
-        })
+        format!(
+            "Run a Python script that calls tools programmatically, to collapse a job of many steps into one call. \
+             `from hermes_tools import {}, json_parse, shell_quote, retry`; each tool function takes the tool's \
+             arguments as keyword arguments and returns its result (parsed JSON where the result is JSON, else text). \
+             terminal runs foreground commands only. Only what the script prints is returned to you, so print a \
+             short summary. Limits: {} s, {} tool calls, 50 KB of output.",
+            names.join(", "),
+            self.config.timeout.as_secs(),
+            self.config.max_tool_calls,
+        )
     }
 
-    fn unavailable(&self) -> Option<String> {
+    fn why_unavailable(&self) -> Option<String> {
         self.python
             .is_none()
             .then(|| "python3 is not installed on this host".to_owned())
     }
 
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(
+        &'a self,
+        args: ExecuteCodeArgs,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let code = args["code"].as_str().unwrap_or_default();
+            let code = args.code.as_str();
             if code.trim().is_empty() {
                 return ToolResult::text("error: `code` must be the Python script to run");
             }

@@ -20,10 +20,12 @@ use tokio_util::sync::CancellationToken;
 
 pub use background::Delegations;
 
-use super::{Tool, ToolContext, ToolResult};
+use schemars::JsonSchema;
+
 use crate::config::DelegationConfig;
 use crate::llm::UsageByModel;
 use crate::store::RecordedDelegation;
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 /// The one loop in the daemon that is real: the agent runs tools, and this tool runs the
 /// agent. It is this seam, implemented by `agent::AgentRuntime` and handed down to the
@@ -65,7 +67,7 @@ pub struct ChildEnd {
 }
 
 /// One sub-task.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, JsonSchema)]
 pub struct Task {
     pub goal: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,7 +90,7 @@ pub struct DelegateTool {
 }
 
 impl DelegateTool {
-    async fn delegate(&self, args: &Value, ctx: &ToolContext) -> ToolResult {
+    async fn delegate(&self, args: DelegateArgs, ctx: &ToolContext) -> ToolResult {
         let tasks = match tasks_from(args, self.config.max_concurrent_children) {
             Ok(tasks) => tasks,
             Err(why) => return ToolResult::text(format!("error: {why}")),
@@ -168,77 +170,50 @@ impl DelegateTool {
     }
 }
 
-impl Tool for DelegateTool {
-    fn name(&self) -> &'static str {
-        "delegate_task"
+/// `delegate_task`'s arguments.
+#[derive(serde::Deserialize, JsonSchema)]
+pub struct DelegateArgs {
+    /// What the agent should achieve (one task).
+    goal: Option<String>,
+    /// What it needs to know: files, findings, constraints.
+    context: Option<String>,
+    /// Several tasks run together, in place of goal/context.
+    tasks: Option<Vec<Task>>,
+}
+
+impl TypedTool for DelegateTool {
+    type Args = DelegateArgs;
+    const NAME: &'static str = "delegate_task";
+    const TOOLSET: &'static str = "delegation";
+
+    fn description(&self) -> String {
+        format!(
+            "Hand a self-contained sub-task to a fresh agent (or up to {} tasks to agents that work at the same time). \
+             Each starts with no memory of this conversation: put everything it needs in `context`. It has the \
+             terminal, file, web and skills tools but cannot ask the person anything. You get back each agent's \
+             short summary. Long delegations go on in the background and report back into this conversation.",
+            self.config.max_concurrent_children
+        )
     }
 
-    fn toolset(&self) -> &'static str {
-        "delegation"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": format!(
-                    "Hand a self-contained sub-task to a fresh agent (or up to {} tasks to agents that work at the same time). \
-                     Each starts with no memory of this conversation: put everything it needs in `context`. It has the \
-                     terminal, file, web and skills tools but cannot ask the person anything. You get back each agent's \
-                     short summary. Long delegations go on in the background and report back into this conversation.",
-                    self.config.max_concurrent_children
-                ),
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "goal": {"type": "string", "description": "What the agent should achieve (one task)."},
-                        "context": {"type": "string", "description": "What it needs to know: files, findings, constraints."},
-                        "tasks": {
-                            "type": "array",
-                            "description": "Several tasks run together, in place of goal/context.",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "goal": {"type": "string"},
-                                    "context": {"type": "string"}
-                                },
-                                "required": ["goal"]
-                            }
-                        }
-                    }
-                }
-            }
-        })
-    }
-
-    fn offered_in(&self, ctx: &ToolContext) -> bool {
+    fn offered_to(&self, ctx: &ToolContext) -> bool {
         ctx.depth < self.config.max_spawn_depth
     }
 
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move { self.delegate(&args, ctx).await })
+    fn call<'a>(&'a self, args: DelegateArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+        Box::pin(self.delegate(args, ctx))
     }
 }
 
 /// The tasks asked for: `tasks`, or `goal` with `context`.
-fn tasks_from(args: &Value, max: usize) -> Result<Vec<Task>, String> {
-    let tasks: Vec<Task> = match args.get("tasks") {
-        Some(Value::Array(items)) if !items.is_empty() => items
-            .iter()
-            .map(|item| serde_json::from_value::<Task>(item.clone()))
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("each task needs a goal ({e})"))?,
-        _ => match args.get("goal").and_then(Value::as_str) {
-            Some(goal) => vec![Task {
-                goal: goal.to_owned(),
-                context: args
-                    .get("context")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-            }],
-            None => return Err("give a goal (with its context) or a list of tasks".into()),
-        },
+fn tasks_from(args: DelegateArgs, max: usize) -> Result<Vec<Task>, String> {
+    let tasks: Vec<Task> = match (args.tasks, args.goal) {
+        (Some(tasks), _) if !tasks.is_empty() => tasks,
+        (_, Some(goal)) => vec![Task {
+            goal,
+            context: args.context,
+        }],
+        _ => return Err("give a goal (with its context) or a list of tasks".into()),
     };
     if tasks.iter().any(|t| t.goal.trim().is_empty()) {
         return Err("a task's goal is empty".into());
@@ -395,9 +370,15 @@ fn capped(text: &str, max: usize) -> (String, bool) {
 mod tests {
     use super::*;
 
+    /// The tasks a model's arguments ask for, read as the tool reads them.
+    fn tasks_from(args: Value, max: usize) -> Result<Vec<Task>, String> {
+        let parameters = crate::tool::args::parameters::<DelegateArgs>();
+        super::tasks_from(crate::tool::args::read(args, parameters)?, max)
+    }
+
     #[test]
     fn tasks_come_from_goal_or_a_list_within_the_limit() {
-        let one = tasks_from(&json!({"goal": "look", "context": "in /tmp"}), 3).unwrap();
+        let one = tasks_from(json!({"goal": "look", "context": "in /tmp"}), 3).unwrap();
         assert_eq!(
             one,
             [Task {
@@ -406,20 +387,20 @@ mod tests {
             }]
         );
         let many = tasks_from(
-            &json!({"goal": "ignored", "tasks": [{"goal": "a"}, {"goal": "b", "context": "c"}]}),
+            json!({"goal": "ignored", "tasks": [{"goal": "a"}, {"goal": "b", "context": "c"}]}),
             3,
         )
         .unwrap();
         assert_eq!(many.len(), 2);
         assert_eq!(many[1].context.as_deref(), Some("c"));
         assert!(
-            tasks_from(&json!({"tasks": [{"goal": "a"}, {"goal": "b"}]}), 1)
+            tasks_from(json!({"tasks": [{"goal": "a"}, {"goal": "b"}]}), 1)
                 .unwrap_err()
                 .contains("at most 1")
         );
-        assert!(tasks_from(&json!({}), 3).is_err());
-        assert!(tasks_from(&json!({"goal": "  "}), 3).is_err());
-        assert!(tasks_from(&json!({"tasks": [{"context": "no goal"}]}), 3).is_err());
+        assert!(tasks_from(json!({}), 3).is_err());
+        assert!(tasks_from(json!({"goal": "  "}), 3).is_err());
+        assert!(tasks_from(json!({"tasks": [{"context": "no goal"}]}), 3).is_err());
     }
 
     #[test]

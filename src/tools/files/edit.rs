@@ -7,10 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use super::{Files, blocking, looks_binary, text_arg};
-use crate::tools::{Tool, ToolContext, ToolResult};
+use super::{Files, blocking, given, looks_binary};
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 /// The largest file these tools write or edit.
 const MAX_FILE_BYTES: usize = 10 * 1024 * 1024;
@@ -19,45 +20,34 @@ const MAX_DIFF_CHARS: usize = 4_000;
 
 pub struct WriteFileTool(pub Arc<Files>);
 
-impl Tool for WriteFileTool {
-    fn path_scope(&self, args: &Value) -> Option<std::path::PathBuf> {
-        self.0.scope(args)
+/// `write_file`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct WriteFileArgs {
+    /// File path (relative to the working directory, or absolute).
+    path: String,
+    /// The whole new content.
+    content: String,
+}
+
+impl TypedTool for WriteFileTool {
+    type Args = WriteFileArgs;
+    const NAME: &'static str = "write_file";
+    const TOOLSET: &'static str = "file";
+
+    fn description(&self) -> String {
+        "Write a text file, replacing it if it exists (directories are created). For small changes to an existing file use patch.".into()
     }
 
-    fn name(&self) -> &'static str {
-        "write_file"
+    fn file_scope(&self, args: &WriteFileArgs) -> Option<std::path::PathBuf> {
+        self.0.scope(&args.path)
     }
 
-    fn toolset(&self) -> &'static str {
-        "file"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Write a text file, replacing it if it exists (directories are created). For small changes to an existing file use patch.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "File path (relative to the working directory, or absolute)."},
-                        "content": {"type": "string", "description": "The whole new content."}
-                    },
-                    "required": ["path", "content"]
-                }
-            }
-        })
-    }
-
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: WriteFileArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let Some(path) = text_arg(&args, "path") else {
+            let Some(path) = given(&args.path) else {
                 return ToolResult::text("error: `path` is required");
             };
-            let Some(content) = args.get("content").and_then(Value::as_str) else {
-                return ToolResult::text("error: `content` is required (a string)");
-            };
+            let content = args.content;
             if content.len() > MAX_FILE_BYTES {
                 return ToolResult::text(format!(
                     "error: the content is larger than {MAX_FILE_BYTES} bytes"
@@ -77,7 +67,6 @@ impl Tool for WriteFileTool {
                     cancelled: true,
                 };
             }
-            let content = content.to_owned();
             let shown = path.display().to_string();
             let written = blocking(&ctx.cancel, move || {
                 let before = std::fs::metadata(&path).ok();
@@ -98,48 +87,50 @@ impl Tool for WriteFileTool {
 
 pub struct PatchTool(pub Arc<Files>);
 
-impl Tool for PatchTool {
-    fn path_scope(&self, args: &Value) -> Option<std::path::PathBuf> {
-        self.0.scope(args)
+/// `patch`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct PatchArgs {
+    /// replace (default) or patch.
+    mode: Option<PatchMode>,
+    /// File path.
+    path: String,
+    /// replace: the exact text to replace.
+    old_string: Option<String>,
+    /// replace: the text to put in its place.
+    new_string: Option<String>,
+    /// replace: every occurrence (default: it must be unique).
+    replace_all: Option<bool>,
+    /// patch: the unified diff.
+    patch: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum PatchMode {
+    Replace,
+    Patch,
+}
+
+impl TypedTool for PatchTool {
+    type Args = PatchArgs;
+    const NAME: &'static str = "patch";
+    const TOOLSET: &'static str = "file";
+
+    fn description(&self) -> String {
+        "Edit a text file. mode=replace: replace old_string (copied exactly from the file, found once unless replace_all) with new_string. mode=patch: apply a unified diff (--- a/file, +++ b/file, @@ hunks). Answers with the change as a diff.".into()
     }
 
-    fn name(&self) -> &'static str {
-        "patch"
+    fn file_scope(&self, args: &PatchArgs) -> Option<std::path::PathBuf> {
+        self.0.scope(&args.path)
     }
 
-    fn toolset(&self) -> &'static str {
-        "file"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Edit a text file. mode=replace: replace old_string (copied exactly from the file, found once unless replace_all) with new_string. mode=patch: apply a unified diff (--- a/file, +++ b/file, @@ hunks). Answers with the change as a diff.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "mode": {"type": "string", "enum": ["replace", "patch"], "description": "replace (default) or patch."},
-                        "path": {"type": "string", "description": "File path."},
-                        "old_string": {"type": "string", "description": "replace: the exact text to replace."},
-                        "new_string": {"type": "string", "description": "replace: the text to put in its place."},
-                        "replace_all": {"type": "boolean", "description": "replace: every occurrence (default: it must be unique)."},
-                        "patch": {"type": "string", "description": "patch: the unified diff."}
-                    },
-                    "required": ["path"]
-                }
-            }
-        })
-    }
-
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: PatchArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let Some(path) = text_arg(&args, "path") else {
+            let Some(path) = given(&args.path) else {
                 return ToolResult::text("error: `path` is required");
             };
             let typed = self.0.resolve(path);
-            let edit = match Edit::from_args(&args) {
+            let edit = match Edit::from_args(args) {
                 Ok(edit) => edit,
                 Err(e) => return ToolResult::text(format!("error: {e}")),
             };
@@ -172,18 +163,18 @@ enum Edit {
 }
 
 impl Edit {
-    fn from_args(args: &Value) -> Result<Edit, String> {
-        let text = |name: &str| args.get(name).and_then(Value::as_str).map(str::to_owned);
-        let mode = text("mode").unwrap_or_else(|| {
-            if args.get("patch").is_some() && args.get("old_string").is_none() {
-                "patch".into()
+    fn from_args(args: PatchArgs) -> Result<Edit, String> {
+        // Without a mode, a diff alone is a patch.
+        let mode = args
+            .mode
+            .unwrap_or(if args.patch.is_some() && args.old_string.is_none() {
+                PatchMode::Patch
             } else {
-                "replace".into()
-            }
-        });
-        match mode.as_str() {
-            "replace" => {
-                let old = text("old_string").ok_or("replace needs `old_string`")?;
+                PatchMode::Replace
+            });
+        match mode {
+            PatchMode::Replace => {
+                let old = args.old_string.ok_or("replace needs `old_string`")?;
                 if old.is_empty() {
                     return Err(
                         "`old_string` is empty; use write_file to write a whole file".into(),
@@ -191,15 +182,11 @@ impl Edit {
                 }
                 Ok(Edit::Replace {
                     old,
-                    new: text("new_string").ok_or("replace needs `new_string`")?,
-                    all: args
-                        .get("replace_all")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
+                    new: args.new_string.ok_or("replace needs `new_string`")?,
+                    all: args.replace_all.unwrap_or(false),
                 })
             }
-            "patch" => Ok(Edit::Diff(text("patch").ok_or("mode patch needs `patch`")?)),
-            other => Err(format!("unknown mode {other:?}; use replace or patch")),
+            PatchMode::Patch => Ok(Edit::Diff(args.patch.ok_or("mode patch needs `patch`")?)),
         }
     }
 

@@ -18,8 +18,6 @@ mod search;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::{ToolContext, ToolResult, gate_with};
 use crate::approval::detect::{Danger, classes};
 use crate::approval::{ApprovalBroker, Scene};
@@ -90,8 +88,8 @@ impl Files {
     }
     /// The file a call's `path` names, links followed (as it would be written), for
     /// running calls on different files together.
-    fn scope(&self, args: &Value) -> Option<PathBuf> {
-        let typed = self.resolve(args.get("path")?.as_str()?);
+    fn scope(&self, path: &str) -> Option<PathBuf> {
+        let typed = self.resolve(path);
         Some(real_path(&typed, Access::Write).unwrap_or(typed))
     }
 
@@ -220,20 +218,9 @@ fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
-/// The string argument `name`, when given and not empty.
-fn text_arg<'a>(args: &'a Value, name: &str) -> Option<&'a str> {
-    args.get(name)
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-}
-
-/// A number argument, as Hermes' tools take them (a number or its text).
-fn number_arg(args: &Value, name: &str) -> Option<u64> {
-    match args.get(name)? {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
+/// A path argument, unless it is blank.
+fn given(path: &str) -> Option<&str> {
+    Some(path).filter(|p| !p.trim().is_empty())
 }
 
 /// A file's first bytes look binary (a NUL among them, as git and ripgrep judge it).

@@ -7,10 +7,11 @@ use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use super::{Files, blocking, looks_binary, number_arg, text_arg};
-use crate::tools::{Tool, ToolContext, ToolResult};
+use super::{Files, blocking, given, looks_binary};
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 const DEFAULT_LIMIT: u64 = 500;
 const MAX_LIMIT: u64 = 2_000;
@@ -20,45 +21,37 @@ const MAX_READ_CHARS: usize = 100_000;
 
 pub struct ReadFileTool(pub Arc<Files>);
 
-impl Tool for ReadFileTool {
-    fn path_scope(&self, args: &Value) -> Option<std::path::PathBuf> {
-        self.0.scope(args)
+/// `read_file`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct ReadFileArgs {
+    /// File path (relative to the working directory, or absolute; ~ is the home).
+    path: String,
+    /// First line to read, from 1 (default 1).
+    offset: Option<i64>,
+    /// How many lines (default 500, at most 2000).
+    limit: Option<i64>,
+}
+
+impl TypedTool for ReadFileTool {
+    type Args = ReadFileArgs;
+    const NAME: &'static str = "read_file";
+    const TOOLSET: &'static str = "file";
+
+    fn description(&self) -> String {
+        "Read a text file as numbered lines (LINE|text). Use offset and limit for long files; the answer says where to continue. Binary files are refused.".into()
     }
 
-    fn name(&self) -> &'static str {
-        "read_file"
+    fn file_scope(&self, args: &ReadFileArgs) -> Option<std::path::PathBuf> {
+        self.0.scope(&args.path)
     }
 
-    fn toolset(&self) -> &'static str {
-        "file"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Read a text file as numbered lines (LINE|text). Use offset and limit for long files; the answer says where to continue. Binary files are refused.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "File path (relative to the working directory, or absolute; ~ is the home)."},
-                        "offset": {"type": "integer", "description": "First line to read, from 1 (default 1)."},
-                        "limit": {"type": "integer", "description": "How many lines (default 500, at most 2000)."}
-                    },
-                    "required": ["path"]
-                }
-            }
-        })
-    }
-
-    fn reads_only(&self, _args: &Value) -> bool {
+    fn only_reads(&self, _args: &ReadFileArgs) -> bool {
         true
     }
 
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: ReadFileArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let Some(path) = text_arg(&args, "path") else {
+            let Some(path) = given(&args.path) else {
                 return ToolResult::text("error: `path` is required");
             };
             let typed = self.0.resolve(path);
@@ -69,10 +62,12 @@ impl Tool for ReadFileTool {
             if let Some(refused) = self.0.gate(&path, false, ctx).await {
                 return refused;
             }
-            let offset = number_arg(&args, "offset").unwrap_or(1).max(1);
-            let limit = number_arg(&args, "limit")
-                .unwrap_or(DEFAULT_LIMIT)
-                .clamp(1, MAX_LIMIT);
+            // Out-of-range numbers are brought into range, as Hermes' pagination does.
+            let offset = args.offset.unwrap_or(1).max(1).unsigned_abs();
+            let limit = args
+                .limit
+                .map_or(DEFAULT_LIMIT, |l| l.max(1).unsigned_abs())
+                .min(MAX_LIMIT);
             let shown = path.display().to_string();
             match blocking(&ctx.cancel, move || read(&path, offset, limit)).await {
                 Ok(text) => ToolResult::text(text),

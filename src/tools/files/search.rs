@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{Files, blocking, looks_binary, number_arg, text_arg};
-use crate::tools::{Tool, ToolContext, ToolResult};
+use super::{Files, blocking, given, looks_binary};
+use crate::tool::{ToolContext, ToolResult, TypedTool};
 
 const DEFAULT_LIMIT: u64 = 50;
 const MAX_LIMIT: u64 = 500;
@@ -27,46 +28,56 @@ const MAX_LINE_CHARS: usize = 300;
 
 pub struct SearchFilesTool(pub Arc<Files>);
 
-impl Tool for SearchFilesTool {
-    fn name(&self) -> &'static str {
-        "search_files"
+/// `search_files`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct SearchArgs {
+    /// A regex (content) or a glob such as *.rs (files).
+    pattern: String,
+    target: Option<SearchTarget>,
+    /// Where to search (default: the working directory).
+    path: Option<String>,
+    /// content: only files whose name matches this glob (e.g. *.py).
+    file_glob: Option<String>,
+    /// Most results (default 50).
+    limit: Option<i64>,
+    /// Results to skip (for the next page).
+    offset: Option<i64>,
+    output_mode: Option<OutputMode>,
+    /// content: lines shown around each match (at most 5).
+    context: Option<i64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum SearchTarget {
+    Content,
+    Files,
+}
+
+#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum OutputMode {
+    Content,
+    FilesOnly,
+    Count,
+}
+
+impl TypedTool for SearchFilesTool {
+    type Args = SearchArgs;
+    const NAME: &'static str = "search_files";
+    const TOOLSET: &'static str = "file";
+
+    fn description(&self) -> String {
+        "Search files. target=content (default): lines matching the regex `pattern`, as path:line:text. target=files: files whose name matches the glob `pattern` (newest first). .gitignore'd and hidden files are skipped.".into()
     }
 
-    fn toolset(&self) -> &'static str {
-        "file"
-    }
-
-    fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name(),
-                "description": "Search files. target=content (default): lines matching the regex `pattern`, as path:line:text. target=files: files whose name matches the glob `pattern` (newest first). .gitignore'd and hidden files are skipped.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "pattern": {"type": "string", "description": "A regex (content) or a glob such as *.rs (files)."},
-                        "target": {"type": "string", "enum": ["content", "files"]},
-                        "path": {"type": "string", "description": "Where to search (default: the working directory)."},
-                        "file_glob": {"type": "string", "description": "content: only files whose name matches this glob (e.g. *.py)."},
-                        "limit": {"type": "integer", "description": "Most results (default 50)."},
-                        "offset": {"type": "integer", "description": "Results to skip (for the next page)."},
-                        "output_mode": {"type": "string", "enum": ["content", "files_only", "count"]},
-                        "context": {"type": "integer", "description": "content: lines shown around each match (at most 5)."}
-                    },
-                    "required": ["pattern"]
-                }
-            }
-        })
-    }
-
-    fn reads_only(&self, _args: &Value) -> bool {
+    fn only_reads(&self, _args: &SearchArgs) -> bool {
         true
     }
 
-    fn run<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: SearchArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let query = match Query::from_args(&args, &self.0) {
+            let query = match Query::from_args(args, &self.0) {
                 Ok(q) => q,
                 Err(e) => return ToolResult::text(format!("error: {e}")),
             };
@@ -91,18 +102,11 @@ impl Tool for SearchFilesTool {
 enum Target {
     Content {
         regex: regex::Regex,
-        mode: Mode,
+        mode: OutputMode,
         context: usize,
         file_glob: Option<glob::Pattern>,
     },
     Files(glob::Pattern),
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    Lines,
-    FilesOnly,
-    Count,
 }
 
 struct Query {
@@ -113,36 +117,35 @@ struct Query {
 }
 
 impl Query {
-    fn from_args(args: &Value, files: &Files) -> Result<Query, String> {
-        let pattern = text_arg(args, "pattern").ok_or("`pattern` is required")?;
-        let root = files.resolve(text_arg(args, "path").unwrap_or("."));
+    fn from_args(args: SearchArgs, files: &Files) -> Result<Query, String> {
+        let pattern = given(&args.pattern).ok_or("`pattern` is required")?;
+        let root = files.resolve(args.path.as_deref().and_then(given).unwrap_or("."));
         let glob = |text: &str| {
             glob::Pattern::new(text).map_err(|e| format!("{text:?} is not a glob: {e}"))
         };
-        let target = match text_arg(args, "target").unwrap_or("content") {
-            "files" => Target::Files(glob(pattern)?),
-            "content" => Target::Content {
+        let count = |n: Option<i64>, default: u64| n.map_or(default, |n| n.max(0).unsigned_abs());
+        let target = match args.target.unwrap_or(SearchTarget::Content) {
+            SearchTarget::Files => Target::Files(glob(pattern)?),
+            SearchTarget::Content => Target::Content {
                 regex: regex::RegexBuilder::new(pattern)
                     .size_limit(1 << 20)
                     .build()
                     .map_err(|e| format!("{pattern:?} is not a regex: {e}"))?,
-                mode: match text_arg(args, "output_mode").unwrap_or("content") {
-                    "files_only" => Mode::FilesOnly,
-                    "count" => Mode::Count,
-                    _ => Mode::Lines,
-                },
-                context: number_arg(args, "context").unwrap_or(0).min(5) as usize,
-                file_glob: text_arg(args, "file_glob").map(glob).transpose()?,
+                mode: args.output_mode.unwrap_or(OutputMode::Content),
+                context: count(args.context, 0).min(5) as usize,
+                file_glob: args
+                    .file_glob
+                    .as_deref()
+                    .and_then(given)
+                    .map(glob)
+                    .transpose()?,
             },
-            other => return Err(format!("unknown target {other:?}; use content or files")),
         };
         Ok(Query {
             root,
             target,
-            limit: number_arg(args, "limit")
-                .unwrap_or(DEFAULT_LIMIT)
-                .clamp(1, MAX_LIMIT) as usize,
-            offset: number_arg(args, "offset").unwrap_or(0) as usize,
+            limit: count(args.limit, DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as usize,
+            offset: count(args.offset, 0) as usize,
         })
     }
 
@@ -284,20 +287,26 @@ struct Found {
 impl Found {
     /// Keep the `hits` of file `shown` as `mode` says; `true` when enough results are in
     /// (`wanted`: a count goes through every file).
-    fn take_hits(&mut self, shown: String, hits: Vec<String>, mode: Mode, wanted: usize) -> bool {
+    fn take_hits(
+        &mut self,
+        shown: String,
+        hits: Vec<String>,
+        mode: OutputMode,
+        wanted: usize,
+    ) -> bool {
         if hits.is_empty() {
             return false;
         }
         match mode {
-            Mode::Count => {
+            OutputMode::Count => {
                 self.total += 1;
                 self.results.push(format!("{shown}: {}", hits.len()));
             }
-            Mode::FilesOnly => {
+            OutputMode::FilesOnly => {
                 self.total += 1;
                 self.results.push(shown);
             }
-            Mode::Lines => {
+            OutputMode::Content => {
                 for hit in hits {
                     self.total += 1;
                     if self.results.len() < wanted {
@@ -306,7 +315,7 @@ impl Found {
                 }
             }
         }
-        if self.results.len() >= wanted && mode != Mode::Count {
+        if self.results.len() >= wanted && mode != OutputMode::Count {
             self.stopped = Some("more results may follow".into());
             return true;
         }
