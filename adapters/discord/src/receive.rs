@@ -32,8 +32,14 @@ use crate::normalize::{self, Identity, Place, Reading};
 use crate::rest::{Body, Rest};
 use crate::seen::{Seen, SeenChannel};
 
-/// How long to let the handler tasks of events read together arrive before ordering them.
+/// A batch is closed once no event has come for this long: the handler tasks of events read
+/// together have arrived by then, in whatever order they ran.
 const GATHER: Duration = Duration::from_millis(15);
+/// ...or once it has gathered this long, so a steady stream of events is still recorded.
+/// While a burst goes on, every task spawned for it lands before the burst ends, however
+/// late the runtime runs it; a fixed window after the first event could close between two
+/// messages of the burst and record the later one first.
+const MAX_GATHER: Duration = Duration::from_millis(100);
 /// Channels remembered (ids → kind); past this the memory starts again (lookups refill it).
 const CHANNELS_KEPT: usize = 20_000;
 /// Looking a channel up again after a passing failure: 250 ms, doubling, three tries.
@@ -77,6 +83,23 @@ pub(crate) struct Batch {
     catch_up: Option<Vec<(u64, SeenChannel)>>,
 }
 
+/// `first` and the events that follow it until none has come for [`GATHER`] (at most
+/// [`MAX_GATHER`] in all), in Discord's order.
+async fn gather(first: Event, events: &mut mpsc::UnboundedReceiver<Event>) -> Vec<Event> {
+    let cap = tokio::time::Instant::now() + MAX_GATHER;
+    let mut gathered = vec![first];
+    loop {
+        let quiet = (tokio::time::Instant::now() + GATHER).min(cap);
+        match tokio::time::timeout_at(quiet, events.recv()).await {
+            Ok(Some(event)) => gathered.push(event),
+            // Quiet for long enough, the cap reached, or the handler gone.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    gathered.sort_by_key(order);
+    gathered
+}
+
 /// An interaction to acknowledge once recorded.
 struct PendingAck {
     id: String,
@@ -99,12 +122,7 @@ impl Recorder {
                 _ = shutdown.cancelled() => return,
                 e = events.recv() => match e { Some(e) => e, None => return },
             };
-            tokio::time::sleep(GATHER).await;
-            let mut events_read = vec![first];
-            while let Ok(more) = events.try_recv() {
-                events_read.push(more);
-            }
-            events_read.sort_by_key(order);
+            let events_read = gather(first, &mut events).await;
             self.liveness.beat();
             let mut batch = Batch::default();
             for event in events_read {
@@ -456,5 +474,65 @@ fn order(event: &Event) -> u64 {
         Event::MessageCreate(created) => created.message.id.get(),
         Event::InteractionCreate(created) => created.interaction.id().get(),
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn created(id: u64) -> Event {
+        serde_json::from_value(json!({"t": "MESSAGE_CREATE", "d": {
+            "id": id.to_string(), "channel_id": "50", "content": "hi",
+            "author": {"id": "7", "username": "ada", "discriminator": "0", "avatar": null},
+            "timestamp": "2026-11-24T00:00:00.000000+00:00", "edited_timestamp": null,
+            "tts": false, "mention_everyone": false, "mentions": [], "mention_roles": [],
+            "attachments": [], "embeds": [], "pinned": false, "type": 0
+        }}))
+        .unwrap()
+    }
+
+    /// A burst whose first message's handler task runs last (after 20 ms, past a fixed
+    /// 15 ms window) is still recorded as one batch, in Discord's order.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_is_gathered_whole_and_ordered_however_late_a_task_runs() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let sender = tokio::spawn(async move {
+            tx.send(created(1002)).unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            tx.send(created(1003)).unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            tx.send(created(1001)).unwrap();
+            // A message long after the burst is the next batch's.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            tx.send(created(1004)).unwrap();
+        });
+        let first = rx.recv().await.unwrap();
+        let batch: Vec<u64> = gather(first, &mut rx).await.iter().map(order).collect();
+        assert_eq!(batch, [1001, 1002, 1003]);
+        let first = rx.recv().await.unwrap();
+        let next: Vec<u64> = gather(first, &mut rx).await.iter().map(order).collect();
+        assert_eq!(next, [1004]);
+        sender.await.unwrap();
+    }
+
+    /// A steady stream is cut into batches of at most MAX_GATHER.
+    #[tokio::test(start_paused = true)]
+    async fn a_steady_stream_is_still_recorded_batch_by_batch() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let sender = tokio::spawn(async move {
+            for id in 0..50u64 {
+                if tx.send(created(2000 + id)).is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        let first = rx.recv().await.unwrap();
+        let started = tokio::time::Instant::now();
+        let batch = gather(first, &mut rx).await;
+        assert!(started.elapsed() <= MAX_GATHER + GATHER);
+        assert!(batch.len() < 50, "{}", batch.len());
+        sender.abort();
     }
 }
