@@ -414,10 +414,26 @@ async fn a_text_command_replying_to_a_prompt_acts_on_that_prompt() {
     w.telegram.group(group, bob, "delete mine too", true);
     let bobs_prompt = prompt(&w, group, 2).await;
 
-    // Bob answers Alice's prompt, as he could with its buttons: his own request waits on.
+    // Bob answers Alice's prompt: it is hers to decide, so he is told so and it waits on.
     w.telegram
         .group_reply_to_bot(group, bob, "/deny", alices_prompt.0);
     let t = w.telegram.clone();
+    eventually(WAIT, "Bob told whose request it is", || {
+        t.sent_texts(group)
+            .iter()
+            .any(|s| s.contains("Only Alice can decide that request"))
+            .then_some(())
+    })
+    .await;
+    settle().await;
+    assert!(
+        edits(&w, alices_prompt.0).is_empty(),
+        "Bob's reply decided Alice's request"
+    );
+
+    // Alice answers her own prompt by replying to it: her request is decided, Bob's waits.
+    w.telegram
+        .group_reply_to_bot(group, ALICE, "/deny", alices_prompt.0);
     eventually(WAIT, "Alice's turn to end", || {
         t.sent_texts(group)
             .contains(&"alice's turn ended".to_string())

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use hermes_adapter::{ChatRef, ChoiceLimits};
+use hermes_adapter::{Author, ChatRef, ChoiceLimits};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +46,8 @@ pub enum Resolution {
     NothingPending,
     /// The request belongs to another chat.
     OtherChat,
+    /// The request is another person's: only whoever's turn asked for it decides it.
+    NotYours { owner: String },
 }
 
 /// Whether the tool may run the command.
@@ -66,6 +68,8 @@ struct Verdict {
 struct Pending {
     chat: ChatRef,
     session_key: String,
+    /// Whose turn asked: the one person who may decide.
+    asker: Author,
     prompt_row: Option<i64>,
     decide: oneshot::Sender<Verdict>,
 }
@@ -74,6 +78,8 @@ struct Pending {
 pub struct CheckContext<'a> {
     pub session_key: &'a str,
     pub chat: &'a ChatRef,
+    /// Whose turn the command is for (a scheduled job's author, a sub-agent's person).
+    pub asker: &'a Author,
     pub cancel: &'a CancellationToken,
     /// The directory the command runs in.
     pub workdir: &'a Path,
@@ -343,6 +349,7 @@ impl ApprovalBroker {
             Pending {
                 chat: ctx.chat.clone(),
                 session_key: ctx.session_key.to_owned(),
+                asker: ctx.asker.clone(),
                 prompt_row: None,
                 decide,
             },
@@ -522,45 +529,39 @@ impl ApprovalBroker {
         }
     }
 
-    /// A decision from an allowed person in `chat` (the router checked who they are). A
-    /// button names its request; a text command takes the oldest request of the person's
-    /// session whose prompt has been delivered. Returns once the waiting turn has settled
-    /// the outcome, so the decider is told what the prompt and the model are told.
+    /// A decision by `by`, an allowed person in `chat` (the router checked who they are).
+    /// A request is decided only by the person whose turn asked for it: anyone else is
+    /// refused ([`Resolution::NotYours`]), and a text command looks only at their own
+    /// requests. A button names its request; a text command replying to a prompt names
+    /// that prompt's; else it takes the oldest request of the person's session whose prompt
+    /// has been delivered. Returns once the waiting turn has settled the outcome, so the
+    /// decider is told what the prompt and the model are told.
     pub async fn resolve(
         &self,
         chat: &ChatRef,
         target: Target,
         decision: Decision,
-        by: &str,
+        by: &Author,
     ) -> Resolution {
         let id = match target {
-            Target::Id(id) => {
-                let pending = self.pending.lock().expect("pending lock");
-                match pending.get(&id) {
-                    None => return Resolution::NothingPending,
-                    Some(p) if !p.chat.same_chat(chat) => return Resolution::OtherChat,
-                    Some(_) => id,
-                }
-            }
+            Target::Id(id) => id,
             Target::OldestOf(session_key) => {
                 let mut candidates: Vec<(i64, Option<i64>)> = {
                     let pending = self.pending.lock().expect("pending lock");
                     pending
                         .iter()
-                        .filter(|(_, p)| p.session_key == session_key && p.chat.same_chat(chat))
+                        .filter(|(_, p)| {
+                            p.session_key == session_key
+                                && p.chat.same_chat(chat)
+                                && p.asker.user_id == by.user_id
+                        })
                         .map(|(id, p)| (*id, p.prompt_row))
                         .collect()
                 };
                 candidates.sort_unstable();
                 let mut chosen = None;
                 for (id, row) in candidates {
-                    let delivered = match row {
-                        Some(row) => {
-                            matches!(self.store.outbox_platform_id(row).await, Ok(Some(_)))
-                        }
-                        None => false,
-                    };
-                    if delivered {
+                    if self.delivered(row).await {
                         chosen = Some(id);
                         break;
                     }
@@ -594,6 +595,19 @@ impl ApprovalBroker {
                 }
             }
         };
+        {
+            let pending = self.pending.lock().expect("pending lock");
+            match pending.get(&id) {
+                None => return Resolution::NothingPending,
+                Some(p) if !p.chat.same_chat(chat) => return Resolution::OtherChat,
+                Some(p) if p.asker.user_id != by.user_id => {
+                    return Resolution::NotYours {
+                        owner: p.asker.display_name.clone(),
+                    };
+                }
+                Some(_) => {}
+            }
+        }
         let Some(entry) = self.pending.lock().expect("pending lock").remove(&id) else {
             return Resolution::NothingPending;
         };
@@ -601,7 +615,7 @@ impl ApprovalBroker {
         let fallback = decision.acknowledgement().to_owned();
         let _ = entry.decide.send(Verdict {
             decision,
-            by: by.to_owned(),
+            by: by.display_name.clone(),
             outcome: tell,
         });
         let outcome = match tokio::time::timeout(OUTCOME_WAIT, told).await {
@@ -610,6 +624,14 @@ impl ApprovalBroker {
             Err(_) => fallback,
         };
         Resolution::Resolved { id, outcome }
+    }
+
+    /// Whether the prompt queued as outbox row `row` has reached the chat.
+    async fn delivered(&self, row: Option<i64>) -> bool {
+        match row {
+            Some(row) => matches!(self.store.outbox_platform_id(row).await, Ok(Some(_))),
+            None => false,
+        }
     }
 
     /// Forget "for this session" approvals (`/new`).
@@ -739,26 +761,92 @@ mod tests {
         }
     }
 
+    fn person(user_id: &str, name: &str) -> Author {
+        Author {
+            user_id: user_id.into(),
+            display_name: name.into(),
+            username: None,
+            is_bot: false,
+        }
+    }
+
+    /// Ada's turn in `session_key` asks to run `rm -rf /srv/data`; the handle answers with
+    /// the gate.
+    fn ada_asks(broker: &Arc<ApprovalBroker>, session_key: &str) -> tokio::task::JoinHandle<Gate> {
+        let (broker, session_key) = (broker.clone(), session_key.to_owned());
+        tokio::spawn(async move {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let ctx = CheckContext {
+                session_key: &session_key,
+                chat: &chat(),
+                asker: &person("1", "Ada"),
+                cancel: &cancel,
+                workdir: Path::new("/tmp"),
+                background: false,
+            };
+            broker.check(ctx, "rm -rf /srv/data").await
+        })
+    }
+
+    /// Ada's request, waiting in a shared session: Bob can neither press it nor find it
+    /// with `/approve`; Ada can.
+    #[tokio::test]
+    async fn only_the_person_whose_turn_asked_decides_a_request() {
+        let broker = broker(Duration::from_secs(60));
+        let asking = ada_asks(&broker, "shared");
+        let id = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let listed = broker.pending.lock().unwrap().keys().next().copied();
+                if let Some(id) = listed {
+                    break id;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the request is made");
+        let bob = person("2", "Bob");
+        match broker
+            .resolve(&chat(), Target::Id(id), Decision::Once, &bob)
+            .await
+        {
+            Resolution::NotYours { owner } => assert_eq!(owner, "Ada"),
+            _ => panic!("Bob's press decided Ada's request"),
+        }
+        assert!(matches!(
+            broker
+                .resolve(
+                    &chat(),
+                    Target::OldestOf("shared".into()),
+                    Decision::Always,
+                    &bob
+                )
+                .await,
+            Resolution::NothingPending
+        ));
+        assert!(
+            broker.pending.lock().unwrap().contains_key(&id),
+            "still waiting"
+        );
+        let decided = broker
+            .resolve(
+                &chat(),
+                Target::Id(id),
+                Decision::Deny(None),
+                &person("1", "Ada"),
+            )
+            .await;
+        assert!(matches!(decided, Resolution::Resolved { .. }));
+        assert!(matches!(asking.await.unwrap(), Gate::Refused(_)));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_press_at_the_moment_of_the_timeout_has_one_outcome_everyone_agrees_on() {
         let timeout = Duration::from_secs(60);
         let mut seen = std::collections::BTreeSet::new();
         for offset_ms in [-1_000i64, -1, 0, 0, 0, 1, 1_000] {
             let broker = broker(timeout);
-            let asking = {
-                let broker = broker.clone();
-                tokio::spawn(async move {
-                    let cancel = tokio_util::sync::CancellationToken::new();
-                    let ctx = CheckContext {
-                        session_key: "k",
-                        chat: &chat(),
-                        cancel: &cancel,
-                        workdir: Path::new("/tmp"),
-                        background: false,
-                    };
-                    broker.check(ctx, "rm -rf /srv/data").await
-                })
-            };
+            let asking = ada_asks(&broker, "k");
             // Its prompt row is noted in the same poll that starts the request's timer.
             let id = loop {
                 let listed = broker
@@ -776,7 +864,7 @@ mod tests {
             let at = timeout.as_millis() as i64 + offset_ms;
             tokio::time::sleep(Duration::from_millis(at.max(0) as u64)).await;
             let pressed = broker
-                .resolve(&chat(), Target::Id(id), Decision::Once, "Ada")
+                .resolve(&chat(), Target::Id(id), Decision::Once, &person("1", "Ada"))
                 .await;
             let gate = asking.await.unwrap();
             let state: String = broker
@@ -805,7 +893,9 @@ mod tests {
                     assert_eq!(state, "expired");
                     seen.insert("expired");
                 }
-                Resolution::OtherChat => panic!("same chat"),
+                Resolution::OtherChat | Resolution::NotYours { .. } => {
+                    panic!("the asker, in the same chat")
+                }
             }
         }
         assert!(

@@ -40,7 +40,7 @@ impl Router {
             Some((approval, decision)) => {
                 match self
                     .approvals
-                    .resolve(chat, Target::Id(approval), decision, &author.display_name)
+                    .resolve(chat, Target::Id(approval), decision, author)
                     .await
                 {
                     Resolution::Resolved { outcome, .. } => {
@@ -55,6 +55,11 @@ impl Router {
                         InboxState::Refused,
                         "approval from another chat",
                         "This button belongs to another chat.".to_owned(),
+                    ),
+                    Resolution::NotYours { owner } => (
+                        InboxState::Refused,
+                        "approval pressed by someone other than its asker",
+                        format!("Only {owner} can decide this request: it is for their command."),
                     ),
                 }
             }
@@ -104,15 +109,15 @@ impl Router {
                 "None of your commands is waiting for approval here.",
             ),
         };
-        let (state, text) = match self
-            .approvals
-            .resolve(chat, target, decision, &author.display_name)
-            .await
-        {
+        let (state, text) = match self.approvals.resolve(chat, target, decision, author).await {
             Resolution::Resolved { outcome, .. } => (InboxState::Done, outcome),
             Resolution::NothingPending | Resolution::OtherChat => {
                 (InboxState::Refused, nothing.to_owned())
             }
+            Resolution::NotYours { owner } => (
+                InboxState::Refused,
+                format!("Only {owner} can decide that request: it is for their command."),
+            ),
         };
         let reply = Reply {
             chat: chat.clone(),

@@ -46,6 +46,7 @@ impl ToolContext {
         CheckContext {
             session_key: &self.session_key,
             chat: &self.chat,
+            asker: &self.author,
             cancel: &self.cancel,
             workdir,
             background,

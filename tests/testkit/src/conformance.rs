@@ -306,6 +306,32 @@ pub async fn an_approval_by_choice_is_acknowledged_and_runs<F: PlatformFake>(
     .await;
 }
 
+/// Alice (person 1) asks the agent for something that makes it want `rm -rf target`; once
+/// its prompt shows: the chat it shows in, the chat where `other` sees it (the same group,
+/// or, on a platform without groups, their own chat) and the prompt.
+async fn alice_asks_to_remove<F: PlatformFake>(
+    kit: &Kit<F>,
+    target: &std::path::Path,
+    other: &str,
+) -> (String, String, ShownPrompt) {
+    kit.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    kit.llm.push(Reply::text("done"));
+    let alice = kit.fake.person(1);
+    let (chat, others_chat) = if kit.fake.has_groups() {
+        let group = kit.fake.group_chat();
+        (group.clone(), group)
+    } else {
+        (kit.fake.dm_chat(&alice), kit.fake.dm_chat(other))
+    };
+    kit.fake.write(&chat, &alice, "clean up", true);
+    let prompt = eventually(WAIT, "the approval prompt", || {
+        kit.fake.prompts(&chat).first().cloned()
+    })
+    .await;
+    (chat, others_chat, prompt)
+}
+
 /// A press by someone who is not allowed is acknowledged but decides nothing. In a group
 /// the stranger presses the prompt they see; on a platform without groups the stranger
 /// answers the prompt from their own chat (a forged reply naming the prompt's message).
@@ -314,22 +340,9 @@ pub async fn a_press_by_a_stranger_is_refused<F: PlatformFake>(fake: F, binary: 
     let allow = format!("{}={probe_alice}", fake.allowlist_var());
     let kit = Kit::new(fake, binary, &[allow], "").await;
     let target = kit.victim("guarded");
-    kit.llm
-        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
-    kit.llm.push(Reply::text("done"));
     let _d = kit.start();
     let (alice, mallory) = (kit.fake.person(1), kit.fake.person(3));
-    let (chat, mallory_chat) = if kit.fake.has_groups() {
-        let group = kit.fake.group_chat();
-        (group.clone(), group)
-    } else {
-        (kit.fake.dm_chat(&alice), kit.fake.dm_chat(&mallory))
-    };
-    kit.fake.write(&chat, &alice, "clean up", true);
-    let prompt = eventually(WAIT, "the approval prompt", || {
-        kit.fake.prompts(&chat).first().cloned()
-    })
-    .await;
+    let (chat, mallory_chat, prompt) = alice_asks_to_remove(&kit, &target, &mallory).await;
     let press = kit
         .fake
         .press(&mallory_chat, &mallory, &prompt, "Allow once");
@@ -339,6 +352,47 @@ pub async fn a_press_by_a_stranger_is_refused<F: PlatformFake>(fake: F, binary: 
     .await;
     settle().await;
     assert!(target.exists(), "a stranger's press decided nothing");
+    kit.fake.press(&chat, &alice, &prompt, "Allow once");
+    eventually(WAIT, "Alice's decision", || {
+        (!target.exists()).then_some(())
+    })
+    .await;
+}
+
+/// An approval is decided only by the person whose turn asked for it: another allowed
+/// member's press is acknowledged but decides nothing, and their `/approve` finds nothing
+/// of theirs waiting; the asker then decides. In a group both see the prompt; on a
+/// platform without groups the other member answers from their own chat.
+pub async fn a_press_by_another_member_is_refused<F: PlatformFake>(fake: F, binary: &str) {
+    let allow = format!(
+        "{}={},{}",
+        fake.allowlist_var(),
+        fake.person(1),
+        fake.person(2)
+    );
+    let kit = Kit::new(fake, binary, &[allow], "").await;
+    let target = kit.victim("owned");
+    let _d = kit.start();
+    let (alice, bob) = (kit.fake.person(1), kit.fake.person(2));
+    let (chat, bob_chat, prompt) = alice_asks_to_remove(&kit, &target, &bob).await;
+    let press = kit.fake.press(&bob_chat, &bob, &prompt, "Allow once");
+    eventually(WAIT, "Bob's press acknowledged", || {
+        kit.fake.acknowledged(&press)
+    })
+    .await;
+    let before = kit.fake.shown(&bob_chat).len();
+    kit.fake.write(&bob_chat, &bob, "/approve", true);
+    let refusal = eventually(WAIT, "Bob's /approve answered", || {
+        kit.fake.shown(&bob_chat).get(before..).and_then(|new| {
+            new.iter()
+                .find(|s| s.contains("None of your commands"))
+                .cloned()
+        })
+    })
+    .await;
+    assert!(refusal.contains("waiting for approval"), "{refusal}");
+    settle().await;
+    assert!(target.exists(), "another member's press decided nothing");
     kit.fake.press(&chat, &alice, &prompt, "Allow once");
     eventually(WAIT, "Alice's decision", || {
         (!target.exists()).then_some(())
@@ -633,6 +687,7 @@ macro_rules! conformance_suite {
             a_long_reply_is_split_under_the_limit,
             an_approval_by_choice_is_acknowledged_and_runs,
             a_press_by_a_stranger_is_refused,
+            a_press_by_another_member_is_refused,
             a_stranger_reaches_neither_the_model_nor_a_command,
             a_refused_send_is_retried_after_the_wait_and_shows_once,
             a_send_cut_by_a_connection_reset_is_sent_again_and_shows_once,
