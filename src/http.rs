@@ -219,16 +219,81 @@ pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
     app.layer(DefaultBodyLimit::max(MAX_BODY))
 }
 
-/// Serve `app` on `listener` until `shutdown`.
+/// A client has this long to send a request's headers (on a new connection and between
+/// requests on a kept-alive one); a slow or silent client is cut.
+const HEADER_READ: Duration = Duration::from_secs(10);
+/// A request, its body included, is answered within this long or refused (408), so a
+/// client that sends its body slowly holds nothing for long.
+const REQUEST_TIME: Duration = Duration::from_secs(30);
+/// At most this many connections at once; past it a new one is closed at once (and said
+/// at most once a minute).
+const MAX_CONNECTIONS: usize = 256;
+/// On shutdown, open connections finish their request within this long.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Serve `app` on `listener` until `intake` is cancelled: HTTP/1.1 with a header-read
+/// timeout, a time limit per request and a cap on connections (axum's own `serve` sets
+/// none of them).
 pub async fn serve(listener: TcpListener, app: Router, intake: CancellationToken) {
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "http: listening");
     }
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { intake.cancelled().await })
-        .await;
-    if let Err(e) = result {
-        tracing::error!(error = %e, "http: server stopped");
+    let app = app.layer(axum::middleware::from_fn(within_request_time));
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut last_refusal_said: Option<std::time::Instant> = None;
+    loop {
+        let accepted = tokio::select! {
+            _ = intake.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors, mostly: wait a little rather than spin.
+                tracing::warn!(error = %e, "http: could not accept a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            crate::metrics::http_refused("connections");
+            if last_refusal_said.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                last_refusal_said = Some(std::time::Instant::now());
+                tracing::warn!(%peer, max = MAX_CONNECTIONS, "http: too many connections; new ones are closed (said once a minute)");
+            }
+            continue;
+        };
+        let (app, intake) = (app.clone(), intake.clone());
+        tokio::spawn(async move {
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = intake.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(DRAIN, connection).await;
+                }
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// A request not answered within [`REQUEST_TIME`] (a body sent slowly) is refused.
+async fn within_request_time(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match tokio::time::timeout(REQUEST_TIME, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            crate::metrics::http_refused("request_time");
+            (StatusCode::REQUEST_TIMEOUT, "the request took too long\n").into_response()
+        }
     }
 }
 
@@ -316,6 +381,32 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(serve(listener, app, CancellationToken::new()));
         format!("http://{addr}")
+    }
+
+    /// A client that connects and says nothing, and one that never finishes its headers,
+    /// are both cut once the header-read time is up; meanwhile the server answers others.
+    #[tokio::test]
+    async fn a_silent_or_slow_client_is_cut_after_the_header_read_time() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let base = start(app(Vec::new(), Health::default())).await;
+        let addr = base.trim_start_matches("http://").to_owned();
+        let started = std::time::Instant::now();
+        let silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let answered = reqwest::get(format!("{base}/healthz")).await.unwrap();
+        assert_eq!(answered.status(), 200);
+        for mut client in [silent, slow] {
+            let mut rest = Vec::new();
+            tokio::time::timeout(HEADER_READ * 3, client.read_to_end(&mut rest))
+                .await
+                .expect("the server cut the connection")
+                .ok();
+        }
+        let took = started.elapsed();
+        assert!(took >= HEADER_READ - Duration::from_secs(1), "{took:?}");
     }
 
     #[tokio::test]

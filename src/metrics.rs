@@ -57,6 +57,7 @@ struct Metrics {
     llm_tokens: Family<KindLabel, Counter>,
     tool_calls: Family<ToolLabel, Counter>,
     approvals: Family<KindLabel, Counter>,
+    http_refused: Family<KindLabel, Counter>,
     sessions: Gauge,
     inbox_open: Gauge,
     approvals_pending: Gauge,
@@ -81,6 +82,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         llm_tokens: Family::default(),
         tool_calls: Family::default(),
         approvals: Family::default(),
+        http_refused: Family::default(),
         sessions: Gauge::default(),
         inbox_open: Gauge::default(),
         approvals_pending: Gauge::default(),
@@ -144,6 +146,11 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "approvals",
         "Approval requests by outcome",
         metrics.approvals.clone(),
+    );
+    registry.register(
+        "http_refused",
+        "HTTP connections and requests refused, by why (connections over the cap, request_time)",
+        metrics.http_refused.clone(),
     );
     registry.register(
         "sessions_open",
@@ -261,6 +268,11 @@ pub fn tool_call(tool: &str, outcome: &'static str) {
 /// An approval request ended (`approved_once`, `denied`, `expired`, …).
 pub fn approval(outcome: &'static str) {
     METRICS.approvals.get_or_create(&kind(outcome)).inc();
+}
+
+/// The HTTP server refused a connection or a request (`connections`, `request_time`).
+pub fn http_refused(why: &'static str) {
+    METRICS.http_refused.get_or_create(&kind(why)).inc();
 }
 
 /// The text exposition, with the gauges set from `counts` and `live` (each platform and
