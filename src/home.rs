@@ -1,11 +1,12 @@
 //! The Hermes home on disk and who may read it: the directory is created private (0700),
 //! the database is created 0600 before SQLite opens it (SQLite gives its `-wal` and `-shm`
-//! files the same mode), and start-up warns about any secret file, or the home itself,
-//! that others can read — without changing what the operator set.
+//! files the same mode), and at start-up a secret file, or the home itself, that others can
+//! read is made private when it belongs to the daemon's user (`security.fix_permissions`,
+//! on by default; the operator is told what changed), and reported otherwise.
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Files in the home that hold secrets: tokens and keys, sessions, pairings, approvals.
@@ -32,8 +33,10 @@ pub fn working_directory(home: &Path, configured: PathBuf) -> PathBuf {
 }
 
 /// Create `home` (0700) if it is missing, and the database file (0600) if it is missing.
-/// Returns a warning for each secret file, or the home, that group or others can read.
-pub fn prepare(home: &Path, database: &Path) -> io::Result<Vec<String>> {
+/// Then each secret file, and the home, that group or others can read: made private when
+/// `fix` and it is the daemon's user's own, else reported with the command that would.
+/// Returns one line per such file, for the operator.
+pub fn prepare(home: &Path, database: &Path, fix: bool) -> io::Result<Vec<String>> {
     if !home.exists() {
         DirBuilder::new().recursive(true).mode(0o700).create(home)?;
     }
@@ -44,24 +47,44 @@ pub fn prepare(home: &Path, database: &Path) -> io::Result<Vec<String>> {
             .mode(0o600)
             .open(database)?;
     }
-    let mut warnings = Vec::new();
-    let mut check = |path: &Path, fix: &str| {
-        if let Ok(meta) = std::fs::metadata(path) {
-            let mode = meta.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                warnings.push(format!(
-                    "{} can be read by other users (mode {mode:03o}); it holds secrets. Run: chmod {fix} {}",
-                    path.display(),
-                    path.display()
-                ));
+    let me = nix::unistd::geteuid().as_raw();
+    let mut said = Vec::new();
+    let mut check = |path: &Path, private: u32| {
+        // `symlink_metadata`: a link is never followed to chmod what it points at.
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return;
+        };
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 == 0 || meta.file_type().is_symlink() {
+            return;
+        }
+        let shown = path.display();
+        if fix && meta.uid() == me {
+            let tightened = mode & 0o700 | (private & 0o700);
+            match std::fs::set_permissions(path, std::fs::Permissions::from_mode(tightened)) {
+                Ok(()) => said.push(format!(
+                    "{shown} could be read by other users (mode {mode:03o}); it holds secrets, so it is now {tightened:03o} (security.fix_permissions: false only warns)"
+                )),
+                Err(e) => said.push(format!(
+                    "{shown} can be read by other users (mode {mode:03o}) and could not be made private ({e}); it holds secrets. Run: chmod {private:o} {shown}"
+                )),
             }
+        } else {
+            let whose = if meta.uid() == me {
+                ""
+            } else {
+                " (it is not the daemon's user's, so it is left as it is)"
+            };
+            said.push(format!(
+                "{shown} can be read by other users (mode {mode:03o}); it holds secrets{whose}. Run: chmod {private:o} {shown}"
+            ));
         }
     };
-    check(home, "700");
+    check(home, 0o700);
     for name in SECRET_FILES {
-        check(&home.join(name), "600");
+        check(&home.join(name), 0o600);
     }
-    Ok(warnings)
+    Ok(said)
 }
 
 #[cfg(test)]
@@ -77,22 +100,55 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("hermes");
         let db = home.join("gateway.db");
-        let warnings = prepare(&home, &db).unwrap();
+        let warnings = prepare(&home, &db, true).unwrap();
         assert_eq!(mode(&home), 0o700);
         assert_eq!(mode(&db), 0o600);
         assert!(warnings.is_empty(), "{warnings:?}");
     }
 
-    #[test]
-    fn secrets_others_can_read_are_reported_and_left_alone() {
+    fn readable_home() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path();
         std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(home.join(".env"), "TELEGRAM_BOT_TOKEN=x").unwrap();
         std::fs::set_permissions(home.join(".env"), std::fs::Permissions::from_mode(0o644))
             .unwrap();
-        let warnings = prepare(home, &home.join("gateway.db")).unwrap();
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        std::fs::write(home.join("config.yaml"), "model: m").unwrap();
+        std::fs::set_permissions(
+            home.join("config.yaml"),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn secrets_others_can_read_are_made_private_and_the_operator_told() {
+        let dir = readable_home();
+        let home = dir.path();
+        let said = prepare(home, &home.join("gateway.db"), true).unwrap();
+        assert_eq!(mode(home), 0o700);
+        assert_eq!(mode(&home.join(".env")), 0o600);
+        assert_eq!(mode(&home.join("config.yaml")), 0o600);
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(
+            said.iter()
+                .any(|w| w.contains(".env") && w.contains("mode 644") && w.contains("now 600")),
+            "{said:?}"
+        );
+        assert!(
+            prepare(home, &home.join("gateway.db"), true)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn with_fixing_off_secrets_others_can_read_are_reported_and_left_alone() {
+        let dir = readable_home();
+        let home = dir.path();
+        let warnings = prepare(home, &home.join("gateway.db"), false).unwrap();
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
         assert!(
             warnings
                 .iter()

@@ -105,7 +105,7 @@ async fn reading_the_gateways_secret_files_needs_approval() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_database_is_private_and_a_readable_env_file_is_reported() {
+async fn the_database_is_private_and_a_readable_env_file_is_made_private() {
     let w = World::allow_all().await;
     std::fs::set_permissions(
         w.home.dir.join(".env"),
@@ -117,12 +117,45 @@ async fn the_database_is_private_and_a_readable_env_file_is_reported() {
     eventually(WAIT, "the database", || db.exists().then_some(())).await;
     let mode = std::fs::metadata(&db).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    eventually(WAIT, "the warning", || {
+    eventually(WAIT, "the operator told", || {
         d.log_text()
-            .contains("can be read by other users")
+            .contains("could be read by other users (mode 644)")
             .then_some(())
     })
     .await;
+    let env_mode = std::fs::metadata(w.home.dir.join(".env"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(env_mode, 0o600, "the daemon's own .env is made private");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_fix_permissions_off_a_readable_env_file_is_only_reported() {
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "security:\n  fix_permissions: false\n",
+    )
+    .await;
+    std::fs::set_permissions(
+        w.home.dir.join(".env"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let d = w.start();
+    eventually(WAIT, "the warning", || {
+        d.log_text()
+            .contains("can be read by other users (mode 644)")
+            .then_some(())
+    })
+    .await;
+    let env_mode = std::fs::metadata(w.home.dir.join(".env"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(env_mode, 0o644, "the operator's choice stays");
 }
 
 /// The API key the test home configures (`model.api_key`).

@@ -158,6 +158,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let mcp_servers = mcp::read_mcp_servers(&mut y, env, p);
     let code_execution = read_code_execution(&mut y, p);
     let delegation = read_delegation(&mut y, p);
+    let fix_permissions = y.boolean("security.fix_permissions", p).unwrap_or(true);
     sections::check_allowlists(&access, &platforms, p);
 
     let unused = sections::unused(&y, env, &platform_vars);
@@ -203,6 +204,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             delegation,
             mcp_servers,
             secret_env_names,
+            fix_permissions,
         }),
         _ => None,
     };

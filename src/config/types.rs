@@ -468,6 +468,10 @@ pub struct Config {
     pub mcp_servers: Vec<super::McpServerConfig>,
     /// Names of every secret value, so tools can scrub them from child environments.
     pub secret_env_names: Vec<String>,
+    /// `security.fix_permissions` (default on): at start, a home or secret file of the
+    /// daemon's user that others can read is made private (0700/0600), and the operator
+    /// told; off, only told.
+    pub fix_permissions: bool,
 }
 
 impl Config {

@@ -35,7 +35,7 @@ use crate::tools::{ToolDeps, Toolbox};
 pub(super) async fn prepare_home(config: Arc<Config>) -> anyhow::Result<(Store, SystemPrompt)> {
     tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let home = &config.home;
-        let warnings = crate::home::prepare(home, &config.database_path())
+        let warnings = crate::home::prepare(home, &config.database_path(), config.fix_permissions)
             .with_context(|| format!("preparing {}", home.display()))?;
         for warning in warnings {
             tracing::warn!("{warning}");
