@@ -466,15 +466,22 @@ async fn approvals(home: PathBuf, action: ApprovalsAction) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Ok(entries) => {
-                println!("Always allowed (pattern class — description — first approved for — by):");
+                println!(
+                    "Always allowed (pattern class — description — first approved for — by — whose commands):"
+                );
                 for e in entries {
                     let forged = if e.signed {
                         ""
                     } else {
                         " — NOT WRITTEN BY THE GATEWAY (its signature does not verify): ignored; revoke it"
                     };
+                    let whose = if e.owner.is_empty() {
+                        "everyone's"
+                    } else {
+                        e.owner.as_str()
+                    };
                     println!(
-                        "  {} — {} — {} — {}{forged}",
+                        "  {} — {} — {} — {} — {whose}{forged}",
                         e.pattern_key, e.description, e.example, e.added_by
                     );
                 }

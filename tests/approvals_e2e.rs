@@ -421,7 +421,7 @@ async fn a_text_command_replying_to_a_prompt_acts_on_that_prompt() {
     eventually(WAIT, "Bob told whose request it is", || {
         t.sent_texts(group)
             .iter()
-            .any(|s| s.contains("Only Alice can decide that request"))
+            .any(|s| s.contains(&format!("Only User{ALICE} can decide that request")))
             .then_some(())
     })
     .await;
@@ -751,4 +751,45 @@ async fn a_prompt_that_cannot_be_recorded_leaves_no_live_buttons() {
             "prompt {message_id} kept its buttons"
         );
     }
+}
+
+/// With no admins listed, a member's "Always allow" in a group stands for their own
+/// commands: Alice's next delete runs without asking, Bob's asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_standing_approval_covers_only_their_own_commands() {
+    let w = alice_and_bob().await;
+    let group = -100_887;
+    let (first, second, bobs) = (
+        victim(&w, "first"),
+        victim(&w, "second"),
+        victim(&w, "bobs"),
+    );
+    for (dir, answer) in [
+        (&first, "first done"),
+        (&second, "second done"),
+        (&bobs, "bob's done"),
+    ] {
+        w.llm
+            .push(Reply::terminal(&format!("rm -rf {}", dir.display())));
+        w.llm.push(Reply::text(answer));
+    }
+    let _d = w.start();
+    let t = w.telegram.clone();
+    let said = |text: &'static str| {
+        let t = t.clone();
+        move || t.sent_texts(group).iter().any(|s| s == text).then_some(())
+    };
+    w.telegram.group(group, ALICE, "delete the first", true);
+    let alices = prompt(&w, group, 1).await;
+    press(&w, group, ALICE, &alices, "Always allow");
+    eventually(WAIT, "Alice's first turn", said("first done")).await;
+    w.telegram.group(group, ALICE, "delete the second", true);
+    eventually(WAIT, "Alice's second turn", said("second done")).await;
+    assert!(!second.exists(), "Alice's standing approval covers her");
+    assert_eq!(t.prompts(group).len(), 1, "Alice was not asked again");
+
+    w.telegram.group(group, BOB, "delete mine", true);
+    prompt(&w, group, 2).await;
+    settle().await;
+    assert!(bobs.exists(), "Alice's standing approval covered Bob");
 }

@@ -61,6 +61,8 @@ pub enum Gate {
 struct Verdict {
     decision: Decision,
     by: String,
+    /// An admin decided: "always" is for everyone's commands, not only the asker's.
+    by_admin: bool,
     /// Where the waiting turn reports the outcome it settled on, for the decider.
     outcome: oneshot::Sender<String>,
 }
@@ -72,6 +74,11 @@ struct Pending {
     asker: Author,
     prompt_row: Option<i64>,
     decide: oneshot::Sender<Verdict>,
+}
+
+/// Whose commands a standing approval for `ctx`'s asker covers (`platform:user_id`).
+fn owner_of(ctx: &CheckContext<'_>) -> String {
+    format!("{}:{}", ctx.chat.platform, ctx.asker.user_id)
 }
 
 /// Where a check comes from.
@@ -105,7 +112,8 @@ pub struct ApprovalBroker {
 }
 
 enum Ending {
-    Decided(Decision, String, Option<oneshot::Sender<String>>),
+    /// The decision, who made it, whether an admin did, and where to tell the decider.
+    Decided(Decision, String, bool, Option<oneshot::Sender<String>>),
     Expired,
     Cancelled(Option<oneshot::Sender<String>>),
 }
@@ -226,7 +234,7 @@ impl ApprovalBroker {
             tracing::info!(command, "approval: covered by command_allowlist");
             return Gate::Run;
         }
-        match self.store.allowlist_covers(&keys).await {
+        match self.store.allowlist_covers(&keys, &owner_of(&ctx)).await {
             Ok(true) => {
                 tracing::info!(command, "approval: covered by the standing allowlist");
                 return Gate::Run;
@@ -409,7 +417,7 @@ impl ApprovalBroker {
     ) -> Ending {
         let ending = tokio::select! {
             verdict = &mut decision => match verdict {
-                Ok(v) => Ending::Decided(v.decision, v.by, Some(v.outcome)),
+                Ok(v) => Ending::Decided(v.decision, v.by, v.by_admin, Some(v.outcome)),
                 Err(_) => Ending::Cancelled(None),
             },
             _ = tokio::time::sleep(self.config.timeout) => Ending::Expired,
@@ -425,7 +433,7 @@ impl ApprovalBroker {
                 match removed {
                     Some(_) => other,
                     None => match decision.await {
-                        Ok(v) => Ending::Decided(v.decision, v.by, Some(v.outcome)),
+                        Ok(v) => Ending::Decided(v.decision, v.by, v.by_admin, Some(v.outcome)),
                         Err(_) => other,
                     },
                 }
@@ -433,7 +441,7 @@ impl ApprovalBroker {
         };
         // A decision never starts a command whose turn was stopped meanwhile.
         match ending {
-            Ending::Decided(_, _, outcome) if ctx.cancel.is_cancelled() => {
+            Ending::Decided(_, _, _, outcome) if ctx.cancel.is_cancelled() => {
                 Ending::Cancelled(outcome)
             }
             other => other,
@@ -452,7 +460,7 @@ impl ApprovalBroker {
         let keys: Vec<&'static str> = dangers.iter().map(|d| d.key).collect();
         let window = human_duration(self.config.timeout);
         let (state, by, line, gate, tell) = match ending {
-            Ending::Decided(decision, by, tell) => {
+            Ending::Decided(decision, by, by_admin, tell) => {
                 let gate = match &decision {
                     Decision::Deny(reason) => Gate::Refused(match reason {
                         Some(r) => format!("The person denied this command; it was NOT run. Their reason: {r}"),
@@ -463,10 +471,17 @@ impl ApprovalBroker {
                 match &decision {
                     Decision::Session => self.allow_for_session(ctx.session_key, &keys),
                     Decision::Always => {
+                        // An admin's stands for everyone; anyone else's for the asker's
+                        // own commands (they are the asker: only admins decide for others).
+                        let owner = if by_admin {
+                            String::new()
+                        } else {
+                            owner_of(ctx)
+                        };
                         for d in dangers {
                             if let Err(e) = self
                                 .store
-                                .allowlist_add(d.key, d.description, command, &by)
+                                .allowlist_add(d.key, d.description, command, &by, &owner)
                                 .await
                             {
                                 tracing::error!(error = %e, "approval: could not save the standing approval");
@@ -481,8 +496,13 @@ impl ApprovalBroker {
                     line = format!("❌ Denied by {by}: {reason}");
                 }
                 if decision == Decision::Always {
+                    let whose = if by_admin {
+                        String::new()
+                    } else {
+                        format!("{}'s commands only; ", ctx.asker.display_name)
+                    };
                     line.push_str(&format!(
-                        " (undo with `hermes-gateway approvals revoke {}`)",
+                        " ({whose}undo with `hermes-gateway approvals revoke {}`)",
                         keys.join(" ")
                     ));
                 }
@@ -530,9 +550,11 @@ impl ApprovalBroker {
     }
 
     /// A decision by `by`, an allowed person in `chat` (the router checked who they are).
-    /// A request is decided only by the person whose turn asked for it: anyone else is
-    /// refused ([`Resolution::NotYours`]), and a text command looks only at their own
-    /// requests. A button names its request; a text command replying to a prompt names
+    /// A request is decided only by the person whose turn asked for it, or by an admin
+    /// (`admin`, where tiers are on; an admin's "always" stands for everyone, anyone
+    /// else's for the asker's own commands): anyone else is refused
+    /// ([`Resolution::NotYours`]), and a text command without a reply looks only at
+    /// their own requests. A button names its request; a text command replying to a prompt names
     /// that prompt's; else it takes the oldest request of the person's session whose prompt
     /// has been delivered. Returns once the waiting turn has settled the outcome, so the
     /// decider is told what the prompt and the model are told.
@@ -542,6 +564,7 @@ impl ApprovalBroker {
         target: Target,
         decision: Decision,
         by: &Author,
+        admin: bool,
     ) -> Resolution {
         let id = match target {
             Target::Id(id) => id,
@@ -600,7 +623,7 @@ impl ApprovalBroker {
             match pending.get(&id) {
                 None => return Resolution::NothingPending,
                 Some(p) if !p.chat.same_chat(chat) => return Resolution::OtherChat,
-                Some(p) if p.asker.user_id != by.user_id => {
+                Some(p) if p.asker.user_id != by.user_id && !admin => {
                     return Resolution::NotYours {
                         owner: p.asker.display_name.clone(),
                     };
@@ -616,6 +639,7 @@ impl ApprovalBroker {
         let _ = entry.decide.send(Verdict {
             decision,
             by: by.display_name.clone(),
+            by_admin: admin,
             outcome: tell,
         });
         let outcome = match tokio::time::timeout(OUTCOME_WAIT, told).await {
@@ -807,7 +831,7 @@ mod tests {
         .expect("the request is made");
         let bob = person("2", "Bob");
         match broker
-            .resolve(&chat(), Target::Id(id), Decision::Once, &bob)
+            .resolve(&chat(), Target::Id(id), Decision::Once, &bob, false)
             .await
         {
             Resolution::NotYours { owner } => assert_eq!(owner, "Ada"),
@@ -819,7 +843,8 @@ mod tests {
                     &chat(),
                     Target::OldestOf("shared".into()),
                     Decision::Always,
-                    &bob
+                    &bob,
+                    false
                 )
                 .await,
             Resolution::NothingPending
@@ -834,6 +859,7 @@ mod tests {
                 Target::Id(id),
                 Decision::Deny(None),
                 &person("1", "Ada"),
+                false,
             )
             .await;
         assert!(matches!(decided, Resolution::Resolved { .. }));
@@ -864,7 +890,13 @@ mod tests {
             let at = timeout.as_millis() as i64 + offset_ms;
             tokio::time::sleep(Duration::from_millis(at.max(0) as u64)).await;
             let pressed = broker
-                .resolve(&chat(), Target::Id(id), Decision::Once, &person("1", "Ada"))
+                .resolve(
+                    &chat(),
+                    Target::Id(id),
+                    Decision::Once,
+                    &person("1", "Ada"),
+                    false,
+                )
                 .await;
             let gate = asking.await.unwrap();
             let state: String = broker

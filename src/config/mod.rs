@@ -145,7 +145,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let agent = sections::read_agent(&mut y, env, models.main.as_ref(), p);
     let busy_mode = sections::read_busy_mode(&mut y, p);
     let terminal = read_terminal(&mut y, env, home, p);
-    let access = sections::read_access(env);
+    let access = sections::read_access(&mut y, env, p);
     let sessions = sections::read_sessions(&mut y, p);
     let delivery = sections::read_delivery(&mut y, p);
     let http = read_http(&mut y, env, p);

@@ -151,7 +151,18 @@ pub(super) fn read_busy_mode(y: &mut YamlReader, problems: &mut Vec<Problem>) ->
 }
 
 /// Who may talk to the bot on every platform (`GATEWAY_ALLOWED_USERS`, `…_ALLOW_ALL_USERS`).
-pub(super) fn read_access(env: &EnvVars) -> AccessConfig {
+pub(super) fn read_access(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    problems: &mut Vec<Problem>,
+) -> AccessConfig {
+    let mut tiers = std::collections::BTreeMap::new();
+    for platform in hermes_adapter::Platform::ALL {
+        let read = read_tiers(y, platform.config_section(), problems);
+        if read.direct.enabled() || read.group.enabled() {
+            tiers.insert(platform, read);
+        }
+    }
     AccessConfig {
         gateway_allowed: env
             .value("GATEWAY_ALLOWED_USERS")
@@ -160,6 +171,41 @@ pub(super) fn read_access(env: &EnvVars) -> AccessConfig {
         gateway_allow_all: env
             .value("GATEWAY_ALLOW_ALL_USERS")
             .is_some_and(|v| is_truthy(&v)),
+        tiers,
+    }
+}
+
+/// One platform's tiers, from `platforms.<name>.<key>` or `platforms.<name>.extra.<key>`
+/// (Hermes reads both). A direct chat without its own `user_allowed_commands` takes the
+/// group's (Hermes' rule); admins are never shared between the scopes.
+fn read_tiers(y: &mut YamlReader, name: &str, problems: &mut Vec<Problem>) -> super::Tiers {
+    let mut list = |key: &str| {
+        let direct = y.list(&format!("platforms.{name}.{key}"), problems);
+        let extra = y.list(&format!("platforms.{name}.extra.{key}"), problems);
+        direct.or(extra)
+    };
+    let commands = |given: Option<Vec<String>>| {
+        given.map(|names| {
+            names
+                .iter()
+                .map(|c| c.trim().trim_start_matches('/').to_lowercase())
+                .filter(|c| !c.is_empty())
+                .collect::<Vec<_>>()
+        })
+    };
+    let direct_admins = list("allow_admin_from").unwrap_or_default();
+    let direct_commands = commands(list("user_allowed_commands"));
+    let group_admins = list("group_allow_admin_from").unwrap_or_default();
+    let group_commands = commands(list("group_user_allowed_commands"));
+    super::Tiers {
+        direct: super::TierScope {
+            admins: direct_admins,
+            user_commands: direct_commands.or_else(|| group_commands.clone()),
+        },
+        group: super::TierScope {
+            admins: group_admins,
+            user_commands: group_commands,
+        },
     }
 }
 

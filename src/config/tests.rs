@@ -446,3 +446,43 @@ fn a_relative_working_directory_is_made_absolute() {
     assert!(cwd.is_absolute(), "{}", cwd.display());
     assert_eq!(cwd, std::fs::canonicalize(".").unwrap());
 }
+
+#[test]
+fn tiers_are_read_from_a_platforms_section_or_its_extra_with_hermes_fallback() {
+    let yaml = format!(
+        "{ISSUE_EXAMPLE}    group_allow_admin_from: [\"7\", 8]\n    group_user_allowed_commands: \"/Status, new\"\n  whatsapp_cloud:\n    enabled: false\n    extra:\n      allow_admin_from: \"15550001\"\n"
+    );
+    let loaded = load_from(
+        Path::new("/tmp/h"),
+        &yaml,
+        &env(&[("TELEGRAM_BOT_TOKEN", "1:x")]),
+    );
+    let config = loaded.config.expect("loads");
+    let telegram = &config.access.tiers[&Platform::Telegram];
+    assert_eq!(telegram.group.admins, ["7", "8"]);
+    assert_eq!(
+        telegram.group.user_commands.as_deref(),
+        Some(&["status".to_string(), "new".to_string()][..])
+    );
+    assert!(
+        !telegram.direct.enabled(),
+        "admins are not shared between scopes"
+    );
+    assert_eq!(
+        telegram.direct.user_commands, telegram.group.user_commands,
+        "a direct chat takes the group's commands (Hermes)"
+    );
+    assert_eq!(
+        config.access.tiers[&Platform::WhatsApp].direct.admins,
+        ["15550001"]
+    );
+    assert!(!config.access.tiers.contains_key(&Platform::Discord));
+    assert!(
+        !loaded
+            .unused
+            .iter()
+            .any(|k| k.contains("admin") || k.contains("allowed_commands")),
+        "{:?}",
+        loaded.unused
+    );
+}

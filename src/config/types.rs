@@ -284,6 +284,34 @@ pub struct AccessConfig {
     pub gateway_allowed: Vec<String>,
     /// `GATEWAY_ALLOW_ALL_USERS`.
     pub gateway_allow_all: bool,
+    /// Each platform's admin and user tiers (Hermes' slash access); a platform not here
+    /// has none.
+    pub tiers: std::collections::BTreeMap<hermes_adapter::Platform, Tiers>,
+}
+
+/// Who is an admin, and what the others may run, in direct chats and in groups
+/// (`platforms.<p>.allow_admin_from`, `user_allowed_commands`, `group_allow_admin_from`,
+/// `group_user_allowed_commands`, also under `platforms.<p>.extra`).
+#[derive(Debug, Clone, Default)]
+pub struct Tiers {
+    pub direct: TierScope,
+    pub group: TierScope,
+}
+
+/// One scope's tiers: on when at least one admin is listed (Hermes' rule: with no admin
+/// listed every allowed person is an admin).
+#[derive(Debug, Clone, Default)]
+pub struct TierScope {
+    pub admins: Vec<String>,
+    /// The commands a non-admin may run besides `/help` and `/whoami`; `None`: every
+    /// command that is not the admins' (see `router::commands`).
+    pub user_commands: Option<Vec<String>>,
+}
+
+impl TierScope {
+    pub fn enabled(&self) -> bool {
+        !self.admins.is_empty()
+    }
 }
 
 /// How conversations are split into sessions.

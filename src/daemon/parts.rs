@@ -102,6 +102,7 @@ pub(super) async fn way_out(
     if config.approvals.mode == ApprovalMode::Off {
         tracing::warn!("approvals.mode is off: dangerous commands run without asking anyone");
     }
+    say_tiers(config);
     delivery.recover().await;
     approvals.expire_leftovers().await;
     let (wakeup_tx, wakeups) = mpsc::unbounded_channel::<Wakeup>();
@@ -256,4 +257,23 @@ pub(super) fn sweep_idle_jails(confinement: Arc<Confinement>, stages: &Stages) {
             }
         }
     });
+}
+
+/// Each platform's admin tiers, said at start: where none is listed every allowed person
+/// may run every command (Hermes' rule), which the operator should know.
+fn say_tiers(config: &Config) {
+    for settings in &config.platforms {
+        let platform = settings.platform();
+        let tiers = config.access.tiers.get(&platform);
+        let on = |scope: Option<&crate::config::TierScope>| scope.map_or(0, |s| s.admins.len());
+        let (direct, group) = (on(tiers.map(|t| &t.direct)), on(tiers.map(|t| &t.group)));
+        if direct == 0 && group == 0 {
+            tracing::info!(
+                %platform,
+                "tiers: off — every allowed person is an admin (set platforms.{platform}.allow_admin_from and group_allow_admin_from to have users)"
+            );
+        } else {
+            tracing::info!(%platform, direct_admins = direct, group_admins = group, "tiers: on");
+        }
+    }
 }

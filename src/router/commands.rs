@@ -2,8 +2,8 @@
 //! `/help`, its entry in the platforms' native menus (Telegram's menu, Discord's slash
 //! commands; Slack's `/hermes` takes every name and alias), whether it waits for a running
 //! turn, and what it does. `/help`, the menus, Slack's words and the router's dispatch are
-//! all read from [`COMMANDS`]. Who may use a command is the router's admission today
-//! (every allowed person); step 16's admin and user tiers add it here.
+//! all read from [`COMMANDS`]; so is who may run it where admin tiers are on ([`Who`],
+//! applied by `router::tiers`).
 
 use std::sync::LazyLock;
 
@@ -23,7 +23,22 @@ pub struct Command {
     /// Its entry in the native command menus; `None`: not offered there.
     pub menu: Option<Menu>,
     pub while_busy: WhileBusy,
+    /// Who may run it where admin tiers are on (with none, every allowed person).
+    pub who: Who,
     pub action: Action,
+}
+
+/// Who may run a command where the chat's scope lists admins (and the operator has not
+/// listed the users' commands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// Every allowed person: it touches only what is theirs, or only looks.
+    Anyone,
+    /// Admins: it changes the bot for everyone.
+    Admins,
+    /// Anyone in a conversation of their own; in one the chat shares (a group without
+    /// sessions per person), only admins, since it changes it for the others too.
+    AdminsWhenShared,
 }
 
 /// A command's line in `/help`: `/name args — text`.
@@ -48,6 +63,8 @@ pub enum Action {
     Approve,
     /// Refuses it (`/deny [reason]`).
     Deny,
+    /// Answered by the router: the person's id and tier here (`/whoami`).
+    WhoAmI,
     /// Handed to the conversation's actor, made from the arguments.
     Session(fn(&str) -> SessionCommand),
 }
@@ -66,6 +83,7 @@ pub const COMMANDS: &[Command] = &[
             argument: None,
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::AdminsWhenShared,
         action: Action::Session(|_| SessionCommand::New),
     },
     Command {
@@ -77,6 +95,7 @@ pub const COMMANDS: &[Command] = &[
             argument: None,
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::AdminsWhenShared,
         action: Action::Session(|_| SessionCommand::New),
     },
     Command {
@@ -91,6 +110,7 @@ pub const COMMANDS: &[Command] = &[
             argument: Some("all: also kill background processes"),
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
         action: Action::Session(|args| {
             if args.eq_ignore_ascii_case("all") {
                 SessionCommand::StopAll
@@ -111,6 +131,7 @@ pub const COMMANDS: &[Command] = &[
             argument: None,
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
         action: Action::Session(|_| SessionCommand::Status),
     },
     Command {
@@ -125,6 +146,7 @@ pub const COMMANDS: &[Command] = &[
             argument: None,
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
         action: Action::Session(|_| SessionCommand::Usage),
     },
     Command {
@@ -139,6 +161,7 @@ pub const COMMANDS: &[Command] = &[
             argument: Some("provider:model, or default"),
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::AdminsWhenShared,
         action: Action::Session(|args| SessionCommand::Model(args.to_owned())),
     },
     Command {
@@ -153,6 +176,7 @@ pub const COMMANDS: &[Command] = &[
             argument: None,
         }),
         while_busy: WhileBusy::Refused,
+        who: Who::AdminsWhenShared,
         action: Action::Session(|_| SessionCommand::Retry),
     },
     Command {
@@ -167,6 +191,7 @@ pub const COMMANDS: &[Command] = &[
             argument: None,
         }),
         while_busy: WhileBusy::Refused,
+        who: Who::AdminsWhenShared,
         action: Action::Session(|_| SessionCommand::Undo),
     },
     Command {
@@ -181,6 +206,7 @@ pub const COMMANDS: &[Command] = &[
             argument: None,
         }),
         while_busy: WhileBusy::Refused,
+        who: Who::AdminsWhenShared,
         action: Action::Session(|_| SessionCommand::Compress),
     },
     Command {
@@ -195,6 +221,7 @@ pub const COMMANDS: &[Command] = &[
             argument: Some("the new title"),
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::AdminsWhenShared,
         action: Action::Session(|args| SessionCommand::Title(args.to_owned())),
     },
     Command {
@@ -209,6 +236,7 @@ pub const COMMANDS: &[Command] = &[
             argument: Some("a name, or none"),
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::AdminsWhenShared,
         action: Action::Session(|args| SessionCommand::Personality(args.to_owned())),
     },
     Command {
@@ -223,6 +251,7 @@ pub const COMMANDS: &[Command] = &[
             argument: Some("off, new or all"),
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::AdminsWhenShared,
         action: Action::Session(|args| SessionCommand::Verbose(args.to_owned())),
     },
     Command {
@@ -237,6 +266,7 @@ pub const COMMANDS: &[Command] = &[
             argument: None,
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::Admins,
         action: Action::Session(|_| SessionCommand::SetHome),
     },
     Command {
@@ -251,6 +281,7 @@ pub const COMMANDS: &[Command] = &[
             argument: Some("session or always"),
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
         action: Action::Approve,
     },
     Command {
@@ -265,7 +296,23 @@ pub const COMMANDS: &[Command] = &[
             argument: Some("reason"),
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
         action: Action::Deny,
+    },
+    Command {
+        name: "whoami",
+        aliases: &[],
+        help: Some(Help {
+            args: "",
+            text: "your user id and what you may do here",
+        }),
+        menu: Some(Menu {
+            description: "Your user id and what you may do here",
+            argument: None,
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
+        action: Action::WhoAmI,
     },
     Command {
         name: "help",
@@ -279,6 +326,7 @@ pub const COMMANDS: &[Command] = &[
             argument: None,
         }),
         while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
         action: Action::Help,
     },
 ];

@@ -10,7 +10,8 @@
 //! the others (a press's notice is handed to the adapter, which holds the press open).
 //!
 //! Here: dispatch, admission and routing; `access.rs`: allowlists, pairing, the mention
-//! rule; `presses.rs`: presses and `/approve` `/deny`; `commands.rs`: the chat commands.
+//! rule; `presses.rs`: presses and `/approve` `/deny`; `commands.rs`: the chat commands;
+//! `tiers.rs`: admins and users (who may run which command, who may decide for others).
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -26,6 +27,7 @@ use tokio_util::task::TaskTracker;
 mod access;
 pub mod commands;
 mod presses;
+mod tiers;
 
 use crate::approval::{ApprovalBroker, Decision, Resolution, Target, parse_choice_id};
 use crate::config::Config;
@@ -222,11 +224,35 @@ impl Router {
         let text = message.text.trim();
         let (command, args) = split_command(text);
         let found = command.as_deref().and_then(commands::find);
+        let shared = tiers::shared(chat, &self.config.sessions);
+        if let Some(command) = found
+            && !self.tier(chat, &author.user_id).may_run(command, shared)
+        {
+            tracing::info!(user = %author.user_id, command = command.name, "router: a command refused to a user (admin only here)");
+            let text = format!(
+                "⛔ /{} is for the admins here. /whoami shows what you can run.",
+                command.name
+            );
+            return self
+                .end(
+                    id,
+                    InboxState::Refused,
+                    "command refused by tier",
+                    reply(&text),
+                )
+                .await;
+        }
         let input = match found.map(|c| (c, &c.action)) {
             Some((_, Action::Help)) => {
                 return self
                     .end(id, InboxState::Done, "help", reply(commands::help_text()))
                     .await;
+            }
+            Some((_, Action::WhoAmI)) => {
+                let text = self
+                    .tier(chat, &author.user_id)
+                    .describe(chat, &author.user_id, shared);
+                return self.end(id, InboxState::Done, "whoami", reply(&text)).await;
             }
             Some((_, Action::Approve)) => {
                 let Some(decision) = Decision::from_approve_args(args) else {

@@ -5,6 +5,11 @@
 
 use super::*;
 
+/// What a user (not an admin, where tiers are on) is told when they would allow a command
+/// for good.
+const ALWAYS_IS_FOR_ADMINS: &str =
+    "⛔ Only an admin can allow a command for good here; use Allow once, or /approve session.";
+
 impl Router {
     /// A choice of an approval prompt (or a stale one) was pressed. The adapter has
     /// acknowledged the press already; the notice for the presser is handed to it without
@@ -37,10 +42,20 @@ impl Router {
                 "unknown button",
                 "This button is no longer active.".to_owned(),
             ),
+            Some((_, Decision::Always))
+                if !self.tier(chat, &author.user_id).may_approve_always() =>
+            {
+                (
+                    InboxState::Refused,
+                    "standing approval pressed by a user",
+                    ALWAYS_IS_FOR_ADMINS.to_owned(),
+                )
+            }
             Some((approval, decision)) => {
+                let admin = self.tier(chat, &author.user_id).is_admin();
                 match self
                     .approvals
-                    .resolve(chat, Target::Id(approval), decision, author)
+                    .resolve(chat, Target::Id(approval), decision, author, admin)
                     .await
                 {
                     Resolution::Resolved { outcome, .. } => {
@@ -109,7 +124,28 @@ impl Router {
                 "None of your commands is waiting for approval here.",
             ),
         };
-        let (state, text) = match self.approvals.resolve(chat, target, decision, author).await {
+        let tier = self.tier(chat, &author.user_id);
+        if decision == Decision::Always && !tier.may_approve_always() {
+            let reply = Reply {
+                chat: chat.clone(),
+                text: ALWAYS_IS_FOR_ADMINS.to_owned(),
+                reply_to: Some(message_id.to_owned()),
+            };
+            return self
+                .end(
+                    id,
+                    InboxState::Refused,
+                    "standing approval by a user",
+                    Some(reply),
+                )
+                .await;
+        }
+        let admin = tier.is_admin();
+        let (state, text) = match self
+            .approvals
+            .resolve(chat, target, decision, author, admin)
+            .await
+        {
             Resolution::Resolved { outcome, .. } => (InboxState::Done, outcome),
             Resolution::NothingPending | Resolution::OtherChat => {
                 (InboxState::Refused, nothing.to_owned())

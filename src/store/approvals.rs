@@ -1,8 +1,9 @@
 //! Approval requests for dangerous commands (one row per prompt, with its decision) and the
-//! standing allowlist of pattern classes approved "always".
+//! standing allowlist of pattern classes approved "always": for everyone (an admin's) or
+//! for one person's own commands (`owner`, `platform:user_id`).
 
 use hermes_adapter::ChatRef;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
 use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
 
@@ -22,6 +23,8 @@ pub struct AllowlistEntry {
     pub description: String,
     pub example: String,
     pub added_by: String,
+    /// Whose commands it covers (`platform:user_id`); empty: everyone's.
+    pub owner: String,
     /// Its MAC verifies: the gateway wrote it. A row that does not is never honoured.
     pub signed: bool,
 }
@@ -29,21 +32,27 @@ pub struct AllowlistEntry {
 /// The allowlist's table, as its rows are signed.
 const ALLOWLIST: &str = "approval_allowlist";
 
-/// The fields of an allowlist row that its MAC covers.
+/// The fields of an allowlist row that its MAC covers (the owner only when there is one,
+/// so the rows signed before owners existed still verify).
 fn allowlist_fields(
     key: &str,
     description: &str,
     example: &str,
     added_by: &str,
     at: i64,
-) -> [String; 5] {
-    [
+    owner: &str,
+) -> Vec<String> {
+    let mut fields = vec![
         key.into(),
         description.into(),
         example.into(),
         added_by.into(),
         at.to_string(),
-    ]
+    ];
+    if !owner.is_empty() {
+        fields.push(owner.into());
+    }
+    fields
 }
 
 /// Sign every allowlist row (the upgrade that added the MACs).
@@ -63,7 +72,7 @@ pub(super) fn sign_existing(
     for (pattern, description, example, added_by, at) in rows {
         let mac = key.sign(
             ALLOWLIST,
-            &allowlist_fields(&pattern, &description, &example, &added_by, at),
+            &allowlist_fields(&pattern, &description, &example, &added_by, at, ""),
         );
         tx.execute(
             "UPDATE approval_allowlist SET mac = ?1 WHERE pattern_key = ?2",
@@ -125,6 +134,7 @@ impl Store {
 
     #[cfg(test)]
     pub async fn approval_state(&self, id: i64) -> Result<Option<String>, StoreError> {
+        use rusqlite::OptionalExtension;
         self.call(move |conn| {
             Ok(conn
                 .prepare_cached("SELECT state FROM approvals WHERE id = ?1")?
@@ -154,26 +164,38 @@ impl Store {
         .await
     }
 
-    /// Whether every key is on the standing allowlist, by a row the gateway signed; a row
-    /// that does not verify covers nothing and is reported.
-    pub async fn allowlist_covers(&self, keys: &[&str]) -> Result<bool, StoreError> {
+    /// Whether every key is on the standing allowlist for `owner`'s commands (a row for
+    /// everyone, or one of theirs), by a row the gateway signed; a row that does not verify
+    /// covers nothing and is reported.
+    pub async fn allowlist_covers(&self, keys: &[&str], owner: &str) -> Result<bool, StoreError> {
         let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let owner = owner.to_owned();
         let signer = self.key.clone();
         self.call(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT description, example, added_by, added_at, mac, owner FROM approval_allowlist
+                 WHERE pattern_key = ?1 AND owner IN ('', ?2)",
+            )?;
             for key in &keys {
-                let found: Option<(String, String, String, i64, String)> = conn
-                    .prepare_cached("SELECT description, example, added_by, added_at, mac FROM approval_allowlist WHERE pattern_key = ?1")?
-                    .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-                    .optional()?;
-                let Some((description, example, added_by, at, mac)) = found else {
-                    return Ok(false);
-                };
-                let fields = allowlist_fields(key, &description, &example, &added_by, at);
-                if !signer.verifies(ALLOWLIST, &fields, &mac) {
-                    tracing::error!(
-                        pattern = %key,
-                        "a standing approval in the database was not written by the gateway (its signature does not verify): it is ignored and the command asks; remove it with `hermes-gateway approvals revoke`"
-                    );
+                let rows: Vec<(String, String, String, i64, String, String)> = stmt
+                    .query_map(params![key, owner], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                    })?
+                    .collect::<Result<_, _>>()?;
+                let mut covered = false;
+                for (description, example, added_by, at, mac, row_owner) in rows {
+                    let fields =
+                        allowlist_fields(key, &description, &example, &added_by, at, &row_owner);
+                    if signer.verifies(ALLOWLIST, &fields, &mac) {
+                        covered = true;
+                    } else {
+                        tracing::error!(
+                            pattern = %key,
+                            "a standing approval in the database was not written by the gateway (its signature does not verify): it is ignored and the command asks; remove it with `hermes-gateway approvals revoke`"
+                        );
+                    }
+                }
+                if !covered {
                     return Ok(false);
                 }
             }
@@ -182,29 +204,33 @@ impl Store {
         .await
     }
 
+    /// A standing approval of the class `key`, for `owner`'s commands (`platform:user_id`)
+    /// or, with an empty owner, for everyone's.
     pub async fn allowlist_add(
         &self,
         key: &str,
         description: &str,
         example: &str,
         added_by: &str,
+        owner: &str,
     ) -> Result<(), StoreError> {
-        let (key, description, example, added_by) = (
+        let (key, description, example, added_by, owner) = (
             key.to_owned(),
             description.to_owned(),
             example.to_owned(),
             added_by.to_owned(),
+            owner.to_owned(),
         );
         let signer = self.key.clone();
         self.call(move |conn| {
             let at = now_ms();
-            let fields = allowlist_fields(&key, &description, &example, &added_by, at);
+            let fields = allowlist_fields(&key, &description, &example, &added_by, at, &owner);
             let mac = signer.sign(ALLOWLIST, &fields);
-            conn.prepare_cached("INSERT OR REPLACE INTO approval_allowlist (pattern_key, description, example, added_by, added_at, mac)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
-.execute(
-                params![key, description, example, added_by, at, mac],
-            )?;
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO approval_allowlist (pattern_key, description, example, added_by, added_at, mac, owner)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![key, description, example, added_by, at, mac, owner])?;
             Ok(())
         })
         .await
@@ -214,14 +240,15 @@ impl Store {
         let signer = self.key.clone();
         self.call(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT pattern_key, description, example, added_by, added_at, mac FROM approval_allowlist ORDER BY added_at",
+                "SELECT pattern_key, description, example, added_by, added_at, mac, owner FROM approval_allowlist ORDER BY added_at",
             )?;
             let rows = stmt.query_map([], |r| {
                 let (pattern_key, description, example, added_by): (String, String, String, String) =
                     (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
-                let fields = allowlist_fields(&pattern_key, &description, &example, &added_by, r.get(4)?);
+                let owner: String = r.get(6)?;
+                let fields = allowlist_fields(&pattern_key, &description, &example, &added_by, r.get(4)?, &owner);
                 let signed = signer.verifies(ALLOWLIST, &fields, &r.get::<_, String>(5)?);
-                Ok(AllowlistEntry { pattern_key, description, example, added_by, signed })
+                Ok(AllowlistEntry { pattern_key, description, example, added_by, owner, signed })
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
@@ -245,14 +272,87 @@ mod tests {
     use super::*;
     use hermes_adapter::{ChatKind, Platform};
 
+    /// A standing approval made for one person covers their commands only, and turning
+    /// it into everyone's in the database breaks its signature.
+    #[tokio::test]
+    async fn a_persons_standing_approval_covers_only_their_commands() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .allowlist_add(
+                "rm-recursive",
+                "recursive delete",
+                "rm -rf x",
+                "Ada",
+                "telegram:1",
+            )
+            .await
+            .unwrap();
+        assert!(
+            store
+                .allowlist_covers(&["rm-recursive"], "telegram:1")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .allowlist_covers(&["rm-recursive"], "telegram:2")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .allowlist_covers(&["rm-recursive"], "discord:1")
+                .await
+                .unwrap()
+        );
+        store
+            .call(|conn| {
+                conn.execute("UPDATE approval_allowlist SET owner = ''", [])?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(
+            !store
+                .allowlist_covers(&["rm-recursive"], "telegram:2")
+                .await
+                .unwrap(),
+            "made everyone's behind the gateway's back"
+        );
+        store
+            .allowlist_add("rm-recursive", "recursive delete", "rm -rf y", "Root", "")
+            .await
+            .unwrap();
+        assert!(
+            store
+                .allowlist_covers(&["rm-recursive"], "telegram:2")
+                .await
+                .unwrap()
+        );
+        let owners: Vec<String> = store
+            .allowlist_list()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.signed)
+            .map(|e| e.owner)
+            .collect();
+        assert_eq!(owners, [""]);
+    }
+
     #[tokio::test]
     async fn a_standing_approval_the_gateway_did_not_write_covers_nothing() {
         let store = Store::open_in_memory().unwrap();
         store
-            .allowlist_add("rm-recursive", "recursive delete", "rm -rf x", "Ada")
+            .allowlist_add("rm-recursive", "recursive delete", "rm -rf x", "Ada", "")
             .await
             .unwrap();
-        assert!(store.allowlist_covers(&["rm-recursive"]).await.unwrap());
+        assert!(
+            store
+                .allowlist_covers(&["rm-recursive"], "telegram:1")
+                .await
+                .unwrap()
+        );
         // Rows as a command with the database open would write them: without a MAC, with
         // another row's MAC, or a signed row changed.
         store
@@ -268,8 +368,18 @@ mod tests {
             })
             .await
             .unwrap();
-        assert!(!store.allowlist_covers(&["read-secrets"]).await.unwrap());
-        assert!(!store.allowlist_covers(&["curl-pipe-sh"]).await.unwrap());
+        assert!(
+            !store
+                .allowlist_covers(&["read-secrets"], "telegram:1")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .allowlist_covers(&["curl-pipe-sh"], "telegram:1")
+                .await
+                .unwrap()
+        );
         store
             .call(|conn| {
                 conn.execute(
@@ -280,7 +390,12 @@ mod tests {
             })
             .await
             .unwrap();
-        assert!(!store.allowlist_covers(&["rm-recursive"]).await.unwrap());
+        assert!(
+            !store
+                .allowlist_covers(&["rm-recursive"], "telegram:1")
+                .await
+                .unwrap()
+        );
         let listed = store.allowlist_list().await.unwrap();
         assert_eq!(listed.len(), 3);
         assert!(listed.iter().all(|e| !e.signed), "{listed:?}");
@@ -318,7 +433,12 @@ mod tests {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
             let store = Store::open(&path).unwrap();
-            assert!(!store.allowlist_covers(&["rm-recursive"]).await.unwrap());
+            assert!(
+                !store
+                    .allowlist_covers(&["rm-recursive"], "telegram:1")
+                    .await
+                    .unwrap()
+            );
             assert!(!store.pairing_is_approved("telegram", "42").await.unwrap());
         });
     }
@@ -331,7 +451,12 @@ mod tests {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
             let store = Store::open(&path).unwrap();
-            assert!(store.allowlist_covers(&["rm-recursive"]).await.unwrap());
+            assert!(
+                store
+                    .allowlist_covers(&["rm-recursive"], "telegram:1")
+                    .await
+                    .unwrap()
+            );
             assert!(store.pairing_is_approved("telegram", "42").await.unwrap());
             assert!(dir.path().join(crate::state_key::FILE).exists());
         });
@@ -367,15 +492,25 @@ mod tests {
             "the first decision stands"
         );
 
-        assert!(!store.allowlist_covers(&["rm-recursive"]).await.unwrap());
-        store
-            .allowlist_add("rm-recursive", "recursive delete", "rm -rf x", "Ada")
-            .await
-            .unwrap();
-        assert!(store.allowlist_covers(&["rm-recursive"]).await.unwrap());
         assert!(
             !store
-                .allowlist_covers(&["rm-recursive", "mkfs"])
+                .allowlist_covers(&["rm-recursive"], "telegram:1")
+                .await
+                .unwrap()
+        );
+        store
+            .allowlist_add("rm-recursive", "recursive delete", "rm -rf x", "Ada", "")
+            .await
+            .unwrap();
+        assert!(
+            store
+                .allowlist_covers(&["rm-recursive"], "telegram:1")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .allowlist_covers(&["rm-recursive", "mkfs"], "telegram:1")
                 .await
                 .unwrap()
         );

@@ -294,6 +294,26 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE approval_allowlist ADD COLUMN mac TEXT NOT NULL DEFAULT '';
     ALTER TABLE paired_users ADD COLUMN mac TEXT NOT NULL DEFAULT '';
     "#,
+    // 12: a standing approval covers everyone's commands (an admin's; `owner` empty, as
+    // every row before) or one person's own (`owner` = `platform:user_id`), so its key
+    // is the pattern with its owner.
+    r#"
+    ALTER TABLE approval_allowlist RENAME TO approval_allowlist_before_owners;
+    CREATE TABLE approval_allowlist (
+        pattern_key TEXT NOT NULL,
+        description TEXT NOT NULL,
+        example     TEXT NOT NULL,
+        added_by    TEXT NOT NULL,
+        added_at    INTEGER NOT NULL,
+        mac TEXT NOT NULL DEFAULT '',
+        owner TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (pattern_key, owner)
+    );
+    INSERT INTO approval_allowlist (pattern_key, description, example, added_by, added_at, mac)
+        SELECT pattern_key, description, example, added_by, added_at, mac
+        FROM approval_allowlist_before_owners;
+    DROP TABLE approval_allowlist_before_owners;
+    "#,
 ];
 
 /// Every step, for tests that build an older database.
@@ -457,12 +477,14 @@ const SCHEMA: &str = r#"
     );
     CREATE INDEX approvals_pending ON approvals(state) WHERE state = 'pending';
     CREATE TABLE approval_allowlist (
-        pattern_key TEXT PRIMARY KEY,
+        pattern_key TEXT NOT NULL,
         description TEXT NOT NULL,
         example     TEXT NOT NULL,
         added_by    TEXT NOT NULL,
         added_at    INTEGER NOT NULL,
-        mac TEXT NOT NULL DEFAULT ''
+        mac TEXT NOT NULL DEFAULT '',
+        owner TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (pattern_key, owner)
     );
     
 

@@ -34,6 +34,15 @@ impl Platform {
         }
     }
 
+    /// Its section under `platforms:` in `config.yaml` (Hermes' names: the WhatsApp Cloud
+    /// API's is `whatsapp_cloud`).
+    pub fn config_section(self) -> &'static str {
+        match self {
+            Platform::WhatsApp => "whatsapp_cloud",
+            other => other.as_str(),
+        }
+    }
+
     /// The inverse of [`Platform::as_str`].
     pub fn parse(name: &str) -> Option<Platform> {
         Platform::ALL

@@ -400,6 +400,67 @@ pub async fn a_press_by_another_member_is_refused<F: PlatformFake>(fake: F, bina
     .await;
 }
 
+/// With admins listed (`allow_admin_from`, `group_allow_admin_from`), the others are
+/// users: a user cannot allow a command for good, cannot run an admin's command
+/// (`/sethome`) and is told their tier by `/whoami`; an admin decides a user's request in
+/// a group (on a platform without groups, the asker does).
+pub async fn tiers_keep_admin_commands_and_standing_approvals_for_admins<F: PlatformFake>(
+    fake: F,
+    binary: &str,
+) {
+    let (alice, bob, carol) = (fake.person(1), fake.person(2), fake.person(4));
+    let allow = format!("{}={alice},{bob},{carol}", fake.allowlist_var());
+    // Lines indented to the platform's own section, which `platforms:` ends with.
+    let tiers =
+        format!("    allow_admin_from: [\"{carol}\"]\n    group_allow_admin_from: [\"{carol}\"]\n");
+    let kit = Kit::new(fake, binary, &[allow], &tiers).await;
+    let target = kit.victim("tiered");
+    let _d = kit.start();
+    let (chat, _, prompt) = alice_asks_to_remove(&kit, &target, &bob).await;
+    let press = kit.fake.press(&chat, &alice, &prompt, "Always allow");
+    eventually(WAIT, "Alice's press acknowledged", || {
+        kit.fake.acknowledged(&press)
+    })
+    .await;
+    settle().await;
+    assert!(target.exists(), "a user allowed a command for good");
+
+    let bobs_chat = if kit.fake.has_groups() {
+        chat.clone()
+    } else {
+        kit.fake.dm_chat(&bob)
+    };
+    let before = kit.fake.shown(&bobs_chat).len();
+    kit.fake.write(&bobs_chat, &bob, "/sethome", true);
+    let refused = eventually(WAIT, "Bob's /sethome answered", || {
+        kit.fake
+            .shown(&bobs_chat)
+            .get(before..)
+            .and_then(|new| new.iter().find(|s| s.contains("/sethome")).cloned())
+    })
+    .await;
+    assert!(refused.contains("for the admins here"), "{refused}");
+    let before = kit.fake.shown(&bobs_chat).len();
+    kit.fake.write(&bobs_chat, &bob, "/whoami", true);
+    let whoami = eventually(WAIT, "Bob's /whoami answered", || {
+        kit.fake
+            .shown(&bobs_chat)
+            .get(before..)
+            .and_then(|new| new.iter().find(|s| s.contains("Tier:")).cloned())
+    })
+    .await;
+    assert!(whoami.contains("Tier: user"), "{whoami}");
+    assert!(!whoami.contains("/sethome"), "{whoami}");
+
+    let decider = if kit.fake.has_groups() {
+        &carol
+    } else {
+        &alice
+    };
+    kit.fake.press(&chat, decider, &prompt, "Allow once");
+    eventually(WAIT, "the decision", || (!target.exists()).then_some(())).await;
+}
+
 /// While a turn runs the working indicator is shown (and refreshed); once the answer is
 /// out it is taken down (or fades: nothing is shown after the answer).
 pub async fn the_working_indicator_is_shown_and_ended<F: PlatformFake>(fake: F, binary: &str) {
@@ -688,6 +749,7 @@ macro_rules! conformance_suite {
             an_approval_by_choice_is_acknowledged_and_runs,
             a_press_by_a_stranger_is_refused,
             a_press_by_another_member_is_refused,
+            tiers_keep_admin_commands_and_standing_approvals_for_admins,
             a_stranger_reaches_neither_the_model_nor_a_command,
             a_refused_send_is_retried_after_the_wait_and_shows_once,
             a_send_cut_by_a_connection_reset_is_sent_again_and_shows_once,

@@ -60,7 +60,8 @@ impl Home {
         std::fs::create_dir_all(dir).unwrap();
         let workdir = dir.join("work");
         std::fs::create_dir_all(&workdir).unwrap();
-        // The working directory joins a `terminal:` section the test brings, if any.
+        // The working directory joins a `terminal:` section the test brings, if any (YAML
+        // refuses a key given twice).
         let cwd = format!("  cwd: {}\n", workdir.display());
         let (terminal, extra_yaml) = match extra_yaml.find("terminal:\n") {
             Some(at) if at == 0 || extra_yaml[..at].ends_with('\n') => {
@@ -74,9 +75,25 @@ impl Home {
             }
             _ => (format!("terminal:\n{cwd}"), extra_yaml.to_owned()),
         };
+        // Likewise `security:` (the tests turn Hermes' tirith off).
+        let (security, extra_yaml) = match extra_yaml.find("security:\n") {
+            Some(at) if at == 0 || extra_yaml[..at].ends_with('\n') => {
+                let after = at + "security:\n".len();
+                let merged = format!(
+                    "{}  tirith_enabled: false\n{}",
+                    &extra_yaml[..after],
+                    &extra_yaml[after..]
+                );
+                (String::new(), merged)
+            }
+            _ => (
+                "security:\n  tirith_enabled: false\n".to_owned(),
+                extra_yaml,
+            ),
+        };
         let yaml = format!(
             "model:\n  provider: custom\n  default: fake-model\n  base_url: {llm_url}\n  api_key: sk-test-secret\n  context_length: 131072\n  max_attempts: 3\n\
-             security:\n  tirith_enabled: false\n\
+             {security}\
              http:\n  listen: 127.0.0.1:0\n\
              {terminal}\
              platforms:\n{platform_yaml}{extra_yaml}"
