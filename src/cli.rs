@@ -74,6 +74,18 @@ enum PairingAction {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run) {
+        // A command whose output is cut short (`check-config | head -1`) ends quietly, as
+        // Unix tools do, instead of panicking on the closed pipe. Not the daemon: a socket
+        // a peer closed must not end it.
+        // SAFETY: no other thread exists yet, and the default action needs no handler.
+        let _ = unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+        };
+    }
     let given_home = cli.home.clone();
     // Absolute, so what is protected is recognised whatever the daemon's working directory.
     let home = cli

@@ -814,3 +814,38 @@ async fn a_message_handed_out_on_a_reset_connection_is_fetched_again_and_answere
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 2, "answered once");
     assert_eq!(w.llm.requests().len(), 2, "one turn for it");
 }
+
+/// `check-config | head -1`: the command ends quietly when its reader goes away (killed by
+/// SIGPIPE, as Unix tools are), not with a panic and exit status 101.
+#[test]
+fn check_config_cut_short_by_its_reader_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let home = hermes_testkit::daemon::Home::new(
+        dir.path(),
+        "http://127.0.0.1:9",
+        "http://127.0.0.1:9/v1",
+        &[],
+        "",
+    );
+    // The reader is gone before the command writes a byte, as when `head -1` has its
+    // line: every write meets a closed pipe.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let child = std::process::Command::new(BIN)
+        .args(["check-config", "--home"])
+        .arg(&home.dir)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(output.status.code(), Some(101), "{stderr}");
+    assert_eq!(
+        output.status.signal(),
+        Some(13),
+        "ended by SIGPIPE: {stderr}"
+    );
+}
