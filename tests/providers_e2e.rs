@@ -357,3 +357,37 @@ async fn every_kind_of_provider_fault_is_retried_silently_and_answered_once() {
     );
     assert_eq!(w.llm.requests().len(), 10, "one retry each");
 }
+
+/// A provider that refuses the key: the person is told once, plainly (not "refused the
+/// request: the model provider refused the request"), and the operator's log says it at
+/// WARN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_key_is_said_once_to_the_person_and_at_warn_to_the_operator() {
+    let w = World::allow_all().await;
+    w.llm.push(Reply::ErrorSaying {
+        status: 401,
+        message: "Incorrect API key provided.".into(),
+    });
+    let mut d = w.start();
+    w.telegram.dm(ALICE, "hello");
+    let notice = w.replies(ALICE, 1).await.remove(0);
+    assert_eq!(
+        notice.to_lowercase().matches("refused the request").count(),
+        1,
+        "{notice}"
+    );
+    assert!(
+        notice.starts_with(
+            "⚠️ The model provider refused the request (HTTP 401): Incorrect API key provided."
+        ),
+        "{notice}"
+    );
+    d.terminate();
+    let log = d.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("WARN")
+            && l.contains("HTTP 401")
+            && l.contains("the person was told")),
+        "{log}"
+    );
+}

@@ -323,6 +323,8 @@ impl AgentRuntime {
         {
             return next;
         }
+        // The operator needs to hear of it too: a bad key or model name is theirs to fix.
+        tracing::warn!(error = %error, model = llm.model(), "agent: the turn failed; the person was told");
         Next::End(TurnOutcome::Failed {
             notice: failure_notice(&error),
             messages: std::mem::take(&mut turn.new_messages),
@@ -487,9 +489,20 @@ fn failure_notice(error: &LlmError) -> String {
         _ if error.is_context_overflow() => format!(
             "⚠️ This conversation is longer than the model can take ({error}). /compress summarises the earlier part; /new starts over."
         ),
+        // The error says "the model provider refused the request (HTTP …): …" itself.
         _ => format!(
-            "⚠️ The model provider refused the request: {error}. Check the model settings (model.default, model.api_key) or /new to start over."
+            "⚠️ {}. Check the model settings (model.default, model.api_key) or /new to start over.",
+            capitalised(&error.to_string())
         ),
+    }
+}
+
+/// `text` with its first letter in upper case.
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 
