@@ -282,9 +282,9 @@ fn print_effective_settings(
     scrubbed_println!("\nEffective settings:");
     print_model_settings(c);
     let confinement = print_agent_and_terminal(c, runtime, problems);
-    print_platforms(c);
+    print_platforms(c, problems);
     if !c.mcp_servers.is_empty() {
-        print_mcp_servers(c, runtime, &confinement);
+        print_mcp_servers(c, runtime, &confinement, problems);
     }
 }
 
@@ -366,7 +366,7 @@ fn print_agent_and_terminal(
 }
 
 /// The database, the HTTP listener, each chat platform and who may use it.
-fn print_platforms(c: &config::Config) {
+fn print_platforms(c: &config::Config, problems: &mut Vec<config::Problem>) {
     scrubbed_println!("  database = {}", c.database_path().display());
     match c.http.listen {
         Some(addr) => {
@@ -404,9 +404,10 @@ fn print_platforms(c: &config::Config) {
         a.gateway_allow_all
     );
     if !c.has_platform() {
-        scrubbed_println!(
-            "\nNo chat platform is enabled: `run` would exit. Set TELEGRAM_BOT_TOKEN in .env."
-        );
+        problems.push(config::Problem::error(
+            "platforms",
+            "no chat platform is enabled, so `run` would exit (78): set TELEGRAM_BOT_TOKEN (or another platform's token) in .env",
+        ));
     }
 }
 
@@ -416,6 +417,7 @@ fn print_mcp_servers(
     c: &config::Config,
     runtime: &tokio::runtime::Runtime,
     confinement: &std::sync::Arc<crate::confine::Confinement>,
+    problems: &mut Vec<config::Problem>,
 ) {
     scrubbed_println!("\nMCP servers (started to check them):");
     let mcp = crate::mcp::Mcp::new(c.mcp_servers.clone(), confinement.clone());
@@ -426,7 +428,15 @@ fn print_mcp_servers(
         health
     });
     for (name, state) in health {
-        scrubbed_println!("  mcp_servers.{name}: {}", crate::mcp::describe(&state));
+        let described = crate::mcp::describe(&state);
+        scrubbed_println!("  mcp_servers.{name}: {described}");
+        if !matches!(state, crate::mcp::Health::Ready(_)) {
+            // `run` would go on without its tools: degraded, which the operator must hear.
+            problems.push(config::Problem::error(
+                format!("mcp_servers.{name}"),
+                format!("{described}; `run` would go on without its tools"),
+            ));
+        }
     }
 }
 

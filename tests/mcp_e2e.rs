@@ -111,9 +111,16 @@ async fn a_server_that_cannot_start_is_reported_and_the_others_keep_working() {
         .args(["--home", w.home.dir.to_str().unwrap(), "check-config"])
         .output()
         .unwrap();
+    let code = checked.status.code();
     let checked = String::from_utf8_lossy(&checked.stdout);
     assert!(checked.contains("mcp_servers.calc: 7 tools"), "{checked}");
     assert!(checked.contains("mcp_servers.broken: failed:"), "{checked}");
+    // `run` would go on without its tools: check-config says so and does not say OK.
+    assert_eq!(code, Some(78), "{checked}");
+    assert!(
+        checked.contains("error: mcp_servers.broken: failed:") && !checked.contains("\nOK"),
+        "{checked}"
+    );
 
     w.llm
         .push(call("mcp__calc__echo", json!({"text": "still here"})));

@@ -849,3 +849,39 @@ fn check_config_cut_short_by_its_reader_ends_quietly() {
         "ended by SIGPIPE: {stderr}"
     );
 }
+
+/// check-config fails (78, like `run`) when no platform is enabled, and says a missing
+/// `config.yaml` is missing instead of "no model name is set".
+#[test]
+fn check_config_fails_without_a_platform_and_names_a_missing_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), "").unwrap();
+    let check = |dir: &std::path::Path| {
+        let out = std::process::Command::new(BIN)
+            .args(["check-config", "--home"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = check(dir.path());
+    assert_eq!(code, Some(78), "{out}");
+    assert!(out.contains("config.yaml does not exist"), "{out}");
+    assert!(!out.contains("no model name is set"), "{out}");
+
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n",
+    )
+    .unwrap();
+    let (code, out) = check(dir.path());
+    assert_eq!(code, Some(78), "{out}");
+    assert!(
+        out.contains("error: platforms: no chat platform is enabled"),
+        "{out}"
+    );
+    assert!(!out.contains("\nOK"), "{out}");
+}

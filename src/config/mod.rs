@@ -99,6 +99,17 @@ pub fn load(home: &Path) -> Loaded {
     });
     let env = EnvVars::new(crate::secrets::environment(), &dotenv_text);
     let mut loaded = load_from(home, &yaml_text, &env);
+    if !home.join("config.yaml").exists() {
+        // The model is the first thing missing without the file: say what is missing.
+        for p in &mut loaded.problems {
+            if p.key == "model.default" {
+                p.message = format!(
+                    "{} does not exist, so no model is set; create it (the README's example) or set HERMES_MODEL",
+                    home.join("config.yaml").display()
+                );
+            }
+        }
+    }
     problems.append(&mut loaded.problems);
     loaded.problems = problems;
     if loaded.errors().next().is_some() {
