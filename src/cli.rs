@@ -16,7 +16,8 @@ pub use crate::reload::EXIT_CONFIG;
 #[command(
     name = "hermes-gateway",
     version,
-    about = "Chat with an AI agent on Telegram, Discord, Slack and WhatsApp"
+    about = "Chat with an AI agent on Telegram, Discord, Slack and WhatsApp",
+    after_help = "Exit status of the management commands (pairing, approvals, cron): 0 done; 1 the database could not be read or written; 2 nothing by that name, or an unknown platform. 78: the configuration has errors (run, check-config)."
 )]
 pub struct Cli {
     /// Hermes home with config.yaml and .env (default: $HERMES_HOME or ~/.hermes)
@@ -59,7 +60,10 @@ enum ApprovalsAction {
     /// Pattern classes that run without asking
     List,
     /// Ask again for a pattern class: `approvals revoke rm-recursive`
-    Revoke { pattern_key: String },
+    Revoke {
+        /// The pattern class, as `approvals list` shows it (e.g. rm-recursive)
+        pattern_key: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -67,9 +71,19 @@ enum PairingAction {
     /// Pending codes and paired people
     List,
     /// Approve a pairing code: `pairing approve telegram ABCD2345`
-    Approve { platform: String, code: String },
+    Approve {
+        /// telegram, discord, slack or whatsapp
+        platform: String,
+        /// The code the bot gave the person
+        code: String,
+    },
     /// Remove a paired person
-    Revoke { platform: String, user_id: String },
+    Revoke {
+        /// telegram, discord, slack or whatsapp
+        platform: String,
+        /// Their user id, as `pairing list` shows it
+        user_id: String,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -534,7 +548,25 @@ async fn approvals(home: PathBuf, action: ApprovalsAction) -> ExitCode {
     }
 }
 
+/// What the pairing commands exit with when nothing goes by that name, or the platform is
+/// unknown (as `approvals` and `cron` do).
+const EXIT_NOT_FOUND: u8 = 2;
+
 async fn pairing(home: PathBuf, action: PairingAction) -> ExitCode {
+    if let PairingAction::Approve { platform, .. } | PairingAction::Revoke { platform, .. } =
+        &action
+        && hermes_adapter::Platform::parse(platform).is_none()
+    {
+        let known: Vec<&str> = hermes_adapter::Platform::ALL
+            .iter()
+            .map(|p| p.as_str())
+            .collect();
+        eprintln!(
+            "hermes-gateway: unknown platform {platform:?}; one of {}",
+            known.join(", ")
+        );
+        return ExitCode::from(EXIT_NOT_FOUND);
+    }
     let store = match open_store(&home).await {
         Ok(store) => store,
         Err(code) => return code,

@@ -885,3 +885,59 @@ fn check_config_fails_without_a_platform_and_names_a_missing_config_file() {
     );
     assert!(!out.contains("\nOK"), "{out}");
 }
+
+/// The management commands agree: 2 when nothing goes by that name or the platform is
+/// unknown (listing the known ones), and `--help` says so.
+#[test]
+fn management_commands_say_not_found_and_unknown_platforms_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = hermes_testkit::daemon::Home::new(
+        dir.path(),
+        "http://127.0.0.1:9",
+        "http://127.0.0.1:9/v1",
+        &[],
+        "",
+    );
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(args)
+            .arg("--home")
+            .arg(&home.dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["pairing", "approve", "matrix", "ABCD2345"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("unknown platform \"matrix\"")
+            && err.contains("telegram, discord, slack, whatsapp"),
+        "{err}"
+    );
+    for args in [
+        &["pairing", "revoke", "telegram", "999"][..],
+        &["approvals", "revoke", "no-such-class"],
+        &["cron", "pause", "job_00000000"],
+    ] {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+    }
+    let help = std::process::Command::new(BIN)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("2 nothing by that name"), "{help}");
+    let pairing = std::process::Command::new(BIN)
+        .args(["pairing", "approve", "--help"])
+        .output()
+        .unwrap();
+    let pairing = String::from_utf8_lossy(&pairing.stdout);
+    assert!(
+        pairing.contains("telegram, discord, slack or whatsapp"),
+        "{pairing}"
+    );
+}

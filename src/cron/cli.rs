@@ -14,13 +14,25 @@ pub enum CronAction {
     /// Every job: id, name, schedule, next run, where answers go
     List,
     /// Run a job now (the running daemon starts it within a minute)
-    Run { job_id: String },
+    Run {
+        /// The job's id, as `cron list` shows it (job_…)
+        job_id: String,
+    },
     /// Stop a job from running until it is resumed
-    Pause { job_id: String },
+    Pause {
+        /// The job's id, as `cron list` shows it (job_…)
+        job_id: String,
+    },
     /// Let a paused job run again
-    Resume { job_id: String },
+    Resume {
+        /// The job's id, as `cron list` shows it (job_…)
+        job_id: String,
+    },
     /// Delete a job
-    Remove { job_id: String },
+    Remove {
+        /// The job's id, as `cron list` shows it (job_…)
+        job_id: String,
+    },
 }
 
 pub async fn command(store: Store, action: CronAction, timezone: Option<String>) -> ExitCode {
@@ -60,7 +72,11 @@ pub async fn command(store: Store, action: CronAction, timezone: Option<String>)
     };
     let job = match store.cron_get(&id).await {
         Ok(Some(job)) => job,
-        Ok(None) => return failed(format!("there is no job {id:?} (see cron list)")),
+        Ok(None) => {
+            // 2, as `pairing` and `approvals` say nothing goes by that name (1: a failure).
+            eprintln!("hermes-gateway: there is no job {id:?} (see cron list)");
+            return ExitCode::from(2);
+        }
         Err(e) => return failed(e.to_string()),
     };
     let now = now_ms();
