@@ -196,6 +196,8 @@ pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
     let mut taken: Vec<String> = ["/healthz", "/readyz", "/status", "/metrics"]
         .map(str::to_owned)
         .to_vec();
+    // The routes refusing everything for want of a secret, said once per secret.
+    let mut unset: std::collections::BTreeMap<(&str, bool), Vec<String>> = Default::default();
     for route in routes {
         let path = route.path.clone();
         if taken.contains(&path) {
@@ -205,16 +207,21 @@ pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
         }
         taken.push(path.clone());
         if route.secret.is_none() {
-            tracing::warn!(
-                path = %route.path,
-                "http: webhook refuses every request (503) because {} is not set",
-                route.secret_name
-            );
+            let paths = unset.entry((route.secret_name, route.needed)).or_default();
+            paths.push(path.clone());
             app = app.route(&path, any(unconfigured).with_state(route.secret_name));
             continue;
         }
         tracing::info!(path = %route.path, "http: webhook mounted");
         app = app.route(&path, any(webhook).with_state(Arc::new(route)));
+    }
+    for ((secret_name, needed), paths) in unset {
+        let paths = paths.join(", ");
+        if needed {
+            tracing::warn!(%paths, "http: refusing every request (503) because {secret_name} is not set");
+        } else {
+            tracing::info!(%paths, "http: not used as configured, and refusing every request (503) without {secret_name}");
+        }
     }
     app.layer(DefaultBodyLimit::max(MAX_BODY))
 }
@@ -265,7 +272,13 @@ pub async fn serve(listener: TcpListener, app: Router, intake: CancellationToken
         };
         let (app, intake) = (app.clone(), intake.clone());
         tokio::spawn(async move {
-            let service = hyper_util::service::TowerToHyperService::new(app);
+            // Each request carries who sent it (`ConnectInfo`), for the refusals' log.
+            let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                tower_service::Service::call(&mut app.clone(), request)
+            });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_READ)
@@ -299,6 +312,7 @@ async fn within_request_time(
 
 async fn webhook(
     State(route): State<Arc<WebhookRoute>>,
+    extensions: axum::http::Extensions,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -314,22 +328,69 @@ async fn webhook(
         body: body.to_vec(),
     };
     if !route.verify(&request) {
-        tracing::warn!(path = %route.path, method = %request.method, "http: webhook request refused: signature or token does not match");
+        say_refused(&extensions, "signature", || {
+            format!(
+                "http: a {} request to {} was refused: its signature or token does not match",
+                request.method, route.path
+            )
+        });
         return to_response(route.verifier.refusal(&request));
     }
     to_response(route.handler.handle(request).await)
 }
 
 /// A webhook whose secret is not set: nothing it receives could be verified.
-async fn unconfigured(State(secret_name): State<&'static str>) -> Response {
-    tracing::warn!(
-        "http: a webhook request was refused because {secret_name} is not set (run check-config)"
-    );
+async fn unconfigured(
+    State(secret_name): State<&'static str>,
+    extensions: axum::http::Extensions,
+) -> Response {
+    say_refused(&extensions, "unconfigured", || {
+        format!(
+            "http: a webhook request was refused because {secret_name} is not set (run check-config)"
+        )
+    });
     (
         StatusCode::SERVICE_UNAVAILABLE,
         format!("not configured: {secret_name} is not set"),
     )
         .into_response()
+}
+
+/// A refused webhook request, counted in `/metrics` (`http_refused{kind=why}`) and said
+/// at WARN at most once a minute per source and reason: a public path probed all day
+/// would otherwise flood the log.
+fn say_refused(
+    extensions: &axum::http::Extensions,
+    why: &'static str,
+    line: impl FnOnce() -> String,
+) {
+    static SAID: std::sync::Mutex<
+        Option<
+            std::collections::HashMap<(Option<std::net::IpAddr>, &'static str), std::time::Instant>,
+        >,
+    > = std::sync::Mutex::new(None);
+    crate::metrics::http_refused(why);
+    let source = extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|p| p.0.ip());
+    let now = std::time::Instant::now();
+    {
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        let said = said.get_or_insert_with(Default::default);
+        if said
+            .get(&(source, why))
+            .is_some_and(|at| now.duration_since(*at) < Duration::from_secs(60))
+        {
+            return;
+        }
+        if said.len() >= 4096 {
+            // Many sources at once: start over rather than grow.
+            said.clear();
+        }
+        said.insert((source, why), now);
+    }
+    let source = source.map_or("unknown".to_owned(), |ip| ip.to_string());
+    tracing::warn!(%source, "{} (said once a minute per source)", line());
 }
 
 fn to_response(answer: WebhookResponse) -> Response {
@@ -371,6 +432,7 @@ mod tests {
             path: path.into(),
             secret_name: "TEST_SECRET",
             secret: secret.map(str::to_owned),
+            needed: true,
             verifier: Arc::new(HeaderEqualsSecret),
             handler,
         }

@@ -485,6 +485,15 @@ async fn without_a_signing_secret_the_events_routes_refuse_everything() {
             "{path} names what is missing"
         );
     }
+    // Socket Mode does not use the signing secret: no warning about it at start, and the
+    // three refused requests from one source are said once.
+    let log = daemon.log_text();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("SLACK_SIGNING_SECRET"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(warned[0].contains("was refused"), "{log}");
 }
 
 /// A crash after Slack took a reply but before its answer came back: after the restart the

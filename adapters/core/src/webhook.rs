@@ -85,6 +85,10 @@ pub struct WebhookRoute {
     pub secret_name: &'static str,
     /// The secret; `None` = not configured, so the route refuses everything (fail closed).
     pub secret: Option<String>,
+    /// Whether the adapter receives through this route as configured (the Events API,
+    /// WhatsApp's webhooks), or only offers it (Slack in Socket Mode): without its secret a
+    /// needed route is a problem the operator is warned of, an offered one is said once.
+    pub needed: bool,
     pub verifier: Arc<dyn Verifier>,
     pub handler: Arc<dyn WebhookHandler>,
 }

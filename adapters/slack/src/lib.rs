@@ -192,12 +192,14 @@ impl Adapter for SlackAdapter {
         self.liveness.clone()
     }
 
-    /// The Events API routes, in either mode; not mounted without the signing secret.
+    /// The Events API routes, in either mode (needed in the Events API's); without the
+    /// signing secret they refuse every request.
     fn routes(&self, sink: Arc<dyn InboundSink>) -> Vec<WebhookRoute> {
         webhook::routes(
             self.receiver.clone(),
             sink,
             self.settings.signing_secret.clone(),
+            self.settings.mode == Mode::Events,
         )
     }
 

@@ -96,6 +96,7 @@ pub fn route(
     sink: Arc<dyn InboundSink>,
 ) -> WebhookRoute {
     WebhookRoute {
+        needed: true,
         path: path.to_owned(),
         secret_name: SECRET_NAME,
         secret: app_secret,
