@@ -364,11 +364,10 @@ fn say_refused(
     why: &'static str,
     line: impl FnOnce() -> String,
 ) {
-    static SAID: std::sync::Mutex<
-        Option<
-            std::collections::HashMap<(Option<std::net::IpAddr>, &'static str), std::time::Instant>,
-        >,
-    > = std::sync::Mutex::new(None);
+    /// When each (source, reason) was last said.
+    type Said =
+        std::collections::HashMap<(Option<std::net::IpAddr>, &'static str), std::time::Instant>;
+    static SAID: std::sync::Mutex<Option<Said>> = std::sync::Mutex::new(None);
     crate::metrics::http_refused(why);
     let source = extensions
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
