@@ -54,7 +54,8 @@ async fn the_todo_list_lasts_across_turns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_reaches_the_next_sessions_prompt() {
-    let w = World::allow_all().await;
+    // A bot for one person: Hermes' layout, `memories/USER.md`.
+    let w = World::new(&[&format!("TELEGRAM_ALLOWED_USERS={ALICE}")], "").await;
     w.llm.push(call(
         "memory",
         json!({"action": "add", "target": "user", "content": "Name: Ana; prefers metric units"}),
@@ -77,6 +78,38 @@ async fn memory_reaches_the_next_sessions_prompt() {
         system.contains("Name: Ana; prefers metric units"),
         "{system}"
     );
+}
+
+/// Where several people may talk to the bot, what Alice told it is kept in her own
+/// memories: her next session's prompt carries it, Bob's never does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_persons_memory_never_reaches_anothers_prompt() {
+    let w = World::allow_all().await;
+    w.llm.push(call(
+        "memory",
+        json!({"action": "add", "target": "user", "content": "Ana's door code is 4711"}),
+    ));
+    w.llm.push(Reply::text("I'll remember"));
+    let _d = w.start();
+    w.ask("remember my door code 4711").await;
+    let own = w
+        .home
+        .dir
+        .join(format!("memories/people/telegram_{ALICE}/USER.md"));
+    assert_eq!(
+        std::fs::read_to_string(own).unwrap(),
+        "Ana's door code is 4711"
+    );
+    assert!(!w.home.dir.join("memories/USER.md").exists());
+
+    w.telegram.dm(BOB, "hello");
+    w.replies(BOB, 1).await;
+    let bobs = system_of(w.llm.requests().last().unwrap());
+    assert!(!bobs.contains("4711"), "{bobs}");
+    w.ask("/new").await;
+    w.ask("hello again").await;
+    let alices = system_of(w.llm.requests().last().unwrap());
+    assert!(alices.contains("Ana's door code is 4711"), "{alices}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,8 +40,8 @@ pub struct AgentRuntime {
     /// Tool calls shown in the chat as they start (`display.tool_progress`; a chat may
     /// choose otherwise with `/verbose`).
     pub tool_progress: crate::config::ToolProgress,
-    /// `$HERMES_HOME` (the memory files the system prompt carries).
-    pub home: std::path::PathBuf,
+    /// Where each person's memories are (the system prompt carries the person's).
+    pub memory: crate::tools::memory::MemoryPlaces,
     /// `agent.personalities` (`/personality`).
     pub personalities: std::collections::BTreeMap<String, String>,
     /// An auxiliary vision model set up to describe images the model refuses (`auto`).

@@ -508,6 +508,31 @@ impl Config {
     }
 
     /// Whether any platform is configured.
+    /// The one person this bot is for, when the configuration names exactly one and lets
+    /// nobody else in by allowlist (pairing may add others, who are then not this person):
+    /// their memories keep Hermes' layout.
+    pub fn sole_person(&self) -> Option<(Platform, String)> {
+        if self.access.gateway_allow_all {
+            return None;
+        }
+        let mut people = std::collections::BTreeSet::new();
+        for settings in &self.platforms {
+            let access = settings.access();
+            if access.allow_all {
+                return None;
+            }
+            let platform = settings.platform();
+            for user in access.allowed.iter().chain(&self.access.gateway_allowed) {
+                people.insert((platform, user.clone()));
+            }
+        }
+        let mut people = people.into_iter();
+        match (people.next(), people.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        }
+    }
+
     pub fn has_platform(&self) -> bool {
         !self.platforms.is_empty()
     }

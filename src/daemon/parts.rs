@@ -28,6 +28,7 @@ use crate::process::{Limits, ProcessRegistry, Wakeup};
 use crate::session::SessionServices;
 use crate::store::Store;
 use crate::tools::delegate::{Delegations, SubAgents};
+use crate::tools::memory::MemoryPlaces;
 use crate::tools::{ToolDeps, Toolbox};
 
 /// File work before anything runs, off the async worker threads: the home and the
@@ -168,6 +169,13 @@ pub(super) fn agent_and_sessions(
     let delegations = Delegations::new(store.clone(), stages.work.clone());
     let confinement = Arc::new(Confinement::new(&config.terminal, &config.home));
     let mcp = Mcp::new(config.mcp_servers.clone(), confinement.clone());
+    let memory = MemoryPlaces::new(&config.home, config.sole_person());
+    if memory.orphaned_shared_files() {
+        tracing::warn!(
+            "memory: {}/memories/MEMORY.md and USER.md are no longer shown to anyone: several people may talk to this bot, and each now has memories of their own (memories/people/). Move what belongs to one person into theirs",
+            config.home.display()
+        );
+    }
     let agent = Arc::new_cyclic(|agent: &std::sync::Weak<AgentRuntime>| AgentRuntime {
         models: Models::new(
             config.model.clone(),
@@ -183,6 +191,7 @@ pub(super) fn agent_and_sessions(
             processes: out.processes.clone(),
             store: store.clone(),
             home: config.home.clone(),
+            memory: memory.clone(),
             toolsets: config.agent.toolsets.clone(),
             cron: cron.clone(),
             delivery: out.delivery.clone(),
@@ -197,7 +206,7 @@ pub(super) fn agent_and_sessions(
             confinement: confinement.clone(),
         })
         .with_mcp(mcp.clone()),
-        home: config.home.clone(),
+        memory,
         prompt,
         max_iterations: config.agent.max_turns,
         outage_wait: config.agent.provider_outage_wait,

@@ -177,8 +177,16 @@ impl SessionActor {
             tracing::warn!(error = %e, "session: cannot read what the session kept");
             Default::default()
         });
-        let memory =
-            session_memory(store, session_id, kept.memory, &self.services.agent.home).await;
+        // A person's memories, in a conversation of their own; none in one the chat shares.
+        let own = self.chat.kind == hermes_adapter::ChatKind::Direct
+            || self.key.ends_with(&format!(":{}", author.user_id));
+        let memory_dir = own.then(|| {
+            self.services
+                .agent
+                .memory
+                .dir_for(self.chat.platform, &author.user_id)
+        });
+        let memory = session_memory(store, session_id, kept.memory, memory_dir).await;
         // Where and with whom, as the session's first turn found it: the system prompt
         // stays the same bytes for the whole session. Someone else writing in a shared
         // session is named in the message instead.
@@ -380,15 +388,17 @@ async fn session_memory(
     store: &Store,
     session_id: &str,
     kept: Option<String>,
-    home: &std::path::Path,
+    dir: Option<std::path::PathBuf>,
 ) -> String {
     if let Some(kept) = kept {
         return kept;
     }
-    let home = home.to_path_buf();
-    let now = tokio::task::spawn_blocking(move || crate::tools::memory::snapshot(&home))
-        .await
-        .unwrap_or_default();
+    let now = match dir {
+        Some(dir) => tokio::task::spawn_blocking(move || crate::tools::memory::snapshot(&dir))
+            .await
+            .unwrap_or_default(),
+        None => String::new(),
+    };
     store
         .keep_for_session(session_id, Kept::Memory, now.clone())
         .await

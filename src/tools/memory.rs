@@ -6,10 +6,16 @@
 //! one entry's text: it must pick out one entry). Writes are atomic (a temporary file
 //! renamed) and one at a time. [`snapshot`] is what a session's system prompt carries,
 //! taken at its first turn.
+//!
+//! Memories are a person's own ([`MemoryPlaces`]): a bot with one person keeps Hermes'
+//! layout (`memories/`); where several people may talk to it, each has
+//! `memories/people/<platform>_<user_id>/`, and a conversation the chat shares carries
+//! nobody's, so what one person told the bot never reaches another's prompt.
 
 use std::path::{Path, PathBuf};
 
 use futures_util::future::BoxFuture;
+use hermes_adapter::Platform;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::Mutex;
@@ -26,18 +32,70 @@ const TARGETS: [(&str, &str, usize, &str); 2] = [
 ];
 
 pub struct MemoryTool {
-    dir: PathBuf,
+    places: MemoryPlaces,
     /// One write at a time.
     writing: Mutex<()>,
 }
 
 impl MemoryTool {
-    /// Memories kept in `home/memories`.
-    pub fn new(home: &Path) -> Self {
+    pub fn new(places: MemoryPlaces) -> Self {
         MemoryTool {
-            dir: home.join("memories"),
+            places,
             writing: Mutex::new(()),
         }
+    }
+}
+
+/// Where each person's memory files are.
+#[derive(Debug, Clone)]
+pub struct MemoryPlaces {
+    /// `$HERMES_HOME/memories`.
+    root: PathBuf,
+    /// The one person the bot is for, when the configuration names exactly one: they keep
+    /// Hermes' layout, the files right in `root`.
+    owner: Option<(Platform, String)>,
+}
+
+impl MemoryPlaces {
+    pub fn new(home: &Path, owner: Option<(Platform, String)>) -> Self {
+        MemoryPlaces {
+            root: home.join("memories"),
+            owner,
+        }
+    }
+
+    /// The directory of `user_id`'s memories on `platform`.
+    pub fn dir_for(&self, platform: Platform, user_id: &str) -> PathBuf {
+        if self
+            .owner
+            .as_ref()
+            .is_some_and(|(p, u)| *p == platform && u == user_id)
+        {
+            return self.root.clone();
+        }
+        let safe: String = user_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.root
+            .join("people")
+            .join(format!("{}_{safe}", platform.as_str()))
+    }
+
+    /// Whether the shared files in `root` belong to nobody now (several people, no
+    /// owner) yet hold something: they are no longer shown, which the operator should
+    /// know.
+    pub fn orphaned_shared_files(&self) -> bool {
+        self.owner.is_none()
+            && TARGETS
+                .iter()
+                .any(|(_, file, ..)| !read_entries(&self.root.join(file)).is_empty())
     }
 }
 
@@ -76,7 +134,7 @@ impl TypedTool for MemoryTool {
         "Keep what should last beyond this conversation. target=memory: your own notes (facts, conventions, lessons); target=user: what you learn about the person (name, preferences, projects). Short entries; the store is small (memory 2200, user 1375 characters). It shows in the system prompt of later conversations.".into()
     }
 
-    fn call<'a>(&'a self, args: MemoryArgs, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
+    fn call<'a>(&'a self, args: MemoryArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let (target, file, limit, _) = match args.target {
                 MemoryTarget::Memory => TARGETS[0],
@@ -91,8 +149,8 @@ impl TypedTool for MemoryTool {
             let content = text(args.content);
             let old = text(args.old_text);
             let _writing = self.writing.lock().await;
-            let path = self.dir.join(file);
-            let dir = self.dir.clone();
+            let dir = self.places.dir_for(ctx.chat.platform, &ctx.author.user_id);
+            let path = dir.join(file);
             let done = tokio::task::spawn_blocking(move || {
                 let mut entries = read_entries(&path);
                 let message = change(&mut entries, action, &content, &old, limit)?;
@@ -252,8 +310,7 @@ fn write_entries(dir: &Path, path: &Path, entries: &[String]) -> Result<(), Stri
 
 /// The memories as the system prompt carries them (empty when there are none), each file
 /// with how full it is, as Hermes shows it.
-pub fn snapshot(home: &Path) -> String {
-    let dir = home.join("memories");
+pub fn snapshot(dir: &Path) -> String {
     let mut out = Vec::new();
     for (_, file, limit, heading) in TARGETS {
         let entries = read_entries(&dir.join(file));
@@ -316,7 +373,8 @@ mod tests {
             "Name: Ana\n§\nPrefers metric units\n",
         )
         .unwrap();
-        let shown = snapshot(home.path());
+        let places = MemoryPlaces::new(home.path(), Some((Platform::Telegram, "1".into())));
+        let shown = snapshot(&places.dir_for(Platform::Telegram, "1"));
         assert!(
             shown.starts_with("## About the person [2% — 32/1375 chars]"),
             "{shown}"
@@ -326,5 +384,26 @@ mod tests {
             "{shown}"
         );
         assert_eq!(snapshot(&home.path().join("none")), "");
+    }
+
+    #[test]
+    fn each_person_but_the_bots_one_person_has_a_place_of_their_own() {
+        let home = std::path::Path::new("/h");
+        let one = MemoryPlaces::new(home, Some((Platform::Telegram, "1".into())));
+        assert_eq!(one.dir_for(Platform::Telegram, "1"), home.join("memories"));
+        assert_eq!(
+            one.dir_for(Platform::Telegram, "2"),
+            home.join("memories/people/telegram_2")
+        );
+        assert_eq!(
+            one.dir_for(Platform::Discord, "1"),
+            home.join("memories/people/discord_1"),
+            "the same id on another platform is someone else"
+        );
+        let many = MemoryPlaces::new(home, None);
+        assert_eq!(
+            many.dir_for(Platform::Slack, "../U1"),
+            home.join("memories/people/slack____U1")
+        );
     }
 }

@@ -52,8 +52,10 @@ pub struct ToolDeps {
     pub approvals: Arc<ApprovalBroker>,
     pub processes: Arc<ProcessRegistry>,
     pub store: crate::store::Store,
-    /// `$HERMES_HOME` (memories).
+    /// `$HERMES_HOME` (skills, code staging).
     pub home: std::path::PathBuf,
+    /// Where each person's memories are.
+    pub memory: memory::MemoryPlaces,
     /// Which toolsets each platform offers.
     pub toolsets: crate::config::ToolsetsConfig,
     /// The scheduler's jobs.
@@ -129,6 +131,7 @@ impl Toolbox {
             processes,
             store,
             home,
+            memory,
             toolsets,
             cron,
             delivery,
@@ -167,7 +170,7 @@ impl Toolbox {
             Arc::new(files::PatchTool(files.clone())),
             Arc::new(files::SearchFilesTool(files)),
             Arc::new(todo::TodoTool(store.clone())),
-            Arc::new(memory::MemoryTool::new(&home)),
+            Arc::new(memory::MemoryTool::new(memory)),
             Arc::new(skills::SkillsListTool(home.clone())),
             Arc::new(clarify::ClarifyTool(clarify)),
             Arc::new(web::WebSearchTool(web.clone())),
