@@ -553,3 +553,42 @@ async fn a_reload_pings_the_watchdog_falls_back_when_the_new_one_fails_and_yield
     );
     assert_eq!(w.replies(ALICE, 3).await[2], "answered while stopping");
 }
+
+/// `service status` exits non-zero when systemd does not answer (no systemd running, no
+/// bus), and 0 when it answers that the unit is stopped; a stand-in `systemctl` on `PATH`
+/// plays systemd either way.
+#[test]
+fn service_status_fails_when_systemd_does_not_answer() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let status_with = |exit: i32| {
+        let fake = bin.join("systemctl");
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\necho 'Failed to connect to bus: Host is down' >&2\nexit {exit}\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        std::process::Command::new(env!("CARGO_BIN_EXE_hermes-gateway"))
+            .args(["service", "status", "--user", "--home"])
+            .arg(dir.path())
+            .env("PATH", path)
+            .output()
+            .unwrap()
+    };
+    let unreachable = status_with(1);
+    assert!(!unreachable.status.success(), "{unreachable:?}");
+    assert!(
+        String::from_utf8_lossy(&unreachable.stderr).contains("systemd did not answer"),
+        "{unreachable:?}"
+    );
+    let stopped = status_with(3);
+    assert!(stopped.status.success(), "{stopped:?}");
+}

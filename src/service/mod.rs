@@ -401,11 +401,17 @@ fn systemctl_verb(args: ScopeArgs, verb: &str) -> Result<(), String> {
 fn status(args: ScopeArgs, home: Option<PathBuf>) -> Result<(), String> {
     let scope = scope_of(args);
     let command = systemctl(scope, &["status", "--no-pager", SERVICE]);
-    match Command::new(&command[0]).args(&command[1..]).status() {
-        // `systemctl status` exits 3 for a stopped unit: that is an answer, not a failure.
-        Ok(_) => {}
-        Err(e) => println!("systemd: {}", missing_tool("systemctl", &e)),
-    }
+    // `systemctl status` answers 0 (running), 3 (stopped) or 4 (no such unit): each an
+    // answer. Anything else is systemd not answering (not running, no bus), which the
+    // caller must hear in the exit status, after what the daemon itself says.
+    let systemd = match Command::new(&command[0]).args(&command[1..]).status() {
+        Ok(status) if matches!(status.code(), Some(0 | 3 | 4)) => Ok(()),
+        Ok(status) => Err(format!(
+            "systemd did not answer (`{}` exited with {status})",
+            command.join(" ")
+        )),
+        Err(e) => Err(format!("systemd: {}", missing_tool("systemctl", &e))),
+    };
     println!();
     let home = home.unwrap_or_else(|| match scope {
         Scope::System => PathBuf::from(SYSTEM_HOME),
@@ -415,7 +421,7 @@ fn status(args: ScopeArgs, home: Option<PathBuf>) -> Result<(), String> {
         Ok(text) => print!("{text}"),
         Err(why) => println!("the daemon: {why}"),
     }
-    Ok(())
+    systemd
 }
 
 /// The daemon's own view, from `/status` on its HTTP server.
