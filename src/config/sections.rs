@@ -372,10 +372,12 @@ pub(super) fn unused(
     platform_vars: &BTreeSet<String>,
 ) -> Vec<String> {
     let mut unused = y.unused();
+    let referenced = y.referenced_variables();
     unused.extend(
         env.dotenv_names()
             .filter(|name| {
                 !KNOWN_VARIABLES.contains(name)
+                    && !referenced.contains(*name)
                     && !PROVIDERS.iter().any(|p| p.key_vars.contains(name))
                     && !platform_vars.contains(*name)
                     && !name.starts_with("HERMES_HOME")

@@ -486,3 +486,43 @@ fn tiers_are_read_from_a_platforms_section_or_its_extra_with_hermes_fallback() {
         loaded.unused
     );
 }
+
+#[test]
+fn dotenv_variables_the_file_names_are_used_and_a_clamped_value_is_said() {
+    let yaml = ISSUE_EXAMPLE.replace(
+        "      base_file_url: http://127.0.0.1:9/file/bot\n",
+        "      base_file_url: http://127.0.0.1:9/file/bot\n      poll_timeout: 99\nmcp_servers:\n  tools:\n    command: tool-server\n    env:\n      TOKEN: \"${MCP_TOKEN}\"\n    headers:\n      X-Key: \"${env:OTHER_KEY}\"\n",
+    );
+    let loaded = load_from(
+        Path::new("/h"),
+        &yaml,
+        &env(&[
+            ("TELEGRAM_BOT_TOKEN", "1:x"),
+            ("MCP_TOKEN", "t"),
+            ("OTHER_KEY", "k"),
+            ("LEFT_OVER", "x"),
+        ]),
+    );
+    assert!(
+        !loaded
+            .unused
+            .iter()
+            .any(|k| k.contains("MCP_TOKEN") || k.contains("OTHER_KEY")),
+        "{:?}",
+        loaded.unused
+    );
+    assert!(
+        loaded.unused.contains(&".env LEFT_OVER".to_string()),
+        "{:?}",
+        loaded.unused
+    );
+    let clamped = loaded
+        .problems
+        .iter()
+        .find(|p| p.key == "platforms.telegram.extra.poll_timeout")
+        .expect("the clamp is said");
+    assert!(
+        clamped.message.contains("99") && clamped.message.contains("15 is used"),
+        "{clamped}"
+    );
+}

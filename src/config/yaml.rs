@@ -48,6 +48,31 @@ impl YamlReader {
         out
     }
 
+    /// The variables the file's strings name as `${NAME}` or `${env:NAME}` (MCP servers'
+    /// `env`, `headers`, `args` and `url`), which `.env` then holds for it.
+    pub fn referenced_variables(&self) -> BTreeSet<String> {
+        fn walk(node: &Value, out: &mut BTreeSet<String>) {
+            match node {
+                Value::Object(map) => map.values().for_each(|v| walk(v, out)),
+                Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+                Value::String(s) => {
+                    let mut rest = s.as_str();
+                    while let Some(start) = rest.find("${") {
+                        rest = &rest[start + 2..];
+                        let Some(end) = rest.find('}') else { break };
+                        let name = rest[..end].trim();
+                        out.insert(name.strip_prefix("env:").unwrap_or(name).trim().to_owned());
+                        rest = &rest[end + 1..];
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = BTreeSet::new();
+        walk(&self.root, &mut out);
+        out
+    }
+
     /// The value at a dotted path, marking it used.
     pub fn get(&mut self, path: &str) -> Option<&Value> {
         let mut node = &self.root;

@@ -53,10 +53,15 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
                 .map(|v| is_truthy(&v))
         })
         .unwrap_or(true);
-    let poll_timeout = source
-        .number("platforms.telegram.extra.poll_timeout")
-        .unwrap_or(10)
-        .clamp(1, 15);
+    let poll_key = "platforms.telegram.extra.poll_timeout";
+    let asked = source.number(poll_key).unwrap_or(10);
+    let poll_timeout = asked.clamp(1, 15);
+    if poll_timeout != asked {
+        source.warning(
+            poll_key,
+            format!("{asked} is outside 1–15 seconds; {poll_timeout} is used"),
+        );
+    }
     let home_channel = Common::read_home_channel(source, "TELEGRAM", "telegram");
     let access = Access::read(source, "TELEGRAM");
     for id in &access.allowed {
