@@ -287,3 +287,39 @@ async fn a_server_that_dies_is_hidden_then_started_again_at_a_later_turn() {
     said("two").await;
     assert_eq!(tool_results(&w).last().unwrap(), "2");
 }
+
+/// A server that takes a while to start (1.5 s here) is waited for by the first turn, so a
+/// message sent as the daemon starts is answered with its tools offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_turn_waits_for_a_server_still_connecting() {
+    let (command, args) = stub_server_command("mcp_stub_server");
+    let mut slow = vec![
+        "-c".to_owned(),
+        "sleep 1.5; exec \"$0\" \"$@\"".to_owned(),
+        command,
+    ];
+    slow.extend(args);
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        &format!(
+            "mcp_servers:\n  calc:\n    command: sh\n    args: {}\n    env:\n      {STUB_VAR}: \"1\"\n",
+            json!(slow)
+        ),
+    )
+    .await;
+    w.llm.push(Reply::text("hello"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "hi");
+    w.replies(ALICE, 1).await;
+    let tools = w.llm.requests()[0]["tools"].clone();
+    let names: Vec<&str> = tools
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("mcp__calc__")),
+        "{names:?}"
+    );
+}

@@ -92,17 +92,30 @@ impl Mcp {
         }
     }
 
-    /// Before a turn: the lazy servers not started yet are started and waited for (each
-    /// within its `connect_timeout`), so the turn has their tools; the failed ones whose
+    /// Before a turn: the servers not started yet (lazy ones, or ones the boot has not
+    /// reached) are started and waited for, and those still connecting are waited for
+    /// (each within its `connect_timeout`), so the turn has their tools; the failed ones whose
     /// wait is over are started again in the background and waited for at most
     /// [`RESTART_WAIT`] (a server that hangs costs a turn that little, once per backoff).
     /// `cancel` (the turn's) ends the wait.
     pub async fn prepare(&self, cancel: &tokio_util::sync::CancellationToken) {
         let mut first_starts = Vec::new();
         let mut restarts = Vec::new();
+        let mut connecting = Vec::new();
         for server in &self.servers {
             match server.health() {
-                Health::NotStarted if server.config.lazy => first_starts.push(server.clone()),
+                // A server the boot has not reached yet starts now (the boot's own start
+                // then finds it connected): the first turns have its tools.
+                Health::NotStarted => first_starts.push(server.clone()),
+                // One connecting holds its connection's lock until it is done: the turn
+                // waits for that, within the server's connect_timeout.
+                Health::Starting => {
+                    let server = server.clone();
+                    connecting.push(async move {
+                        let limit = server.config.connect_timeout + Duration::from_secs(1);
+                        let _ = tokio::time::timeout(limit, server.connection.lock()).await;
+                    });
+                }
                 Health::Failed { retry_at, .. } if Instant::now() >= retry_at => {
                     let server = server.clone();
                     restarts.push(tokio::spawn(async move { server.ensure().await }));
@@ -115,8 +128,9 @@ impl Mcp {
                 tokio::time::timeout(RESTART_WAIT, futures_util::future::join_all(restarts)).await;
         };
         let started = futures_util::future::join_all(first_starts.iter().map(|s| s.ensure()));
+        let connected = futures_util::future::join_all(connecting);
         tokio::select! {
-            _ = futures_util::future::join(started, restarted) => {}
+            _ = futures_util::future::join3(started, restarted, connected) => {}
             _ = cancel.cancelled() => {}
         }
     }
