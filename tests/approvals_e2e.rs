@@ -793,3 +793,34 @@ async fn a_members_standing_approval_covers_only_their_own_commands() {
     settle().await;
     assert!(bobs.exists(), "Alice's standing approval covered Bob");
 }
+
+/// A stop while a command waits for approval does not wait out the 30 s drain (no press
+/// can arrive during a stop): the prompt says the gateway restarts, and after the start
+/// the turn runs again and asks again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_an_approval_waits_is_quick_and_the_turn_asks_again_after_the_start() {
+    let w = World::allow_all().await;
+    let target = victim(&w, "later");
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    let mut d = w.start();
+    w.telegram.dm(ALICE, "clean up");
+    let first = prompt(&w, ALICE, 1).await;
+    let stopping = std::time::Instant::now();
+    d.terminate();
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(10), "the stop took {took:?}");
+    edit_containing(&w, first.0, "restarting").await;
+    assert!(target.exists());
+
+    w.llm
+        .push(Reply::terminal(&format!("rm -rf {}", target.display())));
+    w.llm.push(Reply::text("done"));
+    let _again = w.start();
+    let second = prompt(&w, ALICE, 2).await;
+    press(&w, ALICE, ALICE, &second, "Allow once");
+    eventually(WAIT, "the command, after the start", || {
+        (!target.exists()).then_some(())
+    })
+    .await;
+}

@@ -72,6 +72,8 @@ struct Pending {
     session_key: String,
     /// Whose turn asked: the one person who may decide.
     asker: Author,
+    /// The asking turn's cancellation (a stop cancels a turn no press can reach now).
+    turn: CancellationToken,
     prompt_row: Option<i64>,
     decide: oneshot::Sender<Verdict>,
 }
@@ -109,6 +111,9 @@ pub struct ApprovalBroker {
     pending: Mutex<HashMap<i64, Pending>>,
     /// Pattern classes approved "for this session", by session key, with their last use.
     session_allowed: Mutex<HashMap<String, (HashSet<&'static str>, Instant)>>,
+    /// The daemon is stopping: no press can arrive, so waiting turns are cancelled (and
+    /// asked again after the start), which the prompt says.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 enum Ending {
@@ -127,6 +132,7 @@ impl ApprovalBroker {
             scene,
             pending: Mutex::new(HashMap::new()),
             session_allowed: Mutex::new(HashMap::new()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -358,6 +364,7 @@ impl ApprovalBroker {
                 chat: ctx.chat.clone(),
                 session_key: ctx.session_key.to_owned(),
                 asker: ctx.asker.clone(),
+                turn: ctx.cancel.clone(),
                 prompt_row: None,
                 decide,
             },
@@ -520,7 +527,11 @@ impl ApprovalBroker {
             Ending::Cancelled(tell) => (
                 "cancelled",
                 None,
-                "⏹ Cancelled: the task was stopped, so the command was NOT run.".to_owned(),
+                if self.stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                    "⏹ The gateway is restarting, so the command was NOT run; you will be asked again once it is back.".to_owned()
+                } else {
+                    "⏹ Cancelled: the task was stopped, so the command was NOT run.".to_owned()
+                },
                 Gate::Refused("The command was NOT run: the task was stopped.".into()),
                 tell,
             ),
@@ -648,6 +659,19 @@ impl ApprovalBroker {
             Err(_) => fallback,
         };
         Resolution::Resolved { id, outcome }
+    }
+
+    /// The daemon stops taking messages: no decision can arrive any more, so the turns
+    /// waiting for one are cancelled (their prompts say the gateway is restarting; they
+    /// run again, and ask again, after the start). Returns how many there were.
+    pub fn stop_taking_decisions(&self) -> usize {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let pending = self.pending.lock().expect("pending lock");
+        for waiting in pending.values() {
+            waiting.turn.cancel();
+        }
+        pending.len()
     }
 
     /// Whether the prompt queued as outbox row `row` has reached the chat.

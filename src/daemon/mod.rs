@@ -154,6 +154,15 @@ async fn shut_down(
 ) {
     crate::systemd::stopping();
     stages.intake.cancel();
+    // A turn waiting for an approval waits for a press that cannot come now: it is
+    // cancelled at once (and asked again after the start) instead of holding the drain.
+    let waiting = sessions.approvals.stop_taking_decisions();
+    if waiting > 0 {
+        tracing::info!(
+            waiting,
+            "shutting down: turns waiting for approval are stopped; they ask again after the start"
+        );
+    }
     let running = sessions.tasks.len();
     if running > 0 {
         tracing::info!(
