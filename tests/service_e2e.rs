@@ -229,7 +229,8 @@ fn unit_in(dry_run: &str) -> String {
 
 #[test]
 fn install_dry_run_prints_a_unit_systemd_accepts_and_the_commands() {
-    let dir = tempfile::tempdir().unwrap();
+    // Not under /tmp: the system unit's private /tmp would hide such a home (refused).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let home = dir.path().join("hermes-home");
     for (scope, expected) in [
         (
@@ -591,4 +592,20 @@ fn service_status_fails_when_systemd_does_not_answer() {
     );
     let stopped = status_with(3);
     assert!(stopped.status.success(), "{stopped:?}");
+}
+
+/// A system service's home under /tmp would be an empty directory to it (its /tmp is
+/// private): install refuses it and says why.
+#[test]
+fn install_refuses_a_system_home_the_units_private_tmp_would_hide() {
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["service", "install", "--system", "--dry-run", "--home"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("PrivateTmp"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty());
 }

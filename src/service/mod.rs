@@ -233,6 +233,14 @@ fn plan_install(scope: Scope, home: Option<PathBuf>) -> Result<Plan, String> {
     {
         unit::check_path(path).map_err(|why| format!("cannot write it into a unit: {why}"))?;
     }
+    if scope == Scope::System && ["/tmp", "/var/tmp"].iter().any(|t| home.starts_with(t)) {
+        // The unit gives the service a /tmp of its own (PrivateTmp): a home there would
+        // be an empty directory to it, and gone at every stop.
+        return Err(format!(
+            "{} is under a temporary directory, which the system service sees empty (PrivateTmp=yes); choose a home elsewhere (the default is {SYSTEM_HOME})",
+            home.display()
+        ));
+    }
     let mut notes = Vec::new();
     let mut before = Vec::new();
     let unit_path = match scope {

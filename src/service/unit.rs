@@ -239,10 +239,9 @@ fn hardening(unit: &mut String, spec: &UnitSpec) {
     // directory may not exist yet, which `-` lets pass.
     let mut writable = vec![word(&spec.home, false)];
     writable.extend(spec.workdir.iter().map(|w| format!("-{}", word(w, false))));
-    // A working directory under /home or /root needs those visible.
-    let under_home = spec
-        .workdir
-        .iter()
+    // A home or working directory under /home or /root needs those visible.
+    let under_home = std::iter::once(&spec.home)
+        .chain(spec.workdir.iter())
         .any(|w| w.starts_with("/home") || w.starts_with("/root"));
     let protect_home = if under_home {
         "# The agent works under /home: it stays visible (read-only but for ReadWritePaths).\n\
@@ -386,6 +385,13 @@ mod tests {
                 .lines()
                 .any(|l| l == "ReadWritePaths=\"/var/lib/hermes-gateway\" -\"/home/ada/projects\"")
         );
+        // A home under /home stays visible (and writable through ReadWritePaths).
+        let home_at_home = render(&UnitSpec {
+            home: "/home/ada/.hermes".into(),
+            ..UnitSpec::documented(Scope::System)
+        });
+        assert!(home_at_home.lines().any(|l| l == "ProtectHome=read-only"));
+        assert!(!home_at_home.lines().any(|l| l == "ProtectHome=yes"));
     }
 
     #[test]
