@@ -88,17 +88,12 @@ enum PairingAction {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Run) {
-        // A command whose output is cut short (`check-config | head -1`) ends quietly, as
-        // Unix tools do, instead of panicking on the closed pipe. Not the daemon: a socket
-        // a peer closed must not end it.
-        // SAFETY: no other thread exists yet, and the default action needs no handler.
-        let _ = unsafe {
-            nix::sys::signal::signal(
-                nix::sys::signal::Signal::SIGPIPE,
-                nix::sys::signal::SigHandler::SigDfl,
-            )
-        };
+    if !matches!(cli.command, Command::Run | Command::CheckConfig) {
+        // A command whose output is cut short (`cron list | head -1`) ends quietly, as Unix
+        // tools do, instead of panicking on the closed pipe. Not the daemon (a socket a
+        // peer closed must not end it), nor check-config, which talks to MCP servers over
+        // pipes: its own output ends the same way through `scrubbed_println!`.
+        default_sigpipe();
     }
     let given_home = cli.home.clone();
     // Absolute, so what is protected is recognised whatever the daemon's working directory.
@@ -262,7 +257,32 @@ async fn run(home: PathBuf) -> ExitCode {
 /// is pasted into bug reports, so every line of it is scrubbed.
 macro_rules! scrubbed_println {
     ($($arg:tt)*) => {
-        ::std::println!("{}", secrets::scrub(&format!($($arg)*)))
+        print_line(&secrets::scrub(&format!($($arg)*)))
+    };
+}
+
+/// One line of output; when the reader has gone (`check-config | head -1`), the process
+/// ends by SIGPIPE as Unix tools do, instead of panicking.
+fn print_line(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}")
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        default_sigpipe();
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGPIPE);
+        std::process::exit(141);
+    }
+}
+
+/// SIGPIPE back to its default action (the process ends), which Rust's runtime ignores.
+fn default_sigpipe() {
+    // SAFETY: setting the default action installs no handler of ours.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
     };
 }
 

@@ -123,11 +123,7 @@ async fn the_database_is_private_and_a_readable_env_file_is_made_private() {
             .then_some(())
     })
     .await;
-    let env_mode = std::fs::metadata(w.home.dir.join(".env"))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
+    let env_mode = mode_of(&w.home.dir.join(".env"));
     assert_eq!(env_mode, 0o600, "the daemon's own .env is made private");
 }
 
@@ -150,11 +146,7 @@ async fn with_fix_permissions_off_a_readable_env_file_is_only_reported() {
             .then_some(())
     })
     .await;
-    let env_mode = std::fs::metadata(w.home.dir.join(".env"))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
+    let env_mode = mode_of(&w.home.dir.join(".env"));
     assert_eq!(env_mode, 0o644, "the operator's choice stays");
 }
 
@@ -224,4 +216,9 @@ async fn a_tool_that_prints_a_configured_key_shows_the_model_a_blank() {
     let outputs = tool_outputs(&w);
     assert!(outputs.contains("api_key: [REDACTED]"), "{outputs}");
     assert!(!outputs.contains(API_KEY), "{outputs}");
+}
+
+/// A file's permission bits.
+fn mode_of(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }

@@ -821,13 +821,7 @@ async fn a_message_handed_out_on_a_reset_connection_is_fetched_again_and_answere
 fn check_config_cut_short_by_its_reader_ends_quietly() {
     use std::os::unix::process::ExitStatusExt;
     let dir = tempfile::tempdir().unwrap();
-    let home = hermes_testkit::daemon::Home::new(
-        dir.path(),
-        "http://127.0.0.1:9",
-        "http://127.0.0.1:9/v1",
-        &[],
-        "",
-    );
+    let home = offline_home(dir.path());
     // The reader is gone before the command writes a byte, as when `head -1` has its
     // line: every write meets a closed pipe.
     let (reader, writer) = std::io::pipe().unwrap();
@@ -891,13 +885,7 @@ fn check_config_fails_without_a_platform_and_names_a_missing_config_file() {
 #[test]
 fn management_commands_say_not_found_and_unknown_platforms_alike() {
     let dir = tempfile::tempdir().unwrap();
-    let home = hermes_testkit::daemon::Home::new(
-        dir.path(),
-        "http://127.0.0.1:9",
-        "http://127.0.0.1:9/v1",
-        &[],
-        "",
-    );
+    let home = offline_home(dir.path());
     let run = |args: &[&str]| {
         let out = std::process::Command::new(BIN)
             .args(args)
@@ -940,4 +928,9 @@ fn management_commands_say_not_found_and_unknown_platforms_alike() {
         pairing.contains("telegram, discord, slack or whatsapp"),
         "{pairing}"
     );
+}
+
+/// A home whose platform and model point at a closed port: for commands that only read it.
+fn offline_home(dir: &std::path::Path) -> hermes_testkit::daemon::Home {
+    hermes_testkit::daemon::Home::new(dir, "http://127.0.0.1:9", "http://127.0.0.1:9/v1", &[], "")
 }

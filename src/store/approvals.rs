@@ -270,6 +270,11 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `key` is on the standing allowlist for `owner`'s commands.
+    async fn covers(store: &Store, key: &str, owner: &str) -> bool {
+        store.allowlist_covers(&[key], owner).await.unwrap()
+    }
     use hermes_adapter::{ChatKind, Platform};
 
     /// A standing approval made for one person covers their commands only, and turning
@@ -287,24 +292,9 @@ mod tests {
             )
             .await
             .unwrap();
-        assert!(
-            store
-                .allowlist_covers(&["rm-recursive"], "telegram:1")
-                .await
-                .unwrap()
-        );
-        assert!(
-            !store
-                .allowlist_covers(&["rm-recursive"], "telegram:2")
-                .await
-                .unwrap()
-        );
-        assert!(
-            !store
-                .allowlist_covers(&["rm-recursive"], "discord:1")
-                .await
-                .unwrap()
-        );
+        assert!(covers(&store, "rm-recursive", "telegram:1").await);
+        assert!(!covers(&store, "rm-recursive", "telegram:2").await);
+        assert!(!covers(&store, "rm-recursive", "discord:1").await);
         store
             .call(|conn| {
                 conn.execute("UPDATE approval_allowlist SET owner = ''", [])?;
@@ -313,22 +303,14 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            !store
-                .allowlist_covers(&["rm-recursive"], "telegram:2")
-                .await
-                .unwrap(),
+            !covers(&store, "rm-recursive", "telegram:2").await,
             "made everyone's behind the gateway's back"
         );
         store
             .allowlist_add("rm-recursive", "recursive delete", "rm -rf y", "Root", "")
             .await
             .unwrap();
-        assert!(
-            store
-                .allowlist_covers(&["rm-recursive"], "telegram:2")
-                .await
-                .unwrap()
-        );
+        assert!(covers(&store, "rm-recursive", "telegram:2").await);
         let owners: Vec<String> = store
             .allowlist_list()
             .await
@@ -347,12 +329,7 @@ mod tests {
             .allowlist_add("rm-recursive", "recursive delete", "rm -rf x", "Ada", "")
             .await
             .unwrap();
-        assert!(
-            store
-                .allowlist_covers(&["rm-recursive"], "telegram:1")
-                .await
-                .unwrap()
-        );
+        assert!(covers(&store, "rm-recursive", "telegram:1").await);
         // Rows as a command with the database open would write them: without a MAC, with
         // another row's MAC, or a signed row changed.
         store
@@ -368,18 +345,8 @@ mod tests {
             })
             .await
             .unwrap();
-        assert!(
-            !store
-                .allowlist_covers(&["read-secrets"], "telegram:1")
-                .await
-                .unwrap()
-        );
-        assert!(
-            !store
-                .allowlist_covers(&["curl-pipe-sh"], "telegram:1")
-                .await
-                .unwrap()
-        );
+        assert!(!covers(&store, "read-secrets", "telegram:1").await);
+        assert!(!covers(&store, "curl-pipe-sh", "telegram:1").await);
         store
             .call(|conn| {
                 conn.execute(
@@ -390,12 +357,7 @@ mod tests {
             })
             .await
             .unwrap();
-        assert!(
-            !store
-                .allowlist_covers(&["rm-recursive"], "telegram:1")
-                .await
-                .unwrap()
-        );
+        assert!(!covers(&store, "rm-recursive", "telegram:1").await);
         let listed = store.allowlist_list().await.unwrap();
         assert_eq!(listed.len(), 3);
         assert!(listed.iter().all(|e| !e.signed), "{listed:?}");
@@ -433,12 +395,7 @@ mod tests {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
             let store = Store::open(&path).unwrap();
-            assert!(
-                !store
-                    .allowlist_covers(&["rm-recursive"], "telegram:1")
-                    .await
-                    .unwrap()
-            );
+            assert!(!covers(&store, "rm-recursive", "telegram:1").await);
             assert!(!store.pairing_is_approved("telegram", "42").await.unwrap());
         });
     }
@@ -451,12 +408,7 @@ mod tests {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async {
             let store = Store::open(&path).unwrap();
-            assert!(
-                store
-                    .allowlist_covers(&["rm-recursive"], "telegram:1")
-                    .await
-                    .unwrap()
-            );
+            assert!(covers(&store, "rm-recursive", "telegram:1").await);
             assert!(store.pairing_is_approved("telegram", "42").await.unwrap());
             assert!(dir.path().join(crate::state_key::FILE).exists());
         });
@@ -492,22 +444,12 @@ mod tests {
             "the first decision stands"
         );
 
-        assert!(
-            !store
-                .allowlist_covers(&["rm-recursive"], "telegram:1")
-                .await
-                .unwrap()
-        );
+        assert!(!covers(&store, "rm-recursive", "telegram:1").await);
         store
             .allowlist_add("rm-recursive", "recursive delete", "rm -rf x", "Ada", "")
             .await
             .unwrap();
-        assert!(
-            store
-                .allowlist_covers(&["rm-recursive"], "telegram:1")
-                .await
-                .unwrap()
-        );
+        assert!(covers(&store, "rm-recursive", "telegram:1").await);
         assert!(
             !store
                 .allowlist_covers(&["rm-recursive", "mkfs"], "telegram:1")
