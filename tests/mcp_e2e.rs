@@ -94,6 +94,9 @@ async fn a_servers_tools_are_called_without_its_secrets_and_it_stops_with_the_da
         || (process_gone(pid) && process_gone(child)).then_some(()),
     )
     .await;
+    // A clean stop is not an error.
+    let log = d.log_text();
+    assert!(!log.lines().any(|l| l.contains("ERROR")), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

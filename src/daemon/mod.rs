@@ -154,6 +154,7 @@ async fn shut_down(
 ) {
     crate::systemd::stopping();
     stages.intake.cancel();
+    sessions.mcp.stopping();
     // A turn waiting for an approval waits for a press that cannot come now: it is
     // cancelled at once (and asked again after the start) instead of holding the drain.
     let waiting = sessions.approvals.stop_taking_decisions();

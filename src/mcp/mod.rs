@@ -55,11 +55,15 @@ pub struct Server {
     failures: Mutex<u32>,
     connection: tokio::sync::Mutex<Option<Connection>>,
     tools: Mutex<Vec<Arc<McpTool>>>,
+    /// The daemon is stopping: a server that ends now (its jail or process group going
+    /// with the daemon) is not a failure.
+    stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Every configured MCP server.
 pub struct Mcp {
     servers: Vec<Arc<Server>>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Mcp {
@@ -67,7 +71,9 @@ impl Mcp {
         configs: Vec<McpServerConfig>,
         confinement: Arc<crate::confine::Confinement>,
     ) -> Arc<Mcp> {
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
         Arc::new(Mcp {
+            stopping: stopping.clone(),
             servers: configs
                 .into_iter()
                 .map(|config| {
@@ -78,6 +84,7 @@ impl Mcp {
                         failures: Mutex::new(0),
                         connection: tokio::sync::Mutex::new(None),
                         tools: Mutex::new(Vec::new()),
+                        stopping: stopping.clone(),
                     })
                 })
                 .collect(),
@@ -169,8 +176,16 @@ impl Mcp {
         futures_util::future::join_all(self.servers.iter().map(|s| s.ensure())).await;
     }
 
+    /// The daemon begins to stop: servers ending from now on are not failures (no ERROR
+    /// on a clean stop).
+    pub fn stopping(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Stop every server (stdio ones and everything they started).
     pub async fn shutdown(&self) {
+        self.stopping();
         futures_util::future::join_all(self.servers.iter().map(|s| async {
             if let Some(connection) = s.connection.lock().await.take() {
                 connection.close().await;
@@ -211,7 +226,11 @@ impl Server {
         let wait = FIRST_BACKOFF
             .saturating_mul(1 << (failures - 1).min(10))
             .min(MAX_BACKOFF);
-        tracing::error!(server = %self.config.name, error = %why, retry_in_s = wait.as_secs(), "mcp: the server could not be started or stopped; its tools are not offered");
+        if self.stopping.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::info!(server = %self.config.name, why = %why, "mcp: the server ended with the daemon");
+        } else {
+            tracing::error!(server = %self.config.name, error = %why, retry_in_s = wait.as_secs(), "mcp: the server could not be started or stopped; its tools are not offered");
+        }
         self.tools.lock().expect("mcp tools lock").clear();
         self.set_health(Health::Failed {
             why,
