@@ -92,8 +92,37 @@ pub fn map_error(method: &str, error: SlackClientError) -> SendError {
         SlackClientError::HttpError(http) if http.status_code.is_client_error() => {
             SendError::Rejected(format!("Slack {method}: HTTP {}", http.status_code))
         }
+        // slack-morphism writes its cause with `{:?}` (a hyper_util debug dump): the
+        // cause's own words are what the operator can read.
+        SlackClientError::SystemError(system) => SendError::Transient(format!(
+            "Slack {method}: cannot reach Slack ({})",
+            short(&system.cause.as_deref().map_or_else(
+                || {
+                    system
+                        .message
+                        .clone()
+                        .unwrap_or_else(|| "no reason given".into())
+                },
+                |cause| readable(cause)
+            ))
+        )),
         other => SendError::Transient(format!("Slack {method}: {}", short(&other.to_string()))),
     }
+}
+
+/// An error and its sources, in their own words (`client error (Connect): tcp connect
+/// error: Connection refused (os error 111)`).
+fn readable(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut words = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let said = inner.to_string();
+        if !words.iter().any(|w| w.contains(&said)) {
+            words.push(said);
+        }
+        source = inner.source();
+    }
+    words.join(": ")
 }
 
 /// The scope a `missing_scope` answer names (`needed`), or a placeholder.
@@ -111,6 +140,38 @@ fn short(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error with a source, as hyper_util's are.
+    #[derive(Debug)]
+    struct Connect(std::io::Error);
+
+    impl std::fmt::Display for Connect {
+        fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("tcp connect error")
+        }
+    }
+
+    impl std::error::Error for Connect {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_network_failure_is_said_in_words_not_as_a_debug_dump() {
+        let refused =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let error = SlackClientError::SystemError(
+            SlackClientSystemError::new().with_cause(Box::new(Connect(refused))),
+        );
+        let SendError::Transient(text) = map_error("chat.postMessage", error) else {
+            panic!("a network failure is passing");
+        };
+        assert_eq!(
+            text,
+            "Slack chat.postMessage: cannot reach Slack (tcp connect error: Connection refused)"
+        );
+    }
 
     fn api(code: &str, body: Option<&str>) -> SlackClientError {
         SlackClientError::ApiError(
