@@ -323,6 +323,24 @@ pub struct SessionConfig {
     pub thread_sessions_per_user: bool,
 }
 
+impl SessionConfig {
+    /// Whether each person in `chat` has a session of their own there (a direct chat is
+    /// one person's anyway, so `false`: its session is the chat's).
+    pub fn per_person(&self, chat: &hermes_adapter::ChatRef) -> bool {
+        match (chat.kind, &chat.thread_id) {
+            (hermes_adapter::ChatKind::Direct, _) => false,
+            (_, Some(_)) => self.thread_sessions_per_user,
+            (_, None) => self.group_sessions_per_user,
+        }
+    }
+
+    /// Whether the conversation in `chat` is shared by everyone in it (a group or thread
+    /// without sessions per person), so a command on it changes it for the others too.
+    pub fn shared(&self, chat: &hermes_adapter::ChatRef) -> bool {
+        chat.kind != hermes_adapter::ChatKind::Direct && !self.per_person(chat)
+    }
+}
+
 /// Whether dangerous commands need a person's OK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApprovalMode {

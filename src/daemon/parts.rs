@@ -41,6 +41,12 @@ pub(super) async fn prepare_home(config: Arc<Config>) -> anyhow::Result<(Store, 
         for warning in warnings {
             tracing::warn!("{warning}");
         }
+        if MemoryPlaces::new(home, config.sole_person()).orphaned_shared_files() {
+            tracing::warn!(
+                "memory: {}/memories/MEMORY.md and USER.md are no longer shown to anyone: several people may talk to this bot, and each now has memories of their own (memories/people/). Move what belongs to one person into theirs",
+                home.display()
+            );
+        }
         // Documents people send and `execute_code`'s runs are handed to the agent's
         // commands, which can only be given a directory that exists when their
         // confinement is made.
@@ -170,12 +176,6 @@ pub(super) fn agent_and_sessions(
     let confinement = Arc::new(Confinement::new(&config.terminal, &config.home));
     let mcp = Mcp::new(config.mcp_servers.clone(), confinement.clone());
     let memory = MemoryPlaces::new(&config.home, config.sole_person());
-    if memory.orphaned_shared_files() {
-        tracing::warn!(
-            "memory: {}/memories/MEMORY.md and USER.md are no longer shown to anyone: several people may talk to this bot, and each now has memories of their own (memories/people/). Move what belongs to one person into theirs",
-            config.home.display()
-        );
-    }
     let agent = Arc::new_cyclic(|agent: &std::sync::Weak<AgentRuntime>| AgentRuntime {
         models: Models::new(
             config.model.clone(),

@@ -224,7 +224,7 @@ impl Router {
         let text = message.text.trim();
         let (command, args) = split_command(text);
         let found = command.as_deref().and_then(commands::find);
-        let shared = tiers::shared(chat, &self.config.sessions);
+        let shared = self.config.sessions.shared(chat);
         if let Some(command) = found
             && !self.tier(chat, &author.user_id).may_run(command, shared)
         {
@@ -362,12 +362,7 @@ fn split_command(text: &str) -> (Option<String>, &str) {
 /// chat, thread) is the base, so a Slack thread stays one session.
 fn session_key(chat: &ChatRef, user_id: &str, sessions: &crate::config::SessionConfig) -> String {
     let base = format!("agent:main:{}", chat.conversation());
-    let per_user = match (chat.kind, &chat.thread_id) {
-        (ChatKind::Direct, _) => false,
-        (_, Some(_)) => sessions.thread_sessions_per_user,
-        (_, None) => sessions.group_sessions_per_user,
-    };
-    if per_user {
+    if sessions.per_person(chat) {
         format!("{base}:{user_id}")
     } else {
         base

@@ -12,7 +12,7 @@ use hermes_adapter::{ChatKind, ChatRef};
 
 use super::Router;
 use super::commands::{Command, Who};
-use crate::config::{SessionConfig, TierScope};
+use crate::config::TierScope;
 
 /// Commands every allowed person may run, whatever the tiers (Hermes' floor).
 const FLOOR: [&str; 2] = ["help", "whoami"];
@@ -105,16 +105,6 @@ impl Tier<'_> {
                 )
             }
         }
-    }
-}
-
-/// Whether the conversation in `chat` is shared by everyone in it (a group or thread
-/// without sessions per person), so a command on it changes it for the others too.
-pub(super) fn shared(chat: &ChatRef, sessions: &SessionConfig) -> bool {
-    match (chat.kind, &chat.thread_id) {
-        (ChatKind::Direct, _) => false,
-        (_, Some(_)) => !sessions.thread_sessions_per_user,
-        (_, None) => !sessions.group_sessions_per_user,
     }
 }
 
