@@ -1,0 +1,162 @@
+//! The command line as an operator meets it: check-config's verdict and exit status, its
+//! output cut short by its reader, and the management commands' exit statuses and help.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn an_invalid_config_exits_78_and_check_config_masks_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "model:\n  default: m\n  base_url: not-a-url\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join(".env"),
+        "TELEGRAM_BOT_TOKEN=123:SECRETSECRET\n",
+    )
+    .unwrap();
+    let run = std::process::Command::new(BIN)
+        .args(["run", "--home"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("model.base_url"));
+
+    std::fs::write(dir.path().join("config.yaml"), "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\nsecurity:\n  tirith_enabled: false\n").unwrap();
+    let check = std::process::Command::new(BIN)
+        .args(["check-config", "--home"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{out}");
+    assert!(out.contains("security.tirith_enabled") && out.contains("Not used"));
+    assert!(
+        out.contains("123… (16 chars)") && !out.contains("SECRETSECRET"),
+        "{out}"
+    );
+}
+
+/// `check-config | head -1`: the command ends quietly when its reader goes away (killed by
+/// SIGPIPE, as Unix tools are), not with a panic and exit status 101.
+#[test]
+fn check_config_cut_short_by_its_reader_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let home = offline_home(dir.path());
+    // The reader is gone before the command writes a byte, as when `head -1` has its
+    // line: every write meets a closed pipe.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let child = std::process::Command::new(BIN)
+        .args(["check-config", "--home"])
+        .arg(&home.dir)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(output.status.code(), Some(101), "{stderr}");
+    assert_eq!(
+        output.status.signal(),
+        Some(13),
+        "ended by SIGPIPE: {stderr}"
+    );
+}
+
+/// check-config fails (78, like `run`) when no platform is enabled, and says a missing
+/// `config.yaml` is missing instead of "no model name is set".
+#[test]
+fn check_config_fails_without_a_platform_and_names_a_missing_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), "").unwrap();
+    let check = |dir: &std::path::Path| {
+        let out = std::process::Command::new(BIN)
+            .args(["check-config", "--home"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = check(dir.path());
+    assert_eq!(code, Some(78), "{out}");
+    assert!(out.contains("config.yaml does not exist"), "{out}");
+    assert!(!out.contains("no model name is set"), "{out}");
+
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n",
+    )
+    .unwrap();
+    let (code, out) = check(dir.path());
+    assert_eq!(code, Some(78), "{out}");
+    assert!(
+        out.contains("error: platforms: no chat platform is enabled"),
+        "{out}"
+    );
+    assert!(!out.contains("\nOK"), "{out}");
+}
+
+/// The management commands agree: 2 when nothing goes by that name or the platform is
+/// unknown (listing the known ones), and `--help` says so.
+#[test]
+fn management_commands_say_not_found_and_unknown_platforms_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = offline_home(dir.path());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(args)
+            .arg("--home")
+            .arg(&home.dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["pairing", "approve", "matrix", "ABCD2345"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("unknown platform \"matrix\"")
+            && err.contains("telegram, discord, slack, whatsapp"),
+        "{err}"
+    );
+    for args in [
+        &["pairing", "revoke", "telegram", "999"][..],
+        &["approvals", "revoke", "no-such-class"],
+        &["cron", "pause", "job_00000000"],
+    ] {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+    }
+    let help = std::process::Command::new(BIN)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("2 nothing by that name"), "{help}");
+    let pairing = std::process::Command::new(BIN)
+        .args(["pairing", "approve", "--help"])
+        .output()
+        .unwrap();
+    let pairing = String::from_utf8_lossy(&pairing.stdout);
+    assert!(
+        pairing.contains("telegram, discord, slack or whatsapp"),
+        "{pairing}"
+    );
+}
+
+/// A home whose platform and model point at a closed port: for commands that only read it.
+fn offline_home(dir: &std::path::Path) -> hermes_testkit::daemon::Home {
+    hermes_testkit::daemon::Home::new(dir, "http://127.0.0.1:9", "http://127.0.0.1:9/v1", &[], "")
+}
