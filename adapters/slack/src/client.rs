@@ -112,7 +112,7 @@ pub fn map_error(method: &str, error: SlackClientError) -> SendError {
 
 /// An error and its sources, in their own words (`client error (Connect): tcp connect
 /// error: Connection refused (os error 111)`).
-fn readable(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn readable(error: &(dyn std::error::Error + 'static)) -> String {
     let mut words = vec![error.to_string()];
     let mut source = error.source();
     while let Some(inner) = source {

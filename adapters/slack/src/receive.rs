@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hermes_adapter::{Accepted, Inbound, InboundKind, InboundSink, Liveness, SinkError};
+use slack_morphism::errors::*;
 use slack_morphism::prelude::*;
 use tokio::sync::watch;
 
@@ -260,7 +261,7 @@ pub async fn on_hello(states: Shared) {
 }
 
 /// The listener's error handler: an event that could not be recorded is left
-/// unacknowledged; anything else is logged.
+/// unacknowledged; anything else is logged in words ([`listener_trouble`]).
 pub fn on_error(
     error: Box<dyn std::error::Error + Send + Sync>,
     _client: Arc<Client>,
@@ -269,6 +270,51 @@ pub fn on_error(
     if error.downcast_ref::<Unrecorded>().is_some() {
         return HttpStatusCode::INTERNAL_SERVER_ERROR;
     }
-    tracing::warn!(error = %error, "slack: Socket Mode");
+    tracing::warn!("slack: Socket Mode: {}", listener_trouble(error));
     HttpStatusCode::OK
+}
+
+/// What went wrong in the Socket Mode listener, as the operator can read it: a network
+/// failure in its causes' words (not slack-morphism's debug dump of a hyper error), and an
+/// envelope that could not be read without its body (which holds people's messages).
+fn listener_trouble(error: Box<dyn std::error::Error + Send + Sync>) -> String {
+    match error.downcast::<SlackClientError>() {
+        Ok(slack) => match *slack {
+            SlackClientError::ProtocolError(protocol) => format!(
+                "an envelope from Slack could not be read ({}); it was acknowledged and dropped",
+                protocol.json_error
+            ),
+            SlackClientError::SocketModeProtocolError(protocol) => protocol.message,
+            other => crate::client::map_error("Socket Mode", other).to_string(),
+        },
+        Err(other) => crate::client::readable(other.as_ref()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_error_is_said_in_words_and_never_with_the_envelope() {
+        let body = r#"{"envelope_id":"1","payload":{"event":{"text":"my private words"}}}"#;
+        let json_error = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let unreadable = SlackClientError::ProtocolError(
+            SlackClientProtocolError::new(json_error).with_json_body(body.into()),
+        );
+        let said = listener_trouble(Box::new(unreadable));
+        assert!(said.contains("could not be read"), "{said}");
+        assert!(!said.contains("private words"), "{said}");
+
+        let refused =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let down = SlackClientError::SystemError(
+            SlackClientSystemError::new().with_cause(Box::new(refused)),
+        );
+        let said = listener_trouble(Box::new(down));
+        assert!(
+            said.ends_with("Slack Socket Mode: cannot reach Slack (Connection refused)"),
+            "{said}"
+        );
+    }
 }
