@@ -5,6 +5,7 @@
 //! (or variable name) it concerns, so `check-config` can explain all of them at once.
 
 mod env;
+mod known_keys;
 mod mcp;
 mod models;
 mod sections;
@@ -172,7 +173,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let fix_permissions = y.boolean("security.fix_permissions", p).unwrap_or(true);
     sections::check_allowlists(&access, &platforms, p);
 
-    let unused = sections::unused(&y, env, &platform_vars);
+    let unused = sections::unused(&y, env, &platform_vars, p);
     let secret_env_names = sections::secret_env_names(env, &platform_vars, &models.key_env_names);
     let secret_values = env
         .secret_values()

@@ -242,10 +242,7 @@ pub(super) fn read_model(
 ) -> Option<(ModelConfig, ProviderKeys)> {
     let keys = ProviderKeys::from_env(env);
     // Older Hermes configs say `model: name`.
-    let flat_name = match y.get("model") {
-        Some(Value::String(s)) => Some(s.clone()),
-        _ => None,
-    };
+    let flat_name = y.text_only("model");
     let provider = y
         .string("model.provider", problems)
         .unwrap_or_else(|| "custom".into())

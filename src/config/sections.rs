@@ -247,10 +247,10 @@ pub(super) fn read_delivery(y: &mut YamlReader, problems: &mut Vec<Problem>) -> 
         bot_burst: y
             .number("delivery.bot_burst", problems)
             .map(|b| b.max(1) as u32),
-        max_age: y
-            .number("delivery.max_age", problems)
-            .map(|secs| Duration::from_secs(secs.max(60)))
+        max_age: seconds_at_least(y, "delivery.max_age", 60, problems)
             .unwrap_or(DEFAULT_DELIVERY_MAX_AGE),
+        retention: seconds_at_least(y, "delivery.retention", MIN_RETENTION.as_secs(), problems)
+            .unwrap_or(DEFAULT_RETENTION),
     };
     if y.get("delivery.max_attempts").is_some() {
         problems.push(Problem::warning(
@@ -259,6 +259,23 @@ pub(super) fn read_delivery(y: &mut YamlReader, problems: &mut Vec<Problem>) -> 
         ));
     }
     delivery
+}
+
+/// A number of seconds at `key`, raised to `least` (and said so) when below it.
+fn seconds_at_least(
+    y: &mut YamlReader,
+    key: &str,
+    least: u64,
+    problems: &mut Vec<Problem>,
+) -> Option<Duration> {
+    let asked = y.number(key, problems)?;
+    if asked < least {
+        problems.push(Problem::warning(
+            key,
+            format!("{asked} is below {least} seconds; {least} is used"),
+        ));
+    }
+    Some(Duration::from_secs(asked.max(least)))
 }
 
 /// Each platform's settings, and the variables they read (theirs, not unused).
@@ -370,8 +387,10 @@ pub(super) fn unused(
     y: &YamlReader,
     env: &EnvVars,
     platform_vars: &BTreeSet<String>,
+    problems: &mut Vec<Problem>,
 ) -> Vec<String> {
-    let mut unused = y.unused();
+    let (mut unused, unknown) = super::known_keys::sort_unread(y.unused(), y.asked());
+    problems.extend(unknown);
     let referenced = y.referenced_variables();
     unused.extend(
         env.dotenv_names()

@@ -526,3 +526,33 @@ fn dotenv_variables_the_file_names_are_used_and_a_clamped_value_is_said() {
         "{clamped}"
     );
 }
+
+#[test]
+fn a_typo_under_model_is_a_problem_naming_the_key_meant_and_a_hermes_setting_is_not() {
+    let yaml = ISSUE_EXAMPLE.replace("model:\n", "model:\n  defualt: my-model\n  api_kye: sk-1\n");
+    let loaded = load_from(
+        Path::new("/h"),
+        &yaml,
+        &env(&[("TELEGRAM_BOT_TOKEN", "1:x")]),
+    );
+    let said = |key: &str| {
+        loaded
+            .problems
+            .iter()
+            .find(|p| p.key == key)
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    };
+    assert!(
+        said("model.defualt").contains("did you mean `model.default`"),
+        "{:?}",
+        loaded.problems
+    );
+    assert!(said("model.api_kye").contains("did you mean `model.api_key`"));
+    assert!(said("security.tirith_enabled").is_empty());
+    assert!(
+        loaded
+            .unused
+            .contains(&"security.tirith_enabled".to_string())
+    );
+}

@@ -452,7 +452,15 @@ pub struct DeliveryConfig {
     /// How long a message that cannot be sent yet (the platform or the network is down,
     /// rate limits, refused credentials) is retried before it is marked failed.
     pub max_age: Duration,
+    /// How long handled inbox rows, sent outbox rows and other ended bookkeeping are kept
+    /// (`delivery.retention`, seconds).
+    pub retention: Duration,
 }
+
+/// The default `delivery.retention`: a week, as long as a platform may redeliver an event.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The shortest `delivery.retention`: an hour, so a reply and its report stay together.
+pub const MIN_RETENTION: Duration = Duration::from_secs(3600);
 
 /// The default `delivery.max_age`: a day.
 pub const DEFAULT_DELIVERY_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
@@ -465,6 +473,7 @@ impl Default for DeliveryConfig {
             bot_rate_per_second: None,
             bot_burst: None,
             max_age: DEFAULT_DELIVERY_MAX_AGE,
+            retention: DEFAULT_RETENTION,
         }
     }
 }

@@ -11,6 +11,8 @@ use super::Problem;
 pub struct YamlReader {
     root: Value,
     used: BTreeSet<String>,
+    /// Every path asked for, there or not: the keys the gateway knows.
+    asked: BTreeSet<String>,
 }
 
 impl YamlReader {
@@ -29,6 +31,7 @@ impl YamlReader {
         Ok(YamlReader {
             root,
             used: BTreeSet::new(),
+            asked: BTreeSet::new(),
         })
     }
 
@@ -73,8 +76,23 @@ impl YamlReader {
         out
     }
 
+    /// The value at a dotted path if it is a text, marking it used only then (a key that
+    /// may be a text or a mapping of keys read one by one, like `model`).
+    pub fn text_only(&mut self, path: &str) -> Option<String> {
+        let mut node = &self.root;
+        for part in path.split('.') {
+            node = node.as_object()?.get(part)?;
+        }
+        let text = node.as_str()?.to_owned();
+        self.used.insert(path.to_owned());
+        Some(text)
+    }
+
     /// The value at a dotted path, marking it used.
     pub fn get(&mut self, path: &str) -> Option<&Value> {
+        if !self.asked.contains(path) {
+            self.asked.insert(path.to_owned());
+        }
         let mut node = &self.root;
         for part in path.split('.') {
             node = node.as_object()?.get(part)?;
@@ -168,6 +186,11 @@ impl YamlReader {
                 None
             }
         }
+    }
+
+    /// Every path asked for, whether the file has it or not.
+    pub fn asked(&self) -> &BTreeSet<String> {
+        &self.asked
     }
 
     /// Every leaf key path that was never read.

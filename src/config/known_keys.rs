@@ -1,0 +1,113 @@
+//! Which `config.yaml` keys anyone knows: Hermes' own (`hermes_keys.txt`, made from Hermes
+//! 0.19.0 by `tests/fixtures/hermes_keys.py`) and the ones the gateway asked for while
+//! reading. A key Hermes knows and the gateway ignores is information; a key neither knows
+//! is a typo until shown otherwise, and is said with the nearest known key.
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use super::Problem;
+
+/// Hermes' keys; `prefix.*` takes any key below `prefix`.
+static HERMES_KEYS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    include_str!("hermes_keys.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+});
+
+/// Whether Hermes knows `path` (a leaf, or a mapping left empty).
+fn hermes_knows(path: &str) -> bool {
+    HERMES_KEYS
+        .iter()
+        .any(|known| match known.strip_suffix(".*") {
+            Some(prefix) => path == prefix || path.starts_with(&format!("{prefix}.")),
+            None => *known == path || known.starts_with(&format!("{path}.")),
+        })
+}
+
+/// Unread keys split into the ones Hermes knows (listed as ignored) and a problem for each
+/// key neither knows, with the nearest key either knows when one is close.
+pub(super) fn sort_unread(
+    unread: Vec<String>,
+    asked: &BTreeSet<String>,
+) -> (Vec<String>, Vec<Problem>) {
+    let mut ignored = Vec::new();
+    let mut unknown = Vec::new();
+    for path in unread {
+        if hermes_knows(&path) {
+            ignored.push(path);
+            continue;
+        }
+        let message = match nearest(&path, asked) {
+            Some(near) => {
+                format!("neither hermes-gateway nor Hermes knows this key; did you mean `{near}`?")
+            }
+            None => "neither hermes-gateway nor Hermes knows this key".to_owned(),
+        };
+        unknown.push(Problem::warning(path, message));
+    }
+    (ignored, unknown)
+}
+
+/// The known key of the same depth closest to `path` by edit distance (a swapped pair of
+/// letters counts once), when it is close enough to be the one meant.
+fn nearest(path: &str, asked: &BTreeSet<String>) -> Option<String> {
+    let depth = path.split('.').count();
+    let leaf_len = path.rsplit('.').next().unwrap_or(path).chars().count();
+    let close_enough = (leaf_len / 3).clamp(1, 3);
+    HERMES_KEYS
+        .iter()
+        .filter(|k| !k.ends_with(".*"))
+        .copied()
+        .chain(asked.iter().map(String::as_str))
+        .filter(|k| k.split('.').count() == depth)
+        .map(|k| (strsim::damerau_levenshtein(path, k), k))
+        .filter(|(distance, _)| *distance <= close_enough)
+        .min()
+        .map(|(_, k)| k.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(keys: &[&str]) -> BTreeSet<String> {
+        keys.iter().map(|k| k.to_string()).collect()
+    }
+
+    #[test]
+    fn typos_under_model_are_problems_with_the_key_meant() {
+        let (ignored, problems) = sort_unread(
+            vec!["model.defualt".into(), "model.api_kye".into()],
+            &asked(&["model.default", "model.api_key", "model.base_url"]),
+        );
+        assert!(ignored.is_empty());
+        let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert!(said[0].contains("did you mean `model.default`"), "{said:?}");
+        assert!(said[1].contains("did you mean `model.api_key`"), "{said:?}");
+    }
+
+    #[test]
+    fn a_hermes_setting_the_gateway_ignores_is_only_listed() {
+        let (ignored, problems) = sort_unread(
+            vec![
+                "display.compact".into(),
+                "providers.mine.base_url".into(),
+                "security.tirith_enabled".into(),
+            ],
+            &asked(&[]),
+        );
+        assert_eq!(ignored.len(), 3, "{problems:?}");
+        assert!(problems.is_empty());
+    }
+
+    #[test]
+    fn a_key_far_from_any_known_one_is_said_without_a_guess() {
+        let (_, problems) = sort_unread(vec!["frobnicate.level".into()], &asked(&[]));
+        let said = problems[0].to_string();
+        assert!(said.contains("neither hermes-gateway nor Hermes"), "{said}");
+        assert!(!said.contains("did you mean"), "{said}");
+    }
+}
