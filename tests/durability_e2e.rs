@@ -143,7 +143,7 @@ async fn an_update_that_cannot_be_recorded_holds_back_the_rest_of_its_batch() {
     w.replies(ALICE, 1).await;
     let db = database(&w);
     db.execute_batch(
-        "CREATE TRIGGER refuse_poison BEFORE INSERT ON inbox WHEN NEW.text = 'poison'
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON inbox WHEN NEW.chat_id = '-100778'
          BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
     )
     .unwrap();
@@ -157,27 +157,29 @@ async fn an_update_that_cannot_be_recorded_holds_back_the_rest_of_its_batch() {
             .then_some(())
     })
     .await;
-    let texts = |db: &rusqlite::Connection| -> Vec<String> {
-        let mut stmt = db
-            .prepare("SELECT text FROM inbox WHERE text IS NOT NULL ORDER BY id")
-            .unwrap();
+    let chats = |db: &rusqlite::Connection| -> Vec<String> {
+        let mut stmt = db.prepare("SELECT chat_id FROM inbox ORDER BY id").unwrap();
         stmt.query_map([], |r| r.get(0))
             .unwrap()
             .map(Result::unwrap)
             .collect()
     };
+    let warm_up = ALICE.to_string();
     assert_eq!(
-        texts(&db),
-        ["warm up", "first"],
+        chats(&db),
+        [warm_up.as_str(), "-100777"],
         "nothing after the failure"
     );
 
     db.execute_batch("DROP TRIGGER refuse_poison").unwrap();
     eventually(WAIT, "the rest of the batch", || {
-        (texts(&db).len() == 4).then_some(())
+        (chats(&db).len() == 4).then_some(())
     })
     .await;
-    assert_eq!(texts(&db), ["warm up", "first", "poison", "third"]);
+    assert_eq!(
+        chats(&db),
+        [warm_up.as_str(), "-100777", "-100778", "-100779"]
+    );
     for chat in [-100_777, -100_778, -100_779] {
         w.replies(chat, 1).await;
     }
@@ -317,4 +319,52 @@ async fn a_full_disk_holds_messages_back_and_the_daemon_recovers_when_space_retu
     assert_eq!(llm.requests().len(), 2, "asked once");
     let _ = daemon.kill();
     let _ = daemon.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn words_not_meant_for_the_bot_are_not_kept() {
+    const STRANGER: i64 = 777;
+    const GROUP: i64 = -100_200;
+    let w = World::new(&[&format!("TELEGRAM_ALLOWED_USERS={ALICE}")], "").await;
+    w.llm.push(Reply::text("hello Alice"));
+    let _d = w.start();
+    w.telegram
+        .group(GROUP, ALICE, "chatter between members", false);
+    w.telegram
+        .group(GROUP, STRANGER, "a stranger's chatter", false);
+    w.telegram.dm(STRANGER, "my secret words");
+    w.telegram.group(GROUP, ALICE, "hello bot", true);
+    assert_eq!(w.replies(GROUP, 1).await, ["hello Alice"]);
+    let pairing = w.replies(STRANGER, 1).await;
+    assert!(pairing[0].contains("pairing code"), "{pairing:?}");
+    eventually(WAIT, "every inbox row to be handled", || {
+        (open_inbox_rows(&w) == 0).then_some(())
+    })
+    .await;
+
+    let db = database(&w);
+    let kept: Vec<(String, String)> = db
+        .prepare(
+            "SELECT chat_id, outcome FROM inbox
+             WHERE text IS NULL AND payload IS NULL
+               AND NOT EXISTS (SELECT 1 FROM inbox_payloads WHERE inbox_id = inbox.id)
+             ORDER BY id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            (STRANGER.to_string(), "pairing code issued".to_owned()),
+            (GROUP.to_string(), "answered".to_owned())
+        ],
+        "no row for the chatter, and the rows there keep no one's words"
+    );
+    let inbox: i64 = db
+        .query_row("SELECT count(*) FROM inbox", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(inbox, 2);
 }

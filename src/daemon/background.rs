@@ -1,7 +1,7 @@
 //! What runs beside the conversations once the daemon is wired: background processes'
 //! wake-ups recorded in the inbox, the scheduler, MCP servers, delegations a stopped run
-//! left, the HTTP server, and the one try of the confinement, said once the platforms
-//! had their first word.
+//! left, the HTTP server, the pruning of old bookkeeping, and the one try of the
+//! confinement, said once the platforms had their first word.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use crate::config::{Config, SandboxMode};
 use crate::confine::Confinement;
 use crate::http;
 use crate::process::Wakeup;
-use crate::store::Store;
+use crate::store::{Retention, Store};
 use crate::tools::delegate::SubAgents;
 
 /// Background processes that finished with `notify_on_complete` start a turn: recorded in
@@ -71,6 +71,52 @@ pub(super) async fn start_agents_work(
         config.delegation.clone(),
     )
     .await;
+}
+
+/// The first pruning waits this long after the start, so it never slows the start down.
+const FIRST_PRUNE_AFTER: Duration = Duration::from_secs(60);
+/// Then pruning runs this often.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// Rows of each kind one store call deletes: other chats' writes pass in between.
+const PRUNE_BATCH: usize = 500;
+/// How long a platform may redeliver an event (Meta retries WhatsApp webhooks for up to
+/// seven days; Telegram keeps updates a day, Slack retries for an hour).
+const REDELIVERY_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Handled inbox rows, sent outbox rows and other ended bookkeeping older than
+/// `delivery.retention` are pruned, a minute after the start and then hourly.
+pub(super) fn prune_regularly(
+    tasks: &TaskTracker,
+    store: Store,
+    keep: Duration,
+    intake: CancellationToken,
+) {
+    let retention = Retention {
+        keep,
+        redelivery: REDELIVERY_WINDOW,
+    };
+    tasks.spawn(async move {
+        let mut wait = FIRST_PRUNE_AFTER;
+        loop {
+            tokio::select! {
+                _ = intake.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            wait = PRUNE_EVERY;
+            match store.prune(retention, PRUNE_BATCH).await {
+                Ok(pruned) if pruned.total() > 0 => tracing::info!(
+                    inbox = pruned.inbox,
+                    outbox = pruned.outbox,
+                    event_ids = pruned.seen,
+                    other = pruned.other,
+                    retention_hours = keep.as_secs() / 3600,
+                    "store: pruned old bookkeeping"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "store: could not prune old bookkeeping; trying again in an hour"),
+            }
+        }
+    });
 }
 
 /// The HTTP server's routes: the adapters' webhooks, health, readiness, status and

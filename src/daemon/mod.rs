@@ -103,6 +103,12 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
     // Before anything can bring a command in (Slack's `/hermes` words come with them).
     adapters::register_commands(&tasks, senders);
     background::relay_wakeups(&tasks, wakeups, sink.clone(), stages.intake.clone());
+    background::prune_regularly(
+        &tasks,
+        store.clone(),
+        config.delivery.retention,
+        stages.intake.clone(),
+    );
     background::start_agents_work(
         &tasks,
         &config,
@@ -209,5 +215,8 @@ async fn shut_down(
         .is_err()
     {
         tracing::warn!("shutdown: a message was still being sent; it goes after the start");
+    }
+    if let Err(e) = store.checkpoint_at_stop().await {
+        tracing::warn!(error = %e, "shutdown: the WAL could not be folded into the database; the next start does it");
     }
 }

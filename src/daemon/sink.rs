@@ -1,6 +1,7 @@
 //! The sink every adapter records into: an event is written to the inbox (on disk) before
 //! the adapter acknowledges it, and only then handed to the router; a batch is written
-//! with one sync for all; cursors and delivery reports go to the store.
+//! with one sync for all; cursors and delivery reports go to the store. Chatter the mention
+//! rule turns away whoever wrote it is not written at all.
 
 use std::sync::Arc;
 
@@ -24,11 +25,27 @@ pub(super) struct GatewaySink {
 impl GatewaySink {
     /// Record `event`; a new one is dispatched.
     pub(super) async fn record(&self, event: Inbound) -> Result<Accepted, SinkError> {
+        if self.is_chatter(&event) {
+            return Ok(Accepted::New);
+        }
         let (accepted, new) = self.write(event, false).await?;
         if let Some(row) = new {
             self.dispatch(row);
         }
         Ok(accepted)
+    }
+
+    /// Whether `event` is chatter in a group that the router would turn away unread
+    /// ([`Router::is_chatter`]): counted, and not stored, since a stranger's or a member's
+    /// words not meant for the bot are not kept, and ignoring a redelivery again is all
+    /// that dedupe would do for it.
+    fn is_chatter(&self, event: &Inbound) -> bool {
+        if !self.router.is_chatter(event) {
+            return false;
+        }
+        crate::metrics::message_in(event.chat.platform);
+        tracing::trace!(event = %event.event_id, "inbox: group message not addressed to the bot, not kept");
+        true
     }
 
     /// Hand a new row to the router; a reply held in its chat (the person's window had
@@ -77,6 +94,10 @@ impl InboundSink for GatewaySink {
         let mut results = Vec::with_capacity(events.len());
         let mut new = Vec::new();
         for event in events {
+            if self.is_chatter(&event) {
+                results.push(Ok(Accepted::New));
+                continue;
+            }
             match self.write(event, true).await {
                 Ok((accepted, row)) => {
                     new.extend(row);

@@ -117,7 +117,18 @@ impl Router {
         }
     }
 
-    pub(super) fn require_mention(&self, platform: Platform) -> bool {
+    /// Whether `event` is chatter the mention rule turns away whoever wrote it ([`Router::needs_mention`]).
+    pub fn is_chatter(&self, event: &Inbound) -> bool {
+        matches!(&event.kind, InboundKind::Message(m) if self.needs_mention(&event.chat, m))
+    }
+
+    /// Whether the mention rule turns `message` away: in a group or channel, not addressed
+    /// to the bot, on a platform that wants a mention.
+    pub(super) fn needs_mention(&self, chat: &ChatRef, message: &InboundMessage) -> bool {
+        chat.kind != ChatKind::Direct && !message.addressed && self.require_mention(chat.platform)
+    }
+
+    fn require_mention(&self, platform: Platform) -> bool {
         self.config
             .platform(platform)
             .is_none_or(|p| p.require_mention())

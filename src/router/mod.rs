@@ -177,10 +177,7 @@ impl Router {
             self.stranger(id, chat, author, &message.message_id).await;
             return false;
         }
-        if chat.kind != ChatKind::Direct
-            && !message.addressed
-            && self.require_mention(chat.platform)
-        {
+        if self.needs_mention(chat, message) {
             self.end(
                 id,
                 InboxState::Ignored,

@@ -3,7 +3,8 @@
 //! milliseconds for the database file to be written and synced (docs/performance.md). A
 //! second connection on its own thread checkpoints once a second instead (`PASSIVE`: it
 //! never blocks the store thread's writes); the automatic checkpoint stays as a safety net
-//! at a higher threshold.
+//! at a higher threshold. A clean stop folds the whole WAL in and empties its file
+//! ([`Store::checkpoint_at_stop`]), so the database file alone is whole.
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use super::StoreError;
+use super::{Store, StoreError};
 
 /// How often the WAL is copied into the database.
 const EVERY: Duration = Duration::from_secs(1);
@@ -40,7 +41,10 @@ pub(super) fn start(path: &Path) -> Result<Checkpointer, StoreError> {
                     stopped.recv_timeout(EVERY),
                     Err(mpsc::RecvTimeoutError::Disconnected)
                 );
-                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                // The last one, when the store is closed, also empties the WAL file.
+                let mode = if last { "TRUNCATE" } else { "PASSIVE" };
+                let checkpoint = format!("PRAGMA wal_checkpoint({mode})");
+                if let Err(e) = conn.query_row(&checkpoint, [], |_| Ok(())) {
                     tracing::warn!(error = %e, "store: checkpoint failed; the store's own checkpoint takes over");
                 }
                 if last {
@@ -50,4 +54,17 @@ pub(super) fn start(path: &Path) -> Result<Checkpointer, StoreError> {
         })
         .map_err(|e| StoreError::Invalid(format!("cannot start the checkpoint thread: {e}")))?;
     Ok(Checkpointer { _stop: stop })
+}
+
+impl Store {
+    /// At a clean stop: everything in the WAL is copied into the database and the WAL file
+    /// is emptied (it kept its largest size otherwise: 20 MiB after 200 replies), so the
+    /// database file alone is whole and a backup can copy just it.
+    pub async fn checkpoint_at_stop(&self) -> Result<(), StoreError> {
+        self.call(|conn| {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            Ok(())
+        })
+        .await
+    }
 }

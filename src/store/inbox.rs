@@ -1,5 +1,9 @@
 //! The inbox: every inbound event, recorded before the platform is acknowledged, de-duplicated
 //! by the platform's event id, and moved to an end state once handled (invariant 1).
+//! The event itself (its text, files, author) is kept in `inbox_payloads` only until it is
+//! handled, so the inbox keeps no one's words for longer than that, and never twice: an
+//! answered message's words are in the conversation's history. `retention` prunes handled
+//! rows, keeping their event ids in `seen_events` while the platform may redeliver them.
 
 use hermes_adapter::{Author, Inbound, InboundKind, InboundMessage, Press};
 use rusqlite::{Row, params};
@@ -43,8 +47,9 @@ pub struct InboxRow {
 
 impl Store {
     /// Record an event. Returns `Some(id)` when it is new, `None` when this event id was
-    /// recorded before (a redelivery). The whole event is kept as a versioned JSON payload;
-    /// the columns beside it are for queries and people reading the database.
+    /// recorded before (a redelivery, also of a row pruned since). The whole event is kept
+    /// as a versioned JSON payload until it is handled; the inbox's columns are for queries
+    /// and people reading the database, and hold no text.
     pub async fn inbox_record(&self, event: Inbound) -> Result<Option<i64>, StoreError> {
         self.inbox_record_as(event, false).await
     }
@@ -67,25 +72,19 @@ impl Store {
         .map_err(|e| StoreError::Invalid(format!("event not serialisable: {e}")))?;
         let record = move |conn: &mut rusqlite::Connection| {
             let now = now_ms();
-            let (kind, message_id, text) = match &event.kind {
-                InboundKind::Message(m) => (
-                    "message",
-                    Some(m.message_id.as_str()),
-                    Some(m.text.as_str()),
-                ),
-                InboundKind::Press(p) => ("press", p.message_id.as_deref(), None),
-                InboundKind::Command(c) => {
-                    ("command", c.respond_via.as_deref(), Some(c.args.as_str()))
-                }
-                InboundKind::Wakeup(w) => ("wakeup", None, Some(w.text.as_str())),
+            let (kind, message_id) = match &event.kind {
+                InboundKind::Message(m) => ("message", Some(m.message_id.as_str())),
+                InboundKind::Press(p) => ("press", p.message_id.as_deref()),
+                InboundKind::Command(c) => ("command", c.respond_via.as_deref()),
+                InboundKind::Wakeup(_) => ("wakeup", None),
             };
             let inserted = conn
                 .prepare_cached(
                     "INSERT INTO inbox (event_id, platform, account, chat_id, thread_id, chat_kind,
-                    user_id, user_name, username, is_bot, kind, message_id, text, payload, state,
-                    received_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'received',
-                    ?15, ?15)
+                    user_id, user_name, username, is_bot, kind, message_id, state, received_at,
+                    updated_at)
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'received', ?13, ?13
+                 WHERE NOT EXISTS (SELECT 1 FROM seen_events WHERE event_id = ?1)
                  ON CONFLICT(event_id) DO NOTHING",
                 )?
                 .execute(params![
@@ -101,11 +100,15 @@ impl Store {
                     event.author.is_bot,
                     kind,
                     message_id,
-                    text,
-                    payload,
                     now,
                 ])?;
-            Ok((inserted == 1).then(|| conn.last_insert_rowid()))
+            if inserted == 0 {
+                return Ok(None);
+            }
+            let id = conn.last_insert_rowid();
+            conn.prepare_cached("INSERT INTO inbox_payloads (inbox_id, payload) VALUES (?1, ?2)")?
+                .execute(params![id, payload])?;
+            Ok(Some(id))
         };
         if relaxed {
             self.call_relaxed(record).await
@@ -134,21 +137,28 @@ impl Store {
     /// Rows still waiting to be handled, oldest first (what a restart must pick up again).
     pub async fn inbox_unfinished(&self) -> Result<Vec<InboxRow>, StoreError> {
         self.call(|conn| {
-            let mut stmt =
-                conn.prepare_cached("SELECT * FROM inbox WHERE state = 'received' ORDER BY id")?;
+            let mut stmt = conn.prepare_cached(
+                "SELECT inbox.*, inbox_payloads.payload AS open_payload FROM inbox
+                 LEFT JOIN inbox_payloads ON inbox_payloads.inbox_id = inbox.id
+                 WHERE state = 'received' ORDER BY id",
+            )?;
             let rows = stmt.query_map([], row_to_inbox)?;
             collect_checked(rows)
         })
         .await
     }
 
-    /// The state of one event; `None` when it was never recorded.
+    /// The state of one event; `"pruned"` for one handled and pruned while its id is kept
+    /// for redeliveries, `None` when it was never recorded (or forgotten since).
     pub async fn inbox_state(&self, event_id: &str) -> Result<Option<String>, StoreError> {
         let event_id = event_id.to_owned();
         self.call(move |conn| {
             use rusqlite::OptionalExtension;
             Ok(conn
-                .prepare_cached("SELECT state FROM inbox WHERE event_id = ?1")?
+                .prepare_cached(
+                    "SELECT state FROM inbox WHERE event_id = ?1
+                     UNION ALL SELECT 'pruned' FROM seen_events WHERE event_id = ?1 LIMIT 1",
+                )?
                 .query_row([event_id], |r| r.get(0))
                 .optional()?)
         })
@@ -156,7 +166,8 @@ impl Store {
     }
 }
 
-/// Move rows to an end state inside a caller's transaction.
+/// Move rows to an end state inside a caller's transaction; their payloads go (only a row
+/// still to be handled is read back).
 pub(super) fn finish_in(
     tx: &rusqlite::Transaction<'_>,
     ids: &[i64],
@@ -168,6 +179,8 @@ pub(super) fn finish_in(
             "UPDATE inbox SET state = ?1, outcome = ?2, updated_at = ?3 WHERE id = ?4",
         )?
         .execute(params![state.as_str(), outcome, now_ms(), id])?;
+        tx.prepare_cached("DELETE FROM inbox_payloads WHERE inbox_id = ?1")?
+            .execute([id])?;
     }
     Ok(())
 }
@@ -175,7 +188,7 @@ pub(super) fn finish_in(
 /// The payload's format version; bump it only for a change `#[serde(default)]` cannot absorb.
 const PAYLOAD_VERSION: u32 = 1;
 
-/// What the `payload` column holds.
+/// What a payload holds.
 #[derive(serde::Serialize)]
 struct Payload<'a> {
     v: u32,
@@ -190,7 +203,13 @@ struct StoredPayload {
 
 fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
     let id = row.get("id")?;
-    let event = match row.get::<_, Option<String>>("payload")? {
+    // A row recorded since schema 13 has its payload beside it; one before, in its own
+    // column (schema 4–12) or only its columns (1–3).
+    let payload = match row.get::<_, Option<String>>("open_payload")? {
+        Some(json) => Some(json),
+        None => row.get::<_, Option<String>>("payload")?,
+    };
+    let event = match payload {
         Some(json) => match serde_json::from_str::<StoredPayload>(&json) {
             Ok(p) if p.v <= PAYLOAD_VERSION => Ok(p.event),
             Ok(p) => Err(format!(

@@ -314,6 +314,25 @@ const MIGRATIONS: &[&str] = &[
         FROM approval_allowlist_before_owners;
     DROP TABLE approval_allowlist_before_owners;
     "#,
+    // 13: retention. An event id outlives its pruned inbox row while the platform may still
+    // redeliver it (`seen_events`). An event's payload is kept beside its row only until it
+    // is handled (`inbox_payloads`), and the inbox keeps no text: the `text` and `payload`
+    // columns stay for rows of schema 1–3 still open, and are empty otherwise.
+    r#"
+    CREATE TABLE seen_events (
+        event_id    TEXT PRIMARY KEY,
+        received_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE inbox_payloads (
+        inbox_id INTEGER PRIMARY KEY,
+        payload  TEXT NOT NULL
+    );
+    INSERT INTO inbox_payloads (inbox_id, payload)
+        SELECT id, payload FROM inbox WHERE state = 'received' AND payload IS NOT NULL;
+    UPDATE inbox SET payload = NULL WHERE payload IS NOT NULL;
+    UPDATE inbox SET text = NULL WHERE text IS NOT NULL
+        AND (state != 'received' OR id IN (SELECT inbox_id FROM inbox_payloads));
+    "#,
 ];
 
 /// Every step, for tests that build an older database.
@@ -569,6 +588,14 @@ const SCHEMA: &str = r#"
         created_at  INTEGER NOT NULL,
         ended_at    INTEGER
     );
+    CREATE TABLE seen_events (
+        event_id    TEXT PRIMARY KEY,
+        received_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE inbox_payloads (
+        inbox_id INTEGER PRIMARY KEY,
+        payload  TEXT NOT NULL
+    );
 "#;
 
 /// Bring the database up to the newest schema.
@@ -684,6 +711,69 @@ mod tests {
             store.load_cursor("telegram", "").await.unwrap().as_deref(),
             Some("12345")
         );
+    }
+
+    #[tokio::test]
+    async fn an_open_event_of_schema_12_is_read_after_the_upgrade_and_handled_ones_lose_their_words()
+     {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL);")
+            .unwrap();
+        for step in &MIGRATIONS[..12] {
+            conn.execute_batch(step).unwrap();
+        }
+        let event = hermes_adapter::Inbound {
+            event_id: "telegram:9".into(),
+            chat: hermes_adapter::ChatRef {
+                platform: hermes_adapter::Platform::Telegram,
+                account: None,
+                chat_id: "42".into(),
+                thread_id: None,
+                kind: hermes_adapter::ChatKind::Direct,
+            },
+            author: hermes_adapter::Author {
+                user_id: "7".into(),
+                display_name: "Ada".into(),
+                username: None,
+                is_bot: false,
+            },
+            kind: hermes_adapter::InboundKind::Message(hermes_adapter::InboundMessage {
+                message_id: "100".into(),
+                text: "still open".into(),
+                addressed: true,
+                ..Default::default()
+            }),
+        };
+        let payload = serde_json::json!({ "v": 1, "event": event }).to_string();
+        conn.execute(
+            "INSERT INTO inbox (event_id, platform, chat_id, chat_kind, user_id, user_name, kind,
+                 message_id, text, payload, state, received_at, updated_at)
+             VALUES ('telegram:9', 'telegram', '42', 'dm', '7', 'Ada', 'message', '100',
+                 'still open', ?1, 'received', 0, 0),
+                ('telegram:8', 'telegram', '42', 'dm', '7', 'Ada', 'message', '99',
+                 'answered', ?1, 'done', 0, 0)",
+            [payload],
+        )
+        .unwrap();
+        conn.execute("INSERT INTO schema_version VALUES (12)", [])
+            .unwrap();
+        apply(&mut conn).unwrap();
+        let words: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM inbox WHERE text IS NOT NULL OR payload IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(words, 0);
+        let store =
+            crate::store::Store::spawn(conn, crate::state_key::StateKey::from_bytes(&[1; 32]));
+        let open = store.inbox_unfinished().await.unwrap();
+        assert_eq!(open.len(), 1);
+        let hermes_adapter::InboundKind::Message(m) = &open[0].event.kind else {
+            panic!("{:?}", open[0].event.kind);
+        };
+        assert_eq!(m.text, "still open");
     }
 
     /// Tables, columns, indexes and triggers, as SQLite describes them.

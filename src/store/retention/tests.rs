@@ -1,0 +1,235 @@
+use std::time::Duration;
+
+use hermes_adapter::{
+    Author, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage, MessageBody, Platform,
+};
+
+use super::*;
+use crate::store::{InboxState, NewOutboxRow};
+
+const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
+
+fn chat() -> ChatRef {
+    ChatRef {
+        platform: Platform::Discord,
+        account: None,
+        chat_id: "c1".into(),
+        thread_id: None,
+        kind: ChatKind::Group,
+    }
+}
+
+fn message(event_id: &str, text: &str) -> Inbound {
+    Inbound {
+        event_id: event_id.into(),
+        chat: chat(),
+        author: Author {
+            user_id: "7".into(),
+            display_name: "Ada".into(),
+            username: None,
+            is_bot: false,
+        },
+        kind: InboundKind::Message(InboundMessage {
+            message_id: event_id.into(),
+            text: text.into(),
+            addressed: true,
+            ..Default::default()
+        }),
+    }
+}
+
+fn reply(text: &str) -> NewOutboxRow {
+    NewOutboxRow {
+        chat: chat(),
+        body: MessageBody::plain(text),
+        reply_to: None,
+        choices: Vec::new(),
+        file: None,
+        edit_of: None,
+    }
+}
+
+async fn count(store: &Store, table: &'static str) -> i64 {
+    store
+        .sql_for_tests(move |conn| {
+            Ok(conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?)
+        })
+        .await
+        .unwrap()
+}
+
+/// Let the clock pass the rows' millisecond, so an age of zero covers them.
+async fn tick() {
+    tokio::time::sleep(Duration::from_millis(3)).await;
+}
+
+fn at_once(redelivery: Duration) -> Retention {
+    Retention {
+        keep: Duration::ZERO,
+        redelivery,
+    }
+}
+
+#[tokio::test]
+async fn handled_rows_go_in_batches_and_a_redelivered_event_is_still_recognised() {
+    let store = Store::open_in_memory().unwrap();
+    for n in 0..5 {
+        let id = store
+            .inbox_record(message(&format!("dc:{n}"), "hello"))
+            .await
+            .unwrap()
+            .unwrap();
+        store
+            .inbox_finish(vec![id], InboxState::Done, "answered")
+            .await
+            .unwrap();
+    }
+    let open = store
+        .inbox_record(message("dc:open", "not yet handled"))
+        .await
+        .unwrap();
+    let sent = store.outbox_enqueue(vec![reply("sent")]).await.unwrap()[0];
+    store
+        .outbox_mark_sent(sent, Some("m1".into()))
+        .await
+        .unwrap();
+    store.outbox_enqueue(vec![reply("queued")]).await.unwrap();
+    tick().await;
+
+    let pruned = store.prune(at_once(WEEK), 2).await.unwrap();
+    assert_eq!((pruned.inbox, pruned.outbox), (5, 1), "{pruned:?}");
+    assert_eq!(count(&store, "inbox").await, 1, "the open row stays");
+    assert_eq!(store.inbox_unfinished().await.unwrap()[0].id, open.unwrap());
+    assert_eq!(count(&store, "outbox").await, 1, "the queued reply stays");
+    assert_eq!(count(&store, "seen_events").await, 5);
+    assert_eq!(
+        store.inbox_record(message("dc:3", "hello")).await.unwrap(),
+        None,
+        "a pruned event redelivered within the window is a duplicate"
+    );
+
+    // Past the redelivery window the id goes too, and the event would be new again.
+    let pruned = store.prune(at_once(Duration::ZERO), 2).await.unwrap();
+    assert_eq!(pruned.seen, 5, "{pruned:?}");
+    assert_eq!(count(&store, "seen_events").await, 0);
+    assert!(
+        store
+            .inbox_record(message("dc:3", "hello"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn rows_younger_than_the_age_stay() {
+    let store = Store::open_in_memory().unwrap();
+    let id = store
+        .inbox_record(message("dc:1", "hello"))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .inbox_finish(vec![id], InboxState::Done, "answered")
+        .await
+        .unwrap();
+    let sent = store.outbox_enqueue(vec![reply("sent")]).await.unwrap()[0];
+    store.outbox_mark_sent(sent, None).await.unwrap();
+    tick().await;
+    let pruned = store
+        .prune(
+            Retention {
+                keep: Duration::from_secs(3600),
+                redelivery: WEEK,
+            },
+            100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(pruned, Pruned::default());
+    assert_eq!(count(&store, "inbox").await, 1);
+    assert_eq!(count(&store, "outbox").await, 1);
+}
+
+#[tokio::test]
+async fn a_sent_row_a_queued_edit_or_a_waiting_prompt_refers_to_stays() {
+    let store = Store::open_in_memory().unwrap();
+    let ids = store
+        .outbox_enqueue(vec![
+            reply("edited later"),
+            reply("a prompt"),
+            reply("plain"),
+        ])
+        .await
+        .unwrap();
+    for id in &ids {
+        store.outbox_mark_sent(*id, None).await.unwrap();
+    }
+    let mut edit = reply("the edit");
+    edit.edit_of = Some(ids[0]);
+    let edit = store.outbox_enqueue(vec![edit]).await.unwrap()[0];
+    let approval = store
+        .approval_create("k", &chat(), "rm -rf /tmp/x", &["rm-recursive"])
+        .await
+        .unwrap();
+    store.approval_set_prompt(approval, ids[1]).await.unwrap();
+    tick().await;
+
+    let pruned = store.prune(at_once(WEEK), 100).await.unwrap();
+    assert_eq!(pruned.outbox, 1, "only the plain row goes: {pruned:?}");
+    assert_eq!(pruned.other, 0, "the waiting approval stays");
+    let left: Vec<i64> = store
+        .sql_for_tests(|conn| {
+            let mut stmt = conn.prepare("SELECT id FROM outbox ORDER BY id")?;
+            let ids = stmt.query_map([], |r| r.get(0))?;
+            Ok(ids.collect::<Result<_, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(left, vec![ids[0], ids[1], edit]);
+
+    // Decided, the approval and its prompt go.
+    store
+        .approval_decide(approval, "denied", Some("Ada".into()))
+        .await
+        .unwrap();
+    tick().await;
+    let pruned = store.prune(at_once(WEEK), 100).await.unwrap();
+    assert_eq!((pruned.outbox, pruned.other), (1, 1), "{pruned:?}");
+}
+
+#[tokio::test]
+async fn the_inbox_keeps_no_words_and_a_payload_only_until_the_event_is_handled() {
+    let store = Store::open_in_memory().unwrap();
+    let answered = store
+        .inbox_record(message("dc:1", "a question"))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .inbox_record(message("dc:2", "still open"))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .inbox_finish(vec![answered], InboxState::Done, "answered")
+        .await
+        .unwrap();
+    let rows: Vec<(String, bool, bool)> = store
+        .sql_for_tests(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT event_id, text IS NOT NULL OR payload IS NOT NULL,
+                    EXISTS (SELECT 1 FROM inbox_payloads WHERE inbox_id = inbox.id)
+                 FROM inbox ORDER BY id",
+            )?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        rows,
+        vec![("dc:1".into(), false, false), ("dc:2".into(), false, true)]
+    );
+    assert_eq!(count(&store, "inbox_payloads").await, 1);
+}
