@@ -27,8 +27,10 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --daemon PATH  the hermes-gateway binary (default: the one next to this executable)
   --quick        a small smoke run (10-20 chats, a few messages)
   --json-only    print only the JSON object
-  --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops
-                 (for profiling one phase; the main daemon's start, idle and exit always run)
+  --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops,store
+                 (for profiling one phase; the main daemon's start, idle and exit always run;
+                 `store` — the database's size after 100,000 group messages not for the bot
+                 and after 10,000 answered ones — runs only when named, it takes minutes)
   --terminal K=V a `terminal.K: V` setting for the main daemon, e.g. sandbox=off or
                  network=false (repeatable; to compare the confinement's cost)
   --tool-samples N  commands in the tool round trip (default 20, quick 3)
@@ -37,13 +39,15 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
                          [--context-length TOKENS] [--message-bytes N] [--daemon PATH]";
 
-const PHASES: [&str; 4] = ["starts", "sequential", "tool", "loops"];
+const PHASES: [&str; 5] = ["starts", "sequential", "tool", "loops", "store"];
+/// Phases run without `--only`.
+const DEFAULT_PHASES: [&str; 4] = ["starts", "sequential", "tool", "loops"];
 
 struct Options {
     daemon: PathBuf,
     quick: bool,
     json_only: bool,
-    /// Phases to run (all of [`PHASES`] unless `--only`).
+    /// Phases to run ([`DEFAULT_PHASES`] unless `--only`).
     phases: Vec<String>,
     /// `terminal.*` settings for the main daemon (`--terminal K=V`), as YAML lines.
     terminal: String,
@@ -64,6 +68,8 @@ struct Sizes {
     sequential: usize,
     tool: usize,
     loops: &'static [(usize, usize)],
+    /// Group messages not for the bot, and answered direct messages, in `store`.
+    store: (usize, usize),
 }
 
 const FULL: Sizes = Sizes {
@@ -72,6 +78,7 @@ const FULL: Sizes = Sizes {
     sequential: 200,
     tool: 20,
     loops: &[(100, 3), (1000, 2)],
+    store: (100_000, 10_000),
 };
 
 const QUICK: Sizes = Sizes {
@@ -80,13 +87,14 @@ const QUICK: Sizes = Sizes {
     sequential: 20,
     tool: 3,
     loops: &[(10, 3), (20, 2)],
+    store: (2_000, 200),
 };
 
 fn parse_args() -> Result<Options, String> {
     let mut daemon = None;
     let mut quick = false;
     let mut json_only = false;
-    let mut phases: Vec<String> = PHASES.iter().map(|p| p.to_string()).collect();
+    let mut phases: Vec<String> = DEFAULT_PHASES.iter().map(|p| p.to_string()).collect();
     let mut terminal = String::new();
     let mut tool_samples = None;
     let mut args = std::env::args().skip(1);
@@ -205,6 +213,12 @@ async fn run(options: &Options) -> Value {
     if options.runs("starts") {
         let cold = phases::cold_starts(&options.daemon, sizes.cold_starts).await;
         report["cold_starts"] = record(&mut errors, "cold starts", cold);
+    }
+
+    if options.runs("store") {
+        let (chatter, answered) = sizes.store;
+        let store = phases::store_growth(&options.daemon, chatter, answered).await;
+        report["store"] = record(&mut errors, "store", store);
     }
 
     // One daemon for everything else, in this order.
@@ -456,6 +470,36 @@ fn print_table(r: &Value) {
         "CPU per reply over the closed loops",
         format!("{} ms", num(&r["cpu_ms_per_reply_closed_loops"], 2)),
     );
+
+    let st = &r["store"];
+    if let Some(e) = st["error"].as_str() {
+        println!();
+        println!("database growth: FAILED: {e}");
+    } else if !st.is_null() {
+        println!();
+        println!("database growth (used pages after a clean stop, before any pruning; WAL left)");
+        row(
+            &format!(
+                "after {} group messages not for the bot",
+                st["chatter_messages"]
+            ),
+            format!(
+                "{} KiB (WAL {} KiB) {}",
+                num(&st["after_chatter_kib"], 0),
+                num(&st["after_chatter_wal_kib"], 0),
+                st["after_chatter_rows"]
+            ),
+        );
+        row(
+            &format!("after {} answered messages", st["answered_messages"]),
+            format!(
+                "{} KiB (WAL {} KiB) {}",
+                num(&st["after_answered_kib"], 0),
+                num(&st["after_answered_wal_kib"], 0),
+                st["after_answered_rows"]
+            ),
+        );
+    }
 
     println!();
     println!("end");

@@ -1,5 +1,6 @@
 //! The measured phases, each bounded in time and returning its figures or why it failed:
-//! cold starts, the sequential latency split, the tool round trip and the closed loops.
+//! cold starts, the sequential latency split, the tool round trip, the closed loops and the
+//! database's growth.
 
 use std::time::{Duration, Instant};
 
@@ -317,4 +318,136 @@ pub async fn closed_loop(
     });
     check_alive(p)?;
     Ok(figures)
+}
+
+/// The database's size (its used pages once the WAL left by a clean stop is folded in, and
+/// that WAL's own size) in a fresh home after `chatter` group messages not addressed to the bot, and in another after
+/// `answered` direct messages each answered: what a busy group and a busy bot leave
+/// behind before retention prunes anything.
+pub async fn store_growth(
+    binary: &std::path::Path,
+    chatter: usize,
+    answered: usize,
+) -> Result<Value, String> {
+    const GROUP: i64 = -5_000_000;
+    const LAST_WORD: i64 = 4_000_000;
+    const PEOPLE: usize = 100;
+    let started = Instant::now();
+    let chatter_bytes = {
+        let (mut w, mut p) = fresh_daemon(binary).await?;
+        for i in 0..chatter {
+            let person = 3_000_000 + (i % 50) as i64;
+            let text = format!(
+                "message {i} in a busy channel: people talking, nothing here is meant for the bot"
+            );
+            w.telegram.group(GROUP, person, &text, false);
+        }
+        // Updates are recorded in order: a reply to one sent after them means all are in.
+        w.telegram.dm(LAST_WORD, "last word");
+        replies(&mut w, &p, LAST_WORD, 1, Duration::from_secs(600)).await?;
+        stopped_size(&mut w, &mut p).await?
+    };
+    let answered_bytes = {
+        let (mut w, mut p) = fresh_daemon(binary).await?;
+        let rounds = answered.div_ceil(PEOPLE);
+        for round in 0..rounds {
+            let people = PEOPLE.min(answered - round * PEOPLE);
+            for person in 0..people {
+                let text =
+                    format!("question {round} from person {person}: what should I cook tonight?");
+                w.telegram.dm(6_000_000 + person as i64, &text);
+            }
+            replies(&mut w, &p, 0, people, REPLY_TIMEOUT * 4).await?;
+        }
+        stopped_size(&mut w, &mut p).await?
+    };
+    let kib = |bytes: u64| round3(bytes as f64 / 1024.0);
+    Ok(json!({
+        "chatter_messages": chatter,
+        "after_chatter_kib": kib(chatter_bytes.bytes),
+        "after_chatter_wal_kib": kib(chatter_bytes.wal_bytes),
+        "after_chatter_rows": chatter_bytes.rows,
+        "answered_messages": answered,
+        "after_answered_kib": kib(answered_bytes.bytes),
+        "after_answered_wal_kib": kib(answered_bytes.wal_bytes),
+        "after_answered_rows": answered_bytes.rows,
+        "seconds": round3(started.elapsed().as_secs_f64()),
+    }))
+}
+
+/// A new home and fakes with the daemon started and polling.
+async fn fresh_daemon(binary: &std::path::Path) -> Result<(World, Process), String> {
+    let w = World::new().await;
+    let p = w.spawn(binary)?;
+    w.first_poll_after(p.started, Duration::from_secs(10))
+        .await
+        .ok_or_else(|| format!("no getUpdates within 10 s; log:\n{}", p.log_tail(20)))?;
+    Ok((w, p))
+}
+
+/// Wait for `count` replies (to `chat`, or to anyone when it is 0).
+async fn replies(
+    w: &mut World,
+    p: &Process,
+    chat: i64,
+    count: usize,
+    within: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    let mut seen = 0;
+    while seen < count {
+        check_alive(p)?;
+        let sent = w
+            .observer
+            .next_sent(deadline)
+            .await
+            .ok_or_else(|| format!("{seen} of {count} replies within {within:?}"))?;
+        if chat == 0 || sent.chat == chat {
+            seen += 1;
+        }
+    }
+    Ok(())
+}
+
+/// What a stopped daemon's database holds: its size once the WAL is folded in, the WAL
+/// the daemon left on disk, and its rows per table.
+struct Measured {
+    bytes: u64,
+    wal_bytes: u64,
+    rows: Value,
+}
+
+/// Stop the daemon cleanly and measure its database; the home is removed.
+async fn stopped_size(w: &mut World, p: &mut Process) -> Result<Measured, String> {
+    p.terminate(Duration::from_secs(30)).await?;
+    let path = w.home.dir.join("gateway.db");
+    let wal_bytes = std::fs::metadata(w.home.dir.join("gateway.db-wal"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let measured = (|| -> rusqlite::Result<Measured> {
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        let pragma = |name: &str| -> rusqlite::Result<u64> {
+            conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
+                .map(|v| v as u64)
+        };
+        let bytes = (pragma("page_count")? - pragma("freelist_count")?) * pragma("page_size")?;
+        let mut rows = serde_json::Map::new();
+        for table in ["inbox", "outbox", "messages", "sessions", "seen_events"] {
+            let count: Option<i64> = conn
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .ok();
+            if let Some(count) = count {
+                rows.insert(table.to_owned(), json!(count));
+            }
+        }
+        Ok(Measured {
+            bytes,
+            wal_bytes,
+            rows: Value::Object(rows),
+        })
+    })()
+    .map_err(|e| format!("reading {}: {e}", path.display()));
+    w.remove();
+    measured
 }
