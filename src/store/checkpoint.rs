@@ -3,8 +3,8 @@
 //! milliseconds for the database file to be written and synced (docs/performance.md). A
 //! second connection on its own thread checkpoints once a second instead (`PASSIVE`: it
 //! never blocks the store thread's writes); the automatic checkpoint stays as a safety net
-//! at a higher threshold. A clean stop folds the whole WAL in and empties its file
-//! ([`Store::checkpoint_at_stop`]), so the database file alone is whole.
+//! at a higher threshold. A clean stop after a burst folds the whole WAL in and empties its
+//! file ([`Store::checkpoint_at_stop`]).
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -23,6 +23,8 @@ pub(super) const SAFETY_NET_PAGES: i64 = 8192;
 /// Stops the checkpointer (after a last checkpoint) when dropped with the last store handle.
 pub(super) struct Checkpointer {
     _stop: mpsc::Sender<()>,
+    /// The WAL file, whose size says whether a stop should empty it.
+    wal: std::path::PathBuf,
 }
 
 /// Start checkpointing the database at `path` every [`EVERY`].
@@ -53,14 +55,27 @@ pub(super) fn start(path: &Path) -> Result<Checkpointer, StoreError> {
             }
         })
         .map_err(|e| StoreError::Invalid(format!("cannot start the checkpoint thread: {e}")))?;
-    Ok(Checkpointer { _stop: stop })
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    Ok(Checkpointer {
+        _stop: stop,
+        wal: wal.into(),
+    })
 }
 
 impl Store {
-    /// At a clean stop: everything in the WAL is copied into the database and the WAL file
-    /// is emptied (it kept its largest size otherwise: 20 MiB after 200 replies), so the
-    /// database file alone is whole and a backup can copy just it.
+    /// At a clean stop, when the WAL file is larger than it is kept
+    /// ([`super::WAL_KEPT_BYTES`]; 20–33 MiB after a burst otherwise, until the next
+    /// start): everything in it is copied into the database and the file emptied. A small
+    /// one is left, so an idle daemon's stop does not wait for a sync.
     pub async fn checkpoint_at_stop(&self) -> Result<(), StoreError> {
+        let Some(checkpointer) = &self._checkpointer else {
+            return Ok(());
+        };
+        let wal_bytes = std::fs::metadata(&checkpointer.wal).map_or(0, |m| m.len());
+        if wal_bytes <= super::WAL_KEPT_BYTES as u64 {
+            return Ok(());
+        }
         self.call(|conn| {
             conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
             Ok(())
