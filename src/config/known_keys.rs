@@ -17,18 +17,36 @@ static HERMES_KEYS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         .collect()
 });
 
-/// Whether Hermes knows `path` (a leaf, or a mapping left empty).
-fn hermes_knows(path: &str) -> bool {
-    HERMES_KEYS
-        .iter()
-        .any(|known| match known.strip_suffix(".*") {
-            Some(prefix) => path == prefix || path.starts_with(&format!("{prefix}.")),
-            None => *known == path || known.starts_with(&format!("{path}.")),
-        })
+/// How Hermes knows a key.
+#[derive(Debug, PartialEq, Eq)]
+enum Hermes {
+    /// By name (a leaf, or a mapping left empty).
+    Names,
+    /// Only as somewhere below a mapping that takes any key (`platforms.*`).
+    Takes,
+    Not,
+}
+
+fn hermes_knows(path: &str) -> Hermes {
+    let named = HERMES_KEYS.iter().any(|known| {
+        !known.ends_with(".*") && (*known == path || known.starts_with(&format!("{path}.")))
+    });
+    let taken = HERMES_KEYS.iter().any(|known| {
+        known
+            .strip_suffix(".*")
+            .is_some_and(|prefix| path == prefix || path.starts_with(&format!("{prefix}.")))
+    });
+    match (named, taken) {
+        (true, _) => Hermes::Names,
+        (false, true) => Hermes::Takes,
+        (false, false) => Hermes::Not,
+    }
 }
 
 /// Unread keys split into the ones Hermes knows (listed as ignored) and a problem for each
-/// key neither knows, with the nearest key either knows when one is close.
+/// key neither knows, with the nearest key either knows when one is close. Below a mapping
+/// Hermes leaves open (`platforms.*`), a key next to one the gateway reads is its typo
+/// (`platforms.telegram.extra.requre_mention`); anything else there is Hermes'.
 pub(super) fn sort_unread(
     unread: Vec<String>,
     asked: &BTreeSet<String>,
@@ -36,33 +54,38 @@ pub(super) fn sort_unread(
     let mut ignored = Vec::new();
     let mut unknown = Vec::new();
     for path in unread {
-        if hermes_knows(&path) {
-            ignored.push(path);
-            continue;
-        }
-        let message = match nearest(&path, asked) {
-            Some(near) => {
-                format!("neither hermes-gateway nor Hermes knows this key; did you mean `{near}`?")
+        match hermes_knows(&path) {
+            Hermes::Names => ignored.push(path),
+            Hermes::Takes => match closest(&path, asked.iter().map(String::as_str)) {
+                Some(near) => unknown.push(Problem::warning(
+                    path,
+                    format!("hermes-gateway does not read this key; did you mean `{near}`?"),
+                )),
+                None => ignored.push(path),
+            },
+            Hermes::Not => {
+                let hermes = HERMES_KEYS.iter().filter(|k| !k.ends_with(".*")).copied();
+                let message = match closest(&path, hermes.chain(asked.iter().map(String::as_str))) {
+                    Some(near) => format!(
+                        "neither hermes-gateway nor Hermes knows this key; did you mean `{near}`?"
+                    ),
+                    None => "neither hermes-gateway nor Hermes knows this key".to_owned(),
+                };
+                unknown.push(Problem::warning(path, message));
             }
-            None => "neither hermes-gateway nor Hermes knows this key".to_owned(),
-        };
-        unknown.push(Problem::warning(path, message));
+        }
     }
     (ignored, unknown)
 }
 
-/// The known key of the same depth closest to `path` by edit distance (a swapped pair of
-/// letters counts once), when it is close enough to be the one meant.
-fn nearest(path: &str, asked: &BTreeSet<String>) -> Option<String> {
+/// Of `candidates`, the key of the same depth closest to `path` by edit distance (a
+/// swapped pair of letters counts once), when it is close enough to be the one meant.
+fn closest<'a>(path: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
     let depth = path.split('.').count();
     let leaf_len = path.rsplit('.').next().unwrap_or(path).chars().count();
     let close_enough = (leaf_len / 3).clamp(1, 3);
-    HERMES_KEYS
-        .iter()
-        .filter(|k| !k.ends_with(".*"))
-        .copied()
-        .chain(asked.iter().map(String::as_str))
-        .filter(|k| k.split('.').count() == depth)
+    candidates
+        .filter(|k| *k != path && k.split('.').count() == depth)
         .map(|k| (strsim::damerau_levenshtein(path, k), k))
         .filter(|(distance, _)| *distance <= close_enough)
         .min()
@@ -101,6 +124,31 @@ mod tests {
         );
         assert_eq!(ignored.len(), 3, "{problems:?}");
         assert!(problems.is_empty());
+    }
+
+    #[test]
+    fn a_typo_below_an_open_hermes_mapping_is_caught_by_the_key_the_gateway_reads() {
+        let (ignored, problems) = sort_unread(
+            vec![
+                "platforms.telegram.extra.requre_mention".into(),
+                "platforms.telegram.extra.rich_messages".into(),
+                "telegram.require_mention".into(),
+            ],
+            &asked(&["platforms.telegram.extra.require_mention"]),
+        );
+        assert_eq!(
+            ignored,
+            [
+                "platforms.telegram.extra.rich_messages",
+                "telegram.require_mention"
+            ]
+        );
+        assert!(
+            problems[0]
+                .to_string()
+                .contains("did you mean `platforms.telegram.extra.require_mention`"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -79,6 +79,7 @@ impl YamlReader {
     /// The value at a dotted path if it is a text, marking it used only then (a key that
     /// may be a text or a mapping of keys read one by one, like `model`).
     pub fn text_only(&mut self, path: &str) -> Option<String> {
+        self.asked.insert(path.to_owned());
         let mut node = &self.root;
         for part in path.split('.') {
             node = node.as_object()?.get(part)?;

@@ -8,7 +8,7 @@
 use hermes_adapter::{Author, Inbound, InboundKind, InboundMessage, Press};
 use rusqlite::{Row, params};
 
-use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
+use super::{Store, StoreError, chat_from_row, now_ms};
 
 /// Where an inbox row stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +78,11 @@ impl Store {
                 InboundKind::Command(c) => ("command", c.respond_via.as_deref()),
                 InboundKind::Wakeup(_) => ("wakeup", None),
             };
-            let inserted = conn
+            // The row and its payload land together or not at all: a row without its
+            // payload would be a duplicate to every redelivery and unreadable after a
+            // restart.
+            let tx = conn.transaction()?;
+            let inserted = tx
                 .prepare_cached(
                     "INSERT INTO inbox (event_id, platform, account, chat_id, thread_id, chat_kind,
                     user_id, user_name, username, is_bot, kind, message_id, state, received_at,
@@ -105,9 +109,10 @@ impl Store {
             if inserted == 0 {
                 return Ok(None);
             }
-            let id = conn.last_insert_rowid();
-            conn.prepare_cached("INSERT INTO inbox_payloads (inbox_id, payload) VALUES (?1, ?2)")?
+            let id = tx.last_insert_rowid();
+            tx.prepare_cached("INSERT INTO inbox_payloads (inbox_id, payload) VALUES (?1, ?2)")?
                 .execute(params![id, payload])?;
+            tx.commit()?;
             Ok(Some(id))
         };
         if relaxed {
@@ -142,8 +147,29 @@ impl Store {
                  LEFT JOIN inbox_payloads ON inbox_payloads.inbox_id = inbox.id
                  WHERE state = 'received' ORDER BY id",
             )?;
-            let rows = stmt.query_map([], row_to_inbox)?;
-            collect_checked(rows)
+            let rows: Vec<(i64, Result<Inbound, String>)> = stmt
+                .query_map([], row_to_inbox)?
+                .collect::<Result<_, _>>()?;
+            drop(stmt);
+            // A row that cannot be read (a newer version's payload, damage) is ended as
+            // failed and said, instead of holding every start back.
+            let mut open = Vec::with_capacity(rows.len());
+            for (id, event) in rows {
+                match event {
+                    Ok(event) => open.push(InboxRow { id, event }),
+                    Err(why) => {
+                        tracing::error!(
+                            row = id,
+                            why,
+                            "inbox: a message left open cannot be read; it is ended as failed"
+                        );
+                        let tx = conn.transaction()?;
+                        finish_in(&tx, &[id], InboxState::Failed, "unreadable after a restart")?;
+                        tx.commit()?;
+                    }
+                }
+            }
+            Ok(open)
         })
         .await
     }
@@ -201,7 +227,7 @@ struct StoredPayload {
     event: Inbound,
 }
 
-fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
+fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<(i64, Result<Inbound, String>)> {
     let id = row.get("id")?;
     // A row recorded since schema 13 has its payload beside it; one before, in its own
     // column (schema 4–12) or only its columns (1–3).
@@ -220,7 +246,7 @@ fn row_to_inbox(row: &Row<'_>) -> rusqlite::Result<Result<InboxRow, String>> {
         },
         None => legacy_event(row)?,
     };
-    Ok(event.map(|event| InboxRow { id, event }))
+    Ok((id, event))
 }
 
 /// An event recorded before payloads existed (schema 1–3), from its columns.
@@ -293,6 +319,57 @@ mod tests {
                 ..Default::default()
             }),
         }
+    }
+
+    #[tokio::test]
+    async fn an_event_whose_payload_cannot_be_written_is_not_recorded_at_all() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .sql_for_tests(|conn| {
+                conn.execute_batch(
+                    "CREATE TRIGGER full_disk BEFORE INSERT ON inbox_payloads
+                     BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert!(store.inbox_record(event("tg:1")).await.is_err());
+        assert_eq!(store.inbox_state("tg:1").await.unwrap(), None);
+        store
+            .sql_for_tests(|conn| Ok(conn.execute_batch("DROP TRIGGER full_disk")?))
+            .await
+            .unwrap();
+        assert!(
+            store.inbox_record(event("tg:1")).await.unwrap().is_some(),
+            "the platform's redelivery is recorded, not taken for a duplicate"
+        );
+        assert_eq!(store.inbox_unfinished().await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_row_left_open_that_cannot_be_read_is_ended_and_the_others_resume() {
+        let store = Store::open_in_memory().unwrap();
+        store.inbox_record(event("tg:1")).await.unwrap();
+        store.inbox_record(event("tg:2")).await.unwrap();
+        store
+            .sql_for_tests(|conn| {
+                conn.execute(
+                    "UPDATE inbox_payloads SET payload = '{\"v\":99}'
+                     WHERE inbox_id = (SELECT id FROM inbox WHERE event_id = 'tg:1')",
+                    [],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let open = store.inbox_unfinished().await.unwrap();
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].event.event_id, "tg:2");
+        assert_eq!(
+            store.inbox_state("tg:1").await.unwrap().as_deref(),
+            Some("failed")
+        );
     }
 
     #[tokio::test]

@@ -3,8 +3,12 @@
 //! old pairing failures are deleted once older than the configured age, a small batch per
 //! call so the one store thread every chat shares is never held for long. An event id outlives
 //! its inbox row in `seen_events` while the platform may still redeliver the event, so a
-//! redelivery is still recognised. Conversation history is not touched: it lives as long as
-//! its session (`/new`, the session's reset policy), and `session_search` reads it.
+//! redelivery is still recognised. The newest row of a table whose ids are referred to
+//! elsewhere (inbox, outbox, approvals) always stays: SQLite gives a new row the largest id
+//! plus one, so deleting the largest would hand its id out again, and an old approval
+//! button or an `/undo` mark would then name a new row. Conversation history is not
+//! touched: it lives as long as its session (`/new`, the session's reset policy), and
+//! `session_search` reads it.
 
 use std::time::Duration;
 
@@ -105,7 +109,9 @@ fn prune_inbox(
     let old: Vec<(i64, String, i64)> = tx
         .prepare_cached(
             "SELECT id, event_id, received_at FROM inbox
-             WHERE state != 'received' AND updated_at < ?1 ORDER BY id LIMIT ?2",
+             WHERE state != 'received' AND updated_at < ?1
+               AND id < (SELECT max(id) FROM inbox)
+             ORDER BY id LIMIT ?2",
         )?
         .query_map(params![before, batch], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -125,7 +131,8 @@ fn prune_inbox(
 }
 
 /// Rows that went out or gave up before `before`, except one a queued edit or a waiting
-/// approval prompt still refers to.
+/// approval prompt still refers to, or one streaming the answer of a turn still running
+/// (a turn may outlast the retention).
 fn prune_outbox(
     tx: &rusqlite::Transaction<'_>,
     before: i64,
@@ -136,6 +143,9 @@ fn prune_outbox(
             "DELETE FROM outbox WHERE id IN (
                 SELECT id FROM outbox
                 WHERE state IN ('sent', 'failed') AND created_at < ?1
+                  AND id < (SELECT max(id) FROM outbox)
+                  AND (stream_for IS NULL
+                       OR stream_for NOT IN (SELECT id FROM inbox WHERE state = 'received'))
                   AND id NOT IN (SELECT edit_of FROM outbox
                                  WHERE state IN ('pending', 'sending') AND edit_of IS NOT NULL)
                   AND id NOT IN (SELECT prompt_outbox_id FROM approvals
@@ -154,7 +164,8 @@ fn prune_ended(
 ) -> Result<usize, StoreError> {
     const ENDED: [&str; 4] = [
         "DELETE FROM approvals WHERE id IN (SELECT id FROM approvals
-            WHERE state != 'pending' AND COALESCE(decided_at, created_at) < ?1 LIMIT ?2)",
+            WHERE state != 'pending' AND COALESCE(decided_at, created_at) < ?1
+              AND id < (SELECT max(id) FROM approvals) LIMIT ?2)",
         "DELETE FROM background_processes WHERE id IN (SELECT id FROM background_processes
             WHERE state != 'running' AND ended_at < ?1 LIMIT ?2)",
         "DELETE FROM delegations WHERE id IN (SELECT id FROM delegations

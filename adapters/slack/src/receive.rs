@@ -281,10 +281,17 @@ fn listener_trouble(error: Box<dyn std::error::Error + Send + Sync>) -> String {
     match error.downcast::<SlackClientError>() {
         Ok(slack) => match *slack {
             SlackClientError::ProtocolError(protocol) => format!(
-                "an envelope from Slack could not be read ({}); it was acknowledged and dropped",
+                "an envelope from or to Slack could not be read or written ({})",
                 protocol.json_error
             ),
-            SlackClientError::SocketModeProtocolError(protocol) => protocol.message,
+            // slack-morphism puts a frame's body in some of these ("Unexpected binary
+            // received from Slack: [..]"): its first words only.
+            SlackClientError::SocketModeProtocolError(protocol) => {
+                match protocol.message.split_once(": ") {
+                    Some((said, _)) => format!("{said} (details left out of the log)"),
+                    None => protocol.message,
+                }
+            }
             other => crate::client::map_error("Socket Mode", other).to_string(),
         },
         Err(other) => crate::client::readable(other.as_ref()),
@@ -305,6 +312,17 @@ mod tests {
         let said = listener_trouble(Box::new(unreadable));
         assert!(said.contains("could not be read"), "{said}");
         assert!(!said.contains("private words"), "{said}");
+        let frame = SlackClientError::SocketModeProtocolError(
+            SlackClientSocketModeProtocolError::new(format!(
+                "Unexpected binary received from Slack: {:?}",
+                body.as_bytes()
+            )),
+        );
+        let said = listener_trouble(Box::new(frame));
+        assert_eq!(
+            said,
+            "Unexpected binary received from Slack (details left out of the log)"
+        );
 
         let refused =
             std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");

@@ -188,14 +188,82 @@ async fn a_sent_row_a_queued_edit_or_a_waiting_prompt_refers_to_stays() {
         .unwrap();
     assert_eq!(left, vec![ids[0], ids[1], edit]);
 
-    // Decided, the approval and its prompt go.
+    // Decided, the approval and its prompt go (once a newer approval holds the largest id).
     store
         .approval_decide(approval, "denied", Some("Ada".into()))
+        .await
+        .unwrap();
+    store
+        .approval_create("k", &chat(), "rm -rf /tmp/y", &["rm-recursive"])
         .await
         .unwrap();
     tick().await;
     let pruned = store.prune(at_once(WEEK), 100).await.unwrap();
     assert_eq!((pruned.outbox, pruned.other), (1, 1), "{pruned:?}");
+}
+
+#[tokio::test]
+async fn the_newest_row_stays_so_no_id_is_handed_out_twice() {
+    let store = Store::open_in_memory().unwrap();
+    let mut last = 0;
+    for n in 0..3 {
+        last = store
+            .inbox_record(message(&format!("dc:{n}"), "hello"))
+            .await
+            .unwrap()
+            .unwrap();
+        store
+            .inbox_finish(vec![last], InboxState::Done, "answered")
+            .await
+            .unwrap();
+    }
+    let approval = store
+        .approval_create("k", &chat(), "rm -rf /tmp/x", &["rm-recursive"])
+        .await
+        .unwrap();
+    store
+        .approval_decide(approval, "denied", None)
+        .await
+        .unwrap();
+    tick().await;
+    let pruned = store.prune(at_once(WEEK), 100).await.unwrap();
+    assert_eq!((pruned.inbox, pruned.other), (2, 0), "{pruned:?}");
+    // An old `/undo` mark or a stream row names inbox ids; an old prompt's buttons name
+    // the approval's id: new rows must not take them.
+    let next = store
+        .inbox_record(message("dc:new", "hello"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next, last + 1);
+    let next_approval = store
+        .approval_create("k", &chat(), "rm -rf /tmp/y", &["rm-recursive"])
+        .await
+        .unwrap();
+    assert_eq!(next_approval, approval + 1);
+}
+
+#[tokio::test]
+async fn the_streamed_answer_of_a_turn_still_running_stays() {
+    let store = Store::open_in_memory().unwrap();
+    let running = store
+        .inbox_record(message("dc:1", "a long question"))
+        .await
+        .unwrap()
+        .unwrap();
+    let streamed = store
+        .outbox_enqueue_streamed(vec![reply("the answer so far")], Some(running))
+        .await
+        .unwrap()[0];
+    store.outbox_mark_sent(streamed, None).await.unwrap();
+    store.outbox_enqueue(vec![reply("newer")]).await.unwrap();
+    tick().await;
+    let pruned = store.prune(at_once(WEEK), 100).await.unwrap();
+    assert_eq!(pruned.outbox, 0, "{pruned:?}");
+    assert_eq!(
+        store.outbox_stream_row(vec![running]).await.unwrap(),
+        Some(streamed)
+    );
 }
 
 #[tokio::test]
