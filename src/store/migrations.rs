@@ -648,6 +648,22 @@ pub fn apply_then(
 mod tests {
     use super::*;
 
+    /// The upgraded database's store, and the one event it holds open.
+    async fn the_one_open_event(
+        conn: Connection,
+    ) -> (crate::store::Store, hermes_adapter::Inbound) {
+        let store =
+            crate::store::Store::spawn(conn, crate::state_key::StateKey::from_bytes(&[1; 32]));
+        let mut open = store.inbox_unfinished().await.unwrap();
+        assert_eq!(open.len(), 1);
+        (store, open.remove(0).event)
+    }
+
+    /// The one number a `SELECT count(*)` gives.
+    fn count(conn: &Connection, sql: &str) -> i64 {
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
     #[test]
     fn migrations_are_idempotent_and_fts_works() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -664,14 +680,13 @@ mod tests {
             [],
         )
         .unwrap();
-        let hits: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'brown'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(hits, 1);
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'brown'"
+            ),
+            1
+        );
     }
 
     #[tokio::test]
@@ -693,16 +708,13 @@ mod tests {
         )
         .unwrap();
         apply(&mut conn).unwrap();
-        let store =
-            crate::store::Store::spawn(conn, crate::state_key::StateKey::from_bytes(&[1; 32]));
-        let open = store.inbox_unfinished().await.unwrap();
-        assert_eq!(open.len(), 1);
-        let hermes_adapter::InboundKind::Press(press) = &open[0].event.kind else {
-            panic!("{:?}", open[0].event.kind);
+        let (store, open) = the_one_open_event(conn).await;
+        let hermes_adapter::InboundKind::Press(press) = &open.kind else {
+            panic!("{:?}", open.kind);
         };
         assert_eq!(press.choice_id, "appr:1:o");
-        assert_eq!(open[0].event.author.display_name, "Ada");
-        let chat = open[0].event.chat.clone();
+        assert_eq!(open.author.display_name, "Ada");
+        let chat = open.chat.clone();
         let rows = store.outbox_pending(&chat).await.unwrap();
         assert_eq!(rows[0].choices[0].id, "appr:1:d");
         // A cursor that does not say whose it is resumes no bot.
@@ -758,20 +770,14 @@ mod tests {
         conn.execute("INSERT INTO schema_version VALUES (12)", [])
             .unwrap();
         apply(&mut conn).unwrap();
-        let words: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM inbox WHERE text IS NOT NULL OR payload IS NOT NULL",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let words = count(
+            &conn,
+            "SELECT count(*) FROM inbox WHERE text IS NOT NULL OR payload IS NOT NULL",
+        );
         assert_eq!(words, 0);
-        let store =
-            crate::store::Store::spawn(conn, crate::state_key::StateKey::from_bytes(&[1; 32]));
-        let open = store.inbox_unfinished().await.unwrap();
-        assert_eq!(open.len(), 1);
-        let hermes_adapter::InboundKind::Message(m) = &open[0].event.kind else {
-            panic!("{:?}", open[0].event.kind);
+        let (_, open) = the_one_open_event(conn).await;
+        let hermes_adapter::InboundKind::Message(m) = &open.kind else {
+            panic!("{:?}", open.kind);
         };
         assert_eq!(m.text, "still open");
     }

@@ -58,6 +58,20 @@ async fn count(store: &Store, table: &'static str) -> i64 {
         .unwrap()
 }
 
+/// Record a message and end it answered: its inbox id.
+async fn handled(store: &Store, event_id: &str) -> i64 {
+    let id = store
+        .inbox_record(message(event_id, "hello"))
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .inbox_finish(vec![id], InboxState::Done, "answered")
+        .await
+        .unwrap();
+    id
+}
+
 /// Let the clock pass the rows' millisecond, so an age of zero covers them.
 async fn tick() {
     tokio::time::sleep(Duration::from_millis(3)).await;
@@ -74,15 +88,7 @@ fn at_once(redelivery: Duration) -> Retention {
 async fn handled_rows_go_in_batches_and_a_redelivered_event_is_still_recognised() {
     let store = Store::open_in_memory().unwrap();
     for n in 0..5 {
-        let id = store
-            .inbox_record(message(&format!("dc:{n}"), "hello"))
-            .await
-            .unwrap()
-            .unwrap();
-        store
-            .inbox_finish(vec![id], InboxState::Done, "answered")
-            .await
-            .unwrap();
+        handled(&store, &format!("dc:{n}")).await;
     }
     let open = store
         .inbox_record(message("dc:open", "not yet handled"))
@@ -124,15 +130,7 @@ async fn handled_rows_go_in_batches_and_a_redelivered_event_is_still_recognised(
 #[tokio::test]
 async fn rows_younger_than_the_age_stay() {
     let store = Store::open_in_memory().unwrap();
-    let id = store
-        .inbox_record(message("dc:1", "hello"))
-        .await
-        .unwrap()
-        .unwrap();
-    store
-        .inbox_finish(vec![id], InboxState::Done, "answered")
-        .await
-        .unwrap();
+    handled(&store, "dc:1").await;
     let sent = store.outbox_enqueue(vec![reply("sent")]).await.unwrap()[0];
     store.outbox_mark_sent(sent, None).await.unwrap();
     tick().await;
@@ -207,15 +205,7 @@ async fn the_newest_row_stays_so_no_id_is_handed_out_twice() {
     let store = Store::open_in_memory().unwrap();
     let mut last = 0;
     for n in 0..3 {
-        last = store
-            .inbox_record(message(&format!("dc:{n}"), "hello"))
-            .await
-            .unwrap()
-            .unwrap();
-        store
-            .inbox_finish(vec![last], InboxState::Done, "answered")
-            .await
-            .unwrap();
+        last = handled(&store, &format!("dc:{n}")).await;
     }
     let approval = store
         .approval_create("k", &chat(), "rm -rf /tmp/x", &["rm-recursive"])
