@@ -283,6 +283,12 @@ pub(super) fn read_model(
         ));
         return None;
     };
+    if super::sections::is_placeholder(&model) {
+        problems.push(Problem::error(
+            "model.default",
+            format!("{model:?} is the example's placeholder: put the name of the model your provider serves here"),
+        ));
+    }
     let spec = ModelSpec {
         provider: Some(provider),
         model: Some(model),
@@ -290,7 +296,10 @@ pub(super) fn read_model(
         api_key,
     };
     match resolve(spec, &keys, &limits) {
-        Ok(model) => Some((model, keys)),
+        Ok(model) => {
+            check_key(&model, problems);
+            Some((model, keys))
+        }
         Err(e) => {
             let key = if e.contains("provider") && !e.contains("base URL") {
                 "model.provider"
@@ -300,6 +309,42 @@ pub(super) fn read_model(
             problems.push(Problem::error(key, e));
             None
         }
+    }
+}
+
+/// A hosted provider without a key, or with the example's placeholder for one, would
+/// refuse every request: a problem. A local server (a `custom` endpoint, Ollama, LM Studio,
+/// any loopback address) may need none.
+fn check_key(model: &ModelConfig, problems: &mut Vec<Problem>) {
+    if let Some(key) = &model.api_key
+        && super::sections::is_placeholder(key.expose())
+    {
+        problems.push(Problem::error(
+            "model.api_key",
+            "still the example's placeholder: put your provider's key here (or in .env)",
+        ));
+    }
+    let local = matches!(model.provider.as_str(), "custom" | "ollama" | "lmstudio")
+        || reqwest::Url::parse(&model.base_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .is_some_and(|host| {
+                host == "localhost"
+                    || host
+                        .trim_matches(['[', ']'])
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            });
+    if model.api_key.is_none() && !local {
+        let vars = provider(&model.provider).map_or(&[][..], |p| p.key_vars);
+        problems.push(Problem::error(
+            "model.provider",
+            format!(
+                "provider {} needs a key: set {} in .env (or model.api_key)",
+                model.provider,
+                vars.join(" or ")
+            ),
+        ));
     }
 }
 

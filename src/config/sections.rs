@@ -363,6 +363,37 @@ pub(super) fn read_processes(
     }
 }
 
+/// Whether `value` is still a placeholder from the example files (`123456789:replace-me`,
+/// `your-model-name`, a bare `xoxb-`/`xapp-`/`sk-`), not something a person put there.
+pub(super) fn is_placeholder(value: &str) -> bool {
+    let value = value.trim().to_ascii_lowercase();
+    value.contains("replace-me")
+        || value.contains("your-")
+        || ["xoxb-", "xapp-", "xoxp-", "sk-", "sk-...", "changeme"].contains(&value.as_str())
+}
+
+/// A variable the gateway reads whose value is still the example's placeholder: a
+/// problem, since the platform or provider would refuse it and `run` would not work.
+pub(super) fn check_placeholders(
+    env: &EnvVars,
+    platform_vars: &BTreeSet<String>,
+    problems: &mut Vec<Problem>,
+) {
+    let names = platform_vars
+        .iter()
+        .map(String::as_str)
+        .chain(PROVIDERS.iter().flat_map(|p| p.key_vars.iter().copied()))
+        .collect::<BTreeSet<_>>();
+    for name in names {
+        if env.value(name).is_some_and(|v| is_placeholder(&v)) {
+            problems.push(Problem::error(
+                name,
+                "still the example's placeholder: put the real value here, or remove the line",
+            ));
+        }
+    }
+}
+
 /// A platform nobody is allowed on answers only paired people: said.
 pub(super) fn check_allowlists(
     access: &AccessConfig,

@@ -327,14 +327,17 @@ fn providers_are_known_by_name_with_their_roots_keys_and_dialects() {
     assert_eq!(nous.base_url, "https://inference-api.nousresearch.com/v1");
     assert_eq!(nous.dialect, Dialect::OpenAi);
 
-    let minimax = with_model("model:\n  provider: minimax\n  default: MiniMax-M2\n", &[]);
+    let minimax = with_model(
+        "model:\n  provider: minimax\n  default: MiniMax-M2\n",
+        &[("MINIMAX_API_KEY", "mm")],
+    );
     assert_eq!(minimax.config.unwrap().model.dialect, Dialect::Anthropic);
 
     let unknown = with_model("model:\n  provider: acme\n  default: m\n", &[]);
     assert_eq!(errors(&unknown), ["model.provider"]);
     let effort = with_model(
         "model:\n  provider: openai\n  default: m\nagent:\n  reasoning_effort: extreme\n",
-        &[],
+        &[("OPENAI_API_KEY", "sk-1")],
     );
     assert_eq!(errors(&effort), ["agent.reasoning_effort"]);
 }
@@ -418,10 +421,13 @@ fn a_key_never_goes_to_another_providers_host() {
     let loaded = with_model(
         "model:\n  provider: minimax\n  default: MiniMax-M2\n  max_tokens: 1000\n\
          fallback_providers:\n  - provider: custom\n    model: other\n    base_url: https://proxy.example/anthropic\n",
-        &[("ANTHROPIC_API_KEY", "sk-ant-api03-secret")],
+        &[
+            ("ANTHROPIC_API_KEY", "sk-ant-api03-secret"),
+            ("MINIMAX_API_KEY", "mm-key"),
+        ],
     );
     let config = loaded.config.expect("loads");
-    assert!(config.model.api_key.is_none());
+    assert_eq!(config.model.api_key.unwrap().expose(), "mm-key");
     assert_eq!(config.model.max_tokens, Some(1000));
     assert!(config.fallbacks[0].api_key.is_none());
     assert_eq!(
@@ -554,5 +560,54 @@ fn a_typo_under_model_is_a_problem_naming_the_key_meant_and_a_hermes_setting_is_
         loaded
             .unused
             .contains(&"security.tirith_enabled".to_string())
+    );
+}
+
+#[test]
+fn the_examples_placeholders_and_a_hosted_provider_without_a_key_are_errors() {
+    let example = include_str!("../../config/config.yaml");
+    let loaded = load_from(
+        Path::new("/h"),
+        example,
+        &env(&[
+            ("TELEGRAM_BOT_TOKEN", "123456789:replace-me"),
+            ("SLACK_BOT_TOKEN", "xoxb-"),
+        ]),
+    );
+    let errors: Vec<&str> = loaded
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .map(|p| p.key.as_str())
+        .collect();
+    for key in ["model.default", "TELEGRAM_BOT_TOKEN", "SLACK_BOT_TOKEN"] {
+        assert!(errors.contains(&key), "{key}: {:?}", loaded.problems);
+    }
+
+    let hosted = "model:\n  provider: openrouter\n  default: some/model\nplatforms:\n  telegram:\n    enabled: true\n";
+    let loaded = load_from(
+        Path::new("/h"),
+        hosted,
+        &env(&[("TELEGRAM_BOT_TOKEN", "1:x")]),
+    );
+    let said = loaded
+        .problems
+        .iter()
+        .find(|p| p.key == "model.provider")
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(said.contains("OPENROUTER_API_KEY"), "{:?}", loaded.problems);
+    let keyed = load_from(
+        Path::new("/h"),
+        hosted,
+        &env(&[
+            ("TELEGRAM_BOT_TOKEN", "1:x"),
+            ("OPENROUTER_API_KEY", "sk-or-1"),
+        ]),
+    );
+    assert!(
+        !keyed.problems.iter().any(|p| p.severity == Severity::Error),
+        "{:?}",
+        keyed.problems
     );
 }
