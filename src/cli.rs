@@ -32,7 +32,12 @@ enum Command {
     /// Run the gateway in the foreground
     Run,
     /// Explain the effective configuration (secrets masked) and every problem in it
-    CheckConfig,
+    CheckConfig {
+        /// Also ask the model's endpoint and each platform whether they take the
+        /// configured keys and tokens (needs the network)
+        #[arg(long)]
+        online: bool,
+    },
     /// Manage DM pairing of people who are not on an allowlist
     Pairing {
         #[command(subcommand)]
@@ -88,7 +93,7 @@ enum PairingAction {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Run | Command::CheckConfig) {
+    if !matches!(cli.command, Command::Run | Command::CheckConfig { .. }) {
         // A command whose output is cut short (`cron list | head -1`) ends quietly, as Unix
         // tools do, instead of panicking on the closed pipe. Not the daemon (a socket a
         // peer closed must not end it), nor check-config, which talks to MCP servers over
@@ -122,7 +127,7 @@ pub fn main() -> ExitCode {
             runtime.shutdown_background();
             code
         }
-        Command::CheckConfig => check_config(home, &runtime),
+        Command::CheckConfig { online } => check_config(home, online, &runtime),
         Command::Pairing { action } => runtime.block_on(pairing(home, action)),
         Command::Approvals { action } => runtime.block_on(approvals(home, action)),
         Command::Cron { action } => runtime.block_on(async {
@@ -261,6 +266,8 @@ macro_rules! scrubbed_println {
     };
 }
 
+mod online;
+
 /// One line of output; when the reader has gone (`check-config | head -1`), the process
 /// ends by SIGPIPE as Unix tools do, instead of panicking.
 fn print_line(line: &str) {
@@ -287,14 +294,18 @@ fn default_sigpipe() {
 }
 
 /// `check-config`: explain the effective configuration (secrets masked) and every problem
-/// in it; fails with [`EXIT_CONFIG`] when there is an error.
-fn check_config(home: PathBuf, runtime: &tokio::runtime::Runtime) -> ExitCode {
+/// in it (with `online`, also what the model's endpoint and the platforms say of the keys);
+/// fails with [`EXIT_CONFIG`] when there is an error.
+fn check_config(home: PathBuf, online: bool, runtime: &tokio::runtime::Runtime) -> ExitCode {
     let loaded = config::load(&home);
     loaded.remember_secrets();
     let mut problems = loaded.problems.clone();
     scrubbed_println!("hermes-gateway configuration from {}", home.display());
     if let Some(c) = &loaded.config {
         print_effective_settings(c, runtime, &mut problems);
+        if online {
+            runtime.block_on(online::check(c, &mut problems));
+        }
     }
     print_unused(&loaded.unused);
     print_problems(&problems);

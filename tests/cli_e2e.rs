@@ -160,3 +160,43 @@ fn management_commands_say_not_found_and_unknown_platforms_alike() {
 fn offline_home(dir: &std::path::Path) -> hermes_testkit::daemon::Home {
     hermes_testkit::daemon::Home::new(dir, "http://127.0.0.1:9", "http://127.0.0.1:9/v1", &[], "")
 }
+
+/// `check-config --online` asks the model's endpoint for its models with the key, and the
+/// platform who the bot is: both answering, it says so and exits 0; a token the platform
+/// refuses and a model endpoint that is down are problems, and the status is 78.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_config_online_asks_the_model_and_the_platform() {
+    use hermes_testkit::telegram::Fault;
+    let w = World::allow_all().await;
+    let check = |home: std::path::PathBuf| {
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(BIN)
+                .args(["check-config", "--online", "--home"])
+                .arg(home)
+                .output()
+                .unwrap()
+        })
+    };
+    let good = check(w.home.dir.clone()).await.unwrap();
+    let out = String::from_utf8_lossy(&good.stdout);
+    assert!(good.status.success(), "{out}");
+    assert!(out.contains("answers, key taken"), "{out}");
+    assert!(
+        out.contains("platforms.telegram: credentials taken: @hermes_test_bot"),
+        "{out}"
+    );
+
+    w.telegram.fail_next("getMe", Fault::Unauthorized);
+    w.set_model(
+        "model:\n  provider: custom\n  default: fake-model\n  base_url: http://127.0.0.1:9/v1\n  api_key: sk-test\n",
+        "",
+    );
+    let bad = check(w.home.dir.clone()).await.unwrap();
+    let out = String::from_utf8_lossy(&bad.stdout);
+    assert_eq!(bad.status.code(), Some(78), "{out}");
+    assert!(out.contains("model.base_url: cannot reach"), "{out}");
+    assert!(
+        out.contains("platforms.telegram: Telegram refused the bot token"),
+        "{out}"
+    );
+}

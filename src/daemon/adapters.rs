@@ -165,6 +165,9 @@ mod tests {
         fn liveness(&self) -> Liveness {
             Liveness::default()
         }
+        async fn check_credentials(&self) -> Result<String, AdapterError> {
+            unreachable!("not used by the supervisor")
+        }
         async fn run(
             &self,
             _sink: Arc<dyn InboundSink>,

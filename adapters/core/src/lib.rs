@@ -188,6 +188,10 @@ pub trait Adapter: Send + Sync {
         let _ = sink;
         Vec::new()
     }
+    /// Ask the platform once whether the credentials work (`check-config --online`): who
+    /// the bot is, [`AdapterError::Config`] when the platform refuses them, and
+    /// [`AdapterError::Other`] when it cannot be asked (network, outage).
+    async fn check_credentials(&self) -> Result<String, AdapterError>;
     /// Receive events and feed them to `sink` until `shutdown` is cancelled. Reconnects with
     /// backoff on its own; returns `Err` for failures it cannot get past by itself.
     async fn run(

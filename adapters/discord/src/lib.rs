@@ -173,6 +173,16 @@ impl DiscordAdapter {
 
 #[async_trait]
 impl Adapter for DiscordAdapter {
+    async fn check_credentials(&self) -> Result<String, AdapterError> {
+        match self.discover_once().await {
+            Ok((identity, _)) => Ok(format!("{} (id {})", identity.name, identity.user_id)),
+            Err(SendError::Unauthorized(_)) => Err(AdapterError::Config(
+                "Discord refused the bot token (check DISCORD_BOT_TOKEN)".into(),
+            )),
+            Err(e) => Err(AdapterError::Other(format!("Discord: {e}"))),
+        }
+    }
+
     fn platform(&self) -> Platform {
         Platform::Discord
     }

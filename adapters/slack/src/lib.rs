@@ -180,6 +180,38 @@ impl SlackAdapter {
 
 #[async_trait]
 impl Adapter for SlackAdapter {
+    /// `auth.test` for the bot token and, in Socket Mode, `apps.connections.open` for the
+    /// app-level token.
+    async fn check_credentials(&self) -> Result<String, AdapterError> {
+        let session = self.client.open_session(&self.token);
+        let me = match call("auth.test", session.auth_test()).await {
+            Ok(me) => me,
+            Err(SendError::Unauthorized(why)) => {
+                return Err(AdapterError::Config(format!(
+                    "Slack refused the bot token: {why}"
+                )));
+            }
+            Err(e) => return Err(AdapterError::Other(e.to_string())),
+        };
+        let who = format!(
+            "{} in {} (user {})",
+            me.user.as_deref().unwrap_or("the bot"),
+            me.team,
+            me.user_id
+        );
+        match (self.settings.mode, &self.settings.app_token) {
+            (Mode::Socket, Some(app)) => {
+                self.check_app_token(&SlackApiToken::new(app.clone().into()))
+                    .await?;
+                Ok(format!("{who}; Socket Mode token accepted"))
+            }
+            (Mode::Socket, None) => Err(AdapterError::Config(
+                "Socket Mode needs SLACK_APP_TOKEN".into(),
+            )),
+            (Mode::Events, _) => Ok(who),
+        }
+    }
+
     fn platform(&self) -> Platform {
         Platform::Slack
     }

@@ -108,6 +108,20 @@ impl TelegramAdapter {
 
 #[async_trait]
 impl Adapter for TelegramAdapter {
+    async fn check_credentials(&self) -> Result<String, AdapterError> {
+        match self.bot.get_me().send().await {
+            Ok(me) => Ok(format!(
+                "@{} (id {})",
+                me.user.username.clone().unwrap_or_default(),
+                me.user.id.0
+            )),
+            Err(RequestError::Api(ApiError::InvalidToken)) => Err(AdapterError::Config(
+                "Telegram refused the bot token (check TELEGRAM_BOT_TOKEN)".into(),
+            )),
+            Err(e) => Err(AdapterError::Other(format!("Telegram getMe: {e}"))),
+        }
+    }
+
     fn platform(&self) -> Platform {
         Platform::Telegram
     }

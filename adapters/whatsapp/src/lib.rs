@@ -102,6 +102,20 @@ impl WhatsAppAdapter {
 
 #[async_trait]
 impl Adapter for WhatsAppAdapter {
+    async fn check_credentials(&self) -> Result<String, AdapterError> {
+        match self.check_number().await {
+            Ok(number) => Ok(format!(
+                "{number} (phone number id {})",
+                self.settings.phone_number_id
+            )),
+            Err(SendError::Unauthorized(why)) => Err(AdapterError::Config(format!(
+                "Meta refused WHATSAPP_CLOUD_ACCESS_TOKEN for phone number id {}: {why}",
+                self.settings.phone_number_id
+            ))),
+            Err(e) => Err(AdapterError::Other(format!("WhatsApp Graph API: {e}"))),
+        }
+    }
+
     fn platform(&self) -> Platform {
         Platform::WhatsApp
     }

@@ -199,6 +199,26 @@ pub async fn a_direct_message_is_answered<F: PlatformFake>(fake: F, binary: &str
     assert_eq!(kit.fake.shown(&chat).len(), 1, "answered once");
 }
 
+/// `check-config --online` asks the platform who the bot is (and the model's endpoint for
+/// its models): both take what is configured, so it says so and exits 0.
+pub async fn the_credentials_check_says_who_the_bot_is<F: PlatformFake>(fake: F, binary: &str) {
+    let kit = Kit::open(fake, binary).await;
+    let (binary, home) = (kit.binary.clone(), kit.home.dir.clone());
+    let check = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(binary)
+            .args(["check-config", "--online", "--home"])
+            .arg(home)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{out}");
+    assert!(out.contains(": credentials taken: "), "{out}");
+    assert!(out.contains("answers, key taken"), "{out}");
+}
+
 /// In a group the bot answers only messages addressed to it.
 pub async fn a_group_is_answered_only_when_addressed<F: PlatformFake>(fake: F, binary: &str) {
     if !fake.has_groups() {
@@ -756,7 +776,8 @@ macro_rules! conformance_suite {
             the_working_indicator_is_shown_and_ended,
             the_chat_limit_holds_for_sends_edits_and_indicators_together,
             a_streamed_reply_is_one_message_edited_in_place,
-            a_restart_mid_turn_loses_nothing);
+            a_restart_mid_turn_loses_nothing,
+            the_credentials_check_says_who_the_bot_is);
     };
     (@each $start:expr, $binary:expr; $($scenario:ident),*) => {
         $(

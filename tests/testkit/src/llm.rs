@@ -218,6 +218,7 @@ impl FakeLlm {
         };
         let app = Router::new()
             .route("/v1/chat/completions", post(openai::complete))
+            .route("/v1/models", axum::routing::get(models))
             .route("/v1/audio/transcriptions", post(transcribe))
             .route("/anthropic/v1/messages", post(anthropic::messages))
             .with_state(fake.clone());
@@ -454,4 +455,22 @@ impl Drop for DropCounter {
             self.counter.fetch_add(1, Ordering::SeqCst);
         }
     }
+}
+
+/// `GET /v1/models`: the one model the test homes name (`fake-model`), as OpenAI lists them;
+/// a request without a bearer key is refused as OpenAI does.
+async fn models(headers: axum::http::HeaderMap) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if !headers.contains_key(axum::http::header::AUTHORIZATION) {
+        return (
+            axum::http::StatusCode::UNAUTHORIZED,
+            axum::Json(serde_json::json!({"error": {"message": "no key"}})),
+        )
+            .into_response();
+    }
+    axum::Json(serde_json::json!({
+        "object": "list",
+        "data": [{"id": "fake-model", "object": "model", "owned_by": "testkit"}],
+    }))
+    .into_response()
 }
