@@ -9,6 +9,7 @@ pub mod discord;
 pub mod llm;
 pub mod mcp;
 pub mod multipart;
+pub mod needs;
 pub mod pids;
 pub mod reset;
 pub mod slack;
