@@ -1,0 +1,302 @@
+//! Who may use the web chat: the person holding the login token. The token (32 random
+//! bytes, base64url) is the daemon's, kept 0600 in the home; the page trades it once for a
+//! session cookie derived from it (HMAC-SHA256 over a fixed label), so a cookie survives a
+//! daemon restart and a new token logs every browser out. Every request's `Host` must name
+//! this listener (no DNS rebinding), and every request that changes anything must come with
+//! an `Origin` of this listener (no cross-site request forgery).
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
+use http::HeaderMap;
+use http::header::{HOST, ORIGIN};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "hermes_web";
+/// How long a browser keeps the cookie: 30 days.
+const COOKIE_MAX_AGE_SECS: u64 = 30 * 24 * 3600;
+/// What the cookie is the HMAC of, under the token: a new label (a new format) logs
+/// everyone out without a new token.
+const SESSION_LABEL: &[u8] = b"hermes-web-session-v1";
+
+/// A fresh login token: 32 random bytes, base64url without padding (43 characters).
+pub fn new_token() -> String {
+    URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
+}
+
+/// Whether `text` has the shape of a token this module made (a file edited by hand into
+/// something short or odd is refused rather than trusted).
+pub fn is_token(text: &str) -> bool {
+    URL_SAFE_NO_PAD
+        .decode(text.trim())
+        .is_ok_and(|bytes| bytes.len() == 32)
+}
+
+/// The login token and what it allows.
+#[derive(Clone)]
+pub struct Access {
+    token: String,
+    session: String,
+    /// The `Host` values that name this listener (`127.0.0.1:8090`, `localhost:8090`, …).
+    hosts: Vec<String>,
+    /// The origins that are this listener (`http://127.0.0.1:8090`, …).
+    origins: Vec<String>,
+    /// `Secure` on the cookie (served through TLS).
+    secure: bool,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("hosts", &self.hosts)
+            .field("secure", &self.secure)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a request is turned away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// `Host` names another site (DNS rebinding) or is missing: 421.
+    ForeignHost,
+    /// A change from another origin, or without one: 403.
+    ForeignOrigin,
+    /// No session cookie, or not this token's: 401.
+    NotLoggedIn,
+}
+
+impl Refusal {
+    /// The HTTP status to answer with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Refusal::ForeignHost => 421,
+            Refusal::ForeignOrigin => 403,
+            Refusal::NotLoggedIn => 401,
+        }
+    }
+}
+
+impl Access {
+    /// Access to a listener on `port` (all loopback spellings of it), also reachable as
+    /// `public_url` (`https://chat.example.org`) when given.
+    pub fn new(token: &str, port: u16, public_url: Option<&str>) -> Access {
+        let mut hosts: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
+            .iter()
+            .map(|h| format!("{h}:{port}"))
+            .collect();
+        let mut origins: Vec<String> = hosts.iter().map(|h| format!("http://{h}")).collect();
+        let mut secure = false;
+        if let Some(public) = public_url.map(|u| u.trim_end_matches('/')) {
+            if let Some((scheme, host)) = public.split_once("://") {
+                hosts.push(host.to_ascii_lowercase());
+                secure = scheme.eq_ignore_ascii_case("https");
+            }
+            origins.push(public.to_ascii_lowercase());
+        }
+        Access {
+            token: token.trim().to_owned(),
+            session: session_for(token.trim()),
+            hosts,
+            origins,
+            secure,
+        }
+    }
+
+    /// Whether `offered` is the login token (constant time).
+    pub fn is_login(&self, offered: &str) -> bool {
+        bool::from(offered.trim().as_bytes().ct_eq(self.token.as_bytes()))
+    }
+
+    /// The `Set-Cookie` value that logs a browser in.
+    pub fn login_cookie(&self) -> String {
+        format!(
+            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={COOKIE_MAX_AGE_SECS}{}",
+            self.session,
+            if self.secure { "; Secure" } else { "" }
+        )
+    }
+
+    /// Whether a request may be served: its `Host` names this listener, a change
+    /// (`changes`: any method but GET and HEAD) comes from this origin, and, unless it is
+    /// the login itself (`needs_session: false`), it carries the session cookie.
+    pub fn check(
+        &self,
+        headers: &HeaderMap,
+        changes: bool,
+        needs_session: bool,
+    ) -> Result<(), Refusal> {
+        let host = headers
+            .get(HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_ascii_lowercase);
+        if !host.is_some_and(|h| self.hosts.contains(&h)) {
+            return Err(Refusal::ForeignHost);
+        }
+        if changes {
+            let origin = headers
+                .get(ORIGIN)
+                .and_then(|o| o.to_str().ok())
+                .map(|o| o.trim_end_matches('/').to_ascii_lowercase());
+            if !origin.is_some_and(|o| self.origins.contains(&o)) {
+                return Err(Refusal::ForeignOrigin);
+            }
+        }
+        if needs_session && !self.has_session(headers) {
+            return Err(Refusal::NotLoggedIn);
+        }
+        Ok(())
+    }
+
+    /// Whether the request carries this token's session cookie.
+    fn has_session(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get_all(http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .any(|(name, value)| {
+                name == COOKIE && bool::from(value.as_bytes().ct_eq(self.session.as_bytes()))
+            })
+    }
+}
+
+/// The session cookie's value for `token`.
+fn session_for(token: &str) -> String {
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(SESSION_LABEL);
+    URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+}
+
+/// The headers every answer of the web chat carries: the page runs only its own script
+/// and styles, is never framed, sends no `Referer`, and is not sniffed into another type.
+pub const SECURITY_HEADERS: [(&str, &str); 4] = [
+    (
+        "content-security-policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; \
+         connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    ),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    ("x-frame-options", "DENY"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    fn cookie_of(access: &Access) -> String {
+        let set = access.login_cookie();
+        set.split(';').next().unwrap().to_owned()
+    }
+
+    #[test]
+    fn a_token_is_43_characters_of_base64url_and_a_hand_edited_one_is_refused() {
+        let token = new_token();
+        assert_eq!(token.len(), 43);
+        assert!(is_token(&token));
+        assert!(is_token(&format!("{token}\n")));
+        assert!(!is_token("replace-me"));
+        assert!(!is_token(&token[..40]));
+        assert_ne!(new_token(), token);
+    }
+
+    #[test]
+    fn the_cookie_is_derived_from_the_token_and_a_new_token_logs_everyone_out() {
+        let token = new_token();
+        let access = Access::new(&token, 8090, None);
+        let cookie = cookie_of(&access);
+        assert!(!cookie.contains(&token), "the cookie is not the token");
+        assert!(access.login_cookie().contains("HttpOnly; SameSite=Strict"));
+        assert!(!access.login_cookie().contains("Secure"));
+        let same = Access::new(&token, 8090, None);
+        let request = headers(&[("host", "127.0.0.1:8090"), ("cookie", &cookie)]);
+        assert_eq!(same.check(&request, false, true), Ok(()), "after a restart");
+        let rotated = Access::new(&new_token(), 8090, None);
+        assert_eq!(
+            rotated.check(&request, false, true),
+            Err(Refusal::NotLoggedIn)
+        );
+        assert!(access.is_login(&token) && !access.is_login("guess"));
+    }
+
+    #[test]
+    fn a_foreign_host_or_origin_is_refused_even_with_the_cookie() {
+        let access = Access::new(&new_token(), 8090, Some("https://chat.example.org"));
+        assert!(access.login_cookie().ends_with("; Secure"));
+        let cookie = cookie_of(&access);
+        let ok = |host: &str, origin: &str| {
+            access.check(
+                &headers(&[("host", host), ("origin", origin), ("cookie", &cookie)]),
+                true,
+                true,
+            )
+        };
+        assert_eq!(ok("localhost:8090", "http://localhost:8090"), Ok(()));
+        assert_eq!(ok("chat.example.org", "https://chat.example.org"), Ok(()));
+        // DNS rebinding: an attacker's name resolving to 127.0.0.1.
+        assert_eq!(
+            ok("evil.example:8090", "http://evil.example:8090"),
+            Err(Refusal::ForeignHost)
+        );
+        // CSRF: a page elsewhere posting to the chat.
+        assert_eq!(
+            ok("127.0.0.1:8090", "https://evil.example"),
+            Err(Refusal::ForeignOrigin)
+        );
+        assert_eq!(
+            access.check(
+                &headers(&[("host", "127.0.0.1:8090"), ("cookie", &cookie)]),
+                true,
+                true
+            ),
+            Err(Refusal::ForeignOrigin),
+            "a change without an Origin"
+        );
+        assert_eq!(
+            access.check(&headers(&[("cookie", &cookie)]), false, true),
+            Err(Refusal::ForeignHost)
+        );
+        assert_eq!(
+            access.check(&headers(&[("host", "127.0.0.1:8090")]), false, true),
+            Err(Refusal::NotLoggedIn)
+        );
+        assert_eq!(
+            access.check(&headers(&[("host", "127.0.0.1:8090")]), false, false),
+            Ok(()),
+            "the login page itself needs no cookie"
+        );
+    }
+
+    #[test]
+    fn a_cookie_among_others_is_found_and_a_forged_one_is_not() {
+        let access = Access::new(&new_token(), 8090, None);
+        let cookie = cookie_of(&access);
+        let mixed = format!("theme=dark; {cookie}; other=1");
+        let request = headers(&[("host", "127.0.0.1:8090"), ("cookie", &mixed)]);
+        assert_eq!(access.check(&request, false, true), Ok(()));
+        let forged = headers(&[
+            ("host", "127.0.0.1:8090"),
+            (
+                "cookie",
+                "hermes_web=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            ),
+        ]);
+        assert_eq!(
+            access.check(&forged, false, true),
+            Err(Refusal::NotLoggedIn)
+        );
+    }
+}
