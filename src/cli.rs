@@ -307,6 +307,9 @@ fn check_config(home: PathBuf, online: bool, runtime: &tokio::runtime::Runtime) 
             runtime.block_on(online::check(c, &mut problems));
         }
     }
+    if loaded.config.is_none() && problems.iter().any(|p| p.key == "model.default") {
+        runtime.block_on(offer_local_servers());
+    }
     print_unused(&loaded.unused);
     print_problems(&problems);
     if problems.iter().any(|p| p.severity == Severity::Error) {
@@ -482,6 +485,34 @@ fn print_mcp_servers(
                 format!("{described}; `run` would go on without its tools"),
             ));
         }
+    }
+}
+
+/// No model is named: the model servers running on this machine, each with the lines that
+/// would use it (offered, never chosen: a server on a loopback port is not proof of a model).
+async fn offer_local_servers() {
+    let found = crate::llm::local::find().await;
+    if found.is_empty() {
+        scrubbed_println!(
+            "\nNo model server answers on this machine (Ollama, llama.cpp, LM Studio, vLLM); see \"Choose your model\" in the README."
+        );
+        return;
+    }
+    scrubbed_println!("\nModel servers on this machine (put one in config.yaml to use it):");
+    for server in found {
+        let model = server.models.first().map_or("MODEL-NAME", String::as_str);
+        scrubbed_println!(
+            "  {} at {} serves {}:\n    model:\n      provider: {}\n      default: {model}\n      base_url: {}",
+            server.name,
+            server.base_url,
+            if server.models.is_empty() {
+                "no model yet".to_owned()
+            } else {
+                server.models.join(", ")
+            },
+            server.provider,
+            server.base_url
+        );
     }
 }
 

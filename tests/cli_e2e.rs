@@ -200,3 +200,50 @@ async fn check_config_online_asks_the_model_and_the_platform() {
         "{out}"
     );
 }
+
+/// With no model named, check-config offers the model servers running on this machine
+/// (here the fake, in place of Ollama's port), with the lines that would use one; with none
+/// answering, it says where to read on. Either way the configuration is not OK yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_model_check_config_offers_the_servers_running_here() {
+    let llm = hermes_testkit::llm::FakeLlm::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "platforms:\n  telegram:\n    enabled: true\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join(".env"), "TELEGRAM_BOT_TOKEN=1:x\n").unwrap();
+    let check = |urls: String| {
+        let home = dir.path().to_owned();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(BIN)
+                .args(["check-config", "--home"])
+                .arg(home)
+                .env(hermes_gateway::llm::local::URLS_VAR, urls)
+                .output()
+                .unwrap()
+        })
+    };
+    let found = check(format!("http://127.0.0.1:9/v1,{}", llm.base_url()))
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&found.stdout);
+    assert_eq!(found.status.code(), Some(78), "{out}");
+    assert!(out.contains("Model servers on this machine"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "      default: fake-model\n      base_url: {}",
+            llm.base_url()
+        )),
+        "{out}"
+    );
+    assert!(
+        !out.contains("127.0.0.1:9/v1 serves"),
+        "a closed port is not offered: {out}"
+    );
+
+    let none = check("http://127.0.0.1:9/v1".into()).await.unwrap();
+    let out = String::from_utf8_lossy(&none.stdout);
+    assert!(out.contains("No model server answers"), "{out}");
+}

@@ -5,6 +5,7 @@
 //! classified so the agent knows when to fall back or compress.
 
 mod anthropic;
+pub mod local;
 mod openai;
 mod sse;
 
