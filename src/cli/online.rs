@@ -8,7 +8,7 @@ use std::time::Duration;
 use hermes_adapter::AdapterError;
 
 use super::print_line;
-use crate::config::{Config, Dialect, Problem};
+use crate::config::{Config, Problem};
 use crate::secrets;
 
 /// How long one check may take.
@@ -21,11 +21,17 @@ pub(super) async fn check(c: &Config, problems: &mut Vec<Problem>) {
     check_platforms(c, problems).await;
 }
 
-/// `GET {base_url}/models` (Anthropic: `/v1/models`) with the key: reachable, key taken,
-/// and the model listed.
+/// The model's list of models ([`crate::llm::models_request`]) asked with the key:
+/// reachable, key taken (a 2xx that is not a list of models is not taken as proof), and
+/// the model listed.
 async fn check_model(c: &Config, problems: &mut Vec<Problem>) {
     let model = &c.model;
-    let client = match reqwest::Client::builder().timeout(CHECK_TIMEOUT).build() {
+    // No redirects: a key must not follow one to another host (as the model client).
+    let client = match reqwest::Client::builder()
+        .timeout(CHECK_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    {
         Ok(client) => client,
         Err(e) => {
             problems.push(Problem::error(
@@ -35,24 +41,12 @@ async fn check_model(c: &Config, problems: &mut Vec<Problem>) {
             return;
         }
     };
-    let request = match model.dialect {
-        Dialect::OpenAi => {
-            let request = client.get(format!("{}/models", model.base_url));
-            match &model.api_key {
-                Some(key) => request.bearer_auth(key.expose()),
-                None => request,
-            }
-        }
-        Dialect::Anthropic => {
-            let request = client
-                .get(format!("{}/v1/models", model.base_url))
-                .header("anthropic-version", "2023-06-01");
-            match &model.api_key {
-                Some(key) => request.header("x-api-key", key.expose()),
-                None => request,
-            }
-        }
-    };
+    let (url, headers) = crate::llm::models_request(model);
+    let request = headers
+        .into_iter()
+        .fold(client.get(url), |request, (name, value)| {
+            request.header(name, value)
+        });
     let answer = match request.send().await {
         Ok(answer) => answer,
         Err(e) => {
@@ -74,15 +68,27 @@ async fn check_model(c: &Config, problems: &mut Vec<Problem>) {
                 .json::<serde_json::Value>()
                 .await
                 .ok()
-                .and_then(|v| v.get("data").and_then(|d| d.as_array()).cloned())
-                .unwrap_or_default();
+                .and_then(|v| v.get("data").and_then(|d| d.as_array()).cloned());
+            let Some(listed) = listed else {
+                problems.push(Problem::warning(
+                    "model.base_url",
+                    format!(
+                        "{} answered, but not with a list of models (a portal or a proxy page?)",
+                        model.base_url
+                    ),
+                ));
+                return;
+            };
+            let taken = if model.api_key.is_some() {
+                "key taken"
+            } else {
+                "no key needed"
+            };
+            scrubbed_println!("  model: {} answers, {taken}", model.base_url);
             let named = listed
                 .iter()
                 .any(|m| m.get("id").and_then(|i| i.as_str()) == Some(model.model.as_str()));
-            if named || listed.is_empty() {
-                scrubbed_println!("  model: {} answers, key taken", model.base_url);
-            } else {
-                scrubbed_println!("  model: {} answers, key taken", model.base_url);
+            if !named && !listed.is_empty() {
                 problems.push(Problem::warning(
                     "model.default",
                     format!(

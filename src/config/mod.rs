@@ -172,7 +172,8 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let delegation = read_delegation(&mut y, p);
     let fix_permissions = y.boolean("security.fix_permissions", p).unwrap_or(true);
     sections::check_allowlists(&access, &platforms, p);
-    sections::check_placeholders(env, &platform_vars, p);
+    let provider = models.main.as_ref().map(|m| m.provider.as_str());
+    sections::check_placeholders(env, &platform_vars, &platforms, provider, p);
 
     let unused = sections::unused(&y, env, &platform_vars, p);
     let secret_env_names = sections::secret_env_names(env, &platform_vars, &models.key_env_names);

@@ -364,31 +364,56 @@ pub(super) fn read_processes(
 }
 
 /// Whether `value` is still a placeholder from the example files (`123456789:replace-me`,
-/// `your-model-name`, a bare `xoxb-`/`xapp-`/`sk-`), not something a person put there.
+/// `your-model-name`, a bare `xoxb-`/`xapp-`/`sk-`) or reads like one (`your_api_key`,
+/// `YOUR-TOKEN-HERE`), not something a person put there.
 pub(super) fn is_placeholder(value: &str) -> bool {
     let value = value.trim().to_ascii_lowercase();
     value.contains("replace-me")
-        || value.contains("your-")
+        || value.starts_with("your-")
+        || value.starts_with("your_")
         || ["xoxb-", "xapp-", "xoxp-", "sk-", "sk-...", "changeme"].contains(&value.as_str())
 }
 
-/// A variable the gateway reads whose value is still the example's placeholder: a
-/// problem, since the platform or provider would refuse it and `run` would not work.
+/// A secret variable (a token, key or secret) still holding a placeholder: an error for an
+/// enabled platform's and the chosen provider's (they would refuse it, and `run` would not
+/// work), a warning for one nothing uses now (a disabled platform's, another provider's).
 pub(super) fn check_placeholders(
     env: &EnvVars,
     platform_vars: &BTreeSet<String>,
+    platforms: &[Arc<dyn PlatformSettings>],
+    provider: Option<&str>,
     problems: &mut Vec<Problem>,
 ) {
+    let secret = |n: &&str| n.ends_with("_TOKEN") || n.ends_with("_KEY") || n.ends_with("_SECRET");
     let names = platform_vars
         .iter()
         .map(String::as_str)
         .chain(PROVIDERS.iter().flat_map(|p| p.key_vars.iter().copied()))
+        .filter(secret)
         .collect::<BTreeSet<_>>();
+    let chosen_keys = provider
+        .and_then(super::models::provider)
+        .map_or(&[][..], |p| p.key_vars);
+    let in_use = |name: &str| {
+        chosen_keys.contains(&name)
+            || platforms.iter().any(|p| {
+                let prefix = format!("{}_", p.platform().config_section().to_ascii_uppercase());
+                name.starts_with(&prefix)
+            })
+    };
     for name in names {
-        if env.value(name).is_some_and(|v| is_placeholder(&v)) {
+        if !env.value(name).is_some_and(|v| is_placeholder(&v)) {
+            continue;
+        }
+        if in_use(name) {
             problems.push(Problem::error(
                 name,
                 "still the example's placeholder: put the real value here, or remove the line",
+            ));
+        } else {
+            problems.push(Problem::warning(
+                name,
+                "still the example's placeholder (not used now): remove the line or put the real value",
             ));
         }
     }

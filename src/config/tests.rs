@@ -584,6 +584,32 @@ fn the_examples_placeholders_and_a_hosted_provider_without_a_key_are_errors() {
         assert!(errors.contains(&key), "{key}: {:?}", loaded.problems);
     }
 
+    // A disabled platform's leftover placeholder and another provider's are only said.
+    let loaded = load_from(
+        Path::new("/h"),
+        "model:\n  default: team-your-model\n  base_url: http://127.0.0.1:9/v1\nplatforms:\n  telegram:\n    enabled: true\n  discord:\n    enabled: false\n",
+        &env(&[
+            ("TELEGRAM_BOT_TOKEN", "1:x"),
+            ("DISCORD_BOT_TOKEN", "your_token_here"),
+            ("OPENROUTER_API_KEY", "sk-..."),
+        ]),
+    );
+    assert!(
+        !loaded
+            .problems
+            .iter()
+            .any(|p| p.severity == Severity::Error),
+        "{:?}",
+        loaded.problems
+    );
+    for key in ["DISCORD_BOT_TOKEN", "OPENROUTER_API_KEY"] {
+        assert!(
+            loaded.problems.iter().any(|p| p.key == key),
+            "{key}: {:?}",
+            loaded.problems
+        );
+    }
+
     let hosted = "model:\n  provider: openrouter\n  default: some/model\nplatforms:\n  telegram:\n    enabled: true\n";
     let loaded = load_from(
         Path::new("/h"),

@@ -21,7 +21,7 @@ const OAUTH_IDENTITY: &str = "You are Claude Code, Anthropic's official CLI for 
 
 /// Where the request goes: `{base}/v1/messages` (a base already ending in `/v1` gets
 /// `/messages`).
-pub(super) fn url(base_url: &str) -> String {
+pub(crate) fn url(base_url: &str) -> String {
     let base = base_url.trim_end_matches('/');
     if base.ends_with("/v1") {
         format!("{base}/messages")
@@ -48,7 +48,7 @@ fn is_anthropic_host(config: &ModelConfig) -> bool {
 
 /// The headers, the key's included: `x-api-key` for API keys; an OAuth token
 /// (`sk-ant-oat…`) goes as a bearer token with Claude Code's identity, as Hermes sends it.
-pub(super) fn headers(config: &ModelConfig) -> Vec<(&'static str, String)> {
+pub(crate) fn headers(config: &ModelConfig) -> Vec<(&'static str, String)> {
     let mut headers = vec![("anthropic-version", VERSION.to_owned())];
     let mut betas: Vec<&str> = Vec::new();
     if let Some(key) = &config.api_key {

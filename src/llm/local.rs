@@ -11,6 +11,16 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Probe these base URLs instead of the known ports (comma-separated; for tests).
 pub const URLS_VAR: &str = "HERMES_LOCAL_MODEL_URLS";
 
+/// At most this many model names of one server are shown.
+const MODELS_SHOWN: usize = 20;
+
+/// A model name as whoever holds the port wrote it, if it is a plain name: no control
+/// characters (a newline or a terminal escape would forge output) and at most 100 characters.
+fn printable_name(name: &str) -> Option<String> {
+    (!name.is_empty() && name.len() <= 100 && !name.chars().any(char::is_control))
+        .then(|| name.to_owned())
+}
+
 /// The servers looked for: a name and Hermes' provider for it, and where it listens.
 const KNOWN: [(&str, &str, &str); 4] = [
     ("Ollama", "ollama", "http://127.0.0.1:11434/v1"),
@@ -47,6 +57,7 @@ pub async fn find() -> Vec<LocalServer> {
     let Ok(client) = reqwest::Client::builder()
         .timeout(PROBE_TIMEOUT)
         .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
         .build()
     else {
         return Vec::new();
@@ -63,7 +74,8 @@ pub async fn find() -> Vec<LocalServer> {
                 .get("data")?
                 .as_array()?
                 .iter()
-                .filter_map(|m| m.get("id")?.as_str().map(str::to_owned))
+                .filter_map(|m| m.get("id")?.as_str().and_then(printable_name))
+                .take(MODELS_SHOWN)
                 .collect();
             Some(LocalServer {
                 name,
@@ -78,4 +90,18 @@ pub async fn find() -> Vec<LocalServer> {
         .into_iter()
         .flatten()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_name_that_could_forge_output_is_not_shown() {
+        assert_eq!(printable_name("qwen3:8b").as_deref(), Some("qwen3:8b"));
+        assert_eq!(printable_name("m\n      base_url: http://evil"), None);
+        assert_eq!(printable_name("\u{1b}[2Jm"), None);
+        assert_eq!(printable_name(&"m".repeat(101)), None);
+        assert_eq!(printable_name(""), None);
+    }
 }

@@ -569,6 +569,27 @@ fn retry_after(value: &str) -> Option<Duration> {
 /// The provider's error text, from `{"error":{"message":…}}` when it has that shape, with
 /// its `code` or `type` and, from OpenRouter, the upstream provider's own words
 /// (`error.metadata.raw`), so errors can be told apart.
+/// Where a model's list of models is asked for, with the headers its chat requests carry
+/// (the key as that dialect sends it: a bearer key, Anthropic's `x-api-key`, or an
+/// Anthropic OAuth token): for `check-config --online`.
+pub fn models_request(config: &ModelConfig) -> (String, Vec<(&'static str, String)>) {
+    match config.dialect {
+        Dialect::OpenAi => {
+            let headers = config
+                .api_key
+                .iter()
+                .map(|key| ("authorization", format!("Bearer {}", key.expose())))
+                .collect();
+            (format!("{}/models", config.base_url), headers)
+        }
+        Dialect::Anthropic => {
+            let url = anthropic::url(&config.base_url);
+            let url = format!("{}/models", url.trim_end_matches("/messages"));
+            (url, anthropic::headers(config))
+        }
+    }
+}
+
 pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let text = |v: &Value| {

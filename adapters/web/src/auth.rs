@@ -80,28 +80,42 @@ impl Refusal {
 
 impl Access {
     /// Access to a listener on `port` (all loopback spellings of it), also reachable as
-    /// `public_url` (`https://chat.example.org`) when given.
-    pub fn new(token: &str, port: u16, public_url: Option<&str>) -> Access {
+    /// `public_url` (`https://chat.example.org`) when given. `None` when `token` is not a
+    /// token [`new_token`] made (an empty or hand-edited file would make a guessable
+    /// cookie), or `public_url` is not an http(s) URL.
+    pub fn new(token: &str, port: u16, public_url: Option<&str>) -> Option<Access> {
+        if !is_token(token) {
+            return None;
+        }
         let mut hosts: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
             .iter()
             .map(|h| format!("{h}:{port}"))
             .collect();
         let mut origins: Vec<String> = hosts.iter().map(|h| format!("http://{h}")).collect();
         let mut secure = false;
-        if let Some(public) = public_url.map(|u| u.trim_end_matches('/')) {
-            if let Some((scheme, host)) = public.split_once("://") {
-                hosts.push(host.to_ascii_lowercase());
-                secure = scheme.eq_ignore_ascii_case("https");
+        if let Some(public) = public_url {
+            // As browsers send them: the host with its port only when it is not the
+            // scheme's default, and the origin without a path.
+            let url = url::Url::parse(public).ok()?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return None;
             }
-            origins.push(public.to_ascii_lowercase());
+            let host = url.host_str()?.to_ascii_lowercase();
+            let host = match url.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            };
+            origins.push(url.origin().ascii_serialization());
+            hosts.push(host);
+            secure = url.scheme() == "https";
         }
-        Access {
+        Some(Access {
             token: token.trim().to_owned(),
             session: session_for(token.trim()),
             hosts,
             origins,
             secure,
-        }
+        })
     }
 
     /// Whether `offered` is the login token (constant time).
@@ -216,15 +230,15 @@ mod tests {
     #[test]
     fn the_cookie_is_derived_from_the_token_and_a_new_token_logs_everyone_out() {
         let token = new_token();
-        let access = Access::new(&token, 8090, None);
+        let access = Access::new(&token, 8090, None).unwrap();
         let cookie = cookie_of(&access);
         assert!(!cookie.contains(&token), "the cookie is not the token");
         assert!(access.login_cookie().contains("HttpOnly; SameSite=Strict"));
         assert!(!access.login_cookie().contains("Secure"));
-        let same = Access::new(&token, 8090, None);
+        let same = Access::new(&token, 8090, None).unwrap();
         let request = headers(&[("host", "127.0.0.1:8090"), ("cookie", &cookie)]);
         assert_eq!(same.check(&request, false, true), Ok(()), "after a restart");
-        let rotated = Access::new(&new_token(), 8090, None);
+        let rotated = Access::new(&new_token(), 8090, None).unwrap();
         assert_eq!(
             rotated.check(&request, false, true),
             Err(Refusal::NotLoggedIn)
@@ -234,7 +248,12 @@ mod tests {
 
     #[test]
     fn a_foreign_host_or_origin_is_refused_even_with_the_cookie() {
-        let access = Access::new(&new_token(), 8090, Some("https://chat.example.org"));
+        let access = Access::new(
+            &new_token(),
+            8090,
+            Some("https://chat.example.org:443/chat/"),
+        )
+        .unwrap();
         assert!(access.login_cookie().ends_with("; Secure"));
         let cookie = cookie_of(&access);
         let ok = |host: &str, origin: &str| {
@@ -281,8 +300,17 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_or_hand_edited_token_or_an_odd_public_url_gives_no_access() {
+        assert!(Access::new("", 8090, None).is_none());
+        assert!(Access::new("  ", 8090, None).is_none());
+        assert!(Access::new("replace-me", 8090, None).is_none());
+        assert!(Access::new(&new_token(), 8090, Some("chat.example.org")).is_none());
+        assert!(Access::new(&new_token(), 8090, Some("ftp://chat.example.org")).is_none());
+    }
+
+    #[test]
     fn a_cookie_among_others_is_found_and_a_forged_one_is_not() {
-        let access = Access::new(&new_token(), 8090, None);
+        let access = Access::new(&new_token(), 8090, None).unwrap();
         let cookie = cookie_of(&access);
         let mixed = format!("theme=dark; {cookie}; other=1");
         let request = headers(&[("host", "127.0.0.1:8090"), ("cookie", &mixed)]);
