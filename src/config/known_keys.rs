@@ -28,13 +28,17 @@ enum Hermes {
 }
 
 fn hermes_knows(path: &str) -> Hermes {
-    let named = HERMES_KEYS.iter().any(|known| {
-        !known.ends_with(".*") && (*known == path || known.starts_with(&format!("{path}.")))
-    });
+    let below = |parent: &str, key: &str| {
+        key.strip_prefix(parent)
+            .is_some_and(|rest| rest.starts_with('.'))
+    };
+    let named = HERMES_KEYS
+        .iter()
+        .any(|known| !known.ends_with(".*") && (*known == path || below(path, known)));
     let taken = HERMES_KEYS.iter().any(|known| {
         known
             .strip_suffix(".*")
-            .is_some_and(|prefix| path == prefix || path.starts_with(&format!("{prefix}.")))
+            .is_some_and(|prefix| path == prefix || below(prefix, path))
     });
     match (named, taken) {
         (true, _) => Hermes::Names,

@@ -72,12 +72,14 @@ impl Store {
         let Some(checkpointer) = &self._checkpointer else {
             return Ok(());
         };
-        let wal_bytes = std::fs::metadata(&checkpointer.wal).map_or(0, |m| m.len());
-        if wal_bytes <= super::WAL_KEPT_BYTES as u64 {
-            return Ok(());
-        }
-        self.call(|conn| {
-            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        let wal = checkpointer.wal.clone();
+        // The file's size is read on the store thread, with the checkpoint: no file system
+        // call on the runtime.
+        self.call(move |conn| {
+            let wal_bytes = std::fs::metadata(&wal).map_or(0, |m| m.len());
+            if wal_bytes > super::WAL_KEPT_BYTES as u64 {
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            }
             Ok(())
         })
         .await
