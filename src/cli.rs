@@ -58,6 +58,12 @@ enum Command {
         #[command(subcommand)]
         action: crate::service::ServiceAction,
     },
+    /// Print the address that logs a browser into the web chat (it carries the login token)
+    WebUrl {
+        /// Make a new login token first: every browser logged in with the old one is out
+        #[arg(long)]
+        rotate: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -141,6 +147,77 @@ pub fn main() -> ExitCode {
         }),
         // Its own defaults for the home (a system service lives in /var/lib).
         Command::Service { action } => crate::service::run(action, given_home),
+        Command::WebUrl { rotate } => web_url(&home, rotate),
+    }
+}
+
+/// `web-url`: the web chat's login address, on stdout only (a person asked for it).
+fn web_url(home: &std::path::Path, rotate: bool) -> ExitCode {
+    let loaded = config::load(home);
+    let address = loaded
+        .config
+        .as_ref()
+        .and_then(|c| c.platform(hermes_adapter::Platform::Web))
+        .and_then(|web| web.address());
+    let Some(address) = address else {
+        report(&loaded);
+        eprintln!(
+            "hermes-gateway: the web chat is not enabled in {}/config.yaml (platforms:\n  web:\n    enabled: true)",
+            home.display()
+        );
+        return ExitCode::from(EXIT_NOT_FOUND);
+    };
+    match crate::platforms::web_token(home, rotate) {
+        Some(Ok((token, _))) => {
+            println!("{}", crate::platforms::web_login_url(&address, &token));
+            if rotate {
+                eprintln!(
+                    "A new login token: browsers logged in before must use this address again."
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Some(Err(e)) => {
+            eprintln!("hermes-gateway: the web chat's login token: {e}");
+            ExitCode::FAILURE
+        }
+        None => {
+            eprintln!("hermes-gateway: this build has no web chat (cargo feature `web`)");
+            ExitCode::from(EXIT_NOT_FOUND)
+        }
+    }
+}
+
+/// The web chat's token, made before the daemon reads its settings (the daemon owns the
+/// home's files); `true` when it was made now, so the settings must be read again.
+fn make_web_token(home: &std::path::Path, config: &config::Config) -> Result<bool, String> {
+    if config.platform(hermes_adapter::Platform::Web).is_none() {
+        return Ok(false);
+    }
+    match crate::platforms::web_token(home, false) {
+        Some(Ok((_, made))) => Ok(made),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Ok(false),
+    }
+}
+
+/// Where to log into the web chat, for the person who started the daemon at a terminal:
+/// on stderr only then, never into the journal or a log file.
+fn say_web_url(home: &std::path::Path, config: &config::Config) {
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return;
+    }
+    let Some(address) = config
+        .platform(hermes_adapter::Platform::Web)
+        .and_then(|web| web.address())
+    else {
+        return;
+    };
+    if let Some(Ok((token, _))) = crate::platforms::web_token(home, false) {
+        eprintln!(
+            "\n  Web chat: {}\n",
+            crate::platforms::web_login_url(&address, &token)
+        );
     }
 }
 
@@ -237,7 +314,17 @@ fn report(loaded: &Loaded) {
 }
 
 async fn run(home: PathBuf) -> ExitCode {
-    let loaded = config::load(&home);
+    let mut loaded = config::load(&home);
+    if let Some(config) = &loaded.config {
+        match make_web_token(&home, config) {
+            Ok(true) => loaded = config::load(&home),
+            Ok(false) => {}
+            Err(e) => {
+                eprintln!("hermes-gateway: cannot make the web chat's login token: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
+    }
     report(&loaded);
     let Some(config) = loaded.config else {
         eprintln!(
@@ -255,6 +342,7 @@ async fn run(home: PathBuf) -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     }
+    say_web_url(&home, &config);
     crate::reload::run(home, config).await
 }
 

@@ -1,4 +1,4 @@
-//! The daemon's one HTTP server (`http.listen`, default `127.0.0.1:8090`): the adapters'
+//! The daemon's one HTTP server (`http.listen`, default `127.0.0.1:8091`): the adapters'
 //! webhook routes, `/healthz` (the process answers), `/readyz` (every enabled adapter has
 //! talked to its platform recently; per-adapter JSON), `/status` (that, and the counts
 //! `hermes-gateway service status` shows) and `/metrics` (Prometheus text; see

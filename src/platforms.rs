@@ -1,6 +1,8 @@
 //! The platforms this build speaks: one line each, behind its cargo feature. Everything
 //! else about a platform (its settings, its adapter) lives in its crate.
 
+use std::path::Path;
+
 use hermes_adapter::{PlatformSettings, SettingsSource};
 
 /// The settings of every enabled platform this build has.
@@ -14,6 +16,36 @@ pub fn read_settings(source: &mut dyn SettingsSource) -> Vec<Box<dyn PlatformSet
     platforms.extend(hermes_slack::settings(source));
     #[cfg(feature = "whatsapp")]
     platforms.extend(hermes_whatsapp::settings(source));
+    #[cfg(feature = "web")]
+    platforms.extend(hermes_web::settings(source));
     let _ = &source; // a build with no platform features reads nothing
     platforms
+}
+
+/// The web chat's login token in `home`, made if there is none yet (`rotate`: replaced by
+/// a new one, which logs every browser out), and whether it is new. `None` in a build
+/// without the web chat.
+pub fn web_token(home: &Path, rotate: bool) -> Option<std::io::Result<(String, bool)>> {
+    #[cfg(feature = "web")]
+    {
+        use hermes_web::token;
+        Some(if rotate {
+            token::rotate(home).map(|t| (t, true))
+        } else {
+            token::read(home).and_then(|had| Ok((token::ensure(home)?, had.is_none())))
+        })
+    }
+    #[cfg(not(feature = "web"))]
+    {
+        let _ = (home, rotate);
+        None
+    }
+}
+
+/// The address that logs a browser into the web chat at `base`.
+pub fn web_login_url(base: &str, token: &str) -> String {
+    #[cfg(feature = "web")]
+    return hermes_web::token::login_url(base, token);
+    #[cfg(not(feature = "web"))]
+    format!("{}/#token={token}", base.trim_end_matches('/'))
 }

@@ -164,7 +164,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     // Read before anything else runs (see `logging_level`); named here so it is not listed
     // as unused.
     let _ = y.string("logging.level", p);
-    let (platforms, platform_vars) = sections::read_platforms(&mut y, env, p);
+    let (platforms, platform_vars) = sections::read_platforms(&mut y, env, home, p);
     let approvals = sections::read_approvals(&mut y, p);
     let processes = sections::read_processes(&mut y, env, p);
     let mcp_servers = mcp::read_mcp_servers(&mut y, env, p);
@@ -645,7 +645,7 @@ fn read_http(y: &mut YamlReader, env: &EnvVars, problems: &mut Vec<Problem>) -> 
     let host = env.value("WHATSAPP_CLOUD_WEBHOOK_HOST");
     let port = env.value("WHATSAPP_CLOUD_WEBHOOK_PORT");
     if host.is_some() || port.is_some() {
-        let (default_host, default_port) = text.rsplit_once(':').unwrap_or(("127.0.0.1", "8090"));
+        let (default_host, default_port) = text.rsplit_once(':').unwrap_or(("127.0.0.1", "8091"));
         text = format!(
             "{}:{}",
             host.as_deref().unwrap_or(default_host),

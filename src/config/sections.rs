@@ -282,6 +282,7 @@ fn seconds_at_least(
 pub(super) fn read_platforms(
     y: &mut YamlReader,
     env: &EnvVars,
+    home: &std::path::Path,
     problems: &mut Vec<Problem>,
 ) -> (Vec<Arc<dyn PlatformSettings>>, BTreeSet<String>) {
     let mut source = source::Source {
@@ -289,6 +290,7 @@ pub(super) fn read_platforms(
         env,
         problems,
         vars_read: BTreeSet::new(),
+        home,
     };
     let platforms: Vec<Arc<dyn PlatformSettings>> = crate::platforms::read_settings(&mut source)
         .into_iter()

@@ -16,6 +16,8 @@ pub(super) struct Source<'a> {
     pub(super) problems: &'a mut Vec<Problem>,
     /// Every variable a platform asked for.
     pub(super) vars_read: BTreeSet<String>,
+    /// The gateway's home directory.
+    pub(super) home: &'a std::path::Path,
 }
 
 impl SettingsSource for Source<'_> {
@@ -44,5 +46,9 @@ impl SettingsSource for Source<'_> {
 
     fn warning(&mut self, key: &str, message: String) {
         self.problems.push(Problem::warning(key, message));
+    }
+
+    fn home(&self) -> Option<&std::path::Path> {
+        Some(self.home)
     }
 }

@@ -491,7 +491,7 @@ pub struct HttpConfig {
 }
 
 /// The default address: local only; a reverse proxy publishes webhooks.
-pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8090";
+pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:8091";
 
 /// The whole effective configuration.
 #[derive(Debug, Clone)]

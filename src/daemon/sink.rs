@@ -179,4 +179,8 @@ impl InboundSink for GatewaySink {
         }
         Ok(())
     }
+
+    async fn platform_reachable(&self, platform: Platform) {
+        self.delivery.platform_reachable(platform).await;
+    }
 }

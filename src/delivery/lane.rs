@@ -315,7 +315,7 @@ impl Lane {
                 Next::Requeue
             }
             (SendError::Transient(_), _) => Next::Wait(attempt.retry.next_delay()),
-            (SendError::OutsideWindow(_), _) => Next::Hold,
+            (SendError::OutsideWindow(_) | SendError::Unreachable(_), _) => Next::Hold,
             (SendError::MarkupRejected(_) | SendError::Rejected(_) | SendError::TooLong(_), _) => {
                 Next::GiveUp
             }
@@ -381,7 +381,12 @@ impl Lane {
         match next {
             Next::Now | Next::GiveUp => None,
             Next::Hold => {
-                if attempts.is_power_of_two() {
+                if matches!(error, SendError::Unreachable(_)) {
+                    // Nobody is there (no web chat page open): the usual state, not trouble.
+                    if attempts == 1 {
+                        tracing::info!(row = row.id, chat = %row.chat.chat_id, "delivery: nobody is connected to take the reply; it waits until someone is");
+                    }
+                } else if attempts.is_power_of_two() {
                     tracing::warn!(
                         error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
                         waited_s = waited.as_secs(), gives_up_after_s = inner.config.max_age.max(HOLD_MAX_AGE).as_secs(),
@@ -403,7 +408,12 @@ impl Lane {
             Next::Wait(wait) => {
                 // Said once, then at doubling intervals: an outage of a day is a few lines,
                 // not thousands.
-                if attempts.is_power_of_two() {
+                if matches!(error, SendError::Unreachable(_)) {
+                    // Nobody is there (no web chat page open): the usual state, not trouble.
+                    if attempts == 1 {
+                        tracing::info!(row = row.id, chat = %row.chat.chat_id, "delivery: nobody is connected to take the reply; it waits until someone is");
+                    }
+                } else if attempts.is_power_of_two() {
                     tracing::warn!(
                         error = %error, row = row.id, chat = %row.chat.chat_id, attempts,
                         retry_in = ?wait, waited_s = waited.as_secs(),

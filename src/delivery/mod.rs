@@ -325,6 +325,30 @@ impl Delivery {
         self.lane(chat, true);
     }
 
+    /// Someone is there again to take `platform`'s messages (a web chat page connected):
+    /// every lane of it looks again now, and every chat of it with rows waiting gets one.
+    pub async fn platform_reachable(&self, platform: Platform) {
+        let running: Vec<Arc<Notify>> = self
+            .inner
+            .lanes
+            .lock()
+            .expect("lanes lock")
+            .iter()
+            .filter(|(key, _)| key.0 == platform)
+            .map(|(_, notify)| notify.clone())
+            .collect();
+        running.iter().for_each(|notify| notify.notify_one());
+        match self.inner.store.outbox_pending_chats().await {
+            Ok(chats) => chats
+                .iter()
+                .filter(|chat| chat.platform == platform)
+                .for_each(|chat| self.wake(chat)),
+            Err(e) => {
+                tracing::error!(%platform, error = %e, "delivery: cannot read the outbox to send what waited")
+            }
+        }
+    }
+
     /// A person wrote in `chat`: a lane running there looks again now (it may hold a reply
     /// the person's message has just made sendable: WhatsApp's window reopened). No lane
     /// is started for it.

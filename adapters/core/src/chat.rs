@@ -13,15 +13,18 @@ pub enum Platform {
     Discord,
     Slack,
     WhatsApp,
+    /// The gateway's own chat page in a browser (`adapters/web`).
+    Web,
 }
 
 impl Platform {
     /// Every platform, in a stable order (used by config and status output).
-    pub const ALL: [Platform; 4] = [
+    pub const ALL: [Platform; 5] = [
         Platform::Telegram,
         Platform::Discord,
         Platform::Slack,
         Platform::WhatsApp,
+        Platform::Web,
     ];
 
     /// The lower-case name used in config keys, session keys and the store.
@@ -31,6 +34,7 @@ impl Platform {
             Platform::Discord => "discord",
             Platform::Slack => "slack",
             Platform::WhatsApp => "whatsapp",
+            Platform::Web => "web",
         }
     }
 

@@ -29,6 +29,11 @@ pub enum SendError {
     /// message may be sent.
     #[error("outside the platform's customer-service window: {0}")]
     OutsideWindow(String),
+    /// Nobody is there to take it now (no web chat page is open): the message stays queued
+    /// until the adapter says the platform is reachable again
+    /// ([`crate::InboundSink::platform_reachable`]).
+    #[error("nobody is connected to receive it: {0}")]
+    Unreachable(String),
     /// The message is longer than the platform takes (the adapter's rendering should have
     /// prevented this).
     #[error("the message is too long for the platform: {0}")]

@@ -147,6 +147,13 @@ pub trait InboundSink: Send + Sync {
         platform_message_id: String,
         status: DeliveryStatus,
     ) -> Result<(), SinkError>;
+
+    /// Someone is there again to receive what the platform's sender refused with
+    /// [`SendError::Unreachable`] (a web chat page connected): the replies held for it go
+    /// now.
+    async fn platform_reachable(&self, platform: Platform) {
+        let _ = platform;
+    }
 }
 
 /// The last moment an adapter talked to its platform successfully; read by health checks and

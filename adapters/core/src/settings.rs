@@ -22,6 +22,11 @@ pub trait SettingsSource {
     fn error(&mut self, key: &str, message: String);
     /// Something worth knowing that does not stop the daemon.
     fn warning(&mut self, key: &str, message: String);
+    /// The gateway's home directory (`~/.hermes`), where an adapter finds the files the
+    /// daemon keeps for it (the web chat's login token); `None` when there is none.
+    fn home(&self) -> Option<&std::path::Path> {
+        None
+    }
 }
 
 /// Who may talk to the bot on one platform (`{PREFIX}_ALLOWED_USERS`,
@@ -101,6 +106,11 @@ pub trait PlatformSettings: Send + Sync + fmt::Debug {
     }
     /// The `check-config` section: (key, value) pairs, secrets masked.
     fn describe(&self) -> Vec<(String, String)>;
+    /// Where people open it, for a platform the gateway serves itself (the web chat's
+    /// page); `None` for the others.
+    fn address(&self) -> Option<String> {
+        None
+    }
     /// The adapter these settings make.
     fn build(&self) -> Result<Arc<dyn Adapter>, AdapterError>;
 }

@@ -20,6 +20,13 @@ const COOKIE_MAX_AGE_SECS: u64 = 30 * 24 * 3600;
 /// What the cookie is the HMAC of, under the token: a new label (a new format) logs
 /// everyone out without a new token.
 const SESSION_LABEL: &[u8] = b"hermes-web-session-v1";
+/// What the page's API header is the HMAC of: another value than the cookie's, since a
+/// server on another port of this host receives the cookie (cookies ignore ports) and must
+/// not be able to make the header from it.
+const API_LABEL: &[u8] = b"hermes-web-api-v1";
+/// The header every API request carries: the value the login answered with, which the page
+/// keeps in its origin's storage (per port, unlike a cookie).
+pub const API_HEADER: &str = "x-hermes-session";
 
 /// A fresh login token: 32 random bytes, base64url without padding (43 characters).
 pub fn new_token() -> String {
@@ -39,6 +46,7 @@ pub fn is_token(text: &str) -> bool {
 pub struct Access {
     token: String,
     session: String,
+    api: String,
     /// The `Host` values that name this listener (`127.0.0.1:8090`, `localhost:8090`, …).
     hosts: Vec<String>,
     /// The origins that are this listener (`http://127.0.0.1:8090`, …).
@@ -54,6 +62,18 @@ impl std::fmt::Debug for Access {
             .field("secure", &self.secure)
             .finish_non_exhaustive()
     }
+}
+
+/// What a request must carry besides a `Host` of this listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Nothing: the page, its script and style, the login.
+    Nothing,
+    /// The session cookie: a file the page shows (an `<img>` cannot send a header; its id
+    /// is unguessable too).
+    Cookie,
+    /// The cookie and the API header: everything that reads or changes a conversation.
+    Api,
 }
 
 /// Why a request is turned away.
@@ -111,7 +131,8 @@ impl Access {
         }
         Some(Access {
             token: token.trim().to_owned(),
-            session: session_for(token.trim()),
+            session: hmac_of(token.trim(), SESSION_LABEL),
+            api: hmac_of(token.trim(), API_LABEL),
             hosts,
             origins,
             secure,
@@ -121,6 +142,11 @@ impl Access {
     /// Whether `offered` is the login token (constant time).
     pub fn is_login(&self, offered: &str) -> bool {
         bool::from(offered.trim().as_bytes().ct_eq(self.token.as_bytes()))
+    }
+
+    /// The value of [`API_HEADER`] the login answers with.
+    pub fn api_session(&self) -> &str {
+        &self.api
     }
 
     /// The `Set-Cookie` value that logs a browser in.
@@ -133,14 +159,9 @@ impl Access {
     }
 
     /// Whether a request may be served: its `Host` names this listener, a change
-    /// (`changes`: any method but GET and HEAD) comes from this origin, and, unless it is
-    /// the login itself (`needs_session: false`), it carries the session cookie.
-    pub fn check(
-        &self,
-        headers: &HeaderMap,
-        changes: bool,
-        needs_session: bool,
-    ) -> Result<(), Refusal> {
+    /// (`changes`: any method but GET and HEAD) comes from this origin, and it carries
+    /// what `need` says.
+    pub fn check(&self, headers: &HeaderMap, changes: bool, need: Need) -> Result<(), Refusal> {
         let host = headers
             .get(HOST)
             .and_then(|h| h.to_str().ok())
@@ -157,10 +178,16 @@ impl Access {
                 return Err(Refusal::ForeignOrigin);
             }
         }
-        if needs_session && !self.has_session(headers) {
-            return Err(Refusal::NotLoggedIn);
+        let logged_in = match need {
+            Need::Nothing => true,
+            Need::Cookie => self.has_session(headers),
+            Need::Api => self.has_session(headers) && self.has_api_header(headers),
+        };
+        if logged_in {
+            Ok(())
+        } else {
+            Err(Refusal::NotLoggedIn)
         }
-        Ok(())
     }
 
     /// Whether the request carries this token's session cookie.
@@ -175,13 +202,20 @@ impl Access {
                 name == COOKIE && bool::from(value.as_bytes().ct_eq(self.session.as_bytes()))
             })
     }
+
+    /// Whether the request carries this token's API header.
+    fn has_api_header(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(API_HEADER)
+            .is_some_and(|v| bool::from(v.as_bytes().ct_eq(self.api.as_bytes())))
+    }
 }
 
-/// The session cookie's value for `token`.
-fn session_for(token: &str) -> String {
+/// The HMAC-SHA256 of `label` under `token`, base64url.
+fn hmac_of(token: &str, label: &[u8]) -> String {
     let mut mac =
         Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("HMAC takes a key of any length");
-    mac.update(SESSION_LABEL);
+    mac.update(label);
     URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
 }
 
@@ -237,10 +271,14 @@ mod tests {
         assert!(!access.login_cookie().contains("Secure"));
         let same = Access::new(&token, 8090, None).unwrap();
         let request = headers(&[("host", "127.0.0.1:8090"), ("cookie", &cookie)]);
-        assert_eq!(same.check(&request, false, true), Ok(()), "after a restart");
+        assert_eq!(
+            same.check(&request, false, Need::Cookie),
+            Ok(()),
+            "after a restart"
+        );
         let rotated = Access::new(&new_token(), 8090, None).unwrap();
         assert_eq!(
-            rotated.check(&request, false, true),
+            rotated.check(&request, false, Need::Cookie),
             Err(Refusal::NotLoggedIn)
         );
         assert!(access.is_login(&token) && !access.is_login("guess"));
@@ -260,7 +298,7 @@ mod tests {
             access.check(
                 &headers(&[("host", host), ("origin", origin), ("cookie", &cookie)]),
                 true,
-                true,
+                Need::Cookie,
             )
         };
         assert_eq!(ok("localhost:8090", "http://localhost:8090"), Ok(()));
@@ -279,21 +317,25 @@ mod tests {
             access.check(
                 &headers(&[("host", "127.0.0.1:8090"), ("cookie", &cookie)]),
                 true,
-                true
+                Need::Cookie
             ),
             Err(Refusal::ForeignOrigin),
             "a change without an Origin"
         );
         assert_eq!(
-            access.check(&headers(&[("cookie", &cookie)]), false, true),
+            access.check(&headers(&[("cookie", &cookie)]), false, Need::Cookie),
             Err(Refusal::ForeignHost)
         );
         assert_eq!(
-            access.check(&headers(&[("host", "127.0.0.1:8090")]), false, true),
+            access.check(&headers(&[("host", "127.0.0.1:8090")]), false, Need::Cookie),
             Err(Refusal::NotLoggedIn)
         );
         assert_eq!(
-            access.check(&headers(&[("host", "127.0.0.1:8090")]), false, false),
+            access.check(
+                &headers(&[("host", "127.0.0.1:8090")]),
+                false,
+                Need::Nothing
+            ),
             Ok(()),
             "the login page itself needs no cookie"
         );
@@ -314,7 +356,7 @@ mod tests {
         let cookie = cookie_of(&access);
         let mixed = format!("theme=dark; {cookie}; other=1");
         let request = headers(&[("host", "127.0.0.1:8090"), ("cookie", &mixed)]);
-        assert_eq!(access.check(&request, false, true), Ok(()));
+        assert_eq!(access.check(&request, false, Need::Cookie), Ok(()));
         let forged = headers(&[
             ("host", "127.0.0.1:8090"),
             (
@@ -323,7 +365,7 @@ mod tests {
             ),
         ]);
         assert_eq!(
-            access.check(&forged, false, true),
+            access.check(&forged, false, Need::Cookie),
             Err(Refusal::NotLoggedIn)
         );
     }

@@ -16,6 +16,7 @@ pub mod slack;
 pub mod soak;
 pub mod telegram;
 pub mod web;
+pub mod webchat;
 pub mod whatsapp;
 
 use std::time::Duration;

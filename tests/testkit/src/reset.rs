@@ -72,6 +72,12 @@ impl Resets {
         self.matched.load(Ordering::SeqCst)
     }
 
+    /// Count a connection a fake cut by its own means (the web chat's page dropping its
+    /// event stream).
+    pub fn record_cut(&self) {
+        self.cut.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// How many connections were cut so far (counted when the reset happens).
     pub fn cut(&self) -> usize {
         self.cut.load(Ordering::SeqCst)
