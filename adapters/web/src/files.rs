@@ -105,11 +105,18 @@ impl Files {
             .map_err(|e| FetchError::Failed(SendError::Transient(e.to_string())))
     }
 
-    /// Copy a file the agent sends where the page can fetch it.
-    pub async fn keep_outgoing(&self, path: &Path, mime: Option<&str>) -> std::io::Result<Kept> {
+    /// Copy a file the agent sends where the page can fetch it; its type is the one given,
+    /// else the picture type its name says, else unknown.
+    pub async fn keep_outgoing(
+        &self,
+        path: &Path,
+        name: &str,
+        mime: Option<&str>,
+    ) -> std::io::Result<Kept> {
         let id = new_id();
         let mime = mime
             .filter(|m| !m.is_empty())
+            .or_else(|| image_type_of(name))
             .unwrap_or("application/octet-stream")
             .to_ascii_lowercase();
         tokio::fs::copy(path, self.sent.join(&id)).await?;
@@ -131,6 +138,18 @@ impl Files {
             .await
             .unwrap_or_else(|_| "application/octet-stream".into());
         Some((bytes, mime))
+    }
+}
+
+/// The picture type a file name says, for the types a page shows inline.
+fn image_type_of(name: &str) -> Option<&'static str> {
+    let extension = name.rsplit_once('.')?.1.to_ascii_lowercase();
+    match extension.as_str() {
+        "png" => Some("image/png"),
+        "jpg" | "jpeg" => Some("image/jpeg"),
+        "gif" => Some("image/gif"),
+        "webp" => Some("image/webp"),
+        _ => None,
     }
 }
 

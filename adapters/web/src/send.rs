@@ -186,7 +186,7 @@ impl PlatformSender for WebSender {
                 }
                 let kept = self
                     .files
-                    .keep_outgoing(&file.path, file.mime.as_deref())
+                    .keep_outgoing(&file.path, &file.name, file.mime.as_deref())
                     .await
                     .map_err(|e| SendError::Rejected(format!("cannot read the file: {e}")))?;
                 let id = self.hub.message_id();

@@ -138,10 +138,12 @@ impl PlatformSettings for WebSettings {
             ("url".into(), self.base_url()),
             (
                 "login token".into(),
+                // Masked, and so a token rotated since shows as a change to reload.
                 match &self.token {
-                    Some(_) => {
-                        "kept in web-token (`hermes-gateway web-url` prints the address)".into()
-                    }
+                    Some(token) => format!(
+                        "{} in web-token (`hermes-gateway web-url` prints the address)",
+                        mask(token)
+                    ),
                     None => "made at the first start".into(),
                 },
             ),

@@ -139,6 +139,61 @@ impl Client {
             .map_or(0, |r| r.status().as_u16())
     }
 
+    /// Upload `bytes` as the page does (a file chosen in `chat`); the status.
+    pub async fn upload(
+        &self,
+        chat: &str,
+        id: &str,
+        name: &str,
+        mime: &str,
+        bytes: Vec<u8>,
+    ) -> u16 {
+        self.http
+            .post(format!("{}/api/upload", self.base))
+            .query(&[("chat", chat), ("id", id), ("name", name)])
+            .header("origin", &self.base)
+            .header("cookie", &self.cookie)
+            .header("x-hermes-session", &self.session)
+            .header("content-type", mime)
+            .body(bytes)
+            .send()
+            .await
+            .map_or(0, |r| r.status().as_u16())
+    }
+
+    /// GET `path` with the cookie only (as an `<img>` or a download link does): the status,
+    /// the content type and disposition, and the bytes.
+    pub async fn fetch_file(&self, path: &str) -> (u16, String, String, Vec<u8>) {
+        let Ok(response) = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("cookie", &self.cookie)
+            .send()
+            .await
+        else {
+            return (0, String::new(), String::new(), Vec::new());
+        };
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (status, kind, disposition) = (
+            response.status().as_u16(),
+            header("content-type"),
+            header("content-disposition"),
+        );
+        let bytes = response
+            .bytes()
+            .await
+            .map(|b| b.to_vec())
+            .unwrap_or_default();
+        (status, kind, disposition, bytes)
+    }
+
     /// Open the event stream after `last_id`.
     pub async fn events(&self, last_id: Option<&str>) -> Option<reqwest::Response> {
         let mut request = self
@@ -222,9 +277,30 @@ impl FakeWebPage {
         self.lock().connections
     }
 
+    /// A client logged in as the page is (waits at most 10 s for the daemon to listen).
+    pub async fn client(&self) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(client) = Client::login(&self.base_url(), TOKEN).await {
+                return client;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the web chat did not let the fake log in within 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Close the page for `how_long` (now), as a person closing the tab and coming back.
     pub fn go_away(&self, how_long: Duration) {
         self.lock().away_until = Some(Instant::now() + how_long);
+        self.kick.notify_one();
+    }
+
+    /// Open the page again now.
+    pub fn come_back(&self) {
+        self.lock().away_until = None;
         self.kick.notify_one();
     }
 }
@@ -237,7 +313,10 @@ async fn listen(base: String, page: Arc<Mutex<Page>>, kick: Arc<Notify>, resets:
     loop {
         let away = lock().away_until.filter(|t| *t > Instant::now());
         if let Some(until) = away {
-            tokio::time::sleep(until - Instant::now()).await;
+            tokio::select! {
+                _ = tokio::time::sleep(until.saturating_duration_since(Instant::now())) => {}
+                _ = kick.notified() => {}
+            }
             continue;
         }
         if client.is_none() {
