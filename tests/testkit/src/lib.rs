@@ -2,6 +2,7 @@
 //! real client crates against them, a handle to run the real daemon binary, and the
 //! conformance kit every platform's fake is run through.
 
+pub mod browser;
 pub mod conformance;
 pub mod crash;
 pub mod daemon;

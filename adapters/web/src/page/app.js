@@ -195,9 +195,18 @@ function upsert(chat, item) {
   ensureConversation(chat);
   const list = itemsOf(chat);
   const at = list.findIndex((x) => x.id === item.id);
-  if (at >= 0) list[at] = Object.assign(list[at], item); else list.push(item);
+  const merged = at >= 0 ? Object.assign(list[at], item) : item;
+  if (at < 0) list.push(item);
   saveItems(chat);
-  if (chat === current) drawMessages();
+  if (chat !== current) return;
+  // Only this message is drawn again (a streamed answer is edited many times).
+  const box = $("messages");
+  const atEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  const old = Array.from(box.children).find((el) => el.dataset.id === merged.id);
+  const drawn = drawItem(merged);
+  if (old) old.replaceWith(drawn); else box.appendChild(drawn);
+  while (box.children.length > MAX_KEPT) box.firstChild.remove();
+  if (atEnd) box.scrollTop = box.scrollHeight;
 }
 
 // ---- Talking to the gateway ---------------------------------------------------------
