@@ -314,6 +314,20 @@ fn report(loaded: &Loaded) {
 }
 
 async fn run(home: PathBuf) -> ExitCode {
+    match config::edit::first_run(&home) {
+        Ok(true) => eprintln!(
+            "hermes-gateway: first run: made {} with a starter config.yaml (the web chat on, no model yet)",
+            home.display()
+        ),
+        Ok(false) => {}
+        Err(e) => {
+            eprintln!(
+                "hermes-gateway: first run: cannot make {}: {e}",
+                home.display()
+            );
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    }
     let mut loaded = config::load(&home);
     if let Some(config) = &loaded.config {
         match make_web_token(&home, config) {
@@ -336,7 +350,8 @@ async fn run(home: PathBuf) -> ExitCode {
     if !config.has_platform() {
         eprintln!(
             "hermes-gateway: no chat platform is configured.\n\
-             Set TELEGRAM_BOT_TOKEN (from @BotFather) in {}/.env, and TELEGRAM_ALLOWED_USERS (your numeric user id) \
+             Turn the web chat on (platforms:\n  web:\n    enabled: true in config.yaml), run `hermes-gateway setup`, \
+             or set TELEGRAM_BOT_TOKEN (from @BotFather) in {}/.env, and TELEGRAM_ALLOWED_USERS (your numeric user id) \
              or TELEGRAM_ALLOW_ALL_USERS=true.",
             home.display()
         );
@@ -395,7 +410,8 @@ fn check_config(home: PathBuf, online: bool, runtime: &tokio::runtime::Runtime) 
             runtime.block_on(online::check(c, &mut problems));
         }
     }
-    if loaded.config.is_none() && problems.iter().any(|p| p.key == "model.default") {
+    let unchosen = loaded.config.as_ref().is_some_and(|c| !c.model.is_chosen());
+    if unchosen || (loaded.config.is_none() && problems.iter().any(|p| p.key == "model.default")) {
         runtime.block_on(offer_local_servers());
     }
     print_unused(&loaded.unused);

@@ -16,7 +16,36 @@ pub const SECRET_FILES: &[&str] = &[
     "gateway.db",
     "gateway.db-wal",
     "gateway.db-shm",
+    "web-token",
 ];
+
+/// Write `bytes` into `path` whole and private (0600): a fresh file beside it, synced, then
+/// renamed over it, so a crash leaves the old file or the new, never half of one, and a
+/// link in the way is replaced, never written through.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let beside = dir.join(format!(".{name}.{:016x}.tmp", rand::random::<u64>()));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&beside)?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|_| file.sync_all())
+        .and_then(|_| std::fs::rename(&beside, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&beside);
+    }
+    written?;
+    // The rename itself is on disk once the directory is.
+    std::fs::File::open(dir).and_then(|d| d.sync_all())
+}
 
 /// The agent's own working directory in the home (`confine::workspace`), used when the
 /// configured one is the home itself (the system service's `$HOME`).

@@ -21,108 +21,63 @@ pub(super) async fn check(c: &Config, problems: &mut Vec<Problem>) {
     check_platforms(c, problems).await;
 }
 
-/// The model's list of models ([`crate::llm::models_request`]) asked with the key:
+/// The model's list of models asked with the key ([`crate::llm::check::ask_models`]):
 /// reachable, key taken (a 2xx that is not a list of models is not taken as proof), and
 /// the model listed.
 async fn check_model(c: &Config, problems: &mut Vec<Problem>) {
+    use crate::llm::check::{ModelAnswer, ask_models};
     let model = &c.model;
-    // No redirects: a key must not follow one to another host (as the model client).
-    let client = match reqwest::Client::builder()
-        .timeout(CHECK_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-    {
-        Ok(client) => client,
-        Err(e) => {
-            problems.push(Problem::error(
-                "model.base_url",
-                format!("no HTTP client: {e}"),
-            ));
-            return;
-        }
+    let key_name = if model.api_key.is_some() {
+        "model.api_key"
+    } else {
+        "model.provider"
     };
-    let (url, headers) = crate::llm::models_request(model);
-    let request = headers
-        .into_iter()
-        .fold(client.get(url), |request, (name, value)| {
-            request.header(name, value)
-        });
-    let answer = match request.send().await {
-        Ok(answer) => answer,
-        Err(e) => {
-            problems.push(Problem::error(
-                "model.base_url",
-                format!(
-                    "cannot reach {}: {}",
-                    model.base_url,
-                    hermes_adapter::describe_reqwest(&e)
-                ),
-            ));
-            return;
-        }
-    };
-    let status = answer.status();
-    match status.as_u16() {
-        200..=299 => {
-            let listed = answer
-                .json::<serde_json::Value>()
-                .await
-                .ok()
-                .and_then(|v| v.get("data").and_then(|d| d.as_array()).cloned());
-            let Some(listed) = listed else {
-                problems.push(Problem::warning(
-                    "model.base_url",
-                    format!(
-                        "{} answered, but not with a list of models (a portal or a proxy page?)",
-                        model.base_url
-                    ),
-                ));
-                return;
-            };
+    match ask_models(model, CHECK_TIMEOUT).await {
+        ModelAnswer::Listed { named, count } => {
             let taken = if model.api_key.is_some() {
                 "key taken"
             } else {
                 "no key needed"
             };
             scrubbed_println!("  model: {} answers, {taken}", model.base_url);
-            let named = listed
-                .iter()
-                .any(|m| m.get("id").and_then(|i| i.as_str()) == Some(model.model.as_str()));
-            if !named && !listed.is_empty() {
+            if named == Some(false) {
                 problems.push(Problem::warning(
                     "model.default",
                     format!(
-                        "{} does not list {:?} among its {} models; check the name",
-                        model.base_url,
-                        model.model,
-                        listed.len()
+                        "{} does not list {:?} among its {count} models; check the name",
+                        model.base_url, model.model
                     ),
                 ));
             }
         }
-        401 | 403 => problems.push(Problem::error(
-            if model.api_key.is_some() {
-                "model.api_key"
-            } else {
-                "model.provider"
-            },
+        ModelAnswer::NotAList => problems.push(Problem::warning(
+            "model.base_url",
+            format!(
+                "{} answered, but not with a list of models (a portal or a proxy page?)",
+                model.base_url
+            ),
+        )),
+        ModelAnswer::NoList(status) => scrubbed_println!(
+            "  model: {} answers, but has no list of models (HTTP {status}); the key was not tried",
+            model.base_url
+        ),
+        ModelAnswer::Refused(status) => problems.push(Problem::error(
+            key_name,
             format!(
                 "{} refused the key (HTTP {status}); check it in .env or model.api_key",
                 model.base_url
             ),
         )),
-        404 | 405 => {
-            scrubbed_println!(
-                "  model: {} answers, but has no list of models (HTTP {status}); the key was not tried",
-                model.base_url
-            );
-        }
-        _ => problems.push(Problem::warning(
+        ModelAnswer::Status(status) => problems.push(Problem::warning(
             "model.base_url",
             format!(
                 "{} answered HTTP {status} to a list of models",
                 model.base_url
             ),
+        )),
+        ModelAnswer::Unreachable(why) => problems.push(Problem::error(
+            "model.base_url",
+            format!("cannot reach {}: {why}", model.base_url),
         )),
     }
 }

@@ -4,6 +4,7 @@
 //! Loading never stops at the first problem: it collects every [`Problem`] with the key path
 //! (or variable name) it concerns, so `check-config` can explain all of them at once.
 
+pub mod edit;
 mod env;
 mod known_keys;
 mod mcp;

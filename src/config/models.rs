@@ -277,6 +277,15 @@ pub(super) fn read_model(
         reasoning_effort: read_effort(y, problems),
     };
     let Some(model) = model else {
+        // With the web chat on, the gateway runs and its page asks for a model (a first
+        // run); anywhere else, nobody could be answered.
+        if y.boolean("platforms.web.enabled", problems) == Some(true) {
+            problems.push(Problem::warning(
+                "model.default",
+                "no model is chosen yet: the web chat shows a form to choose one (or run `hermes-gateway setup`)",
+            ));
+            return Some((limits, keys));
+        }
         problems.push(Problem::error(
             "model.default",
             "no model name is set (or set HERMES_MODEL)",

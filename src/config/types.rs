@@ -121,6 +121,14 @@ pub struct ModelConfig {
     pub stream_idle_timeout: Duration,
 }
 
+impl ModelConfig {
+    /// Whether a model is chosen: none is while a first run waits for the web chat's setup
+    /// form (every message is then answered with how to choose one).
+    pub fn is_chosen(&self) -> bool {
+        !self.model.is_empty()
+    }
+}
+
 /// The auxiliary vision model (`auxiliary.vision.*`): describes images for a model that
 /// cannot see them. Unset parts come from the main model.
 #[derive(Debug, Clone)]

@@ -10,6 +10,7 @@
 
 mod adapters;
 mod background;
+mod console;
 mod parts;
 mod sink;
 
@@ -98,6 +99,10 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         store: store.clone(),
         router: router.clone(),
         delivery: out.delivery.clone(),
+        console: Arc::new(console::GatewayConsole {
+            home: config.home.clone(),
+            model: config.model.clone(),
+        }),
     });
     let tasks = TaskTracker::new();
     // Before anything can bring a command in (Slack's `/hermes` words come with them).

@@ -221,6 +221,7 @@ pub(super) fn agent_and_sessions(
         delivery: out.delivery.clone(),
         agent,
         busy_mode: config.busy_mode,
+        model_chosen: config.model.is_chosen(),
         approvals: out.approvals.clone(),
         processes: out.processes.clone(),
         stop_kills_background: config.processes.stop_kills_background,

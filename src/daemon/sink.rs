@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use hermes_adapter::{
-    Accepted, DeliveryStatus, Inbound, InboundSink, Platform, SinkError, async_trait,
+    Accepted, Console, DeliveryStatus, Inbound, InboundSink, Platform, SinkError, async_trait,
 };
 
 use crate::delivery::Delivery;
@@ -20,6 +20,8 @@ pub(super) struct GatewaySink {
     pub(super) router: Arc<Router>,
     /// Woken for a chat whose sent message the platform hands back (held).
     pub(super) delivery: Delivery,
+    /// The operator's questions (the web chat's model setup).
+    pub(super) console: Arc<dyn Console>,
 }
 
 impl GatewaySink {
@@ -182,5 +184,9 @@ impl InboundSink for GatewaySink {
 
     async fn platform_reachable(&self, platform: Platform) {
         self.delivery.platform_reachable(platform).await;
+    }
+
+    fn console(&self) -> Option<Arc<dyn Console>> {
+        Some(self.console.clone())
     }
 }

@@ -5,6 +5,7 @@
 //! classified so the agent knows when to fall back or compress.
 
 mod anthropic;
+pub mod check;
 pub mod local;
 mod openai;
 mod sse;
@@ -566,12 +567,9 @@ fn retry_after(value: &str) -> Option<Duration> {
     Some(Duration::from_secs_f64(seconds.clamp(0.0, 60.0)))
 }
 
-/// The provider's error text, from `{"error":{"message":…}}` when it has that shape, with
-/// its `code` or `type` and, from OpenRouter, the upstream provider's own words
-/// (`error.metadata.raw`), so errors can be told apart.
 /// Where a model's list of models is asked for, with the headers its chat requests carry
 /// (the key as that dialect sends it: a bearer key, Anthropic's `x-api-key`, or an
-/// Anthropic OAuth token): for `check-config --online`.
+/// Anthropic OAuth token): for [`check::ask_models`].
 pub fn models_request(config: &ModelConfig) -> (String, Vec<(&'static str, String)>) {
     match config.dialect {
         Dialect::OpenAi => {
@@ -590,6 +588,9 @@ pub fn models_request(config: &ModelConfig) -> (String, Vec<(&'static str, Strin
     }
 }
 
+/// The provider's error text, from `{"error":{"message":…}}` when it has that shape, with
+/// its `code` or `type` and, from OpenRouter, the upstream provider's own words
+/// (`error.metadata.raw`), so errors can be told apart.
 pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let text = |v: &Value| {

@@ -127,6 +127,9 @@ pub struct SessionServices {
     pub clarify: Arc<crate::tools::clarify::Clarify>,
     /// Turns the files people send into what the model reads.
     pub media: Arc<crate::media::MediaPreparer>,
+    /// A model is chosen; while none is (a first run), every message is answered with how
+    /// to choose one.
+    pub model_chosen: bool,
     /// Answers shown as they are written (`streaming.*`), where the platform edits.
     pub streaming: Option<crate::config::StreamingConfig>,
     /// The daemon's `work` stage: cancelled at shutdown once running turns had their time

@@ -36,6 +36,10 @@ impl SessionActor {
             tracing::info!(session = %self.key, "session: the daemon is stopping; this message is answered after the restart");
             return;
         }
+        if !self.services.model_chosen {
+            self.no_model_yet(inputs).await;
+            return;
+        }
         // The turn speaks for the latest input's author (in a shared session, whoever wrote
         // last): that is who the model, the tools and the processes it starts are told about.
         let author = inputs
@@ -99,6 +103,20 @@ impl SessionActor {
             task,
             _recording: self.services.tasks.token(),
         });
+    }
+
+    /// No model is chosen yet: each message is answered with how to choose one.
+    async fn no_model_yet(&self, inputs: Vec<UserInput>) {
+        let text = "No model is chosen yet, so I cannot answer. Choose one in the form above \
+                    (a model server on this machine, or a provider and its key), or run \
+                    `hermes-gateway setup` in a terminal.";
+        for input in inputs {
+            if let Some(inbox_id) = input.inbox_id {
+                let reply = Some((text.to_owned(), input.message_id.clone()));
+                self.finish(vec![inbox_id], InboxState::Done, "no model", reply)
+                    .await;
+            }
+        }
     }
 
     /// The open session for `author`'s turn; when the store cannot give it, the inputs are

@@ -287,25 +287,10 @@ fn clean(content: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Write the file whole: a fresh temporary file in the same directory, then renamed over
-/// it (a link in the way is replaced, never written through).
+/// Write the file whole and private ([`crate::home::write_private`]).
 fn write_entries(dir: &Path, path: &Path, entries: &[String]) -> Result<(), String> {
-    use std::io::Write;
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let temporary = dir.join(format!(".memory-{:016x}.tmp", rand::random::<u64>()));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temporary)
-        .map_err(|e| e.to_string())?;
-    let written = file
-        .write_all(joined(entries).as_bytes())
-        .and_then(|_| file.sync_all());
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(e.to_string());
-    }
-    std::fs::rename(&temporary, path).map_err(|e| e.to_string())
+    crate::home::write_private(path, joined(entries).as_bytes()).map_err(|e| e.to_string())
 }
 
 /// The memories as the system prompt carries them (empty when there are none), each file

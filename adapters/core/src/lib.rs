@@ -29,6 +29,7 @@ mod backoff;
 mod capabilities;
 mod capped;
 mod chat;
+mod console;
 mod error;
 mod inbound;
 mod outbound;
@@ -49,6 +50,7 @@ pub use capabilities::{
 };
 pub use capped::read_capped;
 pub use chat::{Author, ChatKind, ChatRef, Platform};
+pub use console::{Console, LocalModelServer, ModelChoice, ModelSetup, ProviderOffer};
 pub use error::{AdapterError, FetchError, SendError, SinkError};
 pub use inbound::{
     Attachment, CommandCall, DeliveryStatus, HANDLE_PREFIX, Inbound, InboundKind, InboundMessage,
@@ -153,6 +155,12 @@ pub trait InboundSink: Send + Sync {
     /// now.
     async fn platform_reachable(&self, platform: Platform) {
         let _ = platform;
+    }
+
+    /// The gateway's side of the operator's questions (the model in use, choosing one),
+    /// for a platform the operator uses; `None` where the gateway offers none.
+    fn console(&self) -> Option<std::sync::Arc<dyn Console>> {
+        None
     }
 }
 

@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use futures_util::StreamExt;
 use hermes_adapter::{
     Accepted, Attachment, Author, CancellationToken, ChatKind, ChatRef, Inbound, InboundKind,
-    InboundMessage, InboundSink, MediaKind, Platform, Press,
+    InboundMessage, InboundSink, MediaKind, ModelChoice, Platform, Press,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -62,6 +62,7 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .route("/api/press", post(press))
         .route("/api/upload", post(upload))
         .route("/api/files/{id}", get(file))
+        .route("/api/setup", get(setup).post(choose_model))
         .layer(DefaultBodyLimit::max(MAX_UPLOAD))
         .layer(axum::middleware::from_fn_with_state(server.clone(), guard))
         .with_state(server)
@@ -356,6 +357,28 @@ async fn upload(
         }),
     };
     record(&server, event).await
+}
+
+/// The model in use, or the choices for one (local servers found, providers).
+async fn setup(State(server): Shared) -> Response {
+    match server.sink.console() {
+        Some(console) => axum::Json(console.model_setup().await).into_response(),
+        None => problem(StatusCode::NOT_FOUND, "this gateway has no setup here"),
+    }
+}
+
+/// A model chosen in the form: tried, written and applied by the gateway, or why not.
+async fn choose_model(
+    State(server): Shared,
+    axum::Json(choice): axum::Json<ModelChoice>,
+) -> Response {
+    let Some(console) = server.sink.console() else {
+        return problem(StatusCode::NOT_FOUND, "this gateway has no setup here");
+    };
+    match console.choose_model(choice).await {
+        Ok(done) => axum::Json(json!({"ok": true, "said": done})).into_response(),
+        Err(why) => problem(StatusCode::UNPROCESSABLE_ENTITY, &why),
+    }
 }
 
 /// A file the agent sent: shown inline when it is a plain image type, else downloaded;

@@ -1,5 +1,5 @@
 //! The web chat's settings: `platforms.web.enabled`, `web.listen` (default
-//! `127.0.0.1:8090`), `web.public_url` (the `https://` address a TLS terminator in front
+//! `127.0.0.1:8090`; `HERMES_WEB_LISTEN` wins), `web.public_url` (the `https://` address a TLS terminator in front
 //! serves it at), and the login token the daemon keeps in the home.
 
 use std::net::SocketAddr;
@@ -58,7 +58,10 @@ impl WebSettings {
 /// The web chat's settings, or `None` when it is not enabled.
 pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSettings>> {
     let enabled = source.boolean("platforms.web.enabled");
-    let listen_text = source.string("web.listen");
+    // The variable wins (a service unit, a test), as Hermes' variables do over the file.
+    let listen_text = source
+        .var("HERMES_WEB_LISTEN")
+        .or_else(|| source.string("web.listen"));
     let public_url = source
         .string("web.public_url")
         .filter(|u| !u.trim().is_empty());

@@ -68,6 +68,7 @@ enum Post {
 /// A fake page; its tasks end when it is dropped.
 pub struct FakeWebPage {
     port: u16,
+    token: String,
     page: Arc<Mutex<Page>>,
     kick: Arc<Notify>,
     posts: mpsc::UnboundedSender<Post>,
@@ -124,6 +125,40 @@ impl Client {
             cookie,
             session,
         })
+    }
+
+    /// GET `path` as the page does: the status (0: no answer) and the JSON answer.
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let Ok(response) = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("cookie", &self.cookie)
+            .header("x-hermes-session", &self.session)
+            .send()
+            .await
+        else {
+            return (0, Value::Null);
+        };
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// POST `body` to `path`: the status (0: no answer) and the JSON answer.
+    pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
+        let Ok(response) = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("origin", &self.base)
+            .header("cookie", &self.cookie)
+            .header("x-hermes-session", &self.session)
+            .json(body)
+            .send()
+            .await
+        else {
+            return (0, Value::Null);
+        };
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
     }
 
     /// POST `body` to `path` as the page does; the status (0: no answer).
@@ -211,7 +246,7 @@ impl Client {
 }
 
 /// A free port on loopback (bound, then let go for the daemon).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -227,8 +262,13 @@ fn visible(markdown: &str) -> String {
 }
 
 impl FakeWebPage {
+    /// A page for a daemon the kit configures: its own port, the kit's [`TOKEN`].
     pub async fn start() -> FakeWebPage {
-        let port = free_port();
+        FakeWebPage::open(free_port(), TOKEN).await
+    }
+
+    /// A page of the web chat at `127.0.0.1:port`, logging in with `token`.
+    pub async fn open(port: u16, token: &str) -> FakeWebPage {
         let base = format!("http://127.0.0.1:{port}");
         let page = Arc::new(Mutex::new(Page::default()));
         let kick = Arc::new(Notify::new());
@@ -237,14 +277,16 @@ impl FakeWebPage {
         let tasks = vec![
             tokio::spawn(listen(
                 base.clone(),
+                token.to_owned(),
                 page.clone(),
                 kick.clone(),
                 resets.clone(),
             )),
-            tokio::spawn(type_in_order(base, page.clone(), queue)),
+            tokio::spawn(type_in_order(base, token.to_owned(), page.clone(), queue)),
         ];
         FakeWebPage {
             port,
+            token: token.to_owned(),
             page,
             kick,
             posts,
@@ -281,7 +323,7 @@ impl FakeWebPage {
     pub async fn client(&self) -> Client {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(client) = Client::login(&self.base_url(), TOKEN).await {
+            if let Some(client) = Client::login(&self.base_url(), &self.token).await {
                 return client;
             }
             assert!(
@@ -307,7 +349,13 @@ impl FakeWebPage {
 
 /// Keep the event stream open: log in, connect after the last event seen, record what
 /// comes, and reconnect when it ends (or the page is sent away).
-async fn listen(base: String, page: Arc<Mutex<Page>>, kick: Arc<Notify>, resets: Resets) {
+async fn listen(
+    base: String,
+    token: String,
+    page: Arc<Mutex<Page>>,
+    kick: Arc<Notify>,
+    resets: Resets,
+) {
     let lock = || page.lock().unwrap_or_else(|e| e.into_inner());
     let mut client = None;
     loop {
@@ -320,7 +368,7 @@ async fn listen(base: String, page: Arc<Mutex<Page>>, kick: Arc<Notify>, resets:
             continue;
         }
         if client.is_none() {
-            client = Client::login(&base, TOKEN).await;
+            client = Client::login(&base, &token).await;
         }
         let Some(c) = &client else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -440,6 +488,7 @@ fn apply(page: &mut Page, event: &Value) {
 /// (at most 30 s: the daemon is starting, or stopped for a restart).
 async fn type_in_order(
     base: String,
+    token: String,
     page: Arc<Mutex<Page>>,
     mut queue: mpsc::UnboundedReceiver<Post>,
 ) {
@@ -465,7 +514,7 @@ async fn type_in_order(
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if client.is_none() {
-                client = Client::login(&base, TOKEN).await;
+                client = Client::login(&base, &token).await;
             }
             if let Some(c) = &client
                 && c.post(path, &body).await == 200
@@ -512,7 +561,7 @@ impl PlatformFake for FakeWebPage {
             .mode(0o600)
             .open(dir.join("web-token"))
             .unwrap();
-        file.write_all(TOKEN.as_bytes()).unwrap();
+        file.write_all(self.token.as_bytes()).unwrap();
     }
 
     fn env(&self) -> Vec<String> {

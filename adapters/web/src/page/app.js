@@ -333,6 +333,56 @@ function suggest() {
   box.hidden = matches.length === 0;
 }
 
+// ---- Choosing a model -----------------------------------------------------------------
+let providers = [];
+async function checkSetup() {
+  let setup;
+  try { const r = await api("/api/setup"); if (!r.ok) return; setup = await r.json(); } catch (_) { return; }
+  $("setup").hidden = !!setup.chosen;
+  if (setup.chosen) return;
+  providers = setup.providers || [];
+  const select = $("provider");
+  if (!select.options.length) {
+    for (const p of providers) {
+      const o = document.createElement("option");
+      o.value = p.name; o.textContent = p.name;
+      select.appendChild(o);
+    }
+    select.value = "openrouter";
+    providerChanged();
+  }
+  const local = $("local");
+  local.replaceChildren();
+  for (const server of setup.local || []) {
+    for (const model of (server.models || []).slice(0, 5)) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = "Use " + model + " from " + server.name + " at " + server.base_url;
+      b.addEventListener("click", () => choose({ provider: server.provider, model, base_url: server.base_url }));
+      local.appendChild(b);
+    }
+  }
+}
+function providerChanged() {
+  const p = providers.find((x) => x.name === $("provider").value);
+  if (!p) return;
+  $("base-url").placeholder = p.base_url || "http://127.0.0.1:8080/v1";
+  $("base-url").required = !p.base_url;
+  $("key-label").hidden = !p.key_var;
+}
+async function choose(choice) {
+  const said = $("setup-said");
+  said.className = ""; said.textContent = "Checking " + choice.model + "\u2026";
+  try {
+    const r = await api("/api/setup", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(choice) });
+    const answer = await r.json();
+    if (!r.ok) { said.className = "error"; said.textContent = answer.error || "Not saved."; return; }
+    said.textContent = answer.said;
+    $("api-key").value = "";
+    setTimeout(checkSetup, 1500);
+  } catch (_) { said.className = "error"; said.textContent = "The gateway did not answer; try again."; }
+}
+
 // ---- Conversations and login ----------------------------------------------------------
 function switchTo(chat) {
   current = chat; store.set("current", chat);
@@ -370,6 +420,7 @@ async function start() {
   if (!current || !conversations.some((c) => c.id === current)) current = conversations[0].id;
   switchTo(current);
   loadCommands();
+  checkSetup();
   listen();
 }
 
@@ -390,6 +441,11 @@ $("text").addEventListener("keydown", (e) => {
 $("text").addEventListener("input", suggest);
 $("file").addEventListener("change", () => { const f = $("file").files[0]; if (f) upload(f); $("file").value = ""; });
 $("new").addEventListener("click", newConversation);
+$("provider").addEventListener("change", providerChanged);
+$("setup-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  choose({ provider: $("provider").value, model: $("model").value.trim(), base_url: $("base-url").value.trim() || null, api_key: $("api-key").value.trim() || null });
+});
 $("menu").addEventListener("click", () => $("side").classList.toggle("open"));
 $("rename").addEventListener("click", () => {
   const conv = conversations.find((c) => c.id === current);
