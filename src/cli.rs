@@ -1,5 +1,6 @@
-//! The command line: `run`, `check-config`, `pairing list|approve|revoke`,
-//! `approvals list|revoke`, and `service …` (see `crate::service`).
+//! The command line: `run`, `check-config`, `setup` (see `setup`), `web-url`,
+//! `pairing list|approve|revoke`, `approvals list|revoke`, and `service …` (see
+//! `crate::service`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,6 +59,9 @@ enum Command {
         #[command(subcommand)]
         action: crate::service::ServiceAction,
     },
+    /// Choose the model and set up Telegram, Discord, Slack and WhatsApp, each token checked
+    /// against its platform before it is saved
+    Setup(setup::SetupArgs),
     /// Print the address that logs a browser into the web chat (it carries the login token)
     WebUrl {
         /// Make a new login token first: every browser logged in with the old one is out
@@ -148,6 +152,7 @@ pub fn main() -> ExitCode {
         // Its own defaults for the home (a system service lives in /var/lib).
         Command::Service { action } => crate::service::run(action, given_home),
         Command::WebUrl { rotate } => web_url(&home, rotate),
+        Command::Setup(args) => setup::run(home, args, &runtime),
     }
 }
 
@@ -370,6 +375,7 @@ macro_rules! scrubbed_println {
 }
 
 mod online;
+mod setup;
 
 /// One line of output; when the reader has gone (`check-config | head -1`), the process
 /// ends by SIGPIPE as Unix tools do, instead of panicking.

@@ -120,6 +120,37 @@ pub fn load(home: &Path) -> Loaded {
     loaded
 }
 
+/// One platform's settings as `yaml_text` and `env` make them, for `setup`, which checks a
+/// token against its platform before saving it: the settings, or what is wrong.
+pub fn read_platform(
+    home: &Path,
+    yaml_text: &str,
+    env: &EnvVars,
+    platform: hermes_adapter::Platform,
+) -> Result<std::sync::Arc<dyn hermes_adapter::PlatformSettings>, String> {
+    let mut problems = Vec::new();
+    let mut y =
+        YamlReader::parse(yaml_text).map_err(|e| format!("config.yaml is not valid YAML: {e}"))?;
+    let (platforms, _) = sections::read_platforms(&mut y, env, home, &mut problems);
+    // Its own errors: against its variables (`TELEGRAM_…`) or its section.
+    let section = platform.config_section();
+    let (prefix, key) = (
+        format!("{}_", section.to_ascii_uppercase()),
+        format!("platforms.{section}"),
+    );
+    let errors: Vec<String> = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .filter(|p| p.key.starts_with(&prefix) || p.key.starts_with(&key))
+        .map(|p| p.to_string())
+        .collect();
+    match platforms.into_iter().find(|p| p.platform() == platform) {
+        Some(settings) if errors.is_empty() => Ok(settings),
+        _ if !errors.is_empty() => Err(errors.join("; ")),
+        _ => Err(format!("{platform} is not enabled by these settings")),
+    }
+}
+
 /// The variables hermes-gateway reads (for the "not used" report on `.env`).
 const KNOWN_VARIABLES: &[&str] = &[
     "GATEWAY_ALLOWED_USERS",

@@ -1,108 +1,22 @@
 //! The gateway's side of the operator's questions ([`Console`]), for the web chat: which
 //! model answers, the model servers running on this machine (offered, never taken without
-//! the person's confirmation), and a model chosen in the form, which is read exactly as
-//! `config.yaml` would be, tried with a real call to its endpoint, written into
-//! `config.yaml` and `.env` (private, whole) and applied by a reload (SIGHUP, as
-//! `systemctl reload` does).
+//! the person's confirmation), and a model chosen in the form, tried
+//! ([`crate::llm::check::try_model`]), written into `config.yaml` and `.env` (private,
+//! whole) and applied by a reload (SIGHUP, as `systemctl reload` does).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use hermes_adapter::{
     Console, LocalModelServer, ModelChoice, ModelSetup, ProviderOffer, async_trait,
 };
 
-use crate::config::edit::{ModelWrite, replace_section, set_var};
-use crate::config::{self, EnvVars, ModelConfig, PROVIDERS};
-use crate::llm::check::{ModelAnswer, ask_models};
-
-/// How long the chosen model's endpoint may take to answer the check.
-const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
-/// Providers that run on this machine and need no key.
-const LOCAL_PROVIDERS: [&str; 2] = ["ollama", "lmstudio"];
+use crate::config::{self, ModelConfig, PROVIDERS};
+use crate::llm::check::{LOCAL_PROVIDERS, try_model};
 
 pub(super) struct GatewayConsole {
     pub(super) home: PathBuf,
     /// The model in use.
     pub(super) model: ModelConfig,
-}
-
-impl GatewayConsole {
-    /// The choice as it would be written, or what is wrong with it.
-    fn to_write(choice: &ModelChoice) -> Result<ModelWrite, String> {
-        let provider = choice.provider.trim().to_ascii_lowercase();
-        let info = PROVIDERS
-            .iter()
-            .find(|p| p.name == provider)
-            .ok_or_else(|| format!("{provider:?} is not a provider the gateway knows"))?;
-        let base_url = choice
-            .base_url
-            .as_deref()
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .map(|u| u.trim_end_matches('/').to_owned());
-        if info.base_url.is_empty() && base_url.is_none() {
-            return Err(
-                "a custom provider needs its base URL (e.g. http://127.0.0.1:8080/v1)".into(),
-            );
-        }
-        let key = choice
-            .api_key
-            .as_deref()
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .map(|k| (info.key_vars[0].to_owned(), k.to_owned()));
-        let write = ModelWrite {
-            provider,
-            model: choice.model.trim().to_owned(),
-            base_url,
-            key,
-        };
-        write.check()?;
-        Ok(write)
-    }
-
-    /// The model `write` makes of the configuration on disk, read as a start would read
-    /// it; the errors of that reading otherwise.
-    fn read_with(&self, write: &ModelWrite) -> Result<ModelConfig, String> {
-        let yaml = std::fs::read_to_string(self.home.join("config.yaml")).unwrap_or_default();
-        let mut dotenv = std::fs::read_to_string(self.home.join(".env")).unwrap_or_default();
-        if let Some((var, key)) = &write.key {
-            dotenv = set_var(&dotenv, var, key);
-        }
-        let yaml = replace_section(&yaml, "model", &write.section());
-        let env = EnvVars::new(crate::secrets::environment(), &dotenv);
-        let loaded = config::load_from(&self.home, &yaml, &env);
-        match loaded.config {
-            Some(config) if config.model.is_chosen() => Ok(config.model),
-            _ => Err(loaded
-                .errors()
-                .map(|p| p.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")),
-        }
-    }
-}
-
-/// What the endpoint's answer means for the person choosing.
-fn judged(model: &ModelConfig, answer: ModelAnswer) -> Result<(), String> {
-    let at = &model.base_url;
-    match answer {
-        ModelAnswer::Listed {
-            named: Some(false),
-            count,
-        } => Err(format!(
-            "{at} answers, but does not serve {:?} (it lists {count} other models); check the name",
-            model.model
-        )),
-        ModelAnswer::Listed { .. } | ModelAnswer::NoList(_) => Ok(()),
-        ModelAnswer::Refused(status) => Err(format!("{at} refused the key (HTTP {status})")),
-        ModelAnswer::NotAList => Err(format!(
-            "{at} answered, but not as a model API does (a portal or a proxy page?)"
-        )),
-        ModelAnswer::Status(status) => Err(format!("{at} answered HTTP {status}")),
-        ModelAnswer::Unreachable(why) => Err(format!("cannot reach {at}: {why}")),
-    }
 }
 
 #[async_trait]
@@ -143,9 +57,7 @@ impl Console for GatewayConsole {
     }
 
     async fn choose_model(&self, choice: ModelChoice) -> Result<String, String> {
-        let write = Self::to_write(&choice)?;
-        let model = self.read_with(&write)?;
-        judged(&model, ask_models(&model, CHECK_TIMEOUT).await)?;
+        let write = try_model(&self.home, &choice).await?;
         let home = self.home.clone();
         let written = write.clone();
         tokio::task::spawn_blocking(move || config::edit::write_model(&home, &written))

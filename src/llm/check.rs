@@ -1,10 +1,21 @@
 //! Whether a model's endpoint takes its key: its list of models asked for with the key, as
 //! the chat client would send it, following no redirect (a key must not follow one to
-//! another host). For `check-config --online`, the web chat's setup form and `setup`.
+//! another host). For `check-config --online`; and a model a person chooses (the web
+//! chat's setup form, `hermes-gateway setup`) is read exactly as `config.yaml` would be and
+//! tried this way before anything is written ([`try_model`]).
 
+use std::path::Path;
 use std::time::Duration;
 
-use crate::config::ModelConfig;
+use hermes_adapter::ModelChoice;
+
+use crate::config::edit::{ModelWrite, replace_section, set_var};
+use crate::config::{self, EnvVars, ModelConfig, PROVIDERS};
+
+/// How long a chosen model's endpoint may take to answer the check.
+const CHOICE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Providers that run on this machine and need no key.
+pub const LOCAL_PROVIDERS: [&str; 2] = ["ollama", "lmstudio"];
 
 /// What the endpoint said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,4 +79,91 @@ pub async fn ask_models(model: &ModelConfig, timeout: Duration) -> ModelAnswer {
         404 | 405 => ModelAnswer::NoList(status),
         _ => ModelAnswer::Status(status),
     }
+}
+
+/// The choice as it would be written, or what is wrong with it.
+fn to_write(choice: &ModelChoice) -> Result<ModelWrite, String> {
+    let provider = choice.provider.trim().to_ascii_lowercase();
+    let info = PROVIDERS
+        .iter()
+        .find(|p| p.name == provider)
+        .ok_or_else(|| format!("{provider:?} is not a provider the gateway knows"))?;
+    let base_url = choice
+        .base_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(|u| u.trim_end_matches('/').to_owned());
+    if info.base_url.is_empty() && base_url.is_none() {
+        return Err("a custom provider needs its base URL (e.g. http://127.0.0.1:8080/v1)".into());
+    }
+    let key = choice
+        .api_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(|k| (info.key_vars[0].to_owned(), k.to_owned()));
+    let write = ModelWrite {
+        provider,
+        model: choice.model.trim().to_owned(),
+        base_url,
+        key,
+    };
+    write.check()?;
+    Ok(write)
+}
+
+/// The model `write` makes of `home`'s configuration, read as a start would read it; the
+/// errors of that reading otherwise.
+fn read_with(home: &Path, write: &ModelWrite) -> Result<ModelConfig, String> {
+    let yaml = std::fs::read_to_string(home.join("config.yaml")).unwrap_or_default();
+    let mut dotenv = std::fs::read_to_string(home.join(".env")).unwrap_or_default();
+    if let Some((var, key)) = &write.key {
+        dotenv = set_var(&dotenv, var, key);
+    }
+    let yaml = replace_section(&yaml, "model", &write.section());
+    let env = EnvVars::new(crate::secrets::environment(), &dotenv);
+    let loaded = config::load_from(home, &yaml, &env);
+    match loaded.config {
+        Some(config) if config.model.is_chosen() => Ok(config.model),
+        _ => Err(loaded
+            .errors()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")),
+    }
+}
+
+/// What the endpoint's answer means for the person choosing.
+fn judged(model: &ModelConfig, answer: ModelAnswer) -> Result<(), String> {
+    let at = &model.base_url;
+    match answer {
+        ModelAnswer::Listed {
+            named: Some(false),
+            count,
+        } => Err(format!(
+            "{at} answers, but does not serve {:?} (it lists {count} other models); check the name",
+            model.model
+        )),
+        ModelAnswer::Listed { .. } | ModelAnswer::NoList(_) => Ok(()),
+        ModelAnswer::Refused(status) => Err(format!("{at} refused the key (HTTP {status})")),
+        ModelAnswer::NotAList => Err(format!(
+            "{at} answered, but not as a model API does (a portal or a proxy page?)"
+        )),
+        ModelAnswer::Status(status) => Err(format!("{at} answered HTTP {status}")),
+        ModelAnswer::Unreachable(why) => Err(format!("cannot reach {at}: {why}")),
+    }
+}
+
+/// Try `choice` for `home`: valid, read as `config.yaml` would be with it, and answered by
+/// its endpoint. What to write, or what is wrong, in words for the person (never the key).
+pub async fn try_model(home: &Path, choice: &ModelChoice) -> Result<ModelWrite, String> {
+    let write = to_write(choice)?;
+    // Files read and the configuration parsed off the runtime's workers.
+    let (dir, candidate) = (home.to_path_buf(), write.clone());
+    let model = tokio::task::spawn_blocking(move || read_with(&dir, &candidate))
+        .await
+        .map_err(|e| format!("the configuration could not be read: {e}"))??;
+    judged(&model, ask_models(&model, CHOICE_TIMEOUT).await)?;
+    Ok(write)
 }

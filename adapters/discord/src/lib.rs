@@ -171,11 +171,39 @@ impl DiscordAdapter {
     }
 }
 
+impl DiscordAdapter {
+    /// Whether the application may read message content: its flags carry
+    /// GATEWAY_MESSAGE_CONTENT (1 << 19) or, for an unverified bot, its limited form
+    /// (1 << 18), as the portal's toggle sets them.
+    async fn message_content_intent(&self) -> Result<bool, SendError> {
+        let application = self
+            .rest
+            .call(Method::GET, "/applications/@me", Body::Empty)
+            .await?;
+        let flags = application
+            .get("flags")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        Ok(flags & (1 << 19 | 1 << 18) != 0)
+    }
+}
+
 #[async_trait]
 impl Adapter for DiscordAdapter {
     async fn check_credentials(&self) -> Result<String, AdapterError> {
         match self.discover_once().await {
-            Ok((identity, _)) => Ok(format!("{} (id {})", identity.name, identity.user_id)),
+            Ok((identity, _)) => {
+                let who = format!("{} (id {})", identity.name, identity.user_id);
+                match self.message_content_intent().await {
+                    Ok(true) => Ok(format!("{who}; Message Content intent on")),
+                    Ok(false) => Err(AdapterError::Config(format!(
+                        "{who} cannot read messages: the Message Content intent is off (Discord Developer Portal → your application → Bot → Privileged Gateway Intents → Message Content Intent)"
+                    ))),
+                    Err(e) => Ok(format!(
+                        "{who}; the Message Content intent could not be checked: {e}"
+                    )),
+                }
+            }
             Err(SendError::Unauthorized(_)) => Err(AdapterError::Config(
                 "Discord refused the bot token (check DISCORD_BOT_TOKEN)".into(),
             )),

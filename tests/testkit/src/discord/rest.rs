@@ -345,6 +345,11 @@ impl Inner {
                 "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0,
                                         "max_concurrency": 1}})),
             ("GET", ["users", "@me"]) => ok(model::user(BOT_ID)),
+            // The application's flags say which privileged intents the portal enabled
+            // (GATEWAY_MESSAGE_CONTENT, 1 << 19, for the Message Content intent, 1 << 15).
+            ("GET", ["applications", "@me"]) => ok(json!({
+                "id": APP_ID, "name": "hermes",
+                "flags": if self.options.privileged_intents & (1 << 15) != 0 { 1 << 19 } else { 0 }})),
             ("GET", ["channels", id]) => ok(model::channel(id, &self.known(id)?)),
             ("POST", ["channels", id, "messages"]) => {
                 self.known(id)?;
