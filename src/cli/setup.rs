@@ -379,7 +379,7 @@ async fn platform_step(home: &Path, asker: &Asker<'_>, step: &Step) -> bool {
         || if asker.interactive() {
             Select::new()
                 .with_prompt("How Slack reaches the gateway")
-                .items(&[
+                .items([
                     "Socket Mode (no public address needed)",
                     "Events API (a public https address)",
                 ])
@@ -399,7 +399,7 @@ async fn platform_step(home: &Path, asker: &Asker<'_>, step: &Step) -> bool {
             asker.secret(question, var)
         } else {
             let flag = (*var == "WHATSAPP_CLOUD_PHONE_NUMBER_ID")
-                .then(|| asker.args.whatsapp_phone_number_id.as_deref())
+                .then_some(asker.args.whatsapp_phone_number_id.as_deref())
                 .flatten();
             asker.text(question, flag, None)
         };
