@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use hermes_adapter::{
     Attachment, Capabilities, ChoiceLimits, ChoiceStyle, CommandSpec, Delivered, FetchError,
-    LengthUnit, MessageBody, Outbound, Platform, PlatformSender, RateLimit, SendError,
+    LengthUnit, MessageBody, Outbound, Platform, PlatformSender, RateLimit, SendError, SendOnce,
     WorkingIndicator, WorkingPhase, async_trait,
 };
 use serde_json::json;
@@ -73,6 +73,20 @@ impl WebSender {
     fn nobody() -> SendError {
         SendError::Unreachable("no web chat page is open".into())
     }
+
+    /// Before a new message: what it was shown as, if an earlier attempt got it to the
+    /// pages (its send-once key is known); [`SendError::Unreachable`] while no page is open.
+    fn shown_before(&self, once: Option<&SendOnce>) -> Result<Option<Delivered>, SendError> {
+        if let Some(shown) = once.and_then(|o| self.hub.shown_as(&o.key)) {
+            return Ok(Some(Delivered {
+                message_id: Some(shown),
+            }));
+        }
+        if self.hub.pages() == 0 {
+            return Err(Self::nobody());
+        }
+        Ok(None)
+    }
 }
 
 fn markdown_of(body: &MessageBody) -> &str {
@@ -112,13 +126,8 @@ impl PlatformSender for WebSender {
                 choices,
                 once,
             } => {
-                if let Some(shown) = once.as_ref().and_then(|o| self.hub.shown_as(&o.key)) {
-                    return Ok(Delivered {
-                        message_id: Some(shown),
-                    });
-                }
-                if self.hub.pages() == 0 {
-                    return Err(Self::nobody());
+                if let Some(shown) = self.shown_before(once.as_ref())? {
+                    return Ok(shown);
                 }
                 let id = self.hub.message_id();
                 let choices: Vec<_> = choices
@@ -176,13 +185,8 @@ impl PlatformSender for WebSender {
                 reply_to,
                 once,
             } => {
-                if let Some(shown) = once.as_ref().and_then(|o| self.hub.shown_as(&o.key)) {
-                    return Ok(Delivered {
-                        message_id: Some(shown),
-                    });
-                }
-                if self.hub.pages() == 0 {
-                    return Err(Self::nobody());
+                if let Some(shown) = self.shown_before(once.as_ref())? {
+                    return Ok(shown);
                 }
                 let kept = self
                     .files

@@ -213,6 +213,30 @@ fn operator() -> Author {
     }
 }
 
+/// The operator's message `id` in `chat` (its event id is the page's id for it, so a message
+/// sent again counts once).
+fn message(
+    chat: &str,
+    id: String,
+    text: String,
+    reply_to: Option<String>,
+    attachments: Vec<Attachment>,
+) -> Inbound {
+    Inbound {
+        event_id: format!("web:{id}"),
+        chat: chat_ref(chat),
+        author: operator(),
+        kind: InboundKind::Message(InboundMessage {
+            message_id: id,
+            text,
+            addressed: true,
+            reply_to,
+            attachments,
+            ..Default::default()
+        }),
+    }
+}
+
 /// Record `event`: 200 once it is on disk (new or a retry), 503 when it is not.
 async fn record(server: &Server, event: Inbound) -> Response {
     match server.sink.accept(event).await {
@@ -249,18 +273,8 @@ async fn send(State(server): Shared, axum::Json(sent): axum::Json<Sent>) -> Resp
             "the message is longer than 64 KiB",
         );
     }
-    let event = Inbound {
-        event_id: format!("web:{}", sent.id),
-        chat: chat_ref(&sent.chat),
-        author: operator(),
-        kind: InboundKind::Message(InboundMessage {
-            message_id: sent.id,
-            text: sent.text,
-            addressed: true,
-            reply_to: sent.reply_to.filter(|r| r.len() <= 64),
-            ..Default::default()
-        }),
-    };
+    let reply_to = sent.reply_to.filter(|r| r.len() <= 64);
+    let event = message(&sent.chat, sent.id, sent.text, reply_to, Vec::new());
     record(&server, event).await
 }
 
@@ -338,24 +352,20 @@ async fn upload(
         .filter(|c| !c.is_control())
         .take(200)
         .collect();
-    let event = Inbound {
-        event_id: format!("web:{}", upload.id),
-        chat: chat_ref(&upload.chat),
-        author: operator(),
-        kind: InboundKind::Message(InboundMessage {
-            message_id: upload.id,
-            text: upload.caption,
-            addressed: true,
-            attachments: vec![Attachment {
-                kind: MediaKind::from_mime(mime.as_deref()),
-                mime,
-                name: Some(name),
-                size: Some(body.len() as u64),
-                handle,
-            }],
-            ..Default::default()
-        }),
+    let attachment = Attachment {
+        kind: MediaKind::from_mime(mime.as_deref()),
+        mime,
+        name: Some(name),
+        size: Some(body.len() as u64),
+        handle,
     };
+    let event = message(
+        &upload.chat,
+        upload.id,
+        upload.caption,
+        None,
+        vec![attachment],
+    );
     record(&server, event).await
 }
 

@@ -127,51 +127,46 @@ impl Client {
         })
     }
 
+    /// A request to `path` as the page makes it: the cookie and the API header, and for a
+    /// change the page's Origin.
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let changes = method != reqwest::Method::GET;
+        let request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("cookie", &self.cookie)
+            .header("x-hermes-session", &self.session);
+        if changes {
+            request.header("origin", &self.base)
+        } else {
+            request
+        }
+    }
+
+    /// The status (0: no answer) and the JSON answer of `request`.
+    async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                (status, response.json().await.unwrap_or(Value::Null))
+            }
+            Err(_) => (0, Value::Null),
+        }
+    }
+
     /// GET `path` as the page does: the status (0: no answer) and the JSON answer.
     pub async fn get_json(&self, path: &str) -> (u16, Value) {
-        let Ok(response) = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .header("cookie", &self.cookie)
-            .header("x-hermes-session", &self.session)
-            .send()
-            .await
-        else {
-            return (0, Value::Null);
-        };
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        Self::answer(self.request(reqwest::Method::GET, path)).await
     }
 
     /// POST `body` to `path`: the status (0: no answer) and the JSON answer.
     pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
-        let Ok(response) = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("origin", &self.base)
-            .header("cookie", &self.cookie)
-            .header("x-hermes-session", &self.session)
-            .json(body)
-            .send()
-            .await
-        else {
-            return (0, Value::Null);
-        };
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        Self::answer(self.request(reqwest::Method::POST, path).json(body)).await
     }
 
     /// POST `body` to `path` as the page does; the status (0: no answer).
     pub async fn post(&self, path: &str, body: &Value) -> u16 {
-        self.http
-            .post(format!("{}{path}", self.base))
-            .header("origin", &self.base)
-            .header("cookie", &self.cookie)
-            .header("x-hermes-session", &self.session)
-            .json(body)
-            .send()
-            .await
-            .map_or(0, |r| r.status().as_u16())
+        self.post_json(path, body).await.0
     }
 
     /// Upload `bytes` as the page does (a file chosen in `chat`); the status.
@@ -183,17 +178,12 @@ impl Client {
         mime: &str,
         bytes: Vec<u8>,
     ) -> u16 {
-        self.http
-            .post(format!("{}/api/upload", self.base))
+        let request = self
+            .request(reqwest::Method::POST, "/api/upload")
             .query(&[("chat", chat), ("id", id), ("name", name)])
-            .header("origin", &self.base)
-            .header("cookie", &self.cookie)
-            .header("x-hermes-session", &self.session)
             .header("content-type", mime)
-            .body(bytes)
-            .send()
-            .await
-            .map_or(0, |r| r.status().as_u16())
+            .body(bytes);
+        Self::answer(request).await.0
     }
 
     /// GET `path` with the cookie only (as an `<img>` or a download link does): the status,
