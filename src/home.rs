@@ -19,6 +19,10 @@ pub const SECRET_FILES: &[&str] = &[
     "web-token",
 ];
 
+/// How the files [`write_private`] writes beside the one it replaces begin (they hold the
+/// same secrets: never moved out of the home, `confine::workspace`).
+pub const WRITING_PREFIX: &str = ".hermes-write-";
+
 /// Write `bytes` into `path` whole and private (0600): a fresh file beside it, synced, then
 /// renamed over it, so a crash leaves the old file or the new, never half of one, and a
 /// link in the way is replaced, never written through.
@@ -29,7 +33,10 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let beside = dir.join(format!(".{name}.{:016x}.tmp", rand::random::<u64>()));
+    let beside = dir.join(format!(
+        "{WRITING_PREFIX}{name}.{:016x}.tmp",
+        rand::random::<u64>()
+    ));
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)

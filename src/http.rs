@@ -226,74 +226,27 @@ pub fn app(routes: Vec<WebhookRoute>, health: Health) -> Router {
     app.layer(DefaultBodyLimit::max(MAX_BODY))
 }
 
-/// A client has this long to send a request's headers (on a new connection and between
-/// requests on a kept-alive one); a slow or silent client is cut.
-const HEADER_READ: Duration = Duration::from_secs(10);
+/// The server's limits: a client has 10 s to send a request's headers; at most 256
+/// connections at once; 5 s to finish on shutdown.
+const LIMITS: hermes_adapter::serve::Limits = hermes_adapter::serve::Limits {
+    name: "http",
+    header_read: Duration::from_secs(10),
+    max_connections: 256,
+    drain: Duration::from_secs(5),
+};
 /// A request, its body included, is answered within this long or refused (408), so a
 /// client that sends its body slowly holds nothing for long.
 const REQUEST_TIME: Duration = Duration::from_secs(30);
-/// At most this many connections at once; past it a new one is closed at once (and said
-/// at most once a minute).
-const MAX_CONNECTIONS: usize = 256;
-/// On shutdown, open connections finish their request within this long.
-const DRAIN: Duration = Duration::from_secs(5);
 
 /// Serve `app` on `listener` until `intake` is cancelled: HTTP/1.1 with a header-read
-/// timeout, a time limit per request and a cap on connections (axum's own `serve` sets
-/// none of them).
+/// timeout, a time limit per request and a cap on connections
+/// ([`hermes_adapter::serve::serve`]).
 pub async fn serve(listener: TcpListener, app: Router, intake: CancellationToken) {
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "http: listening");
     }
     let app = app.layer(axum::middleware::from_fn(within_request_time));
-    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let mut last_refusal_said: Option<std::time::Instant> = None;
-    loop {
-        let accepted = tokio::select! {
-            _ = intake.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors, mostly: wait a little rather than spin.
-                tracing::warn!(error = %e, "http: could not accept a connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            crate::metrics::http_refused("connections");
-            if last_refusal_said.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
-                last_refusal_said = Some(std::time::Instant::now());
-                tracing::warn!(%peer, max = MAX_CONNECTIONS, "http: too many connections; new ones are closed (said once a minute)");
-            }
-            continue;
-        };
-        let (app, intake) = (app.clone(), intake.clone());
-        tokio::spawn(async move {
-            // Each request carries who sent it (`ConnectInfo`), for the refusals' log.
-            let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
-                request
-                    .extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
-                tower_service::Service::call(&mut app.clone(), request)
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let mut connection = std::pin::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                _ = intake.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(DRAIN, connection).await;
-                }
-            }
-            drop(permit);
-        });
-    }
+    hermes_adapter::serve::serve(listener, app, LIMITS, intake, crate::metrics::http_refused).await;
 }
 
 /// A request not answered within [`REQUEST_TIME`] (a body sent slowly) is refused.
@@ -461,13 +414,16 @@ mod tests {
         assert_eq!(answered.status(), 200);
         for mut client in [silent, slow] {
             let mut rest = Vec::new();
-            tokio::time::timeout(HEADER_READ * 3, client.read_to_end(&mut rest))
+            tokio::time::timeout(LIMITS.header_read * 3, client.read_to_end(&mut rest))
                 .await
                 .expect("the server cut the connection")
                 .ok();
         }
         let took = started.elapsed();
-        assert!(took >= HEADER_READ - Duration::from_secs(1), "{took:?}");
+        assert!(
+            took >= LIMITS.header_read - Duration::from_secs(1),
+            "{took:?}"
+        );
     }
 
     #[tokio::test]

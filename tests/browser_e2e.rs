@@ -102,6 +102,13 @@ async fn in_chromium_the_page_answers_streams_approves_uploads_resumes_and_rende
         "Look: <script>window.pwned=1</script> <img src=x onerror=\"window.pwned=2\"> \
          [click me](javascript:window.pwned=3) and [docs](https://example.org/docs).",
     ));
+    // Quotes nested 20,000 deep and a line of 20,000 "[" and "**": drawn, cheaply.
+    kit.llm.push(Reply::text(format!(
+        "{} too deep\n\n{}{} still here",
+        ">".repeat(20_000),
+        "[".repeat(20_000),
+        "**".repeat(10_000)
+    )));
     let _daemon = kit.start();
     let c = &browser.client;
     let base = kit.fake.base_url();
@@ -197,6 +204,26 @@ async fn in_chromium_the_page_answers_streams_approves_uploads_resumes_and_rende
         links.contains(&"https://example.org/docs noopener noreferrer".to_owned()),
         "{links:?}"
     );
+
+    // Output built to break the renderer is drawn, and the page still loads after it.
+    say(c, "break it").await;
+    bot_message(c, "still here").await;
+    c.refresh().await.unwrap();
+    bot_message(c, "still here").await;
+    bot_message(c, "and docs").await;
+
+    // An address with a wrong token (a link anyone could make) logs nobody out.
+    c.goto(&format!(
+        "{base}/#token=dGhpcy1pcy1ub3QtdGhlLXRva2VuLWF0LWFsbC1ub3BlLW5v"
+    ))
+    .await
+    .unwrap();
+    bot_message(c, "and docs").await;
+    let login_shown = c
+        .execute("return !document.getElementById('login').hidden;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(login_shown, false, "still logged in");
 
     let png = c.screenshot().await.unwrap();
     let artefact = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-chat.png");

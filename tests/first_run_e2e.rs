@@ -195,8 +195,17 @@ async fn with_no_local_server_the_form_is_tried_before_anything_is_written() {
             .any(|p| p["name"] == "openrouter" && p["key_var"] == "OPENROUTER_API_KEY"),
         "{setup}"
     );
+    // A key kept in .env for OpenRouter.
+    let env_path = daemon.home.join(".env");
+    let mut env = std::fs::read_to_string(&env_path).unwrap();
+    env.push_str("OPENROUTER_API_KEY=sk-or-kept-secret\n");
+    std::fs::write(&env_path, env).unwrap();
     let before = std::fs::read_to_string(daemon.home.join("config.yaml")).unwrap();
     let refused = [
+        // The kept key would go to an address that is not OpenRouter's.
+        json!({"provider": "openrouter", "model": "fake-model", "base_url": "https://192.0.2.1/v1"}),
+        // A key over plain http to another machine.
+        json!({"provider": "custom", "model": "fake-model", "base_url": "http://192.0.2.1/v1", "api_key": "sk-test-secret"}),
         json!({"provider": "custom", "model": "no-such-model", "base_url": llm.base_url(), "api_key": "sk-test-secret"}),
         json!({"provider": "custom", "model": "fake-model", "base_url": closed, "api_key": "sk-test-secret"}),
         json!({"provider": "custom", "model": "fake-model", "base_url": llm.base_url(), "api_key": "sk x\nEVIL=1"}),
@@ -206,6 +215,7 @@ async fn with_no_local_server_the_form_is_tried_before_anything_is_written() {
         let (status, said) = client.post_json("/api/setup", choice).await;
         assert_eq!(status, 422, "{choice}: {said}");
         assert!(!said.to_string().contains("sk-test-secret"), "{said}");
+        assert!(!said.to_string().contains("sk-or-kept-secret"), "{said}");
     }
     assert_eq!(
         std::fs::read_to_string(daemon.home.join("config.yaml")).unwrap(),

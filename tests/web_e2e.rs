@@ -47,6 +47,17 @@ async fn without_the_login_from_another_site_or_host_nothing_gets_in() {
         .send()
         .await;
     assert_eq!(status(wrong), 401);
+    let foreign_login = http
+        .post(format!("{base}/api/login"))
+        .header("origin", "https://evil.example")
+        .json(&json!({"token": TOKEN}))
+        .send()
+        .await;
+    assert_eq!(
+        status(foreign_login),
+        403,
+        "a login posted from another site"
+    );
     let bare = http
         .post(format!("{base}/api/send"))
         .header("origin", &base)
@@ -284,7 +295,8 @@ async fn web_url_prints_the_login_address_and_rotate_logs_everyone_out() {
         format!("{}/#token={TOKEN}", kit.fake.base_url())
     );
     let _d = kit.start();
-    kit.fake.client().await;
+    let before_restart = kit.fake.client().await;
+    assert_eq!(before_restart.get_json("/api/commands").await.0, 200);
     let out = run(&["web-url", "--rotate"]);
     assert!(out.status.success());
     let url = String::from_utf8(out.stdout).unwrap();
@@ -312,6 +324,9 @@ async fn web_url_prints_the_login_address_and_rotate_logs_everyone_out() {
             .is_none(),
         "the old token is out"
     );
+    // A login lasts as long as the process: what a page sent before the restart (to
+    // whoever held the port meanwhile) opens nothing now.
+    assert_eq!(before_restart.get_json("/api/commands").await.0, 401);
     // Not enabled: said, exit 2.
     std::fs::write(
         kit.home.dir.join("config.yaml"),

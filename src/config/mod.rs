@@ -18,7 +18,7 @@ pub use env::{EnvSource, EnvVars, is_truthy};
 pub use mcp::{McpServerConfig, McpTransport};
 pub use models::{
     CompressionConfig, Dialect, ModelSpec, PROVIDERS, ProviderInfo, ProviderKeys, dialect_for,
-    provider, resolve as resolve_model,
+    is_loopback_url, provider, resolve as resolve_model,
 };
 pub use types::*;
 

@@ -334,16 +334,7 @@ fn check_key(model: &ModelConfig, problems: &mut Vec<Problem>) {
         ));
     }
     let local = matches!(model.provider.as_str(), "custom" | "ollama" | "lmstudio")
-        || reqwest::Url::parse(&model.base_url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_owned))
-            .is_some_and(|host| {
-                host == "localhost"
-                    || host
-                        .trim_matches(['[', ']'])
-                        .parse::<std::net::IpAddr>()
-                        .is_ok_and(|ip| ip.is_loopback())
-            });
+        || is_loopback_url(&model.base_url);
     if model.api_key.is_none() && !local {
         let vars = provider(&model.provider).map_or(&[][..], |p| p.key_vars);
         problems.push(Problem::error(
@@ -631,4 +622,18 @@ pub(super) fn read_personalities(
         }
     }
     out
+}
+
+/// Whether `url` names this machine (`localhost`, a loopback address).
+pub fn is_loopback_url(url: &str) -> bool {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .is_some_and(|host| {
+            host == "localhost"
+                || host
+                    .trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        })
 }

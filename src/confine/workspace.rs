@@ -55,11 +55,21 @@ const HOME_ENTRIES: &[&str] = &[
     "interrupt_debug.log",
     ".hermes_history",
     ".clean_shutdown",
+    // The web chat's login token and its files (uploads, files sent).
+    "web-token",
+    "web",
     DIR,
 ];
 
-/// Names Hermes gives its own passing files.
-const HOME_PREFIXES: &[&str] = &[".update_", ".restart_", "daemon-"];
+/// Names Hermes and the gateway give their own passing files (a secret file being
+/// replaced: `crate::home::write_private`, the web chat's token being rotated).
+const HOME_PREFIXES: &[&str] = &[
+    ".update_",
+    ".restart_",
+    "daemon-",
+    crate::home::WRITING_PREFIX,
+    ".web-token",
+];
 
 /// Make the workspace `cwd` (0700) when it is missing; `moved_from_home` (commands used to
 /// work in the home) moves what they made there into it. Returns the names moved.
@@ -99,6 +109,9 @@ mod tests {
             ".env",
             "config.yaml",
             "gateway.db",
+            "web-token",
+            ".web-token.new",
+            ".hermes-write-.env.0123456789abcdef.tmp",
             "leak.py",
             ".bash_history",
         ] {
@@ -106,6 +119,7 @@ mod tests {
         }
         std::fs::create_dir_all(home.join("project/src")).unwrap();
         std::fs::create_dir_all(home.join("skills/notes")).unwrap();
+        std::fs::create_dir_all(home.join("web/uploads")).unwrap();
         let cwd = working_directory(home, home.to_path_buf());
         assert_eq!(cwd, home.join("workspace"));
 
@@ -113,6 +127,15 @@ mod tests {
         assert_eq!(moved, [".bash_history", "leak.py", "project"]);
         assert!(cwd.join("project/src").is_dir());
         assert!(home.join(".env").exists() && home.join("skills/notes").is_dir());
+        // The web chat's token and files, and a secret file half replaced, stay hidden.
+        for kept in [
+            "web-token",
+            ".web-token.new",
+            ".hermes-write-.env.0123456789abcdef.tmp",
+        ] {
+            assert!(home.join(kept).exists(), "{kept} stays in the home");
+        }
+        assert!(home.join("web/uploads").is_dir());
         assert!(!home.join("leak.py").exists());
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&cwd).unwrap().permissions().mode() & 0o777;

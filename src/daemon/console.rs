@@ -17,6 +17,8 @@ pub(super) struct GatewayConsole {
     pub(super) home: PathBuf,
     /// The model in use.
     pub(super) model: ModelConfig,
+    /// One choice at a time: two would race on reading and rewriting the files.
+    pub(super) choosing: tokio::sync::Mutex<()>,
 }
 
 #[async_trait]
@@ -57,6 +59,7 @@ impl Console for GatewayConsole {
     }
 
     async fn choose_model(&self, choice: ModelChoice) -> Result<String, String> {
+        let _one_at_a_time = self.choosing.lock().await;
         let write = try_model(&self.home, &choice).await?;
         let home = self.home.clone();
         let written = write.clone();

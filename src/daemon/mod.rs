@@ -102,6 +102,7 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         console: Arc::new(console::GatewayConsole {
             home: config.home.clone(),
             model: config.model.clone(),
+            choosing: tokio::sync::Mutex::new(()),
         }),
     });
     let tasks = TaskTracker::new();

@@ -164,6 +164,40 @@ pub async fn try_model(home: &Path, choice: &ModelChoice) -> Result<ModelWrite, 
     let model = tokio::task::spawn_blocking(move || read_with(&dir, &candidate))
         .await
         .map_err(|e| format!("the configuration could not be read: {e}"))??;
-    judged(&model, ask_models(&model, CHOICE_TIMEOUT).await)?;
+    key_goes_where_meant(&write, &model)?;
+    let answer = ask_models(&model, CHOICE_TIMEOUT).await;
+    if matches!(answer, ModelAnswer::NoList(_)) && !config::is_loopback_url(&model.base_url) {
+        return Err(format!(
+            "{} has no list of models, so neither the key nor the model could be checked",
+            model.base_url
+        ));
+    }
+    judged(&model, answer)?;
     Ok(write)
+}
+
+/// A key already kept (in `.env`) goes only to its provider's own address unless it is
+/// typed again with the choice, and no key goes over plain http to another machine: a
+/// choice in the form must not be a way to send the operator's key somewhere else.
+fn key_goes_where_meant(write: &ModelWrite, model: &ModelConfig) -> Result<(), String> {
+    if model.api_key.is_none() {
+        return Ok(());
+    }
+    let url = model.base_url.trim_end_matches('/');
+    let own = PROVIDERS
+        .iter()
+        .find(|p| p.name == write.provider)
+        .is_some_and(|p| !p.base_url.is_empty() && p.base_url.trim_end_matches('/') == url);
+    if write.key.is_none() && !own && !config::is_loopback_url(url) {
+        return Err(format!(
+            "{url} is not {}'s own address: type the key again to send it there",
+            write.provider
+        ));
+    }
+    if url.starts_with("http://") && !config::is_loopback_url(url) {
+        return Err(format!(
+            "{url} is plain http on another machine: a key is only sent over https"
+        ));
+    }
+    Ok(())
 }

@@ -34,6 +34,8 @@ mod error;
 mod inbound;
 mod outbound;
 mod record;
+#[cfg(feature = "serve")]
+pub mod serve;
 mod settings;
 mod webhook;
 

@@ -28,6 +28,14 @@ const API_LABEL: &[u8] = b"hermes-web-api-v1";
 /// keeps in its origin's storage (per port, unlike a cookie).
 pub const API_HEADER: &str = "x-hermes-session";
 
+/// Made once per process: the API header's value covers it, so a value taken while the
+/// gateway was down (another local user serving a page on its port, which the page's
+/// reconnecting would send the header to) is worthless once it is back.
+fn process_mark() -> &'static [u8; 16] {
+    static MARK: std::sync::OnceLock<[u8; 16]> = std::sync::OnceLock::new();
+    MARK.get_or_init(rand::random)
+}
+
 /// A fresh login token: 32 random bytes, base64url without padding (43 characters).
 pub fn new_token() -> String {
     URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
@@ -132,7 +140,7 @@ impl Access {
         Some(Access {
             token: token.trim().to_owned(),
             session: hmac_of(token.trim(), SESSION_LABEL),
-            api: hmac_of(token.trim(), API_LABEL),
+            api: hmac_of(token.trim(), &[API_LABEL, process_mark()].concat()),
             hosts,
             origins,
             secure,
@@ -144,7 +152,7 @@ impl Access {
         bool::from(offered.trim().as_bytes().ct_eq(self.token.as_bytes()))
     }
 
-    /// The value of [`API_HEADER`] the login answers with.
+    /// The value of [`API_HEADER`] the login answers with (good until this process ends).
     pub fn api_session(&self) -> &str {
         &self.api
     }
@@ -220,12 +228,15 @@ fn hmac_of(token: &str, label: &[u8]) -> String {
 }
 
 /// The headers every answer of the web chat carries: the page runs only its own script
-/// and styles, is never framed, sends no `Referer`, and is not sniffed into another type.
+/// and styles (and the browser refuses any HTML-from-a-string sink, Trusted Types, which
+/// the page never uses), is never framed, sends no `Referer`, and is not sniffed into
+/// another type.
 pub const SECURITY_HEADERS: [(&str, &str); 4] = [
     (
         "content-security-policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; \
-         connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+         connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'; \
+         require-trusted-types-for 'script'",
     ),
     ("x-content-type-options", "nosniff"),
     ("referrer-policy", "no-referrer"),
@@ -348,6 +359,28 @@ mod tests {
         assert!(Access::new("replace-me", 8090, None).is_none());
         assert!(Access::new(&new_token(), 8090, Some("chat.example.org")).is_none());
         assert!(Access::new(&new_token(), 8090, Some("ftp://chat.example.org")).is_none());
+    }
+
+    #[test]
+    fn the_api_header_is_neither_the_cookie_nor_made_from_it_and_needs_the_cookie_too() {
+        let access = Access::new(&new_token(), 8090, None).unwrap();
+        let cookie = cookie_of(&access);
+        assert!(!cookie.contains(access.api_session()));
+        let api = access.api_session().to_owned();
+        let host = ("host", "127.0.0.1:8090");
+        let both = headers(&[host, ("cookie", &cookie), (API_HEADER, &api)]);
+        assert_eq!(access.check(&both, false, Need::Api), Ok(()));
+        let header_only = headers(&[host, (API_HEADER, &api)]);
+        assert_eq!(
+            access.check(&header_only, false, Need::Api),
+            Err(Refusal::NotLoggedIn)
+        );
+        let cookie_only = headers(&[host, ("cookie", &cookie)]);
+        assert_eq!(
+            access.check(&cookie_only, false, Need::Api),
+            Err(Refusal::NotLoggedIn)
+        );
+        assert_eq!(access.check(&cookie_only, false, Need::Cookie), Ok(()));
     }
 
     #[test]

@@ -10,8 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
-/// How many of the latest events a reconnecting page can be given.
+/// How many of the latest events a reconnecting page can be given, and how many bytes of
+/// them at most (an answer streamed in many edits would otherwise keep many copies).
 const RING: usize = 2_000;
+const RING_BYTES: usize = 8 * 1024 * 1024;
 /// How many sent messages are remembered by their send-once key.
 const ONCE_KEYS: usize = 1_000;
 
@@ -21,11 +23,15 @@ pub struct Event {
     pub seq: u64,
     pub id: String,
     pub data: String,
+    /// The message an edit replaces the text of: a later edit of it makes this one
+    /// worthless to a page that reconnects.
+    edit_of: Option<String>,
 }
 
 struct Ring {
     next: u64,
     events: VecDeque<Arc<Event>>,
+    bytes: usize,
     /// Send-once key → the message id it was shown as (a send tried again after a lost
     /// answer shows once).
     once: HashMap<String, String>,
@@ -67,6 +73,7 @@ impl Hub {
             ring: Mutex::new(Ring {
                 next: 1,
                 events: VecDeque::new(),
+                bytes: 0,
                 once: HashMap::new(),
                 once_order: VecDeque::new(),
             }),
@@ -95,8 +102,14 @@ impl Hub {
     }
 
     /// Send `data` to every open page, remembering it for the ones that reconnect; with
-    /// `once`, the key is remembered as having been shown as `message_id`.
-    pub fn publish(&self, data: &serde_json::Value, once: Option<(&str, &str)>) {
+    /// `once`, the key is remembered as having been shown as `message_id`; an edit names
+    /// the message it edits (`edit_of`), and the earlier edits of it are forgotten.
+    pub fn publish(
+        &self,
+        data: &serde_json::Value,
+        once: Option<(&str, &str)>,
+        edit_of: Option<&str>,
+    ) {
         let mut ring = self.ring();
         let seq = ring.next;
         ring.next += 1;
@@ -104,11 +117,22 @@ impl Hub {
             seq,
             id: format!("{}.{seq}", self.run),
             data: data.to_string(),
+            edit_of: edit_of.map(str::to_owned),
         });
-        if ring.events.len() == RING {
-            ring.events.pop_front();
+        if let Some(edited) = edit_of {
+            let before = ring.events.len();
+            ring.events.retain(|e| e.edit_of.as_deref() != Some(edited));
+            if ring.events.len() != before {
+                ring.bytes = ring.events.iter().map(|e| e.data.len()).sum();
+            }
         }
+        ring.bytes += event.data.len();
         ring.events.push_back(event.clone());
+        while ring.events.len() > RING || (ring.bytes > RING_BYTES && ring.events.len() > 1) {
+            if let Some(old) = ring.events.pop_front() {
+                ring.bytes -= old.data.len();
+            }
+        }
         if let Some((key, message_id)) = once {
             if ring.once_order.len() == ONCE_KEYS
                 && let Some(old) = ring.once_order.pop_front()
@@ -169,12 +193,12 @@ mod tests {
         assert_eq!(hub.pages(), 0);
         let mut first = hub.subscribe(None);
         assert_eq!(hub.pages(), 1);
-        hub.publish(&json!({"n": 1}), Some(("k1", "m1")));
-        hub.publish(&json!({"n": 2}), None);
+        hub.publish(&json!({"n": 1}), Some(("k1", "m1")), None);
+        hub.publish(&json!({"n": 2}), None, None);
         let seen = first.live.try_recv().unwrap();
         drop(first);
         assert_eq!(hub.pages(), 0, "a page gone is not counted");
-        hub.publish(&json!({"n": 3}), None);
+        hub.publish(&json!({"n": 3}), None, None);
         let mut again = hub.subscribe(Some(&seen.id));
         let replayed: Vec<&str> = again.replay.iter().map(|e| e.data.as_str()).collect();
         assert_eq!(replayed, [r#"{"n":2}"#, r#"{"n":3}"#]);
@@ -184,5 +208,23 @@ mod tests {
         // An id of an earlier run: this run's events are all new to it.
         let other = hub.subscribe(Some("deadbeef.2"));
         assert_eq!(other.replay.len(), 3);
+    }
+
+    #[test]
+    fn a_reconnecting_page_gets_only_the_last_edit_of_a_message() {
+        let hub = Hub::new();
+        hub.publish(&json!({"kind": "message", "id": "m"}), None, None);
+        for n in 0..100 {
+            hub.publish(&json!({"kind": "edit", "id": "m", "n": n}), None, Some("m"));
+        }
+        let page = hub.subscribe(Some("deadbeef.1"));
+        let replayed: Vec<&str> = page.replay.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(
+            replayed,
+            [
+                r#"{"id":"m","kind":"message"}"#,
+                r#"{"id":"m","kind":"edit","n":99}"#
+            ]
+        );
     }
 }

@@ -30,6 +30,16 @@ pub use settings::{DEFAULT_LISTEN, OPERATOR, WebSettings, settings};
 use files::Files;
 use hub::Hub;
 
+/// The listener's limits: anyone on this machine can connect before logging in, so a
+/// client has 10 s to send its headers and at most 64 connections are open at once (a
+/// page holds one for its event stream).
+const LIMITS: hermes_adapter::serve::Limits = hermes_adapter::serve::Limits {
+    name: "web",
+    header_read: std::time::Duration::from_secs(10),
+    max_connections: 64,
+    drain: std::time::Duration::from_secs(2),
+};
+
 /// The web chat of one gateway.
 pub struct WebAdapter {
     settings: WebSettings,
@@ -133,9 +143,8 @@ impl Adapter for WebAdapter {
                 }
             }
         });
-        axum::serve(listener, server::router(server))
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
-            .map_err(|e| AdapterError::Other(format!("web: the listener stopped: {e}")))
+        hermes_adapter::serve::serve(listener, server::router(server), LIMITS, shutdown, |_| {})
+            .await;
+        Ok(())
     }
 }

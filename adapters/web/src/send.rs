@@ -138,6 +138,7 @@ impl PlatformSender for WebSender {
                     &json!({"kind": "message", "chat": chat.chat_id, "id": id,
                         "markdown": markdown_of(&body), "reply_to": reply_to, "choices": choices}),
                     once.as_ref().map(|o| (o.key.as_str(), id.as_str())),
+                    None,
                 );
                 Ok(Delivered {
                     message_id: Some(id),
@@ -155,6 +156,7 @@ impl PlatformSender for WebSender {
                     &json!({"kind": "edit", "chat": chat.chat_id, "id": message_id,
                         "markdown": markdown_of(&body)}),
                     None,
+                    Some(&message_id),
                 );
                 Ok(Delivered {
                     message_id: Some(message_id),
@@ -166,6 +168,7 @@ impl PlatformSender for WebSender {
                         &json!({"kind": "working", "chat": chat.chat_id,
                             "on": phase == WorkingPhase::Start}),
                         None,
+                        None,
                     );
                 }
                 Ok(Delivered::default())
@@ -174,6 +177,7 @@ impl PlatformSender for WebSender {
                 if self.hub.pages() > 0 {
                     self.hub.publish(
                         &json!({"kind": "notice", "chat": chat.chat_id, "text": text}),
+                        None,
                         None,
                     );
                 }
@@ -199,6 +203,7 @@ impl PlatformSender for WebSender {
                         "mime": kept.mime, "image": kept.inline_image, "url": kept.url,
                         "caption": file.caption, "reply_to": reply_to}),
                     once.as_ref().map(|o| (o.key.as_str(), id.as_str())),
+                    None,
                 );
                 Ok(Delivered {
                     message_id: Some(id),

@@ -116,7 +116,7 @@ struct Login {
 
 async fn login(State(server): Shared, axum::Json(login): axum::Json<Login>) -> Response {
     if !server.access.is_login(&login.token) {
-        tracing::warn!("web: a login with a wrong token was refused");
+        say_refused_login();
         return problem(
             StatusCode::UNAUTHORIZED,
             "that is not this chat's login token",
@@ -127,6 +127,24 @@ async fn login(State(server): Shared, axum::Json(login): axum::Json<Login>) -> R
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// A wrong login is said at most once a minute (anyone on this machine can try, and the
+/// log must not be theirs to flood).
+fn say_refused_login() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST_SAID: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let last = LAST_SAID.load(Ordering::Relaxed);
+    if now.saturating_sub(last) >= 60
+        && LAST_SAID
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        tracing::warn!("web: a login with a wrong token was refused (said at most once a minute)");
+    }
 }
 
 fn sse_event(event: &Event) -> SseEvent {
@@ -415,6 +433,12 @@ async fn file(State(server): Shared, Path(id): Path<String>) -> Response {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static("default-src 'none'; sandbox"),
+    );
+    // Another port of this host is the same site, so the cookie would go with an embedding
+    // of the file there: only this origin may use it.
+    headers.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
     );
     response
 }

@@ -32,24 +32,28 @@ pub fn read(home: &Path) -> io::Result<Option<String>> {
     }
 }
 
-/// The token in `home`, made (0600) if there is none yet.
+/// The token in `home`, made (0600) if there is none yet: written whole beside, then linked
+/// into place, which fails if another process made one first (so nobody ever reads a
+/// half-written token, and the first one made is the token).
 pub fn ensure(home: &Path) -> io::Result<String> {
     if let Some(token) = read(home)? {
         return Ok(token);
     }
     let token = new_token();
-    let made = OpenOptions::new()
+    let beside = home.join(format!(".web-token.{:016x}", rand::random::<u64>()));
+    let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path(home));
-    match made {
-        Ok(mut file) => {
-            file.write_all(token.as_bytes())?;
-            file.sync_all()?;
-            Ok(token)
-        }
-        // Another process made it between our read and our create: theirs is the token.
+        .open(&beside)?;
+    let linked = file
+        .write_all(token.as_bytes())
+        .and_then(|_| file.sync_all())
+        .and_then(|_| fs::hard_link(&beside, path(home)));
+    let _ = fs::remove_file(&beside);
+    match linked {
+        Ok(()) => Ok(token),
+        // Another process made it between our read and our link: theirs is the token.
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => read(home)?.ok_or(e),
         Err(e) => Err(e),
     }

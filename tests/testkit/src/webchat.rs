@@ -366,6 +366,8 @@ async fn listen(
         };
         let last = lock().last_id.clone();
         let Some(mut response) = c.events(last.as_deref()).await else {
+            // Refused (a restarted gateway wants a new login) or not there: log in again.
+            client = None;
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
@@ -506,9 +508,14 @@ async fn type_in_order(
             if client.is_none() {
                 client = Client::login(&base, &token).await;
             }
-            if let Some(c) = &client
-                && c.post(path, &body).await == 200
-            {
+            let status = match &client {
+                Some(c) => c.post(path, &body).await,
+                None => 0,
+            };
+            if status == 401 {
+                client = None; // a restarted gateway wants a new login
+            }
+            if status == 200 {
                 if let Some(id) = &press_id {
                     page.lock()
                         .unwrap_or_else(|e| e.into_inner())

@@ -14,6 +14,7 @@ const store = {
   },
 };
 const MAX_KEPT = 500;
+const RELOGIN = "The gateway was restarted (a login lasts as long as the gateway runs) or its token changed: open the address `hermes-gateway web-url` prints.";
 
 let session = store.get("session", null);
 let conversations = store.get("conversations", []);
@@ -53,7 +54,8 @@ function safeHref(url) {
 }
 function inline(text, into) {
   // Code spans, bold, italics, links and bare URLs; everything else is text.
-  const pattern = /(`+)([\s\S]*?)\1|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|\*([^*\s][^*]*?)\*|_([^_\s][^_]*?)_|\[([^\]]+)\]\(([^)\s]+)\)|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])/g;
+  // Every part is bounded, so a hostile line (thousands of "[" or "**") costs little.
+  const pattern = /(`{1,3})([^`]{0,2000}?)\1|\*\*([^*]{1,2000}?)\*\*|__([^_]{1,2000}?)__|\*([^*\s][^*]{0,2000}?)\*|_([^_\s][^_]{0,2000}?)_|\[([^\]]{1,500})\]\(([^)\s]{1,2000})\)|(https?:\/\/[^\s<>()]{1,2000}[^\s<>().,;:!?'"])/g;
   let at = 0, m;
   while ((m = pattern.exec(text)) !== null) {
     if (m.index > at) into.appendChild(document.createTextNode(text.slice(at, m.index)));
@@ -74,7 +76,10 @@ function link(label, url, into) {
   a.textContent = label;
   into.appendChild(a);
 }
-function render(markdown) {
+/// Quotes nest at most this deep; deeper ones are shown as their text.
+const MAX_QUOTE_DEPTH = 8;
+function render(markdown, depth) {
+  depth = depth || 0;
   const root = document.createDocumentFragment();
   const lines = String(markdown).replace(/\r\n?/g, "\n").split("\n");
   let i = 0;
@@ -99,11 +104,11 @@ function render(markdown) {
       continue;
     }
     if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) { root.appendChild(document.createElement("hr")); i++; continue; }
-    if (/^\s*>/.test(line)) {
+    if (/^\s*>/.test(line) && depth < MAX_QUOTE_DEPTH) {
       const quote = [];
       while (i < lines.length && /^\s*>/.test(lines[i])) quote.push(lines[i++].replace(/^\s*>\s?/, ""));
       const q = document.createElement("blockquote");
-      q.appendChild(render(quote.join("\n")));
+      q.appendChild(render(quote.join("\n"), depth + 1));
       root.appendChild(q);
       continue;
     }
@@ -120,7 +125,7 @@ function render(markdown) {
       continue;
     }
     const para = [];
-    while (i < lines.length && lines[i].trim() && !/^\s*(```|~~~|#{1,6}\s|>)/.test(lines[i]) && !(para.length && bullet.test(lines[i]))) para.push(lines[i++]);
+    while (i < lines.length && lines[i].trim() && !(para.length && /^\s*(```|~~~|#{1,6}\s|>)/.test(lines[i])) && !(para.length && bullet.test(lines[i]))) para.push(lines[i++]);
     const p = document.createElement("p");
     para.forEach((text, n) => { if (n) p.appendChild(document.createElement("br")); inline(text, p); });
     root.appendChild(p);
@@ -143,6 +148,16 @@ function drawConversations() {
   $("title").textContent = conv ? conv.name : "Hermes";
 }
 function drawItem(item) {
+  try { return drawItemUnsafe(item); } catch (_) {
+    // Whatever it was, the page goes on: the message as plain text.
+    const div = document.createElement("div");
+    div.className = "msg bot";
+    div.dataset.id = item.id;
+    div.textContent = item.markdown || item.text || "";
+    return div;
+  }
+}
+function drawItemUnsafe(item) {
   const div = document.createElement("div");
   div.className = "msg " + item.who + (item.failed ? " failed" : "");
   div.dataset.id = item.id;
@@ -213,7 +228,7 @@ function upsert(chat, item) {
 async function api(path, options) {
   const headers = Object.assign({ "X-Hermes-Session": session || "" }, (options && options.headers) || {});
   const response = await fetch(path, Object.assign({}, options, { headers, credentials: "same-origin" }));
-  if (response.status === 401) { showLogin("Your login has expired or the token changed."); throw new Error("not logged in"); }
+  if (response.status === 401) { showLogin(RELOGIN); throw new Error("not logged in"); }
   return response;
 }
 async function post(item) {
@@ -278,7 +293,7 @@ async function listen() {
       const last = store.get("last", null);
       if (last) headers["Last-Event-ID"] = last;
       const response = await fetch("/api/events", { headers, credentials: "same-origin" });
-      if (response.status === 401) { showLogin("Your login has expired or the token changed."); return; }
+      if (response.status === 401) { showLogin(RELOGIN); return; }
       if (!response.ok || !response.body) throw new Error(String(response.status));
       setLink(true); wait = 500;
       const reader = response.body.getReader();
@@ -401,7 +416,12 @@ function showLogin(why) {
 }
 async function login(token) {
   const r = await fetch("/api/login", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token }), credentials: "same-origin" });
-  if (!r.ok) { showLogin("That is not this chat's login token."); return false; }
+  if (!r.ok) {
+    // A wrong token in an address (a link anyone could make) logs nobody out.
+    if (session) return false;
+    showLogin("That is not this chat's login token.");
+    return false;
+  }
   session = (await r.json()).session;
   store.set("session", session);
   $("login").hidden = true; $("messages").hidden = false; $("composer").hidden = false;
