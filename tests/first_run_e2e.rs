@@ -236,3 +236,63 @@ async fn with_no_local_server_the_form_is_tried_before_anything_is_written() {
     assert!(accepted, "{out}");
     assert!(!out.contains("sk-test-secret"), "{out}");
 }
+
+/// The login address is said to the person at a terminal, and never into a log: started
+/// with its output to a file, the daemon writes no token there; started in a
+/// pseudo-terminal (`script`), it prints the address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_login_address_is_printed_at_a_terminal_and_never_into_a_log() {
+    let Some(script) = hermes_testkit::needs::program("script", "the daemon at a terminal") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let closed = format!("http://127.0.0.1:{}/v1", free_port());
+    let logged = FirstRun::start(dir.path(), &closed);
+    let token = logged.token().await;
+    logged.client(&token).await; // up and serving
+    drop(logged);
+    let log = std::fs::read_to_string(dir.path().join("daemon.log")).unwrap();
+    assert!(log.contains("first run"), "{log}");
+    assert!(!log.contains(&token), "the token is not in the log:\n{log}");
+
+    let port = free_port();
+    let command = format!("{BINARY} run");
+    let out = dir.path().join("terminal.txt");
+    let mut child = Command::new(script)
+        .args(["-qfec", &command])
+        .arg(&out)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir.path())
+        .env("HERMES_LOCAL_MODEL_URLS", &closed)
+        .env("HERMES_WEB_LISTEN", format!("127.0.0.1:{port}"))
+        .env("WHATSAPP_CLOUD_WEBHOOK_PORT", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let wanted = format!("http://127.0.0.1:{port}/#token={token}");
+    let seen = eventually(WAIT, "the address on the terminal", || {
+        std::fs::read_to_string(&out)
+            .ok()
+            .filter(|t| t.contains(&wanted))
+    })
+    .await;
+    assert!(seen.contains("Web chat:"), "{seen}");
+    // Ctrl-C at the terminal stops the daemon (killing `script` alone would hang it up,
+    // which the daemon takes as SIGHUP, a reload).
+    use std::io::Write;
+    let _ = child.stdin.as_mut().unwrap().write_all(b"\x03");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "the daemon did not stop on Ctrl-C:\n{}",
+                std::fs::read_to_string(&out).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
