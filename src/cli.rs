@@ -177,7 +177,7 @@ fn web_url(home: &std::path::Path, rotate: bool) -> ExitCode {
             println!("{}", crate::platforms::web_login_url(&address, &token));
             if rotate {
                 eprintln!(
-                    "A new login token: a running gateway takes it when reloaded (systemctl reload hermes-gateway, or SIGHUP) or restarted; browsers logged in before must then open this address again."
+                    "A new login token: a running gateway takes it when reloaded (SIGHUP) or restarted (`hermes-gateway service restart`); browsers logged in before must then open this address again."
                 );
             }
             ExitCode::SUCCESS

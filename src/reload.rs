@@ -126,7 +126,8 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
 /// which the logged sections cannot show, still counts as a change).
 fn fingerprint(home: &Path) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for name in ["config.yaml", ".env"] {
+    // The web chat's login token too: a rotated one is a change to apply.
+    for name in ["config.yaml", ".env", "web-token"] {
         std::fs::read(home.join(name))
             .unwrap_or_default()
             .hash(&mut hasher);
@@ -163,6 +164,12 @@ async fn read_again(home: &Path, current: &Config, files: u64) -> Option<(Config
     if !new.has_platform() {
         tracing::error!(
             "reload refused: the new configuration enables no chat platform; the running one stays"
+        );
+        return None;
+    }
+    if current.model.is_chosen() && !new.model.is_chosen() {
+        tracing::error!(
+            "reload refused: the new configuration names no model (model.default); the running one stays"
         );
         return None;
     }

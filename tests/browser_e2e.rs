@@ -3,7 +3,7 @@
 //! answer streamed, presses an approval button and sees the command run, uploads a picture,
 //! reloads the page in the middle of an answer and sees it finish, and the model's hostile
 //! output (`<script>`, `<img onerror>`, `javascript:` links) stays inert text. A screenshot
-//! of the page is kept as `target/tmp/web-chat.png`.
+//! of the page is kept as `target/tmp/web-chat.png` (and `web-chat-wide.png`, a wider window).
 //!
 //! Skipped (loudly) without `chromium` and `chromedriver` under plain `cargo test`; `.ci/run`
 //! installs them and makes the skip a failure.
@@ -205,6 +205,17 @@ async fn in_chromium_the_page_answers_streams_approves_uploads_resumes_and_rende
         "{links:?}"
     );
 
+    // The page as a person sees it, kept as the test's artefact.
+    let png = c.screenshot().await.unwrap();
+    let artefact = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-chat.png");
+    std::fs::write(&artefact, png).unwrap();
+    eprintln!("screenshot of the web chat: {}", artefact.display());
+    // And on a wider screen, with the conversations beside.
+    c.set_window_size(1100, 760).await.unwrap();
+    let wide = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-chat-wide.png");
+    std::fs::write(&wide, c.screenshot().await.unwrap()).unwrap();
+    c.set_window_size(420, 860).await.unwrap();
+
     // Output built to break the renderer is drawn, and the page still loads after it.
     say(c, "break it").await;
     bot_message(c, "still here").await;
@@ -225,9 +236,5 @@ async fn in_chromium_the_page_answers_streams_approves_uploads_resumes_and_rende
         .unwrap();
     assert_eq!(login_shown, false, "still logged in");
 
-    let png = c.screenshot().await.unwrap();
-    let artefact = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-chat.png");
-    std::fs::write(&artefact, png).unwrap();
-    eprintln!("screenshot of the web chat: {}", artefact.display());
     let _ = browser.client.clone().close().await;
 }

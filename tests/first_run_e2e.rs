@@ -119,6 +119,16 @@ async fn a_first_run_offers_the_local_server_and_answers_once_it_is_chosen() {
     assert_eq!(mode(&daemon.home.join("config.yaml")), 0o600);
     assert_eq!(mode(&daemon.home.join("web-token")), 0o600);
     let client = daemon.client(&token).await;
+    assert_eq!(
+        mode(&daemon.home.join("web")),
+        0o700,
+        "uploads and files are private"
+    );
+    assert!(
+        !daemon.log_text().contains("web.listen: neither"),
+        "web.listen is known even when HERMES_WEB_LISTEN wins:\n{}",
+        daemon.log_text()
+    );
     let page = FakeWebPage::open(daemon.port, &token).await;
 
     // No model yet: said in the chat, and the server found here is offered.

@@ -300,3 +300,49 @@ async fn interactively_in_a_terminal_the_found_server_and_telegram_are_set_up() 
     let yaml = std::fs::read_to_string(dir.path().join("config.yaml")).unwrap();
     assert!(yaml.contains("default: \"fake-model\""), "{yaml}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistaken_answer_is_said_and_nothing_is_saved() {
+    let telegram = FakeTelegram::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    home_for(dir.path(), &[&telegram]);
+    let home = dir.path().to_path_buf();
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let unknown_platform = setup(
+            &home,
+            &["--non-interactive", "--platforms", "telegramm"],
+            &[],
+        );
+        let unknown_provider = setup(
+            &home,
+            &["--non-interactive", "--provider", "nobody", "--model", "m"],
+            &[],
+        );
+        let odd_value = setup(
+            &home,
+            &[
+                "--non-interactive",
+                "--platforms",
+                "telegram",
+                "--allowed-users",
+                "42 # me",
+            ],
+            &[("TELEGRAM_BOT_TOKEN", TELEGRAM_TOKEN)],
+        );
+        (
+            [unknown_platform.0, unknown_provider.0, odd_value.0],
+            format!(
+                "{}\n{}\n{}",
+                unknown_platform.1, unknown_provider.1, odd_value.1
+            ),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, [Some(78); 3], "{out}");
+    assert!(out.contains("\"telegramm\" is not a platform"), "{out}");
+    assert!(out.contains("\"nobody\" is not a provider"), "{out}");
+    assert!(out.contains("TELEGRAM_ALLOWED_USERS has a space"), "{out}");
+    let env = std::fs::read_to_string(dir.path().join(".env")).unwrap();
+    assert_eq!(env, "", "nothing saved");
+}

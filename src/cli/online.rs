@@ -27,6 +27,12 @@ pub(super) async fn check(c: &Config, problems: &mut Vec<Problem>) {
 async fn check_model(c: &Config, problems: &mut Vec<Problem>) {
     use crate::llm::check::{ModelAnswer, ask_models};
     let model = &c.model;
+    if !model.is_chosen() {
+        scrubbed_println!(
+            "  model: none chosen yet (the web chat's form, or `hermes-gateway setup`)"
+        );
+        return;
+    }
     let key_name = if model.api_key.is_some() {
         "model.api_key"
     } else {

@@ -167,11 +167,8 @@ impl Asker<'_> {
         if let Some(default) = given.or(default) {
             input = input.default(default.to_owned());
         }
-        input
-            .interact_text()
-            .ok()
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
+        let answer = input.interact_text().unwrap_or_else(|e| stopped(e));
+        Some(answer.trim().to_owned()).filter(|s| !s.is_empty())
     }
 
     /// A secret: asked without echo, or from the environment under `var`.
@@ -179,13 +176,12 @@ impl Asker<'_> {
         if !self.interactive() {
             return from_environment(var);
         }
-        Password::new()
+        let answer = Password::new()
             .with_prompt(question)
             .allow_empty_password(true)
             .interact()
-            .ok()
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|e| stopped(e));
+        Some(answer.trim().to_owned()).filter(|s| !s.is_empty())
     }
 
     fn yes(&self, question: &str, given: bool) -> bool {
@@ -196,8 +192,15 @@ impl Asker<'_> {
             .with_prompt(question)
             .default(given)
             .interact()
-            .unwrap_or(false)
+            .unwrap_or_else(|e| stopped(e))
     }
+}
+
+/// A prompt could not be answered (the terminal closed, input ended): the wizard stops
+/// there, and what was not saved yet is not saved.
+fn stopped(e: dialoguer::Error) -> ! {
+    eprintln!("\nhermes-gateway setup stopped ({e}); what was not saved yet is not saved.");
+    std::process::exit(i32::from(super::EXIT_CONFIG))
 }
 
 /// A variable of the environment `setup` was started with (secrets are taken out of the
@@ -226,6 +229,16 @@ pub fn run(home: PathBuf, args: SetupArgs, runtime: &tokio::runtime::Runtime) ->
             return ExitCode::from(super::EXIT_CONFIG);
         }
     }
+    if let Some(unknown) = args
+        .platforms
+        .iter()
+        .find(|p| Platform::parse(p.trim()).is_none_or(|p| p == Platform::Web))
+    {
+        eprintln!(
+            "hermes-gateway setup: {unknown:?} is not a platform setup knows (telegram, discord, slack, whatsapp)"
+        );
+        return ExitCode::from(super::EXIT_CONFIG);
+    }
     let asker = Asker { args: &args };
     let mut refused = false;
     println!("hermes-gateway setup, in {}\n", home.display());
@@ -251,7 +264,7 @@ pub fn run(home: PathBuf, args: SetupArgs, runtime: &tokio::runtime::Runtime) ->
         ExitCode::from(super::EXIT_CONFIG)
     } else {
         println!(
-            "Saved. Start the gateway with `hermes-gateway run` (a running one: `systemctl reload hermes-gateway`);\n\
+            "Saved. Start the gateway with `hermes-gateway run` (a running one takes it with `hermes-gateway service restart`, or SIGHUP);\n\
              `hermes-gateway check-config --online` checks everything again."
         );
         ExitCode::SUCCESS
@@ -293,9 +306,11 @@ async fn model_step(home: &Path, asker: &Asker<'_>) -> bool {
         }
         options.push("A provider and its key (OpenRouter, Anthropic, OpenAI, …)".into());
         println!("The model the agent thinks with:");
-        let Ok(picked) = Select::new().items(&options).default(0).interact() else {
-            return false;
-        };
+        let picked = Select::new()
+            .items(&options)
+            .default(0)
+            .interact()
+            .unwrap_or_else(|e| stopped(e));
         match picks.get(picked) {
             Some(None) => return true,
             Some(Some(choice)) => choice.clone(),
@@ -349,13 +364,30 @@ fn ask_provider(asker: &Asker<'_>) -> Option<ModelChoice> {
             .items(&names)
             .default(default)
             .interact()
-            .ok()?;
+            .unwrap_or_else(|e| stopped(e));
         names[picked].to_owned()
     } else {
-        args.provider.clone()?
+        let Some(provider) = args.provider.clone() else {
+            println!(
+                "  not saved: --model needs --provider (one of {})",
+                provider_names()
+            );
+            return None;
+        };
+        provider
     };
-    let info = PROVIDERS.iter().find(|p| p.name == provider)?;
-    let model = asker.text("Model name", args.model.as_deref(), None)?;
+    let Some(info) = config::provider(&provider) else {
+        println!(
+            "  not saved: {provider:?} is not a provider (one of {})",
+            provider_names()
+        );
+        return None;
+    };
+    let provider = info.name.to_owned();
+    let Some(model) = asker.text("Model name", args.model.as_deref(), None) else {
+        println!("  not saved: no model name given (--model)");
+        return None;
+    };
     let base_default = (!info.base_url.is_empty()).then_some(info.base_url);
     let base_url = asker.text("Base URL", args.base_url.as_deref(), base_default);
     let local = crate::llm::check::LOCAL_PROVIDERS.contains(&info.name);
@@ -372,6 +404,15 @@ fn ask_provider(asker: &Asker<'_>) -> Option<ModelChoice> {
     })
 }
 
+/// Hermes' provider names, for a message.
+fn provider_names() -> String {
+    PROVIDERS
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One platform: its token(s) checked against it, then saved. `false` when refused.
 async fn platform_step(home: &Path, asker: &Asker<'_>, step: &Step) -> bool {
     println!("{}", step.before);
@@ -386,7 +427,7 @@ async fn platform_step(home: &Path, asker: &Asker<'_>, step: &Step) -> bool {
                 .default(0)
                 .interact()
                 .map(|i| i == 0)
-                .unwrap_or(true)
+                .unwrap_or_else(|e| stopped(e))
         } else {
             from_environment("SLACK_APP_TOKEN").is_some()
         };
@@ -419,6 +460,13 @@ async fn platform_step(home: &Path, asker: &Asker<'_>, step: &Step) -> bool {
     if let Some(allowed) = allowed {
         answers.push((step.allow_var.to_owned(), allowed));
     }
+    if let Some((var, why)) = answers
+        .iter()
+        .find_map(|(var, value)| unfit_for_env(value).map(|why| (var, why)))
+    {
+        println!("  {} not saved: {var} {why}", step.title);
+        return false;
+    }
     if let Err(why) = check_platform(home, step.platform, &answers).await {
         println!(
             "  {} not saved: {}",
@@ -449,8 +497,10 @@ async fn check_platform(
 ) -> Result<(), String> {
     // The secrets being checked are scrubbed from anything printed from here on.
     crate::secrets::remember(answers.iter().map(|(_, v)| v.clone()));
-    let yaml = std::fs::read_to_string(home.join("config.yaml")).unwrap_or_default();
-    let mut dotenv = std::fs::read_to_string(home.join(".env")).unwrap_or_default();
+    let read =
+        |name: &str| config::edit::read_or_empty(&home.join(name)).map_err(|e| e.to_string());
+    let yaml = read("config.yaml")?;
+    let mut dotenv = read(".env")?;
     for (var, value) in answers {
         dotenv = config::edit::set_var(&dotenv, var, value);
     }
@@ -471,15 +521,32 @@ async fn check_platform(
     }
 }
 
+/// Why `value` cannot be a line of `.env` as it is (it would be read back as something
+/// else: cut at a `#`, unquoted, expanded), if it cannot.
+fn unfit_for_env(value: &str) -> Option<&'static str> {
+    if value.chars().any(char::is_control) {
+        Some("has a line break or another control character")
+    } else if value
+        .chars()
+        .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | '$' | '#'))
+    {
+        Some(
+            "has a space, a quote, `$`, `\\` or `#`, which .env would not read back as typed; choose another",
+        )
+    } else {
+        None
+    }
+}
+
 /// Set `answers` in `.env`, whole and private.
 fn save_vars(home: &Path, answers: &[(String, String)]) -> std::io::Result<()> {
     let path = home.join(".env");
-    let mut dotenv = std::fs::read_to_string(&path).unwrap_or_default();
+    let mut dotenv = config::edit::read_or_empty(&path)?;
     for (var, value) in answers {
-        if value.chars().any(char::is_control) {
+        if let Some(why) = unfit_for_env(value) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("{var} has a line break or another control character"),
+                format!("{var} {why}"),
             ));
         }
         dotenv = config::edit::set_var(&dotenv, var, value);

@@ -119,74 +119,142 @@ impl ModelWrite {
         Ok(())
     }
 
-    /// The `model:` section.
-    pub fn section(&self) -> String {
-        let mut block = format!(
-            "model:\n  provider: {}\n  default: {}\n",
-            quoted(&self.provider),
-            quoted(&self.model)
-        );
+    /// `yaml` with this model chosen: in its `model:` section, `provider`, `default` and
+    /// `base_url` set and `api_key` removed (a chosen key lives in `.env`); every other key
+    /// and comment kept as written.
+    pub fn apply(&self, yaml: &str) -> String {
+        let mut keys = vec![
+            ("provider", Some(quoted(&self.provider))),
+            ("default", Some(quoted(&self.model))),
+            ("api_key", None),
+        ];
         if let Some(url) = &self.base_url {
-            block.push_str(&format!("  base_url: {}\n", quoted(url)));
+            keys.push(("base_url", Some(quoted(url))));
         }
-        block
+        set_section_keys(yaml, "model", &keys)
     }
 }
 
-/// `yaml` with its top-level `name:` section (the line and those indented under it, with
-/// the comments among them) replaced by `block`; added at the top when it has none.
-pub fn replace_section(yaml: &str, name: &str, block: &str) -> String {
+/// Whether `line` is a key at the margin (not indented, not a comment, not a document
+/// marker).
+fn margin_key(line: &str) -> bool {
+    line.chars()
+        .next()
+        .is_some_and(|c| !c.is_whitespace() && c != '#' && c != '-' && c != '%')
+}
+
+/// `yaml` with the keys of its top-level `name:` section set (`Some`) or removed (`None`),
+/// the rest as written. A flat `name: value` becomes a section; a missing section is added
+/// after any `---` or directive lines at the top.
+pub fn set_section_keys(yaml: &str, name: &str, keys: &[(&str, Option<String>)]) -> String {
     let head = format!("{name}:");
-    let lines: Vec<&str> = yaml.lines().collect();
-    let starts = |line: &str| {
+    let mut lines: Vec<String> = yaml
+        .lines()
+        .map(|l| l.trim_end_matches('\r').to_owned())
+        .collect();
+    let is_head = |line: &str| {
         line.starts_with(&head)
             && line[head.len()..]
                 .chars()
                 .next()
                 .is_none_or(|c| c.is_whitespace() || c == '#')
     };
-    let Some(start) = lines.iter().position(|l| starts(l)) else {
-        return format!("{block}\n{yaml}");
+    let start = match lines.iter().position(|l| is_head(l)) {
+        Some(start) => {
+            // `model: name` (Hermes' older flat form) becomes a section.
+            let rest = lines[start][head.len()..].trim();
+            if !rest.is_empty() && !rest.starts_with('#') {
+                lines[start] = head.clone();
+            }
+            start
+        }
+        None => {
+            let at = lines
+                .iter()
+                .position(|l| {
+                    !(l.starts_with("---") || l.starts_with('%') || l.starts_with('\u{feff}'))
+                })
+                .unwrap_or(lines.len());
+            lines.insert(at, head.clone());
+            at
+        }
     };
-    // The section ends at the next line that starts at the margin with a key.
     let end = lines[start + 1..]
         .iter()
-        .position(|l| {
-            l.chars()
-                .next()
-                .is_some_and(|c| !c.is_whitespace() && c != '#')
-        })
+        .position(|l| margin_key(l) || l.starts_with("---"))
         .map_or(lines.len(), |at| start + 1 + at);
-    let mut out: Vec<String> = lines[..start].iter().map(|l| l.to_string()).collect();
-    out.push(block.trim_end().to_owned());
-    out.extend(lines[end..].iter().map(|l| l.to_string()));
-    let mut text = out.join("\n");
+    let child = |l: &str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
+    let indent: String = lines[start + 1..end]
+        .iter()
+        .find(|l| child(l))
+        .map(|l| l.chars().take_while(|c| c.is_whitespace()).collect())
+        .unwrap_or_else(|| "  ".into());
+    let mut section: Vec<String> = lines[start + 1..end].to_vec();
+    for (key, value) in keys {
+        let own = |l: &String| {
+            l.starts_with(&indent)
+                && l[indent.len()..].starts_with(&format!("{key}:"))
+                && !l[indent.len()..].starts_with(char::is_whitespace)
+        };
+        let at = section.iter().position(own);
+        match (at, value) {
+            (Some(at), Some(value)) => section[at] = format!("{indent}{key}: {value}"),
+            (Some(at), None) => {
+                section.remove(at);
+            }
+            (None, Some(value)) => {
+                // After the section's last key, before the comments that end it.
+                let last = section.iter().rposition(|l| child(l)).map_or(0, |i| i + 1);
+                section.insert(last, format!("{indent}{key}: {value}"));
+            }
+            (None, None) => {}
+        }
+    }
+    lines.splice(start + 1..end, section);
+    let mut text = lines.join("\n");
     text.push('\n');
     text
 }
 
-/// `env` with `var` set to `value` (the line replaced where it is, else added).
+/// The file at `path`, or nothing when there is none; any other error (unreadable, not
+/// UTF-8) is an error, never taken as an empty file to write over.
+pub fn read_or_empty(path: &Path) -> io::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("{} cannot be read: {e}", path.display()),
+        )),
+    }
+}
+
+/// `env` with `var` set to `value`: its last line replaced (the one that counts), earlier
+/// ones removed, else a line added; an `export ` in front is kept.
 pub fn set_var(env: &str, var: &str, value: &str) -> String {
-    let line = format!("{var}={value}");
-    let mut found = false;
-    let mut out: Vec<String> = env
-        .lines()
-        .map(|l| {
-            let named = l
-                .trim_start()
-                .trim_start_matches("export ")
-                .split_once('=')
-                .is_some_and(|(name, _)| name.trim() == var);
-            if named && !found {
-                found = true;
-                line.clone()
+    let names = |l: &str| {
+        l.trim_start()
+            .trim_start_matches("export ")
+            .split_once('=')
+            .is_some_and(|(name, _)| name.trim() == var)
+    };
+    let lines: Vec<&str> = env.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let last = lines.iter().rposition(|l| names(l));
+    let mut out: Vec<String> = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if Some(i) == last {
+            let export = if l.trim_start().starts_with("export ") {
+                "export "
             } else {
-                l.to_owned()
-            }
-        })
-        .collect();
-    if !found {
-        out.push(line);
+                ""
+            };
+            out.push(format!("{export}{var}={value}"));
+        } else if !names(l) {
+            out.push((*l).to_owned());
+        }
+    }
+    if last.is_none() {
+        out.push(format!("{var}={value}"));
     }
     let mut text = out.join("\n");
     text.push('\n');
@@ -198,15 +266,14 @@ pub fn write_model(home: &Path, choice: &ModelWrite) -> io::Result<()> {
     choice
         .check()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // Both read before either is written: an unreadable file stops it all.
+    let (env_path, config_path) = (home.join(".env"), home.join("config.yaml"));
+    let env = read_or_empty(&env_path)?;
+    let yaml = read_or_empty(&config_path)?;
     if let Some((var, key)) = &choice.key {
-        let env_path = home.join(".env");
-        let env = std::fs::read_to_string(&env_path).unwrap_or_default();
         crate::home::write_private(&env_path, set_var(&env, var, key).as_bytes())?;
     }
-    let config_path = home.join("config.yaml");
-    let yaml = std::fs::read_to_string(&config_path).unwrap_or_default();
-    let written = replace_section(&yaml, "model", &choice.section());
-    crate::home::write_private(&config_path, written.as_bytes())
+    crate::home::write_private(&config_path, choice.apply(&yaml).as_bytes())
 }
 
 #[cfg(test)]
@@ -214,32 +281,76 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_model_section_is_replaced_and_the_rest_kept_as_written() {
-        let yaml = "# top\nmodel:\n  provider: custom   # a comment\n  # inside\n  default: old\nagent:\n  max_turns: 3\n";
+    fn only_the_chosen_keys_change_and_the_rest_is_kept_as_written() {
         let choice = ModelWrite {
             provider: "ollama".into(),
             model: "llama3.2:3b".into(),
             base_url: Some("http://127.0.0.1:11434/v1".into()),
             key: None,
         };
-        let written = replace_section(yaml, "model", &choice.section());
+        let yaml = "# top\r\nmodel:\r\n  provider: custom   # a comment\r\n  # inside\r\n  default: old\r\n  context_length: 32768\r\n  api_key: sk-old\r\n# about agent\r\nagent:\r\n  max_turns: 3\r\n";
         assert_eq!(
-            written,
-            "# top\nmodel:\n  provider: \"ollama\"\n  default: \"llama3.2:3b\"\n  base_url: \"http://127.0.0.1:11434/v1\"\nagent:\n  max_turns: 3\n"
+            choice.apply(yaml),
+            "# top\nmodel:\n  provider: \"ollama\"\n  # inside\n  default: \"llama3.2:3b\"\n  context_length: 32768\n  base_url: \"http://127.0.0.1:11434/v1\"\n# about agent\nagent:\n  max_turns: 3\n"
         );
-        let none = replace_section(
-            "platforms:\n  web:\n    enabled: true\n",
-            "model",
-            &choice.section(),
+        // Hermes' flat form, a four-space indent, no section at all after `---`.
+        assert_eq!(
+            choice.apply("model: old-name\nagent: {}\n"),
+            "model:\n  provider: \"ollama\"\n  default: \"llama3.2:3b\"\n  base_url: \"http://127.0.0.1:11434/v1\"\nagent: {}\n"
         );
-        assert!(none.starts_with("model:\n  provider: \"ollama\""), "{none}");
+        let four = choice.apply("model:\n    default: x\n    max_tokens: 9\n");
+        assert!(
+            four.contains("    default: \"llama3.2:3b\"\n    max_tokens: 9\n"),
+            "{four}"
+        );
+        let none = choice.apply("---\nplatforms:\n  web:\n    enabled: true\n");
+        assert!(
+            none.starts_with("---\nmodel:\n  provider: \"ollama\""),
+            "{none}"
+        );
         assert!(
             none.ends_with("platforms:\n  web:\n    enabled: true\n"),
             "{none}"
         );
-        // `models:` is another section.
-        let other = replace_section("models:\n  x: 1\n", "model", "model:\n  default: a\n");
-        assert!(other.contains("models:\n  x: 1"), "{other}");
+        // A comment, `models:` and an indented `model:` are not the section.
+        let other = choice.apply("# model: no\nmodels:\n  x: 1\nagent:\n  model: keep\n");
+        assert!(
+            other.contains("models:\n  x: 1\nagent:\n  model: keep\n"),
+            "{other}"
+        );
+        assert!(other.starts_with("model:\n"), "{other}");
+        assert!(other.contains("\n# model: no\nmodels:\n"), "{other}");
+        for yaml in [yaml, "model: a\n", "---\nplatforms: {}\n"] {
+            let written = choice.apply(yaml);
+            let env = crate::config::EnvVars::new(Vec::new(), "");
+            let loaded = crate::config::load_from(Path::new("/nonexistent"), &written, &env);
+            assert!(
+                loaded
+                    .problems
+                    .iter()
+                    .all(|p| !p.to_string().contains("YAML")),
+                "{written}: {:?}",
+                loaded.problems
+            );
+        }
+    }
+
+    #[test]
+    fn an_unreadable_file_is_an_error_never_an_empty_one_to_write_over() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".env"), b"KEY=caf\xe9\n").unwrap();
+        let choice = ModelWrite {
+            provider: "openrouter".into(),
+            model: "m".into(),
+            base_url: None,
+            key: Some(("OPENROUTER_API_KEY".into(), "sk-or-1".into())),
+        };
+        assert!(write_model(dir.path(), &choice).is_err());
+        assert_eq!(
+            std::fs::read(dir.path().join(".env")).unwrap(),
+            b"KEY=caf\xe9\n",
+            "left as it was"
+        );
     }
 
     #[test]
@@ -253,6 +364,11 @@ mod tests {
             "# c\nOPENROUTER_API_KEY=new\nOTHER=1\n"
         );
         assert_eq!(set_var("", "K", "v"), "K=v\n");
+        // The last line is the one that counts: it is replaced, the earlier ones go.
+        assert_eq!(
+            set_var("K=1\nK_2=x\nexport K=2\n", "K", "3"),
+            "K_2=x\nexport K=3\n"
+        );
         let mut choice = ModelWrite {
             provider: "openrouter".into(),
             model: "a/b".into(),

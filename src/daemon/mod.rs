@@ -130,7 +130,12 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
     }
     let livenesses = adapters.iter().map(|a| a.liveness()).collect();
     let mut refusals = adapters::start(&tasks, adapters, sink, &stages.intake);
-    tracing::info!(model = %config.model.model, "hermes-gateway is running");
+    let model = if config.model.is_chosen() {
+        config.model.model.as_str()
+    } else {
+        "(none chosen yet)"
+    };
+    tracing::info!(model, "hermes-gateway is running");
     background::report_confinement(parts.confinement.clone(), livenesses);
 
     // Run until asked to stop, or until every platform has refused its configuration.

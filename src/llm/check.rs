@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hermes_adapter::ModelChoice;
 
-use crate::config::edit::{ModelWrite, replace_section, set_var};
+use crate::config::edit::{ModelWrite, read_or_empty, set_var};
 use crate::config::{self, EnvVars, ModelConfig, PROVIDERS};
 
 /// How long a chosen model's endpoint may take to answer the check.
@@ -116,12 +116,12 @@ fn to_write(choice: &ModelChoice) -> Result<ModelWrite, String> {
 /// The model `write` makes of `home`'s configuration, read as a start would read it; the
 /// errors of that reading otherwise.
 fn read_with(home: &Path, write: &ModelWrite) -> Result<ModelConfig, String> {
-    let yaml = std::fs::read_to_string(home.join("config.yaml")).unwrap_or_default();
-    let mut dotenv = std::fs::read_to_string(home.join(".env")).unwrap_or_default();
+    let yaml = read_or_empty(&home.join("config.yaml")).map_err(|e| e.to_string())?;
+    let mut dotenv = read_or_empty(&home.join(".env")).map_err(|e| e.to_string())?;
     if let Some((var, key)) = &write.key {
         dotenv = set_var(&dotenv, var, key);
     }
-    let yaml = replace_section(&yaml, "model", &write.section());
+    let yaml = write.apply(&yaml);
     let env = EnvVars::new(crate::secrets::environment(), &dotenv);
     let loaded = config::load_from(home, &yaml, &env);
     match loaded.config {

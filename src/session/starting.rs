@@ -107,8 +107,9 @@ impl SessionActor {
 
     /// No model is chosen yet: each message is answered with how to choose one.
     async fn no_model_yet(&self, inputs: Vec<UserInput>) {
-        let text = "No model is chosen yet, so I cannot answer. Choose one in the form above \
-                    (a model server on this machine, or a provider and its key), or run \
+        let text = "No model is chosen yet, so I cannot answer. The operator chooses one in \
+                    the web chat's form (`hermes-gateway web-url` prints its address: a model \
+                    server on this machine, or a provider and its key) or with \
                     `hermes-gateway setup` in a terminal.";
         for input in inputs {
             if let Some(inbox_id) = input.inbox_id {

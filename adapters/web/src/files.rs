@@ -52,9 +52,13 @@ impl Files {
 
     /// Make the folders (0700) and remove files older than a week.
     pub async fn prepare(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(web) = self.uploads.parent() {
+            tokio::fs::create_dir_all(web).await?;
+            tokio::fs::set_permissions(web, std::fs::Permissions::from_mode(0o700)).await?;
+        }
         for dir in [&self.uploads, &self.sent] {
             tokio::fs::create_dir_all(dir).await?;
-            use std::os::unix::fs::PermissionsExt;
             tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).await?;
             let mut entries = tokio::fs::read_dir(dir).await?;
             while let Some(entry) = entries.next_entry().await? {

@@ -59,9 +59,8 @@ impl WebSettings {
 pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSettings>> {
     let enabled = source.boolean("platforms.web.enabled");
     // The variable wins (a service unit, a test), as Hermes' variables do over the file.
-    let listen_text = source
-        .var("HERMES_WEB_LISTEN")
-        .or_else(|| source.string("web.listen"));
+    let in_file = source.string("web.listen");
+    let listen_text = source.var("HERMES_WEB_LISTEN").or(in_file);
     let public_url = source
         .string("web.public_url")
         .filter(|u| !u.trim().is_empty());
