@@ -159,11 +159,7 @@ pub fn main() -> ExitCode {
 /// `web-url`: the web chat's login address, on stdout only (a person asked for it).
 fn web_url(home: &std::path::Path, rotate: bool) -> ExitCode {
     let loaded = config::load(home);
-    let address = loaded
-        .config
-        .as_ref()
-        .and_then(|c| c.platform(hermes_adapter::Platform::Web))
-        .and_then(|web| web.address());
+    let address = loaded.config.as_ref().and_then(web_address);
     let Some(address) = address else {
         report(&loaded);
         eprintln!(
@@ -172,9 +168,9 @@ fn web_url(home: &std::path::Path, rotate: bool) -> ExitCode {
         );
         return ExitCode::from(EXIT_NOT_FOUND);
     };
-    match crate::platforms::web_token(home, rotate) {
-        Some(Ok((token, _))) => {
-            println!("{}", crate::platforms::web_login_url(&address, &token));
+    match crate::platforms::web_login(home, &address, rotate) {
+        Some(Ok((login, _))) => {
+            println!("{login}");
             if rotate {
                 eprintln!(
                     "A new login token: a running gateway takes it when reloaded (SIGHUP) or restarted (`hermes-gateway service restart`); browsers logged in before must then open this address again."
@@ -193,36 +189,18 @@ fn web_url(home: &std::path::Path, rotate: bool) -> ExitCode {
     }
 }
 
-/// The web chat's token, made before the daemon reads its settings (the daemon owns the
-/// home's files); `true` when it was made now, so the settings must be read again.
-fn make_web_token(home: &std::path::Path, config: &config::Config) -> Result<bool, String> {
-    if config.platform(hermes_adapter::Platform::Web).is_none() {
-        return Ok(false);
-    }
-    match crate::platforms::web_token(home, false) {
-        Some(Ok((_, made))) => Ok(made),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Ok(false),
-    }
+/// Where the web chat is served, when it is on.
+fn web_address(config: &config::Config) -> Option<String> {
+    config
+        .platform(hermes_adapter::Platform::Web)
+        .and_then(|web| web.address())
 }
 
 /// Where to log into the web chat, for the person who started the daemon at a terminal:
 /// on stderr only then, never into the journal or a log file.
-fn say_web_url(home: &std::path::Path, config: &config::Config) {
-    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        return;
-    }
-    let Some(address) = config
-        .platform(hermes_adapter::Platform::Web)
-        .and_then(|web| web.address())
-    else {
-        return;
-    };
-    if let Some(Ok((token, _))) = crate::platforms::web_token(home, false) {
-        eprintln!(
-            "\n  Web chat: {}\n",
-            crate::platforms::web_login_url(&address, &token)
-        );
+fn say_web_url(login: &str) {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("\n  Web chat: {login}\n");
     }
 }
 
@@ -334,14 +312,22 @@ async fn run(home: PathBuf) -> ExitCode {
         }
     }
     let mut loaded = config::load(&home);
-    if let Some(config) = &loaded.config {
-        match make_web_token(&home, config) {
-            Ok(true) => loaded = config::load(&home),
-            Ok(false) => {}
-            Err(e) => {
+    // The web chat's token is made before the daemon reads its settings (the daemon owns
+    // the home's files); a token made now means the settings are read again.
+    let mut login = None;
+    if let Some(address) = loaded.config.as_ref().and_then(web_address) {
+        match crate::platforms::web_login(&home, &address, false) {
+            Some(Ok((url, made))) => {
+                login = Some(url);
+                if made {
+                    loaded = config::load(&home);
+                }
+            }
+            Some(Err(e)) => {
                 eprintln!("hermes-gateway: cannot make the web chat's login token: {e}");
                 return ExitCode::from(EXIT_CONFIG);
             }
+            None => {}
         }
     }
     report(&loaded);
@@ -362,7 +348,9 @@ async fn run(home: PathBuf) -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     }
-    say_web_url(&home, &config);
+    if let Some(login) = &login {
+        say_web_url(login);
+    }
     crate::reload::run(home, config).await
 }
 

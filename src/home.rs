@@ -19,6 +19,14 @@ pub const SECRET_FILES: &[&str] = &[
     "web-token",
 ];
 
+/// Make the home (0700, with its parents) if it does not exist.
+pub fn create(home: &Path) -> io::Result<()> {
+    if !home.exists() {
+        DirBuilder::new().recursive(true).mode(0o700).create(home)?;
+    }
+    Ok(())
+}
+
 /// How the files [`write_private`] writes beside the one it replaces begin (they hold the
 /// same secrets: never moved out of the home, `confine::workspace`).
 pub const WRITING_PREFIX: &str = ".hermes-write-";
@@ -73,9 +81,7 @@ pub fn working_directory(home: &Path, configured: PathBuf) -> PathBuf {
 /// `fix` and it is the daemon's user's own, else reported with the command that would.
 /// Returns one line per such file, for the operator.
 pub fn prepare(home: &Path, database: &Path, fix: bool) -> io::Result<Vec<String>> {
-    if !home.exists() {
-        DirBuilder::new().recursive(true).mode(0o700).create(home)?;
-    }
+    create(home)?;
     if !database.exists() {
         OpenOptions::new()
             .write(true)

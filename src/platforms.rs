@@ -22,30 +22,24 @@ pub fn read_settings(source: &mut dyn SettingsSource) -> Vec<Box<dyn PlatformSet
     platforms
 }
 
-/// The web chat's login token in `home`, made if there is none yet (`rotate`: replaced by
-/// a new one, which logs every browser out), and whether it is new. `None` in a build
-/// without the web chat.
-pub fn web_token(home: &Path, rotate: bool) -> Option<std::io::Result<(String, bool)>> {
+/// The address that logs a browser into the web chat served at `base`, with the login
+/// token in `home` (made if there is none yet; `rotate`: replaced by a new one, which logs
+/// every browser out), and whether the token is new. `None` in a build without the web
+/// chat.
+pub fn web_login(home: &Path, base: &str, rotate: bool) -> Option<std::io::Result<(String, bool)>> {
     #[cfg(feature = "web")]
     {
         use hermes_web::token;
-        Some(if rotate {
+        let made = if rotate {
             token::rotate(home).map(|t| (t, true))
         } else {
             token::read(home).and_then(|had| Ok((token::ensure(home)?, had.is_none())))
-        })
+        };
+        Some(made.map(|(token, new)| (token::login_url(base, &token), new)))
     }
     #[cfg(not(feature = "web"))]
     {
-        let _ = (home, rotate);
+        let _ = (home, base, rotate);
         None
     }
-}
-
-/// The address that logs a browser into the web chat at `base`.
-pub fn web_login_url(base: &str, token: &str) -> String {
-    #[cfg(feature = "web")]
-    return hermes_web::token::login_url(base, token);
-    #[cfg(not(feature = "web"))]
-    format!("{}/#token={token}", base.trim_end_matches('/'))
 }

@@ -5,7 +5,6 @@
 //! ([`crate::home::write_private`]).
 
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 /// The `config.yaml` a first run writes: the web chat on, answers streamed, no model yet
@@ -45,12 +44,7 @@ pub fn first_run(home: &Path) -> io::Result<bool> {
     if config.exists() {
         return Ok(false);
     }
-    if !home.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(home)?;
-    }
+    crate::home::create(home)?;
     let env = home.join(".env");
     if !env.exists() {
         crate::home::write_private(&env, FIRST_RUN_ENV.as_bytes())?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use hermes_adapter::ModelChoice;
 
 use crate::config::edit::{ModelWrite, read_or_empty, set_var};
-use crate::config::{self, EnvVars, ModelConfig, PROVIDERS};
+use crate::config::{self, EnvVars, ModelConfig};
 
 /// How long a chosen model's endpoint may take to answer the check.
 const CHOICE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -83,11 +83,13 @@ pub async fn ask_models(model: &ModelConfig, timeout: Duration) -> ModelAnswer {
 
 /// The choice as it would be written, or what is wrong with it.
 fn to_write(choice: &ModelChoice) -> Result<ModelWrite, String> {
-    let provider = choice.provider.trim().to_ascii_lowercase();
-    let info = PROVIDERS
-        .iter()
-        .find(|p| p.name == provider)
-        .ok_or_else(|| format!("{provider:?} is not a provider the gateway knows"))?;
+    let info = config::provider(&choice.provider).ok_or_else(|| {
+        format!(
+            "{:?} is not a provider the gateway knows",
+            choice.provider.trim()
+        )
+    })?;
+    let provider = info.name.to_owned();
     let base_url = choice
         .base_url
         .as_deref()
@@ -184,9 +186,7 @@ fn key_goes_where_meant(write: &ModelWrite, model: &ModelConfig) -> Result<(), S
         return Ok(());
     }
     let url = model.base_url.trim_end_matches('/');
-    let own = PROVIDERS
-        .iter()
-        .find(|p| p.name == write.provider)
+    let own = config::provider(&write.provider)
         .is_some_and(|p| !p.base_url.is_empty() && p.base_url.trim_end_matches('/') == url);
     if write.key.is_none() && !own && !config::is_loopback_url(url) {
         return Err(format!(
