@@ -101,7 +101,21 @@ struct Job {
     /// What it writes may be lost on power loss, and it is answered before it is synced
     /// (cursor saves, inbox records a sync will cover before the platform is told).
     relaxed: bool,
+    /// It is answered only once every write before it, relaxed ones included, is on disk
+    /// ([`Store::sync`]).
+    barrier: bool,
     run: Box<dyn FnOnce(&mut Connection) -> Done + Send>,
+}
+
+/// When a job is answered (see [`run_group`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// At once: what it wrote may be lost on power loss.
+    Relaxed,
+    /// Once what it wrote is on disk.
+    Durable,
+    /// Once everything written before it is on disk.
+    Barrier,
 }
 
 /// A job that has run.
@@ -172,6 +186,7 @@ impl Store {
     #[cfg(test)]
     pub fn open_in_memory() -> Result<Store, StoreError> {
         let mut conn = Connection::open_in_memory()?;
+        prepare_once(&conn)?;
         migrations::apply(&mut conn)?;
         Ok(Store::spawn(
             conn,
@@ -207,7 +222,7 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        self.submit(f, false).await
+        self.submit(f, Durability::Durable).await
     }
 
     /// [`Store::call`] for a write that may be lost on power loss (it is answered before it
@@ -217,7 +232,7 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        self.submit(f, true).await
+        self.submit(f, Durability::Relaxed).await
     }
 
     /// Tests of other modules look at a row directly.
@@ -232,17 +247,18 @@ impl Store {
 
     /// Returns once every write so far is on disk (relaxed ones included).
     pub async fn sync(&self) -> Result<(), StoreError> {
-        self.call(|_| Ok(())).await
+        self.submit(|_| Ok(()), Durability::Barrier).await
     }
 
-    async fn submit<T, F>(&self, f: F, relaxed: bool) -> Result<T, StoreError>
+    async fn submit<T, F>(&self, f: F, durability: Durability) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Job {
-            relaxed,
+            relaxed: durability == Durability::Relaxed,
+            barrier: durability == Durability::Barrier,
             run: Box::new(move |conn| {
                 let result = f(conn);
                 Done {
@@ -259,16 +275,20 @@ impl Store {
 }
 
 /// Run a group of jobs that were waiting together, answering each (but relaxed ones) only
-/// once everything committed up to it is on disk, power loss included: the platform is told
-/// we have an update, and a message goes out, only after that. One sync serves the group:
-/// every job commits without syncing (`synchronous = NORMAL`) except the last one that is
-/// not relaxed, which commits with it (`FULL`); in WAL mode a synced commit makes every
-/// commit before it durable too. When that job wrote nothing (a read, a failure, a sync
-/// barrier) while unsynced commits remain, a tiny synced write stands in for it. `state`
-/// carries unsynced (relaxed) commits over to the next group.
+/// once everything it wrote, and everything committed before it, is on disk, power loss
+/// included: the platform is told we have an update, and a message goes out, only after
+/// that. One sync serves the group: every job commits without syncing (`synchronous =
+/// NORMAL`) except the last one that is not relaxed, which commits with it (`FULL`); in WAL
+/// mode a synced commit makes every commit before it durable too. When that job wrote
+/// nothing (a read, a failure) while a durable write of the group is not yet on disk, or
+/// the group holds a sync barrier ([`Store::sync`]) while anything is unsynced, a tiny
+/// synced write stands in for it. A read alone does not sync what relaxed jobs wrote
+/// before it (a relaxed write may be lost by definition; syncing it for every read was an
+/// fsync per reply). `state` carries unsynced (relaxed) commits over to the next group.
 fn run_group(conn: &mut Connection, group: Vec<Job>, state: &mut SyncState) {
     let last_durable = group.iter().rposition(|job| !job.relaxed);
-    let mut must_sync = false;
+    // A durable write of this group, or a barrier, waits for a sync not yet made.
+    let mut owed = false;
     let mut answers = Vec::with_capacity(group.len());
     for (i, job) in group.into_iter().enumerate() {
         let full = Some(i) == last_durable;
@@ -282,16 +302,23 @@ fn run_group(conn: &mut Connection, group: Vec<Job>, state: &mut SyncState) {
             let _ = conn.execute_batch("ROLLBACK");
         }
         if conn.total_changes() != before {
-            state.dirty = !(full && done.ok);
+            let synced = full && done.ok;
+            state.dirty = !synced;
+            if synced {
+                // Everything committed before it is on disk with it.
+                owed = false;
+            } else if !job.relaxed {
+                owed = true;
+            }
         }
         if job.relaxed {
             (done.answer)();
         } else {
-            must_sync |= state.dirty;
+            owed |= job.barrier;
             answers.push(done.answer);
         }
     }
-    if must_sync && state.dirty {
+    if owed && state.dirty {
         state.level(conn, true);
         match sync(conn) {
             Ok(()) => state.dirty = false,
@@ -347,14 +374,26 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    // Every query is prepared once and reused: re-parsing the same SQL was a tenth of the
-    // daemon's CPU (docs/performance.md).
-    conn.set_prepared_statement_cache_capacity(64);
+    prepare_once(conn)?;
     // Checkpoints run on their own thread (`checkpoint`); this one is the safety net.
     conn.pragma_update(None, "wal_autocheckpoint", checkpoint::SAFETY_NET_PAGES)?;
     // Once checkpointed and restarted, the WAL is cut back to this size: without a limit it
     // keeps its largest size until the stop (20 MiB after 200 replies, `hermes-bench` store).
     conn.pragma_update(None, "journal_size_limit", WAL_KEPT_BYTES)?;
+    Ok(())
+}
+
+/// Every query prepared once and reused: re-parsing the same SQL was a tenth of the
+/// daemon's CPU (docs/performance.md, step 3).
+fn prepare_once(conn: &Connection) -> Result<(), StoreError> {
+    conn.set_prepared_statement_cache_capacity(64);
+    // Plans do not depend on the values bound: without this, SQLite re-prepared a cached
+    // statement whenever a bound value might change its plan (the outbox lane's query, the
+    // session's), a fourteenth of the daemon's CPU per reply in step 18's profile.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     Ok(())
 }
 
@@ -471,10 +510,11 @@ mod tests {
             }
         }
 
-        fn job(&self, sql: &'static str, relaxed: bool) -> Job {
+        fn job(&self, sql: &'static str, durability: Durability) -> Job {
             let (seen, events) = (self.seen.clone(), self.events.clone());
             Job {
-                relaxed,
+                relaxed: durability == Durability::Relaxed,
+                barrier: durability == Durability::Barrier,
                 run: Box::new(move |conn: &mut Connection| {
                     seen.lock().unwrap().push(synchronous(conn));
                     conn.execute_batch(sql).unwrap();
@@ -509,9 +549,9 @@ mod tests {
         let mut state = SyncState::default();
         let before = b.wal();
         let group = vec![
-            b.job("INSERT INTO t VALUES (1)", false),
-            b.job("INSERT INTO t VALUES (2)", false),
-            b.job("SELECT * FROM t", false),
+            b.job("INSERT INTO t VALUES (1)", Durability::Durable),
+            b.job("INSERT INTO t VALUES (2)", Durability::Durable),
+            b.job("SELECT * FROM t", Durability::Durable),
         ];
         run_group(&mut b.conn, group, &mut state);
         let (seen, events) = b.take();
@@ -530,8 +570,8 @@ mod tests {
 
         let before = b.wal();
         let group = vec![
-            b.job("INSERT INTO t VALUES (3)", false),
-            b.job("INSERT INTO t VALUES (4)", false),
+            b.job("INSERT INTO t VALUES (3)", Durability::Durable),
+            b.job("INSERT INTO t VALUES (4)", Durability::Durable),
         ];
         run_group(&mut b.conn, group, &mut state);
         assert_eq!(b.take().0, [1, 2]);
@@ -547,7 +587,7 @@ mod tests {
         let mut b = Bench::new();
         let mut state = SyncState::default();
         let before = b.wal();
-        let group = vec![b.job("INSERT INTO t VALUES (1)", true)];
+        let group = vec![b.job("INSERT INTO t VALUES (1)", Durability::Relaxed)];
         run_group(&mut b.conn, group, &mut state);
         let (seen, events) = b.take();
         assert_eq!(seen, [1], "a relaxed write alone is not synced");
@@ -555,16 +595,33 @@ mod tests {
         assert!(state.dirty);
         assert_eq!(b.wal() - before, FRAME);
 
-        // A read that must see durable state (a sync barrier) forces the sync.
+        // A read does not sync what relaxed jobs wrote (that was an fsync per reply).
         let before = b.wal();
-        let group = vec![b.job("SELECT 1", false)];
+        let group = vec![b.job("SELECT 1", Durability::Durable)];
+        run_group(&mut b.conn, group, &mut state);
+        assert!(state.dirty);
+        assert_eq!(b.wal(), before, "no stand-in sync for a read");
+
+        // A sync barrier does.
+        let group = vec![b.job("SELECT 1", Durability::Barrier)];
         run_group(&mut b.conn, group, &mut state);
         assert!(!state.dirty);
         assert_eq!(b.wal() - before, FRAME, "the stand-in sync");
 
-        // Nothing outstanding: a read costs nothing.
+        // A durable write syncs the relaxed one with its own commit.
+        let group = vec![b.job("INSERT INTO t VALUES (2)", Durability::Relaxed)];
+        run_group(&mut b.conn, group, &mut state);
+        assert!(state.dirty);
         let before = b.wal();
-        let group = vec![b.job("SELECT 1", false)];
+        let group = vec![b.job("INSERT INTO t VALUES (3)", Durability::Durable)];
+        run_group(&mut b.conn, group, &mut state);
+        assert_eq!(b.take().0, [2, 2, 1, 2]);
+        assert!(!state.dirty);
+        assert_eq!(b.wal() - before, FRAME, "its own commit is the sync");
+
+        // Nothing outstanding: a barrier costs nothing.
+        let before = b.wal();
+        let group = vec![b.job("SELECT 1", Durability::Barrier)];
         run_group(&mut b.conn, group, &mut state);
         assert_eq!(b.wal(), before);
     }

@@ -49,6 +49,11 @@ pub struct Settled {
     pub later: MessageBody,
 }
 
+/// The pending rows of a chat, oldest first (a lane's query, once per message sent).
+const PENDING_OF_CHAT: &str = "SELECT * FROM outbox
+     WHERE state = 'pending' AND platform = ?1 AND chat_id = ?2 AND account IS ?3
+     ORDER BY id";
+
 impl Store {
     /// Queue messages (all or none), returning their ids in order.
     pub async fn outbox_enqueue(&self, rows: Vec<NewOutboxRow>) -> Result<Vec<i64>, StoreError> {
@@ -65,11 +70,7 @@ impl Store {
     pub async fn outbox_pending(&self, chat: &ChatRef) -> Result<Vec<OutboxRow>, StoreError> {
         let chat = chat.clone();
         self.call(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT * FROM outbox
-                 WHERE state = 'pending' AND platform = ?1 AND chat_id = ?2 AND account IS ?3
-                 ORDER BY id",
-            )?;
+            let mut stmt = conn.prepare_cached(PENDING_OF_CHAT)?;
             let rows = stmt.query_map(
                 params![chat.platform.as_str(), chat.chat_id, chat.account],
                 row_to_outbox,
@@ -553,6 +554,30 @@ mod tests {
                 edit_of: None,
             })
             .collect()
+    }
+
+    #[tokio::test]
+    async fn a_lane_query_is_prepared_once_whatever_it_is_bound_to() {
+        let store = Store::open_in_memory().unwrap();
+        store.outbox_enqueue(rows(&["one"])).await.unwrap();
+        let other = ChatRef {
+            account: Some("team".into()),
+            chat_id: "7".into(),
+            ..chat()
+        };
+        for _ in 0..3 {
+            store.outbox_pending(&chat()).await.unwrap();
+            store.outbox_pending(&other).await.unwrap();
+        }
+        let reprepared = store
+            .sql_for_tests(|conn| {
+                Ok(conn
+                    .prepare_cached(PENDING_OF_CHAT)?
+                    .get_status(rusqlite::StatementStatus::RePrepare))
+            })
+            .await
+            .unwrap();
+        assert_eq!(reprepared, 0, "re-prepared for its bound values");
     }
 
     #[tokio::test]
