@@ -101,6 +101,14 @@ enum PairingAction {
     },
 }
 
+/// The most threads the runtime runs blocking work on (file work, memory snapshots, the
+/// approval reader, name lookups) at once; more waits its turn. Tokio's default, 512, let
+/// a burst of new conversations start a thread each (step 18: 60–150 threads after 1,000
+/// chats at once, each with a malloc arena), so the thread count followed the load. None of
+/// this work waits on other blocking work, so a bound cannot deadlock; a long file search
+/// holds one of these while it runs.
+const BLOCKING_THREADS: usize = 16;
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Run | Command::CheckConfig { .. }) {
@@ -120,6 +128,7 @@ pub fn main() -> ExitCode {
     init_logging(config::logging_level(&home));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()
     {
         Ok(rt) => rt,

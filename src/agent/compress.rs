@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::{cost, estimate_tokens};
 use crate::config::CompressionConfig;
-use crate::llm::LlmClient;
+use crate::llm::{LlmClient, ToolDefinitions};
 use crate::store::{LiveMessage, Store, StoredMessage};
 
 pub use crate::store::SUMMARY_OPENING;
@@ -177,7 +177,7 @@ impl Compressor {
         ];
         let summary = self
             .client
-            .complete(&request, &[], cancel)
+            .complete(&request, &ToolDefinitions::default(), cancel)
             .await
             .map_err(|e| format!("the summary could not be written: {e}"))?;
         if let Err(e) = store

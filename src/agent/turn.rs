@@ -14,7 +14,7 @@ use super::context::{cost, estimate_tokens, fit_tool_results, trim_history};
 use super::{
     AgentRuntime, CONTINUE, GRACE, MAX_CONTINUATIONS, TurnInput, TurnOutcome, image_parts, to_wire,
 };
-use crate::llm::{LlmClient, LlmError};
+use crate::llm::{LlmClient, LlmError, ToolDefinitions};
 use crate::store::StoredMessage;
 use crate::tools::ToolContext;
 
@@ -26,7 +26,7 @@ struct Turn {
     system: String,
     /// What the system prompt takes of a model's context.
     system_tokens: usize,
-    tools: Vec<Value>,
+    tools: ToolDefinitions,
     /// The chat's model (or the main one), then the fallback chain.
     chain: Vec<Arc<LlmClient>>,
     current: usize,
@@ -457,7 +457,12 @@ impl AgentRuntime {
         wire.extend(turn.new_messages.iter().map(to_wire));
         wire.push(json!({"role": "user", "content": GRACE}));
         let grace = llm
-            .complete_streaming(&wire, &[], &turn.cancel, turn.input.stream.as_ref())
+            .complete_streaming(
+                &wire,
+                &ToolDefinitions::default(),
+                &turn.cancel,
+                turn.input.stream.as_ref(),
+            )
             .await;
         if let Ok(answer) = &grace {
             turn.input

@@ -7,8 +7,11 @@
 mod anthropic;
 pub mod check;
 pub mod local;
+mod offer;
 mod openai;
 mod sse;
+
+pub use offer::ToolDefinitions;
 
 use std::time::Duration;
 
@@ -220,6 +223,9 @@ enum Attempt {
     Fatal(LlmError),
 }
 
+/// Open connections to a provider kept for later calls (see [`LlmClient::new`]).
+const IDLE_CONNECTIONS: usize = 32;
+
 /// One call's request, built once for all its attempts.
 struct Request {
     url: String,
@@ -232,8 +238,8 @@ struct Request {
 }
 
 /// `body` as the bytes of a request.
-fn serialised(body: &Value) -> bytes::Bytes {
-    // A `Value`'s map keys are strings, so it always serialises.
+fn serialised(body: &impl serde::Serialize) -> bytes::Bytes {
+    // Made of `Value`s and strings: map keys are strings, so it always serialises.
     serde_json::to_vec(body)
         .expect("a JSON value serialises")
         .into()
@@ -244,6 +250,10 @@ impl LlmClient {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
+            // Connections kept open for the next call. Unbounded (reqwest's default), a
+            // burst of a thousand calls left a thousand open connections, ~50 KiB each, for
+            // the pool's idle time (step 18's heap profile).
+            .pool_max_idle_per_host(IDLE_CONNECTIONS)
             // A provider's redirect must not carry the key elsewhere.
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -268,7 +278,7 @@ impl LlmClient {
     pub async fn complete(
         &self,
         messages: &[Value],
-        tools: &[Value],
+        tools: &ToolDefinitions,
         cancel: &CancellationToken,
     ) -> Result<Completion, LlmError> {
         self.complete_streaming(messages, tools, cancel, None).await
@@ -279,7 +289,7 @@ impl LlmClient {
     pub async fn complete_streaming(
         &self,
         messages: &[Value],
-        tools: &[Value],
+        tools: &ToolDefinitions,
         cancel: &CancellationToken,
         deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
     ) -> Result<Completion, LlmError> {
@@ -294,7 +304,7 @@ impl LlmClient {
         result
     }
 
-    fn request(&self, messages: &[Value], tools: &[Value]) -> Request {
+    fn request(&self, messages: &[Value], tools: &ToolDefinitions) -> Request {
         let config = &self.config;
         match config.dialect {
             Dialect::OpenAi => {
@@ -311,14 +321,14 @@ impl LlmClient {
                 let body = openai::body(config, messages, tools, stream_options);
                 Request {
                     url: format!("{}/chat/completions", config.base_url),
-                    stream_options: body.get("stream_options").is_some(),
+                    stream_options: body.asks_stream_options(),
                     body: serialised(&body),
                     headers,
                 }
             }
             Dialect::Anthropic => Request {
                 url: anthropic::url(&config.base_url),
-                body: serialised(&anthropic::body(config, messages, tools)),
+                body: serialised(&anthropic::body(config, messages, tools.values())),
                 stream_options: false,
                 headers: anthropic::headers(config),
             },
@@ -335,7 +345,7 @@ impl LlmClient {
     async fn call(
         &self,
         messages: &[Value],
-        tools: &[Value],
+        tools: &ToolDefinitions,
         cancel: &CancellationToken,
         deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
     ) -> Result<Completion, LlmError> {

@@ -3,9 +3,13 @@
 //! [`Completion`]. OpenRouter gets its attribution headers, its cost report, and, for
 //! Claude models, `cache_control` on the system prompt and the last three messages.
 
-use serde_json::{Value, json};
+use std::borrow::Cow;
 
-use super::{Completion, Decoded, ToolCall, Usage};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::{Completion, Decoded, ToolCall, ToolDefinitions, Usage};
 use crate::config::ModelConfig;
 
 /// Keys the agent puts on messages for other dialects (Anthropic's thinking blocks): never
@@ -13,36 +17,27 @@ use crate::config::ModelConfig;
 const FOREIGN_KEYS: &[&str] = &["reasoning_blocks"];
 
 /// The request body for `messages` with `tools` offered.
-pub(super) fn body(
+pub(super) fn body<'a>(
     config: &ModelConfig,
-    messages: &[Value],
-    tools: &[Value],
+    messages: &'a [Value],
+    tools: &'a ToolDefinitions,
     stream_options: bool,
-) -> Value {
-    let mut messages: Vec<Value> = messages.to_vec();
-    for message in &mut messages {
-        if let Some(m) = message.as_object_mut() {
-            for key in FOREIGN_KEYS {
-                m.remove(*key);
-            }
-        }
-    }
+) -> Body<'a> {
     let openrouter = config.provider == "openrouter";
-    if openrouter && is_claude(&config.model) {
-        mark_cache_breakpoints(&mut messages);
-    }
-    let mut body = json!({
-        "model": config.model,
-        "messages": messages,
-        "stream": true,
-    });
+    let messages = if openrouter && is_claude(&config.model) {
+        let mut marked = messages.to_vec();
+        mark_cache_breakpoints(&mut marked);
+        Cow::Owned(marked)
+    } else {
+        Cow::Borrowed(messages)
+    };
+    let mut fields = Map::new();
+    fields.insert("model".into(), json!(config.model));
+    fields.insert("stream".into(), json!(true));
     // The last event then says how many tokens the call took (OpenAI's option; servers
     // that refuse it are asked without it from then on).
     if stream_options {
-        body["stream_options"] = json!({"include_usage": true});
-    }
-    if !tools.is_empty() {
-        body["tools"] = Value::Array(tools.to_vec());
+        fields.insert("stream_options".into(), json!({"include_usage": true}));
     }
     if let Some(max) = config.max_tokens {
         // OpenAI's newer models take only the newer name.
@@ -51,11 +46,11 @@ pub(super) fn body(
         } else {
             "max_tokens"
         };
-        body[name] = json!(max);
+        fields.insert(name.into(), json!(max));
     }
     if openrouter {
         // OpenRouter says what the call cost.
-        body["usage"] = json!({"include": true});
+        fields.insert("usage".into(), json!({"include": true}));
     }
     // OpenRouter's Claude with reasoning wants its reasoning details sent back with tool
     // calls, which this dialect does not keep: no reasoning when tools are on offer.
@@ -67,15 +62,78 @@ pub(super) fn body(
     {
         match (openrouter, effort) {
             (_, "none") if !openrouter => {}
-            (true, "none") => body["reasoning"] = json!({"enabled": false}),
-            (true, effort) => body["reasoning"] = json!({"effort": openai_effort(effort)}),
+            (true, "none") => {
+                fields.insert("reasoning".into(), json!({"enabled": false}));
+            }
+            (true, effort) => {
+                fields.insert("reasoning".into(), json!({"effort": openai_effort(effort)}));
+            }
             (false, effort) if config.provider == "openai" => {
-                body["reasoning_effort"] = json!(openai_effort(effort))
+                fields.insert("reasoning_effort".into(), json!(openai_effort(effort)));
             }
             _ => {}
         }
     }
-    body
+    Body {
+        fields,
+        messages,
+        tools: tools.json(),
+    }
+}
+
+/// A chat completions request body, serialised straight to bytes: its few small fields,
+/// then the conversation and the shared tool definitions as they are (no `Value` tree of
+/// the whole body, no copy of the messages or the tools).
+pub(super) struct Body<'a> {
+    fields: Map<String, Value>,
+    messages: Cow<'a, [Value]>,
+    tools: Option<&'a RawValue>,
+}
+
+impl Body<'_> {
+    pub(super) fn asks_stream_options(&self) -> bool {
+        self.fields.contains_key("stream_options")
+    }
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in &self.fields {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry("messages", &Messages(&self.messages))?;
+        if let Some(tools) = self.tools {
+            map.serialize_entry("tools", tools)?;
+        }
+        map.end()
+    }
+}
+
+/// The messages without the keys of other dialects ([`FOREIGN_KEYS`]).
+struct Messages<'a>(&'a [Value]);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(WithoutForeignKeys))
+    }
+}
+
+struct WithoutForeignKeys<'a>(&'a Value);
+
+impl Serialize for WithoutForeignKeys<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(message) if FOREIGN_KEYS.iter().any(|k| message.contains_key(*k)) => {
+                serializer.collect_map(
+                    message
+                        .iter()
+                        .filter(|(key, _)| !FOREIGN_KEYS.contains(&key.as_str())),
+                )
+            }
+            other => other.serialize(serializer),
+        }
+    }
 }
 
 /// Hermes' levels in OpenAI's words.
@@ -263,6 +321,38 @@ impl super::Decoder for Accumulator {
 mod tests {
     use super::*;
 
+    fn as_value(body: Body) -> Value {
+        serde_json::to_value(&body).unwrap()
+    }
+
+    #[test]
+    fn the_body_carries_the_tools_as_they_are_and_no_foreign_keys() {
+        let config = crate::llm::tests::model("http://x");
+        let messages = vec![
+            json!({"role": "user", "content": "hi"}),
+            json!({"role": "assistant", "content": "ok", "reasoning_blocks": [{"type": "thinking"}]}),
+        ];
+        let tools = ToolDefinitions::new(vec![
+            json!({"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}),
+        ]);
+        let body = as_value(body(&config, &messages, &tools, true));
+        assert_eq!(body["tools"], Value::Array(tools.values().to_vec()));
+        assert_eq!(body["messages"][0], messages[0]);
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "assistant", "content": "ok"})
+        );
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert_eq!(body["model"], json!(config.model));
+        let none = as_value(super::body(
+            &config,
+            &messages,
+            &ToolDefinitions::default(),
+            false,
+        ));
+        assert!(none.get("tools").is_none() && none.get("stream_options").is_none());
+    }
+
     #[test]
     fn streamed_tool_call_pieces_are_joined() {
         let mut acc = Accumulator::default();
@@ -305,7 +395,8 @@ mod tests {
         let messages: Vec<Value> = std::iter::once(json!({"role": "system", "content": "be brief"}))
             .chain((0..6).map(|i| json!({"role": if i % 2 == 0 {"user"} else {"assistant"}, "content": format!("m{i}")})))
             .collect();
-        let body = body(&config, &messages, &[], true);
+        let none = ToolDefinitions::default();
+        let body = as_value(body(&config, &messages, &none, true));
         let marked: Vec<usize> = body["messages"]
             .as_array()
             .unwrap()
@@ -322,7 +413,7 @@ mod tests {
             model: "openai/gpt-5".into(),
             ..config
         };
-        let body = super::body(&other, &messages, &[], true);
+        let body = as_value(super::body(&other, &messages, &none, true));
         assert_eq!(body["messages"][0]["content"], "be brief");
     }
 }

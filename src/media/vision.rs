@@ -6,7 +6,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::VisionConfig;
-use crate::llm::LlmClient;
+use crate::llm::{LlmClient, ToolDefinitions};
 
 const PROMPT: &str = "Describe this image for someone who cannot see it: what it shows, any text in it (word for word), and anything notable. Answer with the description only.";
 
@@ -36,7 +36,7 @@ impl Describer {
         ]})];
         let described = self
             .llm
-            .complete(&messages, &[], cancel)
+            .complete(&messages, &ToolDefinitions::default(), cancel)
             .await
             .map_err(|e| e.to_string())?;
         let text = described.content.trim();

@@ -85,7 +85,8 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &'static str;
     /// Hermes' toolset it belongs to (`terminal`, `file`, `todo`, `memory`…).
     fn toolset(&self) -> &'static str;
-    /// The OpenAI function definition offered to the model.
+    /// The OpenAI function definition offered to the model. Fixed for the life of the
+    /// tool: the toolbox makes it once per set of offered tools and shares it.
     fn definition(&self) -> Value;
     /// Why the tool cannot be offered now (a missing key or binary), if so.
     fn unavailable(&self) -> Option<String> {

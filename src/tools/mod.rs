@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalBroker, Gate};
 use crate::config::TerminalConfig;
-use crate::llm::ToolCall;
+use crate::llm::{ToolCall, ToolDefinitions};
 use crate::process::ProcessRegistry;
 pub use crate::tool::{Tool, ToolContext, ToolResult};
 pub use shell_tools::Shell;
@@ -119,7 +119,22 @@ pub struct Toolbox {
     toolsets: crate::config::ToolsetsConfig,
     /// The MCP servers' tools, as they come and go.
     mcp: Option<Arc<crate::mcp::Mcp>>,
+    /// The definitions made for each set of offered tools seen, shared by the turns that
+    /// offer that set (see [`Toolbox::definitions`]).
+    made: std::sync::Mutex<Vec<Made>>,
 }
+
+/// Definitions made once: the tools they are of (held, so a tool dropped and another
+/// made at its address cannot be mistaken for it) and the definitions.
+struct Made {
+    tools: Vec<Arc<dyn Tool>>,
+    definitions: ToolDefinitions,
+}
+
+/// The sets of offered tools whose definitions are kept: a few per daemon (per platform's
+/// toolsets, a sub-agent's fewer, MCP servers coming and going); past this many, they are
+/// made afresh.
+const MADE_KEPT: usize = 16;
 
 impl Toolbox {
     /// The gateway's tools.
@@ -216,6 +231,7 @@ impl Toolbox {
             tools,
             toolsets,
             mcp: None,
+            made: Default::default(),
         }
     }
 
@@ -256,9 +272,33 @@ impl Toolbox {
         repair_name(name, &self.names)
     }
 
-    /// OpenAI `tools` definitions for the turn `ctx`.
-    pub fn definitions(&self, ctx: &ToolContext) -> Vec<Value> {
-        self.offered(ctx).map(|t| t.definition()).collect()
+    /// OpenAI `tools` definitions for the turn `ctx`, made once per set of offered tools
+    /// and shared. A tool's definition depends only on the tool (its schema and
+    /// description are fixed when it is made; an MCP server's tools are new tools when it
+    /// lists them again), so the same tools always have the same definitions.
+    pub fn definitions(&self, ctx: &ToolContext) -> ToolDefinitions {
+        let offered: Vec<Arc<dyn Tool>> = self.offered(ctx).collect();
+        let same_tools = |made: &Made| {
+            made.tools.len() == offered.len()
+                && made
+                    .tools
+                    .iter()
+                    .zip(&offered)
+                    .all(|(a, b)| Arc::ptr_eq(a, b))
+        };
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = made.iter().find(|m| same_tools(m)) {
+            return found.definitions.clone();
+        }
+        let definitions = ToolDefinitions::new(offered.iter().map(|t| t.definition()).collect());
+        if made.len() == MADE_KEPT {
+            made.remove(0);
+        }
+        made.push(Made {
+            tools: offered,
+            definitions: definitions.clone(),
+        });
+        definitions
     }
 
     fn find(&self, name: &str, ctx: &ToolContext) -> Option<Arc<dyn Tool>> {
@@ -460,5 +500,62 @@ mod name_tests {
         let text = crate::metrics::render(None, &[]);
         assert!(text.contains("tool=\"unknown\""), "{text}");
         assert!(!text.contains("made-up"), "{text}");
+    }
+
+    /// A tool offered to a person's turn only.
+    struct TopOnly(&'static str);
+
+    impl Tool for TopOnly {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn toolset(&self) -> &'static str {
+            "test"
+        }
+        fn definition(&self) -> Value {
+            serde_json::json!({"type": "function", "function": {"name": self.0}})
+        }
+        fn unavailable(&self) -> Option<String> {
+            None
+        }
+        fn offered_in(&self, ctx: &ToolContext) -> bool {
+            ctx.depth == 0 || self.0 == "always"
+        }
+        fn reads_only(&self, _args: &Value) -> bool {
+            true
+        }
+        fn path_scope(&self, _args: &Value) -> Option<std::path::PathBuf> {
+            None
+        }
+        fn run<'a>(
+            &'a self,
+            _args: Value,
+            _ctx: &'a ToolContext,
+        ) -> futures_util::future::BoxFuture<'a, ToolResult> {
+            Box::pin(std::future::ready(ToolResult::text("ok")))
+        }
+    }
+
+    #[test]
+    fn definitions_are_made_once_per_set_of_offered_tools() {
+        let toolbox = Toolbox::with(
+            Default::default(),
+            vec![Arc::new(TopOnly("always")), Arc::new(TopOnly("top"))],
+        );
+        let person = ToolContext::for_tests();
+        let child = ToolContext {
+            depth: 1,
+            ..ToolContext::for_tests()
+        };
+        let first = toolbox.definitions(&person);
+        assert_eq!(format!("{first:?}"), r#"["always", "top"]"#);
+        // The same set: the same shared definitions, not a copy.
+        assert!(toolbox.definitions(&person).same(&first));
+        // Fewer tools: definitions of their own, also kept.
+        let fewer = toolbox.definitions(&child);
+        assert_eq!(format!("{fewer:?}"), r#"["always"]"#);
+        assert!(!fewer.same(&first));
+        assert!(toolbox.definitions(&child).same(&fewer));
+        assert!(toolbox.definitions(&person).same(&first));
     }
 }
