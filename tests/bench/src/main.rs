@@ -255,6 +255,8 @@ async fn run(options: &Options) -> Value {
     };
     report["idle"] = json!({
         "rss_mib": round3(mib(idle.rss_kib)),
+        "anon_mib": round3(mib(idle.anon_kib)),
+        "file_mib": round3(mib(idle.file_kib)),
         "threads": idle.threads,
         "cpu_ms_in_1s": idle_cpu,
     });
@@ -369,8 +371,10 @@ fn print_table(r: &Value) {
     row(
         "idle RSS (1 s after first poll)",
         format!(
-            "{} MiB, {} threads, {} ms CPU in that second",
+            "{} MiB ({} heap and stacks, {} files), {} threads, {} ms CPU in that second",
             num(&r["idle"]["rss_mib"], 1),
+            num(&r["idle"]["anon_mib"], 1),
+            num(&r["idle"]["file_mib"], 1),
             r["idle"]["threads"],
             num(&r["idle"]["cpu_ms_in_1s"], 0)
         ),

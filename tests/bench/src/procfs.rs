@@ -4,10 +4,13 @@
 
 use std::time::Duration;
 
-/// `VmRSS`, `VmHWM` and `Threads` of a process.
+/// `VmRSS` (and its parts: the heap and stacks, the binary's and libraries' pages),
+/// `VmHWM` and `Threads` of a process.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Memory {
     pub rss_kib: u64,
+    pub anon_kib: u64,
+    pub file_kib: u64,
     pub hwm_kib: u64,
     pub threads: u64,
 }
@@ -22,6 +25,8 @@ pub fn memory(pid: u32) -> Option<Memory> {
     };
     Some(Memory {
         rss_kib: field("VmRSS")?,
+        anon_kib: field("RssAnon").unwrap_or(0),
+        file_kib: field("RssFile").unwrap_or(0),
         hwm_kib: field("VmHWM")?,
         threads: field("Threads").unwrap_or(0),
     })
