@@ -391,3 +391,41 @@ async fn a_refused_key_is_said_once_to_the_person_and_at_warn_to_the_operator() 
         "{log}"
     );
 }
+
+/// `model.max_concurrent_calls`: beyond it, calls wait for a place instead of each holding
+/// a connection (and its request body) at once; every one is answered in the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_the_models_limit_wait_their_turn() {
+    let w = World::allow_all().await;
+    w.set_model(
+        &format!(
+            "model:\n  provider: custom\n  default: fake-model\n  base_url: {}\n  max_concurrent_calls: 2\n",
+            w.llm.base_url()
+        ),
+        "",
+    );
+    w.llm.answer_by_default(|_| {
+        Reply::Delayed(Duration::from_millis(300), Box::new(Reply::text("done")))
+    });
+    let _d = w.start();
+    let chats: Vec<i64> = (0..5).map(|i| 9_100 + i).collect();
+    for &chat in &chats {
+        w.telegram.dm(chat, "hello");
+    }
+    for &chat in &chats {
+        assert_eq!(w.replies(chat, 1).await, ["done"]);
+    }
+    let timings = w.llm.timings();
+    assert_eq!(timings.len(), 5);
+    let most_at_once = timings
+        .iter()
+        .map(|t| {
+            timings
+                .iter()
+                .filter(|o| o.arrived <= t.arrived && o.finished.is_none_or(|end| end > t.arrived))
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert!(most_at_once <= 2, "{most_at_once} calls in flight at once");
+}

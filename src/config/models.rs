@@ -273,6 +273,10 @@ pub(super) fn read_model(
                 .unwrap_or(120)
                 .max(1),
         ),
+        max_concurrent_calls: y
+            .number("model.max_concurrent_calls", problems)
+            .unwrap_or(DEFAULT_CONCURRENT_CALLS)
+            .clamp(1, 10_000) as usize,
         max_tokens: y.number("model.max_tokens", problems).map(|n| n as u32),
         reasoning_effort: read_effort(y, problems),
     };
@@ -324,6 +328,11 @@ pub(super) fn read_model(
 /// A hosted provider without a key, or with the example's placeholder for one, would
 /// refuse every request: a problem. A local server (a `custom` endpoint, Ollama, LM Studio,
 /// any loopback address) may need none.
+/// Calls to one model in flight at once, unless `model.max_concurrent_calls` says.
+/// Each waits for its answer holding a connection (~40 KiB over HTTP/1, docs/performance.md);
+/// a provider's rate limits come long before this many.
+pub const DEFAULT_CONCURRENT_CALLS: u64 = 64;
+
 fn check_key(model: &ModelConfig, problems: &mut Vec<Problem>) {
     if let Some(key) = &model.api_key
         && super::sections::is_placeholder(key.expose())

@@ -119,6 +119,9 @@ pub struct ModelConfig {
     pub max_attempts: u32,
     /// Longest silence allowed inside a streaming response before it counts as failed.
     pub stream_idle_timeout: Duration,
+    /// Calls to this model in flight at once (`model.max_concurrent_calls`); more wait
+    /// their turn, holding nothing but their place (see `llm::LlmClient`).
+    pub max_concurrent_calls: usize,
 }
 
 impl ModelConfig {

@@ -213,6 +213,10 @@ pub struct LlmClient {
     retry: Backoff,
     /// The provider refused `stream_options` once: it is not sent again.
     no_stream_options: std::sync::atomic::AtomicBool,
+    /// Places for attempts in flight (`model.max_concurrent_calls`). An attempt writes its
+    /// body and opens or takes a connection only once it has one, so a call that waits
+    /// holds nothing else; a retry's backoff holds none.
+    in_flight: tokio::sync::Semaphore,
 }
 
 enum Attempt {
@@ -226,23 +230,23 @@ enum Attempt {
 /// Open connections to a provider kept for later calls (see [`LlmClient::new`]).
 const IDLE_CONNECTIONS: usize = 32;
 
-/// One call's request, built once for all its attempts.
+/// One call's request line and headers, made once for all its attempts. Its body is
+/// written for each attempt and not kept: hyper drops it once it is on the socket, so a
+/// call waiting for its answer holds no copy of the conversation (with a thousand calls in
+/// flight the kept bodies were a fifth of the daemon's peak, docs/performance.md).
 struct Request {
     url: String,
-    /// The JSON body, serialised once for all attempts (a long conversation's body is the
-    /// call's largest allocation; as a `Value` it would take several times the bytes).
-    body: bytes::Bytes,
     /// Whether the body asks for `stream_options`.
     stream_options: bool,
     headers: Vec<(&'static str, String)>,
 }
 
-/// `body` as the bytes of a request.
-fn serialised(body: &impl serde::Serialize) -> bytes::Bytes {
+/// `body` as the bytes of a request; `room` is what its largest parts are known to take.
+fn serialised(body: &impl serde::Serialize, room: usize) -> bytes::Bytes {
+    let mut bytes = Vec::with_capacity(room + 1024);
     // Made of `Value`s and strings: map keys are strings, so it always serialises.
-    serde_json::to_vec(body)
-        .expect("a JSON value serialises")
-        .into()
+    serde_json::to_writer(&mut bytes, body).expect("a JSON value serialises");
+    bytes.into()
 }
 
 impl LlmClient {
@@ -258,11 +262,13 @@ impl LlmClient {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
+        let in_flight = tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1));
         LlmClient {
             http,
             config,
             retry: Backoff::new(Duration::from_millis(500), Duration::from_secs(20)).jittered(),
             no_stream_options: Default::default(),
+            in_flight,
         }
     }
 
@@ -304,13 +310,10 @@ impl LlmClient {
         result
     }
 
-    fn request(&self, messages: &[Value], tools: &ToolDefinitions) -> Request {
+    fn request(&self) -> Request {
         let config = &self.config;
         match config.dialect {
             Dialect::OpenAi => {
-                let stream_options = !self
-                    .no_stream_options
-                    .load(std::sync::atomic::Ordering::Relaxed);
                 let mut headers: Vec<(&'static str, String)> = openai::headers(config)
                     .into_iter()
                     .map(|(k, v)| (k, v.to_owned()))
@@ -318,20 +321,34 @@ impl LlmClient {
                 if let Some(key) = &config.api_key {
                     headers.push(("authorization", format!("Bearer {}", key.expose())));
                 }
-                let body = openai::body(config, messages, tools, stream_options);
                 Request {
                     url: format!("{}/chat/completions", config.base_url),
-                    stream_options: body.asks_stream_options(),
-                    body: serialised(&body),
+                    stream_options: !self
+                        .no_stream_options
+                        .load(std::sync::atomic::Ordering::Relaxed),
                     headers,
                 }
             }
             Dialect::Anthropic => Request {
                 url: anthropic::url(&config.base_url),
-                body: serialised(&anthropic::body(config, messages, tools.values())),
                 stream_options: false,
                 headers: anthropic::headers(config),
             },
+        }
+    }
+
+    /// The body of one attempt of `request`.
+    fn body(&self, request: &Request, messages: &[Value], tools: &ToolDefinitions) -> bytes::Bytes {
+        let config = &self.config;
+        let room = tools.json().map_or(0, |t| t.get().len());
+        match config.dialect {
+            Dialect::OpenAi => serialised(
+                &openai::body(config, messages, tools, request.stream_options),
+                room,
+            ),
+            Dialect::Anthropic => {
+                serialised(&anthropic::body(config, messages, tools.values()), room)
+            }
         }
     }
 
@@ -349,12 +366,16 @@ impl LlmClient {
         cancel: &CancellationToken,
         deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
     ) -> Result<Completion, LlmError> {
-        let mut request = self.request(messages, tools);
+        let mut request = self.request();
         let mut last = String::new();
         for attempt in 1..=self.config.max_attempts {
             let outcome = tokio::select! {
                 _ = cancel.cancelled() => return Err(LlmError::Cancelled),
-                r = self.attempt(&request, deltas) => r,
+                r = async {
+                    // Never closed, so the place always comes.
+                    let _place = self.in_flight.acquire().await;
+                    self.attempt(&request, self.body(&request, messages, tools), deltas).await
+                } => r,
             };
             match outcome {
                 Ok(completion) => {
@@ -371,7 +392,7 @@ impl LlmClient {
                     );
                     self.no_stream_options
                         .store(true, std::sync::atomic::Ordering::Relaxed);
-                    request = self.request(messages, tools);
+                    request = self.request();
                 }
                 Err(Attempt::Fatal(e)) => return Err(e),
                 Err(Attempt::Retry { error, after }) => {
@@ -398,6 +419,7 @@ impl LlmClient {
     async fn attempt(
         &self,
         request: &Request,
+        body: bytes::Bytes,
         deltas: Option<&mpsc::UnboundedSender<StreamDelta>>,
     ) -> Result<Completion, Attempt> {
         if let Some(deltas) = deltas {
@@ -407,7 +429,7 @@ impl LlmClient {
             .http
             .post(&request.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(request.body.clone());
+            .body(body);
         // What errors name: the URL without credentials or query.
         let url = &shown_url(&request.url);
         for (name, value) in &request.headers {
@@ -677,6 +699,7 @@ pub(crate) mod tests {
             reasoning_effort: None,
             max_attempts: 1,
             stream_idle_timeout: Duration::from_secs(5),
+            max_concurrent_calls: 64,
         }
     }
 

@@ -90,12 +90,6 @@ pub(super) struct Body<'a> {
     tools: Option<&'a RawValue>,
 }
 
-impl Body<'_> {
-    pub(super) fn asks_stream_options(&self) -> bool {
-        self.fields.contains_key("stream_options")
-    }
-}
-
 impl Serialize for Body<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
