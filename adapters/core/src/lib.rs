@@ -43,6 +43,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Idle connections a platform's HTTP client keeps open to one host for later requests.
+/// reqwest keeps every one by default: a burst of sends to a thousand chats over HTTP/1
+/// (a local Bot API server, the fakes) left a thousand open connections, ~20 KiB each, for
+/// the pool's idle time (docs/performance.md, step 18).
+pub const IDLE_CONNECTIONS_PER_HOST: usize = 16;
+
 pub use async_trait::async_trait;
 pub use tokio_util::sync::CancellationToken;
 

@@ -87,6 +87,7 @@ impl Rest {
         auth.set_sensitive(true);
         let build = |timeout| {
             reqwest::Client::builder()
+                .pool_max_idle_per_host(hermes_adapter::IDLE_CONNECTIONS_PER_HOST)
                 // Discord does not redirect API calls, and a CDN file that redirects
                 // elsewhere is not fetched.
                 .redirect(reqwest::redirect::Policy::none())

@@ -82,6 +82,7 @@ impl SlackSender {
             open,
             commands,
             http: reqwest::Client::builder()
+                .pool_max_idle_per_host(hermes_adapter::IDLE_CONNECTIONS_PER_HOST)
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(Duration::from_secs(10))
                 .timeout(FILE_TIMEOUT)

@@ -49,10 +49,16 @@ impl TelegramAdapter {
         let url = reqwest::Url::parse(&settings.api_url).map_err(|e| {
             AdapterError::Config(format!("bad Telegram API URL {:?}: {e}", settings.api_url))
         })?;
-        let bot = Bot::new(settings.token.clone()).set_api_url(url.clone());
+        // teloxide's own settings (its timeouts), with a bound on idle connections.
+        let client = teloxide_core::net::default_reqwest_settings()
+            .pool_max_idle_per_host(hermes_adapter::IDLE_CONNECTIONS_PER_HOST)
+            .build()
+            .map_err(|e| AdapterError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let bot = Bot::with_client(settings.token.clone(), client).set_api_url(url.clone());
         // Files move tens of megabytes: their requests get minutes, not the seconds a
         // message gets.
         let files_client = reqwest::Client::builder()
+            .pool_max_idle_per_host(hermes_adapter::IDLE_CONNECTIONS_PER_HOST)
             .connect_timeout(Duration::from_secs(10))
             .timeout(FILE_TIMEOUT)
             .build()

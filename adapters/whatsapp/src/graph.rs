@@ -47,6 +47,7 @@ impl Graph {
         auth.set_sensitive(true);
         let build = |timeout| {
             reqwest::Client::builder()
+                .pool_max_idle_per_host(hermes_adapter::IDLE_CONNECTIONS_PER_HOST)
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(Duration::from_secs(10))
                 .timeout(timeout)
