@@ -147,7 +147,10 @@ impl Lane {
                         }
                     }
                 };
-                match self.deliver(&sender, row).await {
+                // Boxed: a lane spends most of its life waiting for work, and its future is
+                // as large as the largest thing it awaits inline (2.7 KiB per chat with the
+                // send inline, docs/performance.md step 18).
+                match Box::pin(self.deliver(&sender, row)).await {
                     Sent::Done => {}
                     Sent::Stop => break 'lane,
                     Sent::Held => {

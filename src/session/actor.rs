@@ -12,25 +12,22 @@ impl SessionActor {
             // daemon waits for that); an idle actor simply goes with the process. What was
             // not answered stays open in the inbox for the next start.
             tokio::select! {
+                // The work an input or a turn's end starts is boxed: an actor spends its life
+                // waiting, and its future is as large as the largest thing it awaits inline
+                // (4.4 KiB per conversation when these were not boxed; now what waiting
+                // holds, docs/performance.md step 18).
                 input = self.rx.recv() => match input {
-                    Some(input) => self.handle(*input, &mut running).await,
+                    Some(input) => Box::pin(self.handle(*input, &mut running)).await,
                     None => break,
                 },
                 ended = join(&mut running) => {
                     let turn = running.take().expect("a turn was running");
-                    let resume = self.turn_ended(turn, ended).await;
-                    if work.is_cancelled() {
-                        continue; // nothing new starts while the daemon stops
-                    }
-                    match resume {
-                        Some(resume) => self.start(resume.inputs, resume.user_text, resume.carried, &mut running).await,
-                        None => self.start_next(&mut running).await,
-                    }
+                    Box::pin(self.after_turn(turn, ended, &work, &mut running)).await;
                 }
                 _ = tokio::time::sleep(IDLE_RETIRE), if running.is_none() => {
                     // Work left waiting (a queued turn that could not start) is retried first.
                     if !self.queued.is_empty() || !self.interrupting.is_empty() {
-                        self.start_next(&mut running).await;
+                        Box::pin(self.start_next(&mut running)).await;
                         continue;
                     }
                     let mut actors = self.directory.lock().expect("directory lock");
@@ -40,6 +37,27 @@ impl SessionActor {
                     }
                 }
             }
+        }
+    }
+
+    /// A turn ended: its end recorded, then what waits started (unless the daemon stops).
+    async fn after_turn(
+        &mut self,
+        turn: RunningTurn,
+        ended: Option<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
+        work: &CancellationToken,
+        running: &mut Option<RunningTurn>,
+    ) {
+        let resume = self.turn_ended(turn, ended).await;
+        if work.is_cancelled() {
+            return; // nothing new starts while the daemon stops
+        }
+        match resume {
+            Some(resume) => {
+                self.start(resume.inputs, resume.user_text, resume.carried, running)
+                    .await
+            }
+            None => self.start_next(running).await,
         }
     }
 
