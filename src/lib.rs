@@ -10,6 +10,7 @@ pub mod confine;
 pub mod cron;
 pub mod daemon;
 pub mod delivery;
+pub mod heap;
 pub mod home;
 pub mod http;
 pub mod journal;

@@ -228,6 +228,15 @@ pub fn adapter_restart(on: Platform) {
 /// A turn ended after `took`.
 pub fn turn(took: Duration) {
     METRICS.turn_seconds.observe(took.as_secs_f64());
+    TURNS_ENDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Turns ended since the start (what tells the daemon it has gone quiet).
+static TURNS_ENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many turns have ended since the start.
+pub fn turns_ended() -> u64 {
+    TURNS_ENDED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A model call ended after `took`.

@@ -109,6 +109,7 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
     // Before anything can bring a command in (Slack's `/hermes` words come with them).
     adapters::register_commands(&tasks, senders);
     background::relay_wakeups(&tasks, wakeups, sink.clone(), stages.intake.clone());
+    background::trim_after_bursts(&tasks, stages.intake.clone());
     background::prune_regularly(
         &tasks,
         store.clone(),
