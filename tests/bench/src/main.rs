@@ -27,8 +27,10 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --daemon PATH  the hermes-gateway binary (default: the one next to this executable)
   --quick        a small smoke run (10-20 chats, a few messages)
   --json-only    print only the JSON object
-  --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops,store
-                 (for profiling one phase; the main daemon's start, idle and exit always run;
+  --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops,
+                 conversations,store (for profiling one phase; the main daemon's start, idle
+                 and exit always run; `conversations` — a fresh daemon's memory once 10,000
+                 people each spoke once and it sat idle 15 s — runs after the main daemon;
                  `store` — the database's size after 100,000 group messages not for the bot
                  and after 10,000 answered ones — runs only when named, it takes minutes)
   --terminal K=V a `terminal.K: V` setting for the main daemon, e.g. sandbox=off or
@@ -39,9 +41,16 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
                          [--context-length TOKENS] [--message-bytes N] [--daemon PATH]";
 
-const PHASES: [&str; 5] = ["starts", "sequential", "tool", "loops", "store"];
+const PHASES: [&str; 6] = [
+    "starts",
+    "sequential",
+    "tool",
+    "loops",
+    "conversations",
+    "store",
+];
 /// Phases run without `--only`.
-const DEFAULT_PHASES: [&str; 4] = ["starts", "sequential", "tool", "loops"];
+const DEFAULT_PHASES: [&str; 5] = ["starts", "sequential", "tool", "loops", "conversations"];
 
 struct Options {
     daemon: PathBuf,
@@ -70,6 +79,8 @@ struct Sizes {
     loops: &'static [(usize, usize)],
     /// Group messages not for the bot, and answered direct messages, in `store`.
     store: (usize, usize),
+    /// People who each speak once in `conversations`.
+    conversations: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -79,6 +90,7 @@ const FULL: Sizes = Sizes {
     tool: 20,
     loops: &[(100, 3), (1000, 2)],
     store: (100_000, 10_000),
+    conversations: 10_000,
 };
 
 const QUICK: Sizes = Sizes {
@@ -88,6 +100,7 @@ const QUICK: Sizes = Sizes {
     tool: 3,
     loops: &[(10, 3), (20, 2)],
     store: (2_000, 200),
+    conversations: 200,
 };
 
 fn parse_args() -> Result<Options, String> {
@@ -313,9 +326,19 @@ async fn run(options: &Options) -> Value {
     if !errors.is_empty() {
         eprintln!("daemon log (last 30 lines):\n{}", p.log_tail(30));
     }
-    report["errors"] = json!(errors);
     drop(p);
     w.remove();
+
+    if options.runs("conversations") {
+        let many = phases::conversations(
+            &options.daemon,
+            sizes.conversations,
+            Duration::from_secs(15),
+        )
+        .await;
+        report["conversations"] = record(&mut errors, "conversations", many);
+    }
+    report["errors"] = json!(errors);
     report
 }
 
@@ -474,6 +497,27 @@ fn print_table(r: &Value) {
         "CPU per reply over the closed loops",
         format!("{} ms", num(&r["cpu_ms_per_reply_closed_loops"], 2)),
     );
+
+    let cv = &r["conversations"];
+    if let Some(e) = cv["error"].as_str() {
+        println!();
+        println!("many conversations: FAILED: {e}");
+    } else if !cv.is_null() {
+        println!();
+        println!("many conversations (a fresh daemon)");
+        row(
+            &format!("{} people, each answered once", cv["conversations"]),
+            format!(
+                "in {} s; RSS {} MiB, then {} MiB after {} s idle ({} heap and stacks), {} threads",
+                num(&cv["answered_in_s"], 1),
+                num(&cv["rss_after_answers_mib"], 1),
+                num(&cv["rss_idle_mib"], 1),
+                cv["idle_s"],
+                num(&cv["anon_idle_mib"], 1),
+                cv["threads_idle"]
+            ),
+        );
+    }
 
     let st = &r["store"];
     if let Some(e) = st["error"].as_str() {

@@ -375,6 +375,51 @@ pub async fn store_growth(
     }))
 }
 
+/// A fresh daemon's resident memory once `conversations` people have each sent one message
+/// and been answered (in waves of at most 1,000 at once), and it has then sat idle for
+/// `idle`: what a bot with many occasional users holds between their messages.
+pub async fn conversations(
+    binary: &std::path::Path,
+    conversations: usize,
+    idle: Duration,
+) -> Result<Value, String> {
+    const FIRST_CHAT: i64 = 7_000_000;
+    const WAVE: usize = 1_000;
+    let (mut w, mut p) = fresh_daemon(binary).await?;
+    let started = Instant::now();
+    let result = async {
+        let mut sent = 0;
+        while sent < conversations {
+            let wave = WAVE.min(conversations - sent);
+            for i in 0..wave {
+                let chat = FIRST_CHAT + (sent + i) as i64;
+                w.telegram.dm(chat, &format!("hello from chat {chat}"));
+            }
+            replies(&mut w, &p, 0, wave, REPLY_TIMEOUT * 4).await?;
+            sent += wave;
+        }
+        let answered_in = started.elapsed();
+        let busy = procfs::memory(p.pid).unwrap_or_default();
+        tokio::time::sleep(idle).await;
+        check_alive(&p)?;
+        let idle_memory = procfs::memory(p.pid).unwrap_or_default();
+        Ok(json!({
+            "conversations": conversations,
+            "answered_in_s": round3(answered_in.as_secs_f64()),
+            "rss_after_answers_mib": round3(procfs::mib(busy.rss_kib)),
+            "idle_s": idle.as_secs(),
+            "rss_idle_mib": round3(procfs::mib(idle_memory.rss_kib)),
+            "anon_idle_mib": round3(procfs::mib(idle_memory.anon_kib)),
+            "peak_rss_mib": round3(procfs::mib(idle_memory.hwm_kib)),
+            "threads_idle": idle_memory.threads,
+        }))
+    }
+    .await;
+    let _ = p.terminate(Duration::from_secs(30)).await;
+    w.remove();
+    result
+}
+
 /// A new home and fakes with the daemon started and polling.
 async fn fresh_daemon(binary: &std::path::Path) -> Result<(World, Process), String> {
     let w = World::new().await;
