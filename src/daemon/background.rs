@@ -122,18 +122,21 @@ pub(super) fn prune_regularly(
 /// How often the daemon looks whether a burst of turns has ended.
 const QUIET_CHECK: Duration = Duration::from_secs(5);
 
-/// Once a burst of turns is over (turns ended since the last look, none since), the memory
-/// the burst freed goes back to the system. glibc keeps freed memory inside its arenas
-/// and returns only what lies at their tops; after a thousand conversations at once,
-/// pieces still in use (an actor, a channel) pin the rest, and the daemon kept its peak
-/// until it stopped: 22 MiB of 93 after 10,000 conversations (docs/performance.md, step
-/// 18). `malloc_trim` gives back the free pages in the middle too. It walks the arenas
-/// under their locks, a few milliseconds for a hundred MiB, so it runs off the async
-/// threads and only when quiet, at most once per burst.
+/// Once a burst of turns is over (turns ended since the last look, none since), and again
+/// once the burst's idle lanes and actors have ended (a tenth of the tasks alive at the
+/// last trim gone), the memory they freed goes back to the system. glibc keeps freed
+/// memory inside its arenas and returns only what lies at their tops; after a thousand
+/// conversations at once, pieces still in use (an actor, a channel) pin the rest, and the
+/// daemon kept its peak until it stopped (docs/performance.md, step 18). `malloc_trim`
+/// gives back the free pages in the middle too. It walks the arenas under their locks, a
+/// few milliseconds for a hundred MiB, so it runs off the async threads and only when
+/// quiet.
 pub(super) fn trim_after_bursts(tasks: &TaskTracker, intake: CancellationToken) {
+    let runtime = tokio::runtime::Handle::current();
+    let alive = move || runtime.metrics().num_alive_tasks();
     tasks.spawn(async move {
-        let (mut seen, mut trimmed) =
-            (crate::metrics::turns_ended(), crate::metrics::turns_ended());
+        let mut seen = crate::metrics::turns_ended();
+        let (mut trimmed_turns, mut trimmed_tasks) = (seen, alive());
         loop {
             tokio::select! {
                 _ = intake.cancelled() => return,
@@ -142,9 +145,15 @@ pub(super) fn trim_after_bursts(tasks: &TaskTracker, intake: CancellationToken) 
             let now = crate::metrics::turns_ended();
             let quiet = now == seen;
             seen = now;
-            if quiet && now != trimmed {
-                trimmed = now;
+            let tasks = alive();
+            let burst_over = now != trimmed_turns;
+            let burst_gone = tasks + 100.max(trimmed_tasks / 10) <= trimmed_tasks;
+            if quiet && (burst_over || burst_gone) {
                 let _ = tokio::task::spawn_blocking(crate::heap::give_back).await;
+                (trimmed_turns, trimmed_tasks) = (now, alive());
+            } else if tasks > trimmed_tasks && !quiet {
+                // A burst is running: what it ends with is measured from its top.
+                trimmed_tasks = tasks;
             }
         }
     });

@@ -30,7 +30,7 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops,
                  conversations,store (for profiling one phase; the main daemon's start, idle
                  and exit always run; `conversations` — a fresh daemon's memory once 10,000
-                 people each spoke once and it sat idle 15 s — runs after the main daemon;
+                 people each spoke once and it sat idle 35 s — runs after the main daemon;
                  `store` — the database's size after 100,000 group messages not for the bot
                  and after 10,000 answered ones — runs only when named, it takes minutes)
   --terminal K=V a `terminal.K: V` setting for the main daemon, e.g. sandbox=off or
@@ -49,6 +49,11 @@ const PHASES: [&str; 6] = [
     "conversations",
     "store",
 ];
+/// How long the `conversations` phase's daemon sits idle before its memory is read: past
+/// the 30 s after which an idle delivery lane ends, before the 10 minutes after which an
+/// idle session actor does (the steady state of a bot between its users' messages).
+const CONVERSATIONS_IDLE: Duration = Duration::from_secs(35);
+
 /// Phases run without `--only`.
 const DEFAULT_PHASES: [&str; 5] = ["starts", "sequential", "tool", "loops", "conversations"];
 
@@ -330,12 +335,8 @@ async fn run(options: &Options) -> Value {
     w.remove();
 
     if options.runs("conversations") {
-        let many = phases::conversations(
-            &options.daemon,
-            sizes.conversations,
-            Duration::from_secs(15),
-        )
-        .await;
+        let many =
+            phases::conversations(&options.daemon, sizes.conversations, CONVERSATIONS_IDLE).await;
         report["conversations"] = record(&mut errors, "conversations", many);
     }
     report["errors"] = json!(errors);
