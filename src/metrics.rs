@@ -231,7 +231,8 @@ pub fn turn(took: Duration) {
     TURNS_ENDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Turns ended since the start (what tells the daemon it has gone quiet).
+/// Turns ended since the start (what tells the daemon it has gone quiet). Counted here:
+/// the turn histogram's own count is readable only in prometheus-client's tests.
 static TURNS_ENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// How many turns have ended since the start.

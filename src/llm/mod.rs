@@ -340,15 +340,12 @@ impl LlmClient {
     /// The body of one attempt of `request`.
     fn body(&self, request: &Request, messages: &[Value], tools: &ToolDefinitions) -> bytes::Bytes {
         let config = &self.config;
-        let room = tools.json().map_or(0, |t| t.get().len());
         match config.dialect {
-            Dialect::OpenAi => serialised(
-                &openai::body(config, messages, tools, request.stream_options),
-                room,
-            ),
-            Dialect::Anthropic => {
-                serialised(&anthropic::body(config, messages, tools.values()), room)
+            Dialect::OpenAi => {
+                let body = openai::body(config, messages, tools, request.stream_options);
+                serialised(&body, tools.json().map_or(0, |t| t.get().len()))
             }
+            Dialect::Anthropic => serialised(&anthropic::body(config, messages, tools.values()), 0),
         }
     }
 

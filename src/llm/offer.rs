@@ -52,6 +52,7 @@ impl ToolDefinitions {
     }
 
     /// Whether `self` and `other` are the same shared definitions (not merely equal).
+    #[cfg(test)]
     pub fn same(&self, other: &ToolDefinitions) -> bool {
         match (&self.0, &other.0) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),

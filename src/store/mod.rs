@@ -98,12 +98,9 @@ impl StoreError {
 /// Work for the store thread: it runs on the connection and returns whether it succeeded
 /// and how to hand its result back (held until the result is durable).
 struct Job {
-    /// What it writes may be lost on power loss, and it is answered before it is synced
-    /// (cursor saves, inbox records a sync will cover before the platform is told).
-    relaxed: bool,
-    /// It is answered only once every write before it, relaxed ones included, is on disk
-    /// ([`Store::sync`]).
-    barrier: bool,
+    /// When it is answered: relaxed (cursor saves, inbox records a sync will cover before
+    /// the platform is told), durable, or a barrier ([`Store::sync`]).
+    durability: Durability,
     run: Box<dyn FnOnce(&mut Connection) -> Done + Send>,
 }
 
@@ -257,8 +254,7 @@ impl Store {
     {
         let (reply, answer) = oneshot::channel();
         let job = Job {
-            relaxed: durability == Durability::Relaxed,
-            barrier: durability == Durability::Barrier,
+            durability,
             run: Box::new(move |conn| {
                 let result = f(conn);
                 Done {
@@ -286,7 +282,9 @@ impl Store {
 /// before it (a relaxed write may be lost by definition; syncing it for every read was an
 /// fsync per reply). `state` carries unsynced (relaxed) commits over to the next group.
 fn run_group(conn: &mut Connection, group: Vec<Job>, state: &mut SyncState) {
-    let last_durable = group.iter().rposition(|job| !job.relaxed);
+    let last_durable = group
+        .iter()
+        .rposition(|job| job.durability != Durability::Relaxed);
     // A durable write of this group, or a barrier, waits for a sync not yet made.
     let mut owed = false;
     let mut answers = Vec::with_capacity(group.len());
@@ -307,15 +305,17 @@ fn run_group(conn: &mut Connection, group: Vec<Job>, state: &mut SyncState) {
             if synced {
                 // Everything committed before it is on disk with it.
                 owed = false;
-            } else if !job.relaxed {
+            } else if job.durability != Durability::Relaxed {
                 owed = true;
             }
         }
-        if job.relaxed {
-            (done.answer)();
-        } else {
-            owed |= job.barrier;
-            answers.push(done.answer);
+        match job.durability {
+            Durability::Relaxed => (done.answer)(),
+            Durability::Durable => answers.push(done.answer),
+            Durability::Barrier => {
+                owed = true;
+                answers.push(done.answer);
+            }
         }
     }
     if owed && state.dirty {
@@ -513,8 +513,7 @@ mod tests {
         fn job(&self, sql: &'static str, durability: Durability) -> Job {
             let (seen, events) = (self.seen.clone(), self.events.clone());
             Job {
-                relaxed: durability == Durability::Relaxed,
-                barrier: durability == Durability::Barrier,
+                durability,
                 run: Box::new(move |conn: &mut Connection| {
                     seen.lock().unwrap().push(synchronous(conn));
                     conn.execute_batch(sql).unwrap();
