@@ -1,10 +1,15 @@
 //! Searching a person's past conversations (`session_search`): the FTS5 index over every
 //! stored message (those compression or `/undo` took out of the context included), ranked,
-//! one hit per session, with the session's title and when it was.
+//! one hit per session, with the session's title and when it was. Only the person's
+//! [`RANKED_MATCHES`] newest matches are ranked, so a common word costs what a rare one does.
 
 use rusqlite::params;
 
 use super::{Store, StoreError};
+
+/// How many of the person's newest matching messages are ranked: a search for a common
+/// word looks at this many of its latest mentions, a rare word's are all ranked.
+const RANKED_MATCHES: i64 = 2_000;
 
 /// A session that matched.
 #[derive(Debug, Clone)]
@@ -36,36 +41,73 @@ impl Store {
         let user_id = user_id.to_owned();
         let except = except.to_owned();
         self.call(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT s.id, s.title, s.started_at,
-                        snippet(messages_fts, 0, '[', ']', '…', 16), rank
+            // bm25 costs about a microsecond a row, and a word in every fifth message of a
+            // long history would be ranked over tens of thousands of rows on each call: past
+            // `RANKED_MATCHES` matches (anyone's; counting them is cheap), only the person's
+            // newest that many are ranked. Under it the window would hold every match
+            // anyway, and FTS5's own rank order joins only the rows it hands out.
+            let matches: i64 = conn
+                .prepare_cached("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?1")?
+                .query_row([&query], |r| r.get(0))?;
+            let windowed = matches > RANKED_MATCHES;
+            let mut stmt = conn.prepare_cached(if !windowed {
+                "SELECT m.id, s.id, s.title, s.started_at
                  FROM messages_fts
                  JOIN messages m ON m.id = messages_fts.rowid
                  JOIN sessions s ON s.id = m.session_id
                  WHERE messages_fts MATCH ?1 AND s.platform = ?2 AND s.user_id = ?3
                    AND (s.id != ?4 OR m.hidden IS NOT NULL) AND (?5 IS NULL OR s.chat_id = ?5)
-                 ORDER BY rank LIMIT 200",
-            )?;
-            let rows =
-                stmt.query_map(params![query, platform, user_id, except, only_chat], |r| {
-                    Ok(SessionHit {
-                        session_id: r.get(0)?,
-                        title: r.get(1)?,
-                        started_at: r.get(2)?,
-                        snippet: r.get(3)?,
-                    })
-                })?;
-            let mut hits: Vec<SessionHit> = Vec::new();
+                 ORDER BY rank LIMIT 200"
+            } else {
+                "SELECT id, session_id, title, started_at FROM (
+                     SELECT m.id AS id, s.id AS session_id, s.title AS title,
+                            s.started_at AS started_at, rank AS rank
+                     FROM messages_fts
+                     JOIN messages m ON m.id = messages_fts.rowid
+                     JOIN sessions s ON s.id = m.session_id
+                     WHERE messages_fts MATCH ?1 AND s.platform = ?2 AND s.user_id = ?3
+                       AND (s.id != ?4 OR m.hidden IS NOT NULL)
+                       AND (?5 IS NULL OR s.chat_id = ?5)
+                     ORDER BY messages_fts.rowid DESC LIMIT ?6)
+                 ORDER BY rank LIMIT 200"
+            })?;
+            let mut bound =
+                params![query, platform, user_id, except, only_chat, RANKED_MATCHES].to_vec();
+            if !windowed {
+                bound.pop();
+            }
+            let rows = stmt.query_map(bound.as_slice(), |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    SessionHit {
+                        session_id: r.get(1)?,
+                        title: r.get(2)?,
+                        started_at: r.get(3)?,
+                        snippet: String::new(),
+                    },
+                ))
+            })?;
+            let mut hits: Vec<(i64, SessionHit)> = Vec::new();
             for hit in rows {
                 let hit = hit?;
-                if !hits.iter().any(|h| h.session_id == hit.session_id) {
+                if !hits.iter().any(|(_, h)| h.session_id == hit.1.session_id) {
                     hits.push(hit);
                 }
                 if hits.len() == limit {
                     break;
                 }
             }
-            Ok(hits)
+            // Snippets for the few hits kept only, not for every row ranked.
+            let mut snippet = conn.prepare_cached(
+                "SELECT snippet(messages_fts, 0, '[', ']', '…', 16) FROM messages_fts
+                 WHERE messages_fts MATCH ?1 AND rowid = ?2",
+            )?;
+            let mut found = Vec::with_capacity(hits.len());
+            for (message_id, mut hit) in hits {
+                hit.snippet = snippet.query_row(params![query, message_id], |r| r.get(0))?;
+                found.push(hit);
+            }
+            Ok(found)
         })
         .await
     }
@@ -163,5 +205,43 @@ mod tests {
             .unwrap();
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].session_id, ana_now.id);
+    }
+
+    #[tokio::test]
+    async fn a_common_word_is_ranked_over_the_newest_mentions_only() {
+        let store = Store::open_in_memory().unwrap();
+        let chat = ChatRef {
+            platform: Platform::Telegram,
+            account: None,
+            chat_id: "1".into(),
+            thread_id: None,
+            kind: ChatKind::Direct,
+        };
+        // The best match by rank (the shortest text), but older than the newest
+        // `RANKED_MATCHES` mentions.
+        let old = store.session_open("a", &chat, Some("ana")).await.unwrap();
+        store
+            .session_append(&old.id, vec![StoredMessage::user("tonight")])
+            .await
+            .unwrap();
+        store.session_end("a", "reset").await.unwrap();
+        let newer = store.session_open("a", &chat, Some("ana")).await.unwrap();
+        let chatter = "what shall we have for dinner tonight, something quick and warm";
+        store
+            .session_append(
+                &newer.id,
+                vec![StoredMessage::user(chatter); RANKED_MATCHES as usize],
+            )
+            .await
+            .unwrap();
+        store.session_end("a", "reset").await.unwrap();
+        let now = store.session_open("a", &chat, Some("ana")).await.unwrap();
+        let hits = store
+            .search_own_sessions("tonight", "telegram", "ana", &now.id, None, 5)
+            .await
+            .unwrap();
+        let found: Vec<&str> = hits.iter().map(|h| h.session_id.as_str()).collect();
+        assert_eq!(found, [newer.id.as_str()]);
+        assert!(hits[0].snippet.contains("[tonight]"), "{}", hits[0].snippet);
     }
 }

@@ -9,6 +9,7 @@
 mod long;
 mod phases;
 mod procfs;
+mod search;
 mod stats;
 mod world;
 
@@ -28,9 +29,10 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --quick        a small smoke run (10-20 chats, a few messages)
   --json-only    print only the JSON object
   --only LIST    run only these phases, comma-separated: starts,sequential,tool,loops,
-                 conversations,store (for profiling one phase; the main daemon's start, idle
-                 and exit always run; `conversations` — a fresh daemon's memory once 10,000
-                 people each spoke once and it sat idle 35 s — runs after the main daemon;
+                 conversations,search,store (for profiling one phase; the main daemon's
+                 start, idle and exit always run; `conversations` — a fresh daemon's memory
+                 once 10,000 people each spoke once and it sat idle 35 s — and `search` —
+                 `session_search` over a person's 100,000-message history — run after it;
                  `store` — the database's size after 100,000 group messages not for the bot
                  and after 10,000 answered ones — runs only when named, it takes minutes)
   --terminal K=V a `terminal.K: V` setting for the main daemon, e.g. sandbox=off or
@@ -41,12 +43,13 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
                          [--context-length TOKENS] [--message-bytes N] [--daemon PATH]";
 
-const PHASES: [&str; 6] = [
+const PHASES: [&str; 7] = [
     "starts",
     "sequential",
     "tool",
     "loops",
     "conversations",
+    "search",
     "store",
 ];
 /// How long the `conversations` phase's daemon sits idle before its memory is read: past
@@ -55,7 +58,14 @@ const PHASES: [&str; 6] = [
 const CONVERSATIONS_IDLE: Duration = Duration::from_secs(35);
 
 /// Phases run without `--only`.
-const DEFAULT_PHASES: [&str; 5] = ["starts", "sequential", "tool", "loops", "conversations"];
+const DEFAULT_PHASES: [&str; 6] = [
+    "starts",
+    "sequential",
+    "tool",
+    "loops",
+    "conversations",
+    "search",
+];
 
 struct Options {
     daemon: PathBuf,
@@ -86,6 +96,8 @@ struct Sizes {
     store: (usize, usize),
     /// People who each speak once in `conversations`.
     conversations: usize,
+    /// Messages in the person's history, and calls timed per query, in `search`.
+    search: (usize, usize),
 }
 
 const FULL: Sizes = Sizes {
@@ -96,6 +108,7 @@ const FULL: Sizes = Sizes {
     loops: &[(100, 3), (1000, 2)],
     store: (100_000, 10_000),
     conversations: 10_000,
+    search: (100_000, 20),
 };
 
 const QUICK: Sizes = Sizes {
@@ -106,6 +119,7 @@ const QUICK: Sizes = Sizes {
     loops: &[(10, 3), (20, 2)],
     store: (2_000, 200),
     conversations: 200,
+    search: (2_000, 3),
 };
 
 fn parse_args() -> Result<Options, String> {
@@ -339,6 +353,11 @@ async fn run(options: &Options) -> Value {
             phases::conversations(&options.daemon, sizes.conversations, CONVERSATIONS_IDLE).await;
         report["conversations"] = record(&mut errors, "conversations", many);
     }
+    if options.runs("search") {
+        let (messages, samples) = sizes.search;
+        let found = search::session_search(&options.daemon, messages, samples).await;
+        report["search"] = record(&mut errors, "search", found);
+    }
     report["errors"] = json!(errors);
     report
 }
@@ -518,6 +537,28 @@ fn print_table(r: &Value) {
                 cv["threads_idle"]
             ),
         );
+    }
+
+    let se = &r["search"];
+    if let Some(e) = se["error"].as_str() {
+        println!();
+        println!("session_search: FAILED: {e}");
+    } else if !se.is_null() {
+        println!();
+        println!(
+            "session_search over {} messages in {} sessions (tool step, stream end → next request)",
+            se["messages"], se["sessions"]
+        );
+        for (name, steps) in se["tool_step_ms"].as_object().into_iter().flatten() {
+            row(
+                name,
+                format!(
+                    "p50 {} ms, max {} ms",
+                    num(&steps["p50"], 2),
+                    num(&steps["max"], 2)
+                ),
+            );
+        }
     }
 
     let st = &r["store"];

@@ -12,9 +12,9 @@ use crate::stats::{Samples, round3};
 use crate::world::{Process, World};
 
 /// How long one reply may take before the phase calls it lost.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
 
-fn check_alive(p: &Process) -> Result<(), String> {
+pub fn check_alive(p: &Process) -> Result<(), String> {
     match p.exited() {
         Some(exit) => Err(format!("the daemon exited (code {:?})", exit.code)),
         None => Ok(()),
@@ -421,7 +421,7 @@ pub async fn conversations(
 }
 
 /// A new home and fakes with the daemon started and polling.
-async fn fresh_daemon(binary: &std::path::Path) -> Result<(World, Process), String> {
+pub async fn fresh_daemon(binary: &std::path::Path) -> Result<(World, Process), String> {
     let w = World::new().await;
     let p = w.spawn(binary)?;
     w.first_poll_after(p.started, Duration::from_secs(10))
@@ -431,7 +431,7 @@ async fn fresh_daemon(binary: &std::path::Path) -> Result<(World, Process), Stri
 }
 
 /// Wait for `count` replies (to `chat`, or to anyone when it is 0).
-async fn replies(
+pub async fn replies(
     w: &mut World,
     p: &Process,
     chat: i64,
