@@ -225,7 +225,7 @@ delivery:
     for name in ("config.yaml", ".env"):
         os.chmod(os.path.join(home, name), 0o600)
     log = open(os.path.join(home, "daemon.log"), "w")
-    env = dict(os.environ, HERMES_LOG="warn")
+    env = dict(os.environ, HERMES_LOG=os.environ.get("HERMES_LOG", "warn"))
     daemon = subprocess.Popen([a.daemon, "run", "--home", home], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=log, env=env)
     try:
