@@ -53,8 +53,8 @@ const PHASES: [&str; 7] = [
     "store",
 ];
 /// How long the `conversations` phase's daemon sits idle before its memory is read: past
-/// the 30 s after which an idle delivery lane ends, before the 10 minutes after which an
-/// idle session actor does (the steady state of a bot between its users' messages).
+/// the 30 s after which an idle delivery lane and an idle session actor end (the steady
+/// state of a bot between its users' messages).
 const CONVERSATIONS_IDLE: Duration = Duration::from_secs(35);
 
 /// Phases run without `--only`.
