@@ -251,6 +251,10 @@ pub(super) fn read_delivery(y: &mut YamlReader, problems: &mut Vec<Problem>) -> 
             .unwrap_or(DEFAULT_DELIVERY_MAX_AGE),
         retention: seconds_at_least(y, "delivery.retention", MIN_RETENTION.as_secs(), problems)
             .unwrap_or(DEFAULT_RETENTION),
+        max_concurrent_sends: y
+            .number("delivery.max_concurrent_sends", problems)
+            .unwrap_or(DEFAULT_CONCURRENT_SENDS as u64)
+            .clamp(1, 10_000) as usize,
     };
     if y.get("delivery.max_attempts").is_some() {
         problems.push(Problem::warning(

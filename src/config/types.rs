@@ -466,12 +466,20 @@ pub struct DeliveryConfig {
     /// How long handled inbox rows, sent outbox rows and other ended bookkeeping are kept
     /// (`delivery.retention`, seconds).
     pub retention: Duration,
+    /// Sends to one platform in flight at once (`delivery.max_concurrent_sends`); more
+    /// wait for a place, holding no connection.
+    pub max_concurrent_sends: usize,
 }
 
 /// The default `delivery.retention`: a week, as long as a platform may redeliver an event.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The shortest `delivery.retention`: an hour, so a reply and its report stay together.
 pub const MIN_RETENTION: Duration = Duration::from_secs(3600);
+
+/// The default `delivery.max_concurrent_sends`: far above what a platform's bot budget
+/// lets through over the internet (Telegram 30 a second, each send ~0.1 s), few enough
+/// that a burst of replies shares a handful of connections instead of opening one each.
+pub const DEFAULT_CONCURRENT_SENDS: usize = 32;
 
 /// The default `delivery.max_age`: a day.
 pub const DEFAULT_DELIVERY_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
@@ -485,6 +493,7 @@ impl Default for DeliveryConfig {
             bot_burst: None,
             max_age: DEFAULT_DELIVERY_MAX_AGE,
             retention: DEFAULT_RETENTION,
+            max_concurrent_sends: DEFAULT_CONCURRENT_SENDS,
         }
     }
 }

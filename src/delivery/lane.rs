@@ -250,7 +250,15 @@ impl Lane {
                     maybe_sent: attempt.maybe_sent,
                 });
             }
-            let error = match sender.send(attempt.action.clone()).await {
+            // A place among the platform's sends in flight, held for this one call only:
+            // a burst of replies shares a few connections instead of opening one each.
+            let place = tokio::select! {
+                _ = inner.sending.cancelled() => return self.release(&row).await,
+                place = self.delivery.send_place(row.chat.platform) => place,
+            };
+            let sent = sender.send(attempt.action.clone()).await;
+            drop(place);
+            let error = match sent {
                 Ok(delivered) => return self.mark_sent(&row, delivered.message_id).await,
                 Err(e) => e,
             };

@@ -20,7 +20,7 @@ use hermes_adapter::{
     ChatKind, ChatRef, MessageBody, Outbound, Platform, PlatformSender, RateLimit, RateScope,
     WorkingPhase, is_handle,
 };
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -57,6 +57,8 @@ struct Inner {
     chat_budgets: Mutex<HashMap<ChatKey, TokenBucket>>,
     /// Per-bot budgets, for platforms that declare one.
     bot_budgets: Mutex<HashMap<Platform, TokenBucket>>,
+    /// Places for sends in flight, per platform (`delivery.max_concurrent_sends`).
+    send_places: HashMap<Platform, Arc<Semaphore>>,
     /// The last stage of stopping (`daemon::Stages::sending`): lanes stop sending.
     sending: CancellationToken,
     tasks: TaskTracker,
@@ -72,10 +74,20 @@ impl Delivery {
         config: DeliveryConfig,
         sending: CancellationToken,
     ) -> Self {
+        let send_places = senders
+            .keys()
+            .map(|&p| {
+                (
+                    p,
+                    Arc::new(Semaphore::new(config.max_concurrent_sends.max(1))),
+                )
+            })
+            .collect();
         Delivery {
             inner: Arc::new(Inner {
                 store,
                 senders,
+                send_places,
                 config,
                 lanes: Mutex::new(HashMap::new()),
                 chat_budgets: Mutex::new(HashMap::new()),
@@ -410,11 +422,24 @@ impl Delivery {
         if !owed && !self.try_spare(chat) {
             return;
         }
+        // A place among the sends in flight too; one only nice to have is not shown when
+        // every place is taken.
+        let place = match self.inner.send_places.get(&chat.platform) {
+            Some(places) if !owed => match places.clone().try_acquire_owned() {
+                Ok(place) => Some(place),
+                Err(_) => return,
+            },
+            _ => None,
+        };
         let (chat, this) = (chat.clone(), self.clone());
         self.inner.tasks.spawn(async move {
-            if owed {
-                this.wait_budget(&chat).await;
-            }
+            let _place = match place {
+                Some(place) => Some(place),
+                None => {
+                    this.wait_budget(&chat).await;
+                    this.send_place(chat.platform).await
+                }
+            };
             let action = Outbound::Working {
                 chat,
                 regarding,
@@ -522,6 +547,12 @@ impl Delivery {
             }
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// Wait for a place among the platform's sends in flight; held while one send runs.
+    async fn send_place(&self, platform: Platform) -> Option<OwnedSemaphorePermit> {
+        let places = self.inner.send_places.get(&platform)?.clone();
+        places.acquire_owned().await.ok()
     }
 }
 

@@ -24,6 +24,11 @@ struct ScriptedPlatform {
     then: Mutex<Option<SendError>>,
     accepted: Mutex<Vec<String>>,
     attempts: Mutex<u32>,
+    /// When set, each send waits for a permit of it (the platform answers when the test
+    /// says).
+    gate: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
+    /// Sends running now, and the most ever at once.
+    in_flight: Mutex<(u32, u32)>,
 }
 
 impl ScriptedPlatform {
@@ -48,6 +53,8 @@ impl ScriptedPlatform {
             then: Mutex::new(None),
             accepted: Mutex::new(Vec::new()),
             attempts: Mutex::new(0),
+            gate: Mutex::new(None),
+            in_flight: Mutex::new((0, 0)),
         })
     }
 
@@ -86,6 +93,16 @@ impl PlatformSender for ScriptedPlatform {
 
     async fn send(&self, action: Outbound) -> Result<Delivered, SendError> {
         *self.attempts.lock().unwrap() += 1;
+        let gate = self.gate.lock().unwrap().clone();
+        if let Some(gate) = gate {
+            {
+                let mut in_flight = self.in_flight.lock().unwrap();
+                in_flight.0 += 1;
+                in_flight.1 = in_flight.1.max(in_flight.0);
+            }
+            let _answered = gate.acquire().await.unwrap();
+            self.in_flight.lock().unwrap().0 -= 1;
+        }
         let scripted = self.script.lock().unwrap().pop_front();
         let result = match scripted {
             Some(result) => result,
@@ -117,12 +134,18 @@ fn chat() -> ChatRef {
 }
 
 fn delivery(platform: &Arc<ScriptedPlatform>, max_age: Duration) -> (Delivery, Store) {
+    delivery_with(
+        platform,
+        DeliveryConfig {
+            max_age,
+            ..DeliveryConfig::default()
+        },
+    )
+}
+
+fn delivery_with(platform: &Arc<ScriptedPlatform>, config: DeliveryConfig) -> (Delivery, Store) {
     let store = Store::open_in_memory().unwrap();
     let sender: Arc<dyn PlatformSender> = platform.clone();
-    let config = DeliveryConfig {
-        max_age,
-        ..DeliveryConfig::default()
-    };
     let delivery = Delivery::new(
         store.clone(),
         HashMap::from([(Platform::Telegram, sender)]),
@@ -322,5 +345,51 @@ async fn every_part_of_an_answer_to_a_handle_goes_to_the_handle() {
             .iter()
             .all(|r| r.reply_to.as_deref() == Some(handle.as_str())),
         "a private answer stays private to its last part"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn sends_to_a_platform_beyond_its_limit_wait_for_a_place() {
+    let platform = ScriptedPlatform::new();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    *platform.gate.lock().unwrap() = Some(gate.clone());
+    let (delivery, store) = delivery_with(
+        &platform,
+        DeliveryConfig {
+            max_concurrent_sends: 4,
+            ..DeliveryConfig::default()
+        },
+    );
+    let mut ids = Vec::new();
+    for n in 0..40 {
+        let chat = ChatRef {
+            chat_id: n.to_string(),
+            ..chat()
+        };
+        ids.extend(
+            delivery
+                .reply(&chat, &format!("answer {n}"), None)
+                .await
+                .unwrap(),
+        );
+    }
+    // The platform answers nothing yet: the sends started are all that may be in flight.
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        platform.attempts(),
+        4,
+        "sends started while none was answered"
+    );
+    gate.add_permits(1_000);
+    for id in ids {
+        assert_eq!(settled(&store, id, Duration::from_secs(60)).await.0, "sent");
+    }
+    assert_eq!(platform.accepted().len(), 40);
+    assert_eq!(
+        platform.in_flight.lock().unwrap().1,
+        4,
+        "the most sends at once"
     );
 }
