@@ -14,12 +14,7 @@ use hermes_testkit::llm::Reply;
 const RETIRED_WITHIN: Duration = Duration::from_secs(50);
 
 async fn runtime_tasks(addr: &str) -> f64 {
-    let metrics = reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(addr).await;
     metrics
         .lines()
         .find_map(|l| l.strip_prefix("hermes_runtime_tasks ")?.trim().parse().ok())

@@ -92,12 +92,7 @@ async fn systemd_hears_ready_watchdog_only_while_the_platform_answers_and_stoppi
     );
 
     // The scenario moved the counters.
-    let metrics = reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&addr).await;
     let value = |series: &str| -> f64 {
         metrics
             .lines()

@@ -131,16 +131,20 @@ mod tests {
     use crate::store::StoredMessage;
     use hermes_adapter::{ChatKind, ChatRef, Platform};
 
-    #[tokio::test]
-    async fn only_the_persons_own_other_sessions_are_found() {
-        let store = Store::open_in_memory().unwrap();
-        let chat = |id: &str| ChatRef {
+    /// A Telegram direct chat.
+    fn chat(id: &str) -> ChatRef {
+        ChatRef {
             platform: Platform::Telegram,
             account: None,
             chat_id: id.into(),
             thread_id: None,
             kind: ChatKind::Direct,
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_persons_own_other_sessions_are_found() {
+        let store = Store::open_in_memory().unwrap();
         let ana_old = store
             .session_open("a", &chat("1"), Some("ana"))
             .await
@@ -210,13 +214,7 @@ mod tests {
     #[tokio::test]
     async fn a_common_word_is_ranked_over_the_newest_mentions_only() {
         let store = Store::open_in_memory().unwrap();
-        let chat = ChatRef {
-            platform: Platform::Telegram,
-            account: None,
-            chat_id: "1".into(),
-            thread_id: None,
-            kind: ChatKind::Direct,
-        };
+        let chat = chat("1");
         // The best match by rank (the shortest text), but older than the newest
         // `RANKED_MATCHES` mentions.
         let old = store.session_open("a", &chat, Some("ana")).await.unwrap();

@@ -174,6 +174,16 @@ pub fn tool_results_in(request: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The daemon's `/metrics` text.
+pub async fn metrics(addr: &str) -> String {
+    reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// The names of the tools a model request offers.
 pub fn offered(request: &serde_json::Value) -> Vec<String> {
     request["tools"]
