@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod multipart;
 pub mod needs;
 pub mod pids;
+pub mod postgres;
 pub mod reset;
 pub mod slack;
 pub mod soak;

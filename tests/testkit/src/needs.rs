@@ -1,5 +1,4 @@
-//! Programs a test needs that a machine may lack (systemd-analyze now; Chromium, PostgreSQL
-//! later). Under plain `cargo test` a missing one is said loudly on stderr and the test
+//! Programs a test needs that a machine may lack (systemd-analyze, Chromium, PostgreSQL). Under plain `cargo test` a missing one is said loudly on stderr and the test
 //! skips what needs it; when [`EVERYTHING`] is set (`.ci/run` sets it, after installing what
 //! is missing) a missing program fails the test, so CI can never pass by skipping.
 
@@ -17,20 +16,26 @@ pub fn program(program: &str, why: &str) -> Option<PathBuf> {
             .find(|candidate| is_executable(candidate))
     });
     if found.is_none() {
-        if std::env::var(EVERYTHING).is_ok_and(|v| v == "1") {
-            panic!(
-                "{program} is needed ({why}) and is not installed, and {EVERYTHING}=1 forbids skipping"
-            );
-        }
-        // Straight to stderr: the test harness captures `eprintln!` of a passing test.
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIPPED: {program} is not installed, so {why} was not tested. \
-             Install it (or run .ci/run, which does) to test it. ***\n"
-        );
+        missing(program, why);
     }
     found
+}
+
+/// Say that `thing` is not installed, so `why` is not tested; panics when [`EVERYTHING`] is
+/// set.
+pub fn missing(thing: &str, why: &str) {
+    if std::env::var(EVERYTHING).is_ok_and(|v| v == "1") {
+        panic!(
+            "{thing} is needed ({why}) and is not installed, and {EVERYTHING}=1 forbids skipping"
+        );
+    }
+    // Straight to stderr: the test harness captures `eprintln!` of a passing test.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n*** SKIPPED: {thing} is not installed, so {why} was not tested. \
+         Install it (or run .ci/run, which does) to test it. ***\n"
+    );
 }
 
 fn is_executable(path: &Path) -> bool {
