@@ -1,4 +1,5 @@
-//! `hermes-telegram`: the Telegram adapter (teloxide-core, long polling).
+//! `hermes-telegram`: the Telegram adapter (teloxide-core, long polling, or a webhook when
+//! `TELEGRAM_WEBHOOK_URL` is set: `webhook.rs`).
 //!
 //! Receiving is a hand-written `getUpdates` loop rather than teloxide's dispatcher, because
 //! the offset must advance only after the gateway has recorded each update (invariant 1):
@@ -10,15 +11,16 @@ mod normalize;
 mod press;
 mod send;
 mod settings;
+mod webhook;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hermes_adapter::{
     Accepted, Adapter, AdapterError, Backoff, CancellationToken, Inbound, InboundKind, InboundSink,
-    Liveness, Platform, PlatformSender, async_trait, record_batch,
+    Liveness, Platform, PlatformSender, WebhookRoute, async_trait, record_batch,
 };
-use teloxide_core::payloads::GetUpdatesSetters;
+use teloxide_core::payloads::{DeleteWebhookSetters, GetUpdatesSetters, SetWebhookSetters};
 use teloxide_core::prelude::*;
 use teloxide_core::types::{AllowedUpdate, Update, UpdateKind};
 use teloxide_core::{ApiError, RequestError};
@@ -27,9 +29,13 @@ pub use html::render as render_html;
 pub use normalize::{BotIdentity, normalize};
 pub use press::ACK_WINDOW;
 pub use send::TelegramSender;
-pub use settings::{TelegramSettings, settings};
+pub use settings::{TelegramSettings, WebhookSettings, settings};
 
 use press::OpenPresses;
+
+/// In webhook mode, how often Telegram is asked about the webhook (its liveness, and the
+/// delivery errors Telegram saw).
+const WEBHOOK_CHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// Reconnecting after a failed call: 1 s, doubling, at most 30 s.
 const RECONNECT: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
@@ -42,6 +48,9 @@ pub struct TelegramAdapter {
     poll_timeout: Duration,
     /// Presses recorded and not answered yet (shared with the sender, for notices).
     presses: OpenPresses,
+    webhook: Option<WebhookSettings>,
+    /// Who the bot is, once `getMe` answered (the webhook needs it for mentions).
+    identity: Arc<OnceLock<BotIdentity>>,
 }
 
 impl TelegramAdapter {
@@ -71,7 +80,83 @@ impl TelegramAdapter {
             liveness: Liveness::default(),
             poll_timeout: settings.poll_timeout,
             presses,
+            webhook: settings.webhook.clone(),
+            identity: Arc::new(OnceLock::new()),
         })
+    }
+
+    /// Webhook mode: `setWebhook` (retried with backoff; a refused token is final), then
+    /// Telegram is asked about its webhook now and then until shutdown: liveness, the
+    /// delivery errors it reports, and the webhook set again if something replaced it.
+    async fn serve_webhook(
+        &self,
+        webhook: &WebhookSettings,
+        shutdown: &CancellationToken,
+    ) -> Result<(), AdapterError> {
+        let allowed = vec![AllowedUpdate::Message, AllowedUpdate::CallbackQuery];
+        let mut backoff = RECONNECT;
+        let mut reported: Option<String> = None;
+        let mut set = false;
+        loop {
+            if !set {
+                let url = reqwest::Url::parse(&webhook.url)
+                    .map_err(|e| AdapterError::Config(format!("TELEGRAM_WEBHOOK_URL: {e}")))?;
+                let request = self
+                    .bot
+                    .set_webhook(url)
+                    .secret_token(webhook.secret.clone())
+                    .allowed_updates(allowed.clone());
+                let result = tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    r = request.send() => r,
+                };
+                match result {
+                    Ok(_) => {
+                        self.liveness.beat();
+                        backoff.reset();
+                        set = true;
+                        tracing::info!(path = %webhook.path, "telegram: receiving through the webhook");
+                    }
+                    Err(RequestError::Api(ApiError::InvalidToken)) => {
+                        return Err(AdapterError::Config(
+                            "Telegram refused the bot token".into(),
+                        ));
+                    }
+                    Err(e) => {
+                        let wait = backoff.next_delay();
+                        tracing::warn!(error = %e, retry_in = ?wait, "telegram: setWebhook failed");
+                        if sleep_or_shutdown(wait, shutdown).await {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                }
+            }
+            if sleep_or_shutdown(WEBHOOK_CHECK_EVERY, shutdown).await {
+                return Ok(());
+            }
+            match self.bot.get_webhook_info().send().await {
+                Ok(info) => {
+                    self.liveness.beat();
+                    if info.url.as_ref().map(|u| u.as_str()) != Some(webhook.url.as_str()) {
+                        tracing::warn!(
+                            "telegram: the webhook was changed or removed elsewhere; setting it again"
+                        );
+                        set = false;
+                    }
+                    let error = info.last_error_message.clone();
+                    if error.is_some() && error != reported {
+                        tracing::warn!(
+                            error = error.as_deref().unwrap_or_default(),
+                            pending = info.pending_update_count,
+                            "telegram: Telegram reports it cannot deliver to the webhook"
+                        );
+                    }
+                    reported = error;
+                }
+                Err(e) => tracing::warn!(error = %e, "telegram: getWebhookInfo failed"),
+            }
+        }
     }
 
     /// `getMe`, retried with backoff on network trouble; a refused token is final.
@@ -140,6 +225,20 @@ impl Adapter for TelegramAdapter {
         self.liveness.clone()
     }
 
+    fn routes(&self, sink: Arc<dyn InboundSink>) -> Vec<WebhookRoute> {
+        match &self.webhook {
+            Some(webhook) => vec![webhook::route(
+                &webhook.path,
+                &webhook.secret,
+                self.bot.clone(),
+                self.presses.clone(),
+                self.identity.clone(),
+                sink,
+            )],
+            None => Vec::new(),
+        }
+    }
+
     async fn run(
         &self,
         sink: Arc<dyn InboundSink>,
@@ -148,6 +247,21 @@ impl Adapter for TelegramAdapter {
         let Some(me) = self.identify(&shutdown).await? else {
             return Ok(());
         };
+        let _ = self.identity.set(me.clone());
+        if let Some(webhook) = &self.webhook {
+            return self.serve_webhook(webhook, &shutdown).await;
+        }
+        // A webhook left from webhook mode (or another program) would make Telegram refuse
+        // `getUpdates`; what it had not delivered yet is kept.
+        if let Err(e) = self
+            .bot
+            .delete_webhook()
+            .drop_pending_updates(false)
+            .send()
+            .await
+        {
+            tracing::warn!(error = %e, "telegram: could not remove a webhook before polling");
+        }
         // The offset and event ids belong to this bot: another token (another bot) starts
         // from its own offset, and its update ids cannot collide with this one's.
         let cursor_key = format!("bot{}", me.id);

@@ -1,7 +1,8 @@
 //! Telegram's settings, with the Python Hermes names: `TELEGRAM_BOT_TOKEN` (or
 //! `platforms.telegram.token`), `TELEGRAM_ALLOWED_USERS` / `TELEGRAM_ALLOW_ALL_USERS`
 //! (numeric user ids), `TELEGRAM_REQUIRE_MENTION` (or `platforms.telegram.extra.
-//! require_mention`), `TELEGRAM_HOME_CHANNEL`, and `platforms.telegram.extra.base_url` (the
+//! require_mention`), `TELEGRAM_HOME_CHANNEL`, `TELEGRAM_WEBHOOK_URL` and
+//! `TELEGRAM_WEBHOOK_SECRET` (webhook mode), and `platforms.telegram.extra.base_url` (the
 //! Bot API root; how tests reach the fake) and `.poll_timeout`.
 
 use std::sync::Arc;
@@ -24,6 +25,20 @@ pub struct TelegramSettings {
     pub poll_timeout: Duration,
     /// Who may talk to it, the mention rule, the home channel.
     pub common: Common,
+    /// Receiving through a webhook instead of `getUpdates`, when `TELEGRAM_WEBHOOK_URL` is
+    /// set.
+    pub webhook: Option<WebhookSettings>,
+}
+
+/// Telegram's webhook mode.
+#[derive(Clone)]
+pub struct WebhookSettings {
+    /// The public HTTPS URL Telegram posts to (`TELEGRAM_WEBHOOK_URL`).
+    pub url: String,
+    /// Its path, served on the daemon's HTTP server (`/telegram` when the URL has none).
+    pub path: String,
+    /// Sent back by Telegram with every update (`TELEGRAM_WEBHOOK_SECRET`).
+    pub secret: String,
 }
 
 impl std::fmt::Debug for TelegramSettings {
@@ -73,6 +88,8 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         }
     }
 
+    let webhook = read_webhook(source);
+
     if !enabled.unwrap_or(token.is_some()) {
         return None;
     }
@@ -109,7 +126,66 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
             require_mention,
             home_channel,
         },
+        webhook,
     }))
+}
+
+/// `TELEGRAM_WEBHOOK_URL` (or `platforms.telegram.extra.webhook_url`) and its required
+/// `TELEGRAM_WEBHOOK_SECRET`; `None` (polling) when no URL is set or the pair is unusable
+/// (reported).
+fn read_webhook(source: &mut dyn SettingsSource) -> Option<WebhookSettings> {
+    let url = source
+        .string("platforms.telegram.extra.webhook_url")
+        .or_else(|| source.var("TELEGRAM_WEBHOOK_URL"))
+        .filter(|u| !u.trim().is_empty());
+    let secret = source
+        .var("TELEGRAM_WEBHOOK_SECRET")
+        .filter(|s| !s.is_empty());
+    if source.var("TELEGRAM_WEBHOOK_PORT").is_some() {
+        source.warning(
+            "TELEGRAM_WEBHOOK_PORT",
+            "not used: the webhook is served on the daemon's HTTP server (`http.listen`)".into(),
+        );
+    }
+    let url = url?;
+    let parsed = match reqwest::Url::parse(url.trim()) {
+        Ok(parsed) if parsed.scheme() == "https" => parsed,
+        Ok(_) => {
+            source.error(
+                "TELEGRAM_WEBHOOK_URL",
+                format!("{url:?}: Telegram posts updates to HTTPS URLs only"),
+            );
+            return None;
+        }
+        Err(e) => {
+            source.error("TELEGRAM_WEBHOOK_URL", format!("{url:?} is not a URL: {e}"));
+            return None;
+        }
+    };
+    let Some(secret) = secret else {
+        source.error(
+            "TELEGRAM_WEBHOOK_SECRET",
+            "TELEGRAM_WEBHOOK_URL is set but TELEGRAM_WEBHOOK_SECRET is not: without it anyone who finds the URL could post updates as Telegram (1-256 of A-Z a-z 0-9 _ -)".into(),
+        );
+        return None;
+    };
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if secret.len() > 256 || !secret.chars().all(allowed) {
+        source.error(
+            "TELEGRAM_WEBHOOK_SECRET",
+            "Telegram takes 1-256 characters of A-Z a-z 0-9 _ - only".into(),
+        );
+        return None;
+    }
+    let path = match parsed.path() {
+        "" | "/" => "/telegram".to_owned(),
+        path => path.to_owned(),
+    };
+    Some(WebhookSettings {
+        url: parsed.to_string(),
+        path,
+        secret,
+    })
 }
 
 impl PlatformSettings for TelegramSettings {
@@ -127,10 +203,13 @@ impl PlatformSettings for TelegramSettings {
             ("api_url".into(), self.api_url.clone()),
             self.common.require_mention_line(),
             self.common.home_channel_line(),
-            (
-                "poll_timeout".into(),
-                format!("{}s", self.poll_timeout.as_secs()),
-            ),
+            match &self.webhook {
+                Some(webhook) => ("webhook".into(), webhook.url.clone()),
+                None => (
+                    "poll_timeout".into(),
+                    format!("{}s", self.poll_timeout.as_secs()),
+                ),
+            },
         ]
     }
 

@@ -272,6 +272,12 @@ impl FakeTelegram {
         id
     }
 
+    /// The updates waiting to be fetched, taken out of the queue: what Telegram posts to a
+    /// webhook instead, for a test to post as Telegram would.
+    pub fn take_queued(&self) -> Vec<Value> {
+        std::mem::take(&mut self.inner.lock().unwrap().queue)
+    }
+
     /// `user_id` presses a button with `data` under the bot's message `message_id` in `chat_id`.
     pub fn press(&self, chat_id: i64, user_id: i64, message_id: i64, data: &str) -> i64 {
         let mut inner = self.inner.lock().unwrap();
