@@ -73,3 +73,47 @@ async fn polling_removes_a_webhook_left_behind_and_keeps_its_updates() {
     assert_eq!(deleted.len(), 1, "{deleted:?}");
     assert_eq!(deleted[0].params["drop_pending_updates"], false);
 }
+
+/// `check-config` with the webhook's settings in `.env`: its stdout and whether it passed.
+fn check_config(env: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join(".env"),
+        format!("TELEGRAM_BOT_TOKEN=123:SECRETSECRET\n{env}"),
+    )
+    .unwrap();
+    let check = std::process::Command::new(BIN)
+        .args(["check-config", "--home"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    (
+        check.status.success(),
+        String::from_utf8_lossy(&check.stdout).into_owned()
+            + &String::from_utf8_lossy(&check.stderr),
+    )
+}
+
+#[test]
+fn a_webhook_needs_an_https_url_and_a_secret_telegram_accepts() {
+    let (ok, out) = check_config(&format!("TELEGRAM_WEBHOOK_URL={URL}\n"));
+    assert!(!ok && out.contains("TELEGRAM_WEBHOOK_SECRET"), "{out}");
+    let (ok, out) = check_config(&format!(
+        "TELEGRAM_WEBHOOK_URL=http://bot.example.com/hook\nTELEGRAM_WEBHOOK_SECRET={SECRET}\n"
+    ));
+    assert!(!ok && out.contains("HTTPS"), "{out}");
+    let (ok, out) = check_config(&format!(
+        "TELEGRAM_WEBHOOK_URL={URL}\nTELEGRAM_WEBHOOK_SECRET=has spaces\n"
+    ));
+    assert!(!ok && out.contains("A-Z a-z 0-9 _ -"), "{out}");
+    let (ok, out) = check_config(&format!(
+        "TELEGRAM_WEBHOOK_URL={URL}\nTELEGRAM_WEBHOOK_SECRET={SECRET}\n"
+    ));
+    assert!(ok && out.contains(URL), "{out}");
+    assert!(!out.contains(SECRET), "the secret was shown: {out}");
+}
