@@ -374,8 +374,16 @@ async fn sends_to_a_platform_beyond_its_limit_wait_for_a_place() {
         );
     }
     // The platform answers nothing yet: the sends started are all that may be in flight.
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    // The lanes wait on the store's thread, so real time is what they need: up to 10 s to
+    // start their sends, then a further 300 ms in which more would start without the limit.
+    let real = std::time::Instant::now;
+    let started_by = real() + Duration::from_secs(10);
+    while platform.attempts() < 4 && real() < started_by {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let more_by = real() + Duration::from_millis(300);
+    while real() < more_by {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(
         platform.attempts(),
