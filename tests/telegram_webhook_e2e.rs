@@ -65,13 +65,23 @@ async fn updates_come_through_the_secret_webhook_and_are_recorded_before_the_200
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_removes_a_webhook_left_behind_and_keeps_its_updates() {
     let w = World::allow_all().await;
+    w.telegram.leave_webhook("https://old.example.com/hook");
     w.llm.push(Reply::text("polled"));
-    let _d = w.start();
-    w.telegram.dm(ALICE, "hi");
+    w.telegram.dm(ALICE, "written while the webhook was set");
+    let d = w.start();
     assert_eq!(w.replies(ALICE, 1).await, ["polled"]);
     let deleted = w.telegram.calls("deletewebhook");
     assert_eq!(deleted.len(), 1, "{deleted:?}");
     assert_eq!(deleted[0].params["drop_pending_updates"], false);
+    drop(d);
+
+    // Without a webhook, polling starts with no call to remove one.
+    let w = World::allow_all().await;
+    w.llm.push(Reply::text("polled"));
+    let _d = w.start();
+    w.telegram.dm(ALICE, "hi");
+    w.replies(ALICE, 1).await;
+    assert!(w.telegram.calls("deletewebhook").is_empty());
 }
 
 /// `check-config` with the webhook's settings in `.env`: its stdout and whether it passed.

@@ -251,17 +251,6 @@ impl Adapter for TelegramAdapter {
         if let Some(webhook) = &self.webhook {
             return self.serve_webhook(webhook, &shutdown).await;
         }
-        // A webhook left from webhook mode (or another program) would make Telegram refuse
-        // `getUpdates`; what it had not delivered yet is kept.
-        if let Err(e) = self
-            .bot
-            .delete_webhook()
-            .drop_pending_updates(false)
-            .send()
-            .await
-        {
-            tracing::warn!(error = %e, "telegram: could not remove a webhook before polling");
-        }
         // The offset and event ids belong to this bot: another token (another bot) starts
         // from its own offset, and its update ids cannot collide with this one's.
         let cursor_key = format!("bot{}", me.id);
@@ -292,6 +281,27 @@ impl Adapter for TelegramAdapter {
                     return Err(AdapterError::Config(
                         "Telegram refused the bot token".into(),
                     ));
+                }
+                Err(RequestError::Api(e)) if webhook_is_set(&e) => {
+                    // Left from webhook mode (or by another program): removed, keeping what
+                    // Telegram had not delivered yet, and polled again at once.
+                    tracing::warn!(
+                        "telegram: a webhook was set, so Telegram refused getUpdates; removing it to poll"
+                    );
+                    if let Err(e) = self
+                        .bot
+                        .delete_webhook()
+                        .drop_pending_updates(false)
+                        .send()
+                        .await
+                    {
+                        let wait = backoff.next_delay();
+                        tracing::warn!(error = %e, retry_in = ?wait, "telegram: deleteWebhook failed");
+                        if sleep_or_shutdown(wait, &shutdown).await {
+                            return Ok(());
+                        }
+                    }
+                    continue;
                 }
                 Err(RequestError::RetryAfter(wait)) => {
                     tracing::warn!(wait = ?wait.duration(), "telegram: getUpdates rate limited");
@@ -378,6 +388,17 @@ impl Adapter for TelegramAdapter {
                 tracing::warn!(error = %e, "telegram: could not save the polling offset");
             }
         }
+    }
+}
+
+/// Whether Telegram refused `getUpdates` because a webhook is set (409: "can't use
+/// getUpdates method while webhook is active"; teloxide names it only when the text is
+/// exactly its own).
+fn webhook_is_set(error: &ApiError) -> bool {
+    match error {
+        ApiError::CantGetUpdates => true,
+        ApiError::Unknown(text) => text.contains("webhook is active"),
+        _ => false,
     }
 }
 

@@ -42,6 +42,9 @@ pub enum Fault {
 #[derive(Default)]
 struct Inner {
     calls: Vec<Call>,
+    /// The webhook set with `setWebhook` and not deleted since: `getUpdates` is refused
+    /// while there is one, as Telegram does.
+    webhook: Option<String>,
     /// Updates not yet confirmed by an offset.
     queue: Vec<Value>,
     /// Updates served regardless of the offset (to simulate redelivery).
@@ -272,6 +275,11 @@ impl FakeTelegram {
         id
     }
 
+    /// A webhook another program (or an earlier run in webhook mode) left set.
+    pub fn leave_webhook(&self, url: &str) {
+        self.inner.lock().unwrap().webhook = Some(url.to_owned());
+    }
+
     /// The updates waiting to be fetched, taken out of the queue: what Telegram posts to a
     /// webhook instead, for a test to post as Telegram would.
     pub fn take_queued(&self) -> Vec<Value> {
@@ -465,8 +473,25 @@ async fn handle(
             None => params[part.name.as_str()] = json!(part.text()),
         }
     }
-    if method == "getupdates" {
-        return (StatusCode::OK, get_updates(&fake, params).await);
+    match method.as_str() {
+        "setwebhook" => {
+            fake.inner.lock().unwrap().webhook = params["url"].as_str().map(str::to_owned)
+        }
+        "deletewebhook" => fake.inner.lock().unwrap().webhook = None,
+        "getupdates" if fake.inner.lock().unwrap().webhook.is_some() => {
+            fake.inner.lock().unwrap().calls.push(Call {
+                method,
+                params,
+                at: Instant::now(),
+            });
+            return (
+                StatusCode::CONFLICT,
+                Json(json!({"ok": false, "error_code": 409,
+                    "description": "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"})),
+            );
+        }
+        "getupdates" => return (StatusCode::OK, get_updates(&fake, params).await),
+        _ => {}
     }
     let fault = {
         let mut inner = fake.inner.lock().unwrap();
