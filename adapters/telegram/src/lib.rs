@@ -99,11 +99,9 @@ impl TelegramAdapter {
         let mut set = false;
         loop {
             if !set {
-                let url = reqwest::Url::parse(&webhook.url)
-                    .map_err(|e| AdapterError::Config(format!("TELEGRAM_WEBHOOK_URL: {e}")))?;
                 let request = self
                     .bot
-                    .set_webhook(url)
+                    .set_webhook(webhook.url.clone())
                     .secret_token(webhook.secret.clone())
                     .allowed_updates(allowed.clone());
                 let result = tokio::select! {
@@ -138,7 +136,7 @@ impl TelegramAdapter {
             match self.bot.get_webhook_info().send().await {
                 Ok(info) => {
                     self.liveness.beat();
-                    if info.url.as_ref().map(|u| u.as_str()) != Some(webhook.url.as_str()) {
+                    if info.url.as_ref() != Some(&webhook.url) {
                         tracing::warn!(
                             "telegram: the webhook was changed or removed elsewhere; setting it again"
                         );

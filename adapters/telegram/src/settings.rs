@@ -34,7 +34,7 @@ pub struct TelegramSettings {
 #[derive(Clone)]
 pub struct WebhookSettings {
     /// The public HTTPS URL Telegram posts to (`TELEGRAM_WEBHOOK_URL`).
-    pub url: String,
+    pub url: reqwest::Url,
     /// Its path, served on the daemon's HTTP server (`/telegram` when the URL has none).
     pub path: String,
     /// Sent back by Telegram with every update (`TELEGRAM_WEBHOOK_SECRET`).
@@ -88,11 +88,27 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         }
     }
 
-    let webhook = read_webhook(source);
+    // Read even when Telegram is off, so the secret is known (and scrubbed from child
+    // processes); judged only when it is on.
+    let webhook_url = source
+        .string("platforms.telegram.extra.webhook_url")
+        .or_else(|| source.var("TELEGRAM_WEBHOOK_URL"))
+        .filter(|u| !u.trim().is_empty());
+    let webhook_secret = source
+        .var("TELEGRAM_WEBHOOK_SECRET")
+        .filter(|s| !s.is_empty());
+    let webhook_port = source.var("TELEGRAM_WEBHOOK_PORT");
 
     if !enabled.unwrap_or(token.is_some()) {
         return None;
     }
+    if webhook_port.is_some() {
+        source.warning(
+            "TELEGRAM_WEBHOOK_PORT",
+            "not used: the webhook is served on the daemon's HTTP server (`http.listen`)".into(),
+        );
+    }
+    let webhook = webhook_url.and_then(|url| read_webhook(source, &url, webhook_secret));
     let Some(token) = token else {
         source.error(
             "TELEGRAM_BOT_TOKEN",
@@ -130,24 +146,14 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
     }))
 }
 
-/// `TELEGRAM_WEBHOOK_URL` (or `platforms.telegram.extra.webhook_url`) and its required
-/// `TELEGRAM_WEBHOOK_SECRET`; `None` (polling) when no URL is set or the pair is unusable
+/// The webhook at `url` (`TELEGRAM_WEBHOOK_URL` or `platforms.telegram.extra.webhook_url`)
+/// with its required `secret` (`TELEGRAM_WEBHOOK_SECRET`); `None` when the pair is unusable
 /// (reported).
-fn read_webhook(source: &mut dyn SettingsSource) -> Option<WebhookSettings> {
-    let url = source
-        .string("platforms.telegram.extra.webhook_url")
-        .or_else(|| source.var("TELEGRAM_WEBHOOK_URL"))
-        .filter(|u| !u.trim().is_empty());
-    let secret = source
-        .var("TELEGRAM_WEBHOOK_SECRET")
-        .filter(|s| !s.is_empty());
-    if source.var("TELEGRAM_WEBHOOK_PORT").is_some() {
-        source.warning(
-            "TELEGRAM_WEBHOOK_PORT",
-            "not used: the webhook is served on the daemon's HTTP server (`http.listen`)".into(),
-        );
-    }
-    let url = url?;
+fn read_webhook(
+    source: &mut dyn SettingsSource,
+    url: &str,
+    secret: Option<String>,
+) -> Option<WebhookSettings> {
     let parsed = match reqwest::Url::parse(url.trim()) {
         Ok(parsed) if parsed.scheme() == "https" => parsed,
         Ok(_) => {
@@ -182,7 +188,7 @@ fn read_webhook(source: &mut dyn SettingsSource) -> Option<WebhookSettings> {
         path => path.to_owned(),
     };
     Some(WebhookSettings {
-        url: parsed.to_string(),
+        url: parsed,
         path,
         secret,
     })
@@ -204,7 +210,7 @@ impl PlatformSettings for TelegramSettings {
             self.common.require_mention_line(),
             self.common.home_channel_line(),
             match &self.webhook {
-                Some(webhook) => ("webhook".into(), webhook.url.clone()),
+                Some(webhook) => ("webhook".into(), webhook.url.to_string()),
                 None => (
                     "poll_timeout".into(),
                     format!("{}s", self.poll_timeout.as_secs()),

@@ -162,15 +162,6 @@ impl TestPostgres {
         &self.password
     }
 
-    /// A URL for `database` through the socket directory, the password in it.
-    pub fn url(&self, database: &str) -> String {
-        format!(
-            "postgres://{ROLE}:{}@localhost:{PORT}/{database}?host={}",
-            self.password,
-            self.socket_dir().display()
-        )
-    }
-
     /// Run `sql` with `psql` as the [`ROLE`] with `password`: its output, or its error.
     pub fn psql(&self, password: &str, database: &str, sql: &str) -> Result<String, String> {
         let out = Command::new(self.bin.join("psql"))
@@ -274,6 +265,5 @@ mod tests {
         if running_as_root() {
             assert_eq!(owner, UNPRIVILEGED);
         }
-        assert!(pg.url("hermes").contains("host="));
     }
 }
