@@ -325,14 +325,14 @@ pub(super) fn read_model(
     }
 }
 
-/// A hosted provider without a key, or with the example's placeholder for one, would
-/// refuse every request: a problem. A local server (a `custom` endpoint, Ollama, LM Studio,
-/// any loopback address) may need none.
 /// Calls to one model in flight at once, unless `model.max_concurrent_calls` says.
 /// Each waits for its answer holding a connection (~40 KiB over HTTP/1, docs/performance.md);
 /// a provider's rate limits come long before this many.
 pub const DEFAULT_CONCURRENT_CALLS: u64 = 64;
 
+/// A hosted provider without a key, or with the example's placeholder for one, would
+/// refuse every request: a problem. A local server (a `custom` endpoint, Ollama, LM Studio,
+/// any loopback address) may need none.
 fn check_key(model: &ModelConfig, problems: &mut Vec<Problem>) {
     if let Some(key) = &model.api_key
         && super::sections::is_placeholder(key.expose())
