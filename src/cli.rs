@@ -522,7 +522,16 @@ fn print_agent_and_terminal(
 
 /// The database, the HTTP listener, each chat platform and who may use it.
 fn print_platforms(c: &config::Config, problems: &mut Vec<config::Problem>) {
-    scrubbed_println!("  database = {}", c.database_path().display());
+    match &c.store.postgres {
+        Some(target) => scrubbed_println!(
+            "  store = {} (PostgreSQL; node {}, leases {:.1} s renewed every {:.1} s)",
+            target.shown(),
+            c.store.node_id,
+            c.store.lease_ttl.as_secs_f64(),
+            c.store.lease_renew.as_secs_f64()
+        ),
+        None => scrubbed_println!("  database = {}", c.database_path().display()),
+    }
     match c.http.listen {
         Some(addr) => {
             scrubbed_println!(
@@ -643,10 +652,26 @@ fn print_problems(problems: &[config::Problem]) {
     }
 }
 
-/// Open the store in `home` for a management command.
+/// Open the store of `home` (SQLite there, or the PostgreSQL its settings name) for a
+/// management command.
 async fn open_store(home: &std::path::Path) -> Result<Store, ExitCode> {
-    let path = home.join("gateway.db");
-    match tokio::task::spawn_blocking(move || Store::open(&path)).await {
+    let home = home.to_path_buf();
+    let opened = tokio::task::spawn_blocking(move || {
+        let loaded = config::load(&home);
+        let Some(settings) = loaded.store else {
+            for problem in loaded.problems.iter().filter(|p| {
+                p.severity == config::Severity::Error
+                    && (p.key.starts_with("store.") || p.key.starts_with("HERMES_STORE"))
+            }) {
+                eprintln!("hermes-gateway: {problem}");
+            }
+            return Err(crate::store::StoreError::Invalid(
+                "the store's settings have errors".into(),
+            ));
+        };
+        Store::open_at(&home, settings.postgres)
+    });
+    match opened.await {
         Ok(Ok(store)) => Ok(store),
         Ok(Err(e)) => {
             eprintln!("hermes-gateway: {e}");

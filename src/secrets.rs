@@ -68,10 +68,14 @@ static KEY_SHAPES: LazyLock<Regex> = LazyLock::new(|| {
 
 const MARKERS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH"];
 
+/// Variables whose names carry no marker but whose values hold one: a database URL has
+/// its password in it.
+const SECRET_BY_NAME: &[&str] = &["HERMES_STORE_URL", "DATABASE_URL"];
+
 /// Whether a variable's name marks it as a secret.
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    MARKERS.iter().any(|m| upper.contains(m))
+    SECRET_BY_NAME.contains(&upper.as_str()) || MARKERS.iter().any(|m| upper.contains(m))
 }
 
 /// Whether a variable's value is a secret to blank wherever it appears: the name has a
@@ -85,6 +89,9 @@ pub fn holds_secret_value(name: &str) -> bool {
         "TYPE", "MODE", "ID",
     ];
     let upper = name.to_ascii_uppercase();
+    if SECRET_BY_NAME.contains(&upper.as_str()) {
+        return true;
+    }
     let words: Vec<&str> = upper.split('_').filter(|w| !w.is_empty()).collect();
     if words.last().is_some_and(|last| ABOUT.contains(last)) {
         return false;

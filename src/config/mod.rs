@@ -9,6 +9,7 @@ mod env;
 mod known_keys;
 mod mcp;
 mod models;
+mod pg_target;
 mod sections;
 mod source;
 mod types;
@@ -20,6 +21,7 @@ pub use models::{
     CompressionConfig, Dialect, ModelSpec, PROVIDERS, ProviderInfo, ProviderKeys, dialect_for,
     is_loopback_url, provider, resolve as resolve_model,
 };
+pub use pg_target::{PgTarget, is_postgres_url};
 pub use types::*;
 
 use std::path::{Path, PathBuf};
@@ -38,6 +40,10 @@ pub struct Loaded {
     /// environment, `.env` and `config.yaml`), for [`crate::secrets::scrub`] to blank, even
     /// when the configuration has errors.
     pub secret_values: Vec<Secret>,
+    /// `store.*` alone, for the management commands, which need no model or platform:
+    /// `None` when the store's own settings have errors (never SQLite in place of a
+    /// PostgreSQL URL that did not read).
+    pub store: Option<StoreConfig>,
 }
 
 impl Loaded {
@@ -168,6 +174,9 @@ const KNOWN_VARIABLES: &[&str] = &[
     "EXA_BASE_URL",
     "FIRECRAWL_API_KEY",
     "FIRECRAWL_API_URL",
+    "HERMES_STORE_URL",
+    "HERMES_STORE_PASSWORD",
+    "HERMES_NODE_ID",
 ];
 
 /// Read the configuration from text (testable without files): each section in turn,
@@ -192,6 +201,11 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let access = sections::read_access(&mut y, env, p);
     let sessions = sections::read_sessions(&mut y, p);
     let delivery = sections::read_delivery(&mut y, p);
+    let before = p.len();
+    let store = sections::read_store(&mut y, env, home, p);
+    let store_read = p[before..]
+        .iter()
+        .all(|problem| problem.severity != Severity::Error);
     let http = read_http(&mut y, env, p);
     // Read before anything else runs (see `logging_level`); named here so it is not listed
     // as unused.
@@ -220,11 +234,13 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
                 .filter_map(|f| f.api_key.as_ref().map(|k| k.expose().to_owned())),
         )
         .chain(mcp_servers.iter().flat_map(McpServerConfig::secret_values))
+        .chain(store.postgres.iter().filter_map(|t| t.password()))
         .filter(|v| !v.trim().is_empty())
         .map(Secret::new)
         .collect();
 
     let has_errors = problems.iter().any(|p| p.severity == Severity::Error);
+    let store_alone = store_read.then(|| store.clone());
     let config = match (models.main, models.compression, has_errors) {
         (Some(model), Some(compression), false) => Some(Config {
             home: home.to_path_buf(),
@@ -242,6 +258,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             access,
             sessions,
             delivery,
+            store,
             http,
             platforms,
             approvals,
@@ -259,6 +276,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
         problems,
         unused,
         secret_values,
+        store: store_alone,
     }
 }
 

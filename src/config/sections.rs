@@ -265,6 +265,98 @@ pub(super) fn read_delivery(y: &mut YamlReader, problems: &mut Vec<Problem>) -> 
     delivery
 }
 
+/// `store.*`: SQLite, or the PostgreSQL store of several nodes (`docs/scaling.md`). The
+/// password may be in the URL, in `HERMES_STORE_PASSWORD`, or in `store.password_file`.
+pub(super) fn read_store(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    home: &std::path::Path,
+    problems: &mut Vec<Problem>,
+) -> StoreConfig {
+    let (url, url_key) = match env.value("HERMES_STORE_URL") {
+        Some(url) => (Some(url), "HERMES_STORE_URL"),
+        None => (y.string("store.url", problems), "store.url"),
+    };
+    let password_file = y.string("store.password_file", problems);
+    let password = match env.value("HERMES_STORE_PASSWORD") {
+        Some(password) => Some(password),
+        None => password_file.and_then(|file| {
+            let path = home.join(&file);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Some(text.trim_end_matches(['\r', '\n']).to_owned()),
+                Err(e) => {
+                    problems.push(Problem::error(
+                        "store.password_file",
+                        format!("cannot read {}: {e}", path.display()),
+                    ));
+                    None
+                }
+            }
+        }),
+    };
+    let postgres = url.filter(|u| !u.trim().is_empty()).and_then(|url| {
+        if !is_postgres_url(&url) {
+            problems.push(Problem::error(
+                url_key,
+                "expected a postgres:// URL (leave it unset for SQLite in the home)",
+            ));
+            return None;
+        }
+        match PgTarget::parse(&url, password.as_deref()) {
+            Ok(target) => Some(target),
+            Err(e) => {
+                problems.push(Problem::error(url_key, e));
+                None
+            }
+        }
+    });
+    let node_id = env
+        .value("HERMES_NODE_ID")
+        .or_else(|| y.string("store.node_id", problems))
+        .unwrap_or_else(default_node_id);
+    let mut seconds = |key: &str, default: Duration, problems: &mut Vec<Problem>| {
+        y.string(key, problems)
+            .and_then(|v| match v.trim().parse::<f64>() {
+                Ok(s) if s > 0.0 && s < 86_400.0 => Some(Duration::from_secs_f64(s)),
+                _ => {
+                    problems.push(Problem::error(
+                        key,
+                        format!("expected a number of seconds above 0, found {v:?}"),
+                    ));
+                    None
+                }
+            })
+            .unwrap_or(default)
+    };
+    let lease_ttl = seconds("store.lease_ttl", DEFAULT_LEASE_TTL, problems);
+    let mut lease_renew = seconds("store.lease_renew", DEFAULT_LEASE_RENEW, problems);
+    if lease_renew * 2 > lease_ttl {
+        lease_renew = lease_ttl / 3;
+        problems.push(Problem::warning(
+            "store.lease_renew",
+            format!(
+                "must be at most half of store.lease_ttl, or one late renewal loses the lease: {:.1} s is used",
+                lease_renew.as_secs_f64()
+            ),
+        ));
+    }
+    StoreConfig {
+        postgres,
+        node_id,
+        lease_ttl,
+        lease_renew,
+    }
+}
+
+/// The host's name (a node's default id), or `node` when it has none.
+fn default_node_id() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "node".to_owned())
+}
+
 /// A number of seconds at `key`, raised to `least` (and said so) when below it.
 fn seconds_at_least(
     y: &mut YamlReader,

@@ -637,3 +637,71 @@ fn the_examples_placeholders_and_a_hosted_provider_without_a_key_are_errors() {
         keyed.problems
     );
 }
+
+#[test]
+fn the_store_is_sqlite_unless_a_postgres_url_is_given_and_its_password_is_a_secret() {
+    let base = "model:\n  default: m\n  base_url: http://x/v1\n";
+    let config = load_from(Path::new("/h"), base, &env(&[])).config.unwrap();
+    assert!(config.store.postgres.is_none());
+    assert_eq!(config.store.lease_ttl, DEFAULT_LEASE_TTL);
+
+    let loaded = load_from(
+        Path::new("/h"),
+        &format!(
+            "{base}store:\n  url: postgres://hermes@db.internal/hermes?sslmode=verify-full\n  node_id: a\n  lease_ttl: 1.5\n  lease_renew: 0.5\n"
+        ),
+        &env(&[("HERMES_STORE_PASSWORD", "pg-pass-123")]),
+    );
+    assert!(errors(&loaded).is_empty(), "{:?}", loaded.problems);
+    let store = loaded.store.clone().unwrap();
+    let target = store.postgres.unwrap();
+    assert_eq!(target.password().as_deref(), Some("pg-pass-123"));
+    assert!(!target.shown().contains("pg-pass-123"));
+    assert_eq!(store.node_id, "a");
+    assert_eq!(store.lease_ttl, Duration::from_millis(1500));
+    assert_eq!(store.lease_renew, Duration::from_millis(500));
+    assert!(
+        loaded
+            .secret_values
+            .iter()
+            .any(|s| s.expose() == "pg-pass-123"),
+        "the password is blanked wherever it shows"
+    );
+
+    // The URL in the environment wins, its inline password is a secret too, and the
+    // variable never reaches a child process.
+    let loaded = load_from(
+        Path::new("/h"),
+        base,
+        &env(&[("HERMES_STORE_URL", "postgres://h:inline-pw-9@db/x")]),
+    );
+    assert!(
+        loaded
+            .secret_values
+            .iter()
+            .any(|s| s.expose() == "inline-pw-9")
+    );
+    assert!(crate::secrets::is_secret_name("HERMES_STORE_URL"));
+
+    // A URL that does not read is an error, and the management commands get no store
+    // rather than SQLite in its place.
+    let loaded = load_from(
+        Path::new("/h"),
+        &format!("{base}store:\n  url: mysql://db/x\n"),
+        &env(&[]),
+    );
+    assert_eq!(errors(&loaded), ["store.url"]);
+    assert!(loaded.store.is_none());
+
+    // A renewal too slow for the lease is brought under it, and said so.
+    let loaded = load_from(
+        Path::new("/h"),
+        &format!("{base}store:\n  lease_ttl: 6\n  lease_renew: 5\n"),
+        &env(&[]),
+    );
+    assert_eq!(
+        loaded.store.as_ref().unwrap().lease_renew,
+        Duration::from_secs(2)
+    );
+    assert!(loaded.problems.iter().any(|p| p.key == "store.lease_renew"));
+}

@@ -471,6 +471,26 @@ pub struct DeliveryConfig {
     pub max_concurrent_sends: usize,
 }
 
+/// `store.*`: where the gateway keeps its state, and how the nodes sharing it agree.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// `store.url` / `HERMES_STORE_URL` (`postgres://…`): the shared PostgreSQL store;
+    /// `None`: SQLite at `$HERMES_HOME/gateway.db`.
+    pub postgres: Option<super::PgTarget>,
+    /// `store.node_id` / `HERMES_NODE_ID`: this daemon's name among the nodes of one store
+    /// (default: the host's name).
+    pub node_id: String,
+    /// `store.lease_ttl` (seconds): how long a lease lasts unless renewed.
+    pub lease_ttl: Duration,
+    /// `store.lease_renew` (seconds): how often the holder renews it.
+    pub lease_renew: Duration,
+}
+
+/// The default `store.lease_ttl`: a failover waits at most about this long.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
+/// The default `store.lease_renew`.
+pub const DEFAULT_LEASE_RENEW: Duration = Duration::from_secs(5);
+
 /// The default `delivery.retention`: a week, as long as a platform may redeliver an event.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The shortest `delivery.retention`: an hour, so a reply and its report stay together.
@@ -532,6 +552,7 @@ pub struct Config {
     pub access: AccessConfig,
     pub sessions: SessionConfig,
     pub delivery: DeliveryConfig,
+    pub store: StoreConfig,
     pub http: HttpConfig,
     /// The enabled platforms, each read by its adapter crate (see `crate::platforms`).
     pub platforms: Vec<Arc<dyn PlatformSettings>>,

@@ -67,7 +67,7 @@ pub(super) async fn prepare_home(config: Arc<Config>) -> anyhow::Result<(Store, 
                 "the agent's commands now work in the workspace, since the gateway's home is hidden from them; what they had made in the home was moved there"
             );
         }
-        let store = Store::open(&config.database_path())?;
+        let store = Store::open_at(home, config.store.postgres.clone())?;
         let prompt = SystemPrompt::load(home, config.agent.system_prompt.as_deref());
         Ok((store, prompt))
     })

@@ -159,11 +159,11 @@ fn delivery_with(platform: &Arc<ScriptedPlatform>, config: DeliveryConfig) -> (D
 async fn row_state(store: &Store, id: i64) -> (String, i64) {
     store
         .sql_for_tests(move |conn| {
-            Ok(conn.query_row(
+            conn.query_row(
                 "SELECT state, attempts FROM outbox WHERE id = ?1",
                 [id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
-            )?)
+            )
         })
         .await
         .unwrap()
@@ -231,11 +231,11 @@ async fn a_reply_is_marked_failed_only_once_it_is_older_than_max_age() {
     assert_eq!(state, "failed");
     let error: String = store
         .sql_for_tests(move |conn| {
-            Ok(conn.query_row(
+            conn.query_row(
                 "SELECT last_error FROM outbox WHERE id = ?1",
                 [ids[0]],
                 |r| r.get(0),
-            )?)
+            )
         })
         .await
         .unwrap();
@@ -270,11 +270,11 @@ async fn a_sent_reply_whose_record_fails_is_not_sent_again() {
     // The database refuses to record a row as sent, as a full disk would, for a while.
     store
         .sql_for_tests(|conn| {
-            Ok(conn.execute_batch(
+            conn.execute_batch(
                 "CREATE TRIGGER refuse_sent BEFORE UPDATE OF state ON outbox
                  WHEN NEW.state = 'sent'
                  BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
-            )?)
+            )
         })
         .await
         .unwrap();
@@ -283,7 +283,7 @@ async fn a_sent_reply_whose_record_fails_is_not_sent_again() {
     stays_pending(&store, ids[0], Duration::from_secs(120)).await;
 
     store
-        .sql_for_tests(|conn| Ok(conn.execute_batch("DROP TRIGGER refuse_sent")?))
+        .sql_for_tests(|conn| conn.execute_batch("DROP TRIGGER refuse_sent"))
         .await
         .unwrap();
     let (state, _) = settled(&store, ids[0], Duration::from_secs(600)).await;

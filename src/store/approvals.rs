@@ -5,6 +5,8 @@
 use hermes_adapter::ChatRef;
 use rusqlite::params;
 
+use super::db::Db;
+
 use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
 
 /// An approval still pending in the store (found at startup: a restart expires them).
@@ -57,14 +59,14 @@ fn allowlist_fields(
 
 /// Sign every allowlist row (the upgrade that added the MACs).
 pub(super) fn sign_existing(
-    tx: &rusqlite::Transaction,
+    tx: &Db,
     key: &crate::state_key::StateKey,
-) -> rusqlite::Result<usize> {
+) -> Result<usize, StoreError> {
     let rows: Vec<(String, String, String, String, i64)> = tx
         .prepare(
             "SELECT pattern_key, description, example, added_by, added_at FROM approval_allowlist",
         )?
-        .query_map([], |r| {
+        .query_map(params![], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?
         .collect::<Result<_, _>>()?;
@@ -99,7 +101,7 @@ impl Store {
 .execute(
                 params![key, chat.platform.as_str(), chat.account, chat.chat_id, chat.thread_id, chat.kind.as_str(), command, keys, now_ms()],
             )?;
-            Ok(conn.last_insert_rowid())
+            conn.last_insert_rowid()
         })
         .await
     }
@@ -134,12 +136,11 @@ impl Store {
 
     #[cfg(test)]
     pub async fn approval_state(&self, id: i64) -> Result<Option<String>, StoreError> {
-        use rusqlite::OptionalExtension;
+        use super::db::Optional;
         self.call(move |conn| {
-            Ok(conn
-                .prepare_cached("SELECT state FROM approvals WHERE id = ?1")?
+            conn.prepare_cached("SELECT state FROM approvals WHERE id = ?1")?
                 .query_row([id], |r| r.get(0))
-                .optional()?)
+                .optional()
         })
         .await
     }
@@ -148,7 +149,7 @@ impl Store {
         self.call(|conn| {
             let mut stmt =
                 conn.prepare_cached("SELECT * FROM approvals WHERE state = 'pending' ORDER BY id")?;
-            let rows = stmt.query_map([], |r| {
+            let rows = stmt.query_map(params![], |r| {
                 Ok(match chat_from_row(r)? {
                     Ok(chat) => Ok(PendingApproval {
                         id: r.get("id")?,
@@ -227,8 +228,11 @@ impl Store {
             let fields = allowlist_fields(&key, &description, &example, &added_by, at, &owner);
             let mac = signer.sign(ALLOWLIST, &fields);
             conn.prepare_cached(
-                "INSERT OR REPLACE INTO approval_allowlist (pattern_key, description, example, added_by, added_at, mac, owner)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO approval_allowlist (pattern_key, description, example, added_by, added_at, mac, owner)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (pattern_key, owner) DO UPDATE SET description = excluded.description,
+                    example = excluded.example, added_by = excluded.added_by,
+                    added_at = excluded.added_at, mac = excluded.mac",
             )?
             .execute(params![key, description, example, added_by, at, mac, owner])?;
             Ok(())
@@ -242,7 +246,7 @@ impl Store {
             let mut stmt = conn.prepare_cached(
                 "SELECT pattern_key, description, example, added_by, added_at, mac, owner FROM approval_allowlist ORDER BY added_at",
             )?;
-            let rows = stmt.query_map([], |r| {
+            let rows = stmt.query_map(params![], |r| {
                 let (pattern_key, description, example, added_by): (String, String, String, String) =
                     (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
                 let owner: String = r.get(6)?;
@@ -279,9 +283,7 @@ mod tests {
 
     /// A standing approval made for one person covers their commands only, and turning
     /// it into everyone's in the database breaks its signature.
-    #[tokio::test]
-    async fn a_persons_standing_approval_covers_only_their_commands() {
-        let store = Store::open_in_memory().unwrap();
+    async fn a_persons_standing_approval_covers_only_their_commands(store: Store) {
         store
             .allowlist_add(
                 "rm-recursive",
@@ -297,7 +299,7 @@ mod tests {
         assert!(!covers(&store, "rm-recursive", "discord:1").await);
         store
             .call(|conn| {
-                conn.execute("UPDATE approval_allowlist SET owner = ''", [])?;
+                conn.execute("UPDATE approval_allowlist SET owner = ''", params![])?;
                 Ok(())
             })
             .await
@@ -322,9 +324,7 @@ mod tests {
         assert_eq!(owners, [""]);
     }
 
-    #[tokio::test]
-    async fn a_standing_approval_the_gateway_did_not_write_covers_nothing() {
-        let store = Store::open_in_memory().unwrap();
+    async fn a_standing_approval_the_gateway_did_not_write_covers_nothing(store: Store) {
         store
             .allowlist_add("rm-recursive", "recursive delete", "rm -rf x", "Ada", "")
             .await
@@ -351,7 +351,7 @@ mod tests {
             .call(|conn| {
                 conn.execute(
                     "UPDATE approval_allowlist SET added_by = 'someone else' WHERE pattern_key = 'rm-recursive'",
-                    [],
+                    params![],
                 )?;
                 Ok(())
             })
@@ -414,9 +414,7 @@ mod tests {
         });
     }
 
-    #[tokio::test]
-    async fn approvals_record_decisions_and_the_allowlist_persists() {
-        let store = Store::open_in_memory().unwrap();
+    async fn approvals_record_decisions_and_the_allowlist_persists(store: Store) {
         let chat = ChatRef {
             platform: Platform::Telegram,
             account: None,
@@ -459,4 +457,10 @@ mod tests {
         assert_eq!(store.allowlist_list().await.unwrap().len(), 1);
         assert!(store.allowlist_remove("rm-recursive").await.unwrap());
     }
+
+    crate::store::on_both_engines!(
+        a_persons_standing_approval_covers_only_their_commands,
+        a_standing_approval_the_gateway_did_not_write_covers_nothing,
+        approvals_record_decisions_and_the_allowlist_persists,
+    );
 }

@@ -63,6 +63,8 @@ pub(super) fn start(path: &Path) -> Result<Checkpointer, StoreError> {
     })
 }
 
+use super::db::params0;
+
 impl Store {
     /// At a clean stop, when the WAL file is larger than it is kept
     /// ([`super::WAL_KEPT_BYTES`]; 20–33 MiB after a burst otherwise, until the next
@@ -78,7 +80,7 @@ impl Store {
         self.call(move |conn| {
             let wal_bytes = std::fs::metadata(&wal).map_or(0, |m| m.len());
             if wal_bytes > super::WAL_KEPT_BYTES as u64 {
-                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", params0(), |_| Ok(()))?;
             }
             Ok(())
         })

@@ -4,7 +4,9 @@
 //! gateway has had a conversation in.
 
 use hermes_adapter::{Author, ChatKind, ChatRef, Platform};
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::params;
+
+use super::db::{Optional, Row};
 
 use super::{Store, StoreError, now_ms};
 
@@ -104,10 +106,9 @@ impl Store {
     pub async fn cron_get(&self, id: &str) -> Result<Option<CronJob>, StoreError> {
         let id = id.to_owned();
         self.call(move |conn| {
-            Ok(conn
-                .prepare_cached(&format!("SELECT {COLUMNS} FROM cron_jobs WHERE id = ?1"))?
+            conn.prepare_cached(&format!("SELECT {COLUMNS} FROM cron_jobs WHERE id = ?1"))?
                 .query_row([id], row_to_job)
-                .optional()?)
+                .optional()
         })
         .await
     }
@@ -165,11 +166,11 @@ impl Store {
     /// The earliest next run of an active job.
     pub async fn cron_next_due(&self) -> Result<Option<i64>, StoreError> {
         self.call(|conn| {
-            Ok(conn
+            conn
                 .prepare_cached(
                     "SELECT min(next_run_at) FROM cron_jobs WHERE paused = 0 AND next_run_at IS NOT NULL",
                 )?
-                .query_row([], |r| r.get(0))?)
+                .query_row(params![], |r| r.get(0))
         })
         .await
     }
@@ -216,7 +217,7 @@ impl Store {
             Ok(conn
                 .prepare_cached(
                     "SELECT chat_kind, account FROM sessions
-                     WHERE platform = ?1 AND chat_id = ?2 AND thread_id IS ?3
+                     WHERE platform = ?1 AND chat_id = ?2 AND thread_id IS NOT DISTINCT FROM ?3
                        AND (?4 IS NULL OR user_id = ?4)
                      ORDER BY started_at DESC LIMIT 1",
                 )?

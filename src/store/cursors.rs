@@ -2,7 +2,7 @@
 //! platform and the key the adapter names it by (the bot's id), so a cursor of one bot is
 //! never used for another.
 
-use rusqlite::OptionalExtension;
+use super::db::Optional;
 
 use super::{Store, StoreError};
 
@@ -14,10 +14,9 @@ impl Store {
     ) -> Result<Option<String>, StoreError> {
         let (platform, key) = (platform.to_owned(), key.to_owned());
         self.call(move |conn| {
-            Ok(conn
-                .prepare_cached("SELECT value FROM cursors WHERE platform = ?1 AND key = ?2")?
+            conn.prepare_cached("SELECT value FROM cursors WHERE platform = ?1 AND key = ?2")?
                 .query_row([platform, key], |r| r.get(0))
-                .optional()?)
+                .optional()
         })
         .await
     }
@@ -47,9 +46,7 @@ impl Store {
 mod tests {
     use crate::store::Store;
 
-    #[tokio::test]
-    async fn each_bot_has_its_own_cursor() {
-        let store = Store::open_in_memory().unwrap();
+    async fn each_bot_has_its_own_cursor(store: Store) {
         store
             .save_cursor("telegram", "bot1", "500".into())
             .await
@@ -68,4 +65,6 @@ mod tests {
         );
         assert_eq!(store.load_cursor("telegram", "bot2").await.unwrap(), None);
     }
+
+    crate::store::on_both_engines!(each_bot_has_its_own_cursor,);
 }

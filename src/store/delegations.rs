@@ -24,9 +24,13 @@ impl Store {
     pub async fn delegation_started(&self, d: RecordedDelegation) -> Result<(), StoreError> {
         self.call(move |conn| {
             conn.prepare_cached(
-                "INSERT OR REPLACE INTO delegations (id, session_key, session_id, chat, author,
+                "INSERT INTO delegations (id, session_key, session_id, chat, author,
                     tasks, state, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7)
+                 ON CONFLICT (id) DO UPDATE SET session_key = excluded.session_key,
+                    session_id = excluded.session_id, chat = excluded.chat,
+                    author = excluded.author, tasks = excluded.tasks, state = 'running',
+                    attempts = 1, created_at = excluded.created_at, ended_at = NULL",
             )?
             .execute(params![
                 d.id,
@@ -62,9 +66,8 @@ impl Store {
         self.call(move |conn| {
             conn.prepare_cached("UPDATE delegations SET attempts = attempts + 1 WHERE id = ?1")?
                 .execute([&id])?;
-            Ok(conn
-                .prepare_cached("SELECT attempts FROM delegations WHERE id = ?1")?
-                .query_row([&id], |r| r.get(0))?)
+            conn.prepare_cached("SELECT attempts FROM delegations WHERE id = ?1")?
+                .query_row([&id], |r| r.get(0))
         })
         .await
     }
@@ -77,7 +80,7 @@ impl Store {
                 "SELECT id, session_key, session_id, chat, author, tasks FROM delegations
                  WHERE state = 'running' ORDER BY created_at",
             )?;
-            let rows = stmt.query_map([], |r| {
+            let rows = stmt.query_map(params![], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
@@ -117,9 +120,7 @@ impl Store {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_running_delegation_is_listed_until_it_ends() {
-        let store = Store::open_in_memory().unwrap();
+    async fn a_running_delegation_is_listed_until_it_ends(store: Store) {
         let chat = hermes_adapter::ChatRef {
             platform: hermes_adapter::Platform::Telegram,
             account: None,
@@ -152,4 +153,6 @@ mod tests {
         store.delegation_ended("d1", "reported").await.unwrap();
         assert!(store.delegations_running().await.unwrap().is_empty());
     }
+
+    crate::store::on_both_engines!(a_running_delegation_is_listed_until_it_ends,);
 }

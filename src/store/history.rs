@@ -3,7 +3,9 @@
 //! messages it summarises; either way the originals stay in the database (hidden, still
 //! found by search). Also the session's title (`/title`).
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
+
+use super::db::Optional;
 
 use super::{Store, StoreError, StoredMessage};
 
@@ -239,9 +241,7 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test]
-    async fn undo_hides_the_last_exchange_and_search_still_finds_it() {
-        let store = Store::open_in_memory().unwrap();
+    async fn undo_hides_the_last_exchange_and_search_still_finds_it(store: Store) {
         let id = session(&store).await;
         for (question, answer) in [("first", "one"), ("second zebra", "two")] {
             store
@@ -277,9 +277,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn undo_takes_a_whole_turn_and_never_a_summary() {
-        let store = Store::open_in_memory().unwrap();
+    async fn undo_takes_a_whole_turn_and_never_a_summary(store: Store) {
         let id = session(&store).await;
         let tool = |text: &str| StoredMessage {
             role: "tool".into(),
@@ -355,9 +353,7 @@ mod tests {
         assert_eq!(texts(&store.session_live(&id).await.unwrap()).len(), 3);
     }
 
-    #[tokio::test]
-    async fn a_summary_takes_the_place_of_what_it_summarises() {
-        let store = Store::open_in_memory().unwrap();
+    async fn a_summary_takes_the_place_of_what_it_summarises(store: Store) {
         let id = session(&store).await;
         let messages = (0..6)
             .map(|i| StoredMessage::user(format!("m{i}")))
@@ -386,4 +382,10 @@ mod tests {
             );
         }
     }
+
+    crate::store::on_both_engines!(
+        undo_hides_the_last_exchange_and_search_still_finds_it,
+        undo_takes_a_whole_turn_and_never_a_summary,
+        a_summary_takes_the_place_of_what_it_summarises,
+    );
 }

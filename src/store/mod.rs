@@ -9,6 +9,7 @@ mod approvals;
 mod checkpoint;
 mod cron;
 mod cursors;
+mod db;
 mod delegations;
 mod history;
 mod inbox;
@@ -50,13 +51,24 @@ use hermes_adapter::{ChatKind, ChatRef, Platform};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use crate::config::PgTarget;
 use crate::state_key::StateKey;
+use db::{Db, Pg};
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("database error: {}", postgres_error(.0))]
+    Postgres(#[from] postgres::Error),
+    #[error("could not reach the PostgreSQL store at {url}: {}", postgres_error(.source))]
+    Connect {
+        url: String,
+        source: postgres::Error,
+    },
+    #[error("the query returned no row")]
+    NoRow,
     #[error("could not open the database at {path}: {source}")]
     Open {
         path: String,
@@ -88,9 +100,47 @@ impl StoreError {
                     | ParameterOutOfRange
                     | ReadOnly
             ),
-            StoreError::Sqlite(_) | StoreError::Invalid(_) | StoreError::TooNew { .. } => false,
-            StoreError::Open { .. } => true,
+            StoreError::Postgres(e) => postgres_may_pass(e),
+            StoreError::Sqlite(_)
+            | StoreError::Invalid(_)
+            | StoreError::TooNew { .. }
+            | StoreError::NoRow => false,
+            StoreError::Open { .. } | StoreError::Connect { .. } => true,
             StoreError::Closed | StoreError::Key(_) => false,
+        }
+    }
+}
+
+/// A PostgreSQL error with what the server said (its own `Display` says only "db error").
+fn postgres_error(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{} ({}; {detail})", db.message(), db.code().code()),
+            None => format!("{} ({})", db.message(), db.code().code()),
+        },
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// Whether a PostgreSQL failure may pass: a lost connection, a server shutting down or out
+/// of resources, a serialization failure or deadlock may; a constraint, bad SQL, a value out of
+/// range will not.
+fn postgres_may_pass(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        // No SQLSTATE: the socket failed.
+        None => true,
+        Some(code) => {
+            let code = code.code();
+            ["08", "40", "53", "57", "58"]
+                .iter()
+                .any(|class| code.starts_with(class))
+                || code == "55P03"
         }
     }
 }
@@ -101,7 +151,7 @@ struct Job {
     /// When it is answered: relaxed (cursor saves, inbox records a sync will cover before
     /// the platform is told), durable, or a barrier ([`Store::sync`]).
     durability: Durability,
-    run: Box<dyn FnOnce(&mut Connection) -> Done + Send>,
+    run: Box<dyn FnOnce(&mut Db) -> Done + Send>,
 }
 
 /// When a job is answered (see [`run_group`]).
@@ -145,12 +195,13 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let home = path.parent().unwrap_or(Path::new("."));
         let (key, key_is_new) = StateKey::load_or_create(home).map_err(StoreError::Key)?;
-        let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
+        let conn = Connection::open(path).map_err(|source| StoreError::Open {
             path: path.display().to_string(),
             source,
         })?;
         configure(&conn)?;
-        migrations::apply_then(&mut conn, |tx, from| {
+        let mut db = Db::Sqlite(conn);
+        migrations::apply_then(&mut db, |tx, from| {
             if from >= migrations::SIGNED_ROWS {
                 return Ok(());
             }
@@ -174,41 +225,100 @@ impl Store {
             Ok(())
         })?;
         let checkpointer = checkpoint::start(path)?;
-        let mut store = Store::spawn(conn, key);
+        let mut store = Store::spawn(db, key);
         store._checkpointer = Some(Arc::new(checkpointer));
         Ok(store)
+    }
+
+    /// Open the store the configuration names: PostgreSQL at `postgres`, or else SQLite at
+    /// `home/gateway.db`.
+    pub fn open_at(home: &Path, postgres: Option<PgTarget>) -> Result<Store, StoreError> {
+        match postgres {
+            Some(target) => {
+                let shown = target.shown().to_owned();
+                let store = Store::open_postgres(target, home)?;
+                tracing::info!(url = %shown, "store: PostgreSQL");
+                Ok(store)
+            }
+            None => Store::open(&home.join("gateway.db")),
+        }
+    }
+
+    /// Open the PostgreSQL store at `target`, bring its schema up to date, and start the
+    /// owning thread. The state key is the one in `home`: every node of one store must have
+    /// the same (`docs/scaling.md`). The connection is made on the store thread: the
+    /// blocking client runs a runtime of its own, which may not start inside the daemon's.
+    pub fn open_postgres(target: PgTarget, home: &Path) -> Result<Store, StoreError> {
+        let (key, _) = StateKey::load_or_create(home).map_err(StoreError::Key)?;
+        Store::spawn_opening(
+            move || {
+                let target = Arc::new(target);
+                let pg = Pg::connect(Box::new(move || {
+                    target.connect().map_err(|source| StoreError::Connect {
+                        url: target.shown().to_owned(),
+                        source,
+                    })
+                }))?;
+                let mut db = Db::Postgres(Box::new(pg));
+                // A PostgreSQL store starts at a schema with the signatures: nothing to sign.
+                migrations::apply(&mut db)?;
+                Ok(db)
+            },
+            key,
+        )
     }
 
     /// A store in memory, for unit tests.
     #[cfg(test)]
     pub fn open_in_memory() -> Result<Store, StoreError> {
-        let mut conn = Connection::open_in_memory()?;
+        let conn = Connection::open_in_memory()?;
         prepare_once(&conn)?;
-        migrations::apply(&mut conn)?;
+        let mut db = Db::Sqlite(conn);
+        migrations::apply(&mut db)?;
         Ok(Store::spawn(
-            conn,
+            db,
             StateKey::from_bytes(&rand::random::<[u8; 32]>()),
         ))
     }
 
-    fn spawn(mut conn: Connection, key: StateKey) -> Store {
+    fn spawn(db: Db, key: StateKey) -> Store {
+        Store::spawn_opening(move || Ok(db), key).expect("opening an open database")
+    }
+
+    /// Start the store thread on the database `open` makes there; its error is returned.
+    fn spawn_opening(
+        open: impl FnOnce() -> Result<Db, StoreError> + Send + 'static,
+        key: StateKey,
+    ) -> Result<Store, StoreError> {
         let (jobs, rx) = mpsc::channel::<Job>();
+        let (opened_tx, opened) = mpsc::sync_channel::<Result<(), StoreError>>(1);
         thread::Builder::new()
             .name("hermes-store".into())
             .spawn(move || {
+                let mut db = match open() {
+                    Ok(db) => {
+                        let _ = opened_tx.send(Ok(()));
+                        db
+                    }
+                    Err(e) => {
+                        let _ = opened_tx.send(Err(e));
+                        return;
+                    }
+                };
                 let mut state = SyncState::default();
                 while let Ok(first) = rx.recv() {
                     let mut group = vec![first];
                     group.extend(rx.try_iter().take(GROUP_MAX - 1));
-                    run_group(&mut conn, group, &mut state);
+                    run_group(&mut db, group, &mut state);
                 }
             })
-            .expect("spawning the store thread");
-        Store {
+            .map_err(|e| StoreError::Invalid(format!("cannot start the store thread: {e}")))?;
+        opened.recv().map_err(|_| StoreError::Closed)??;
+        Ok(Store {
             jobs,
             _checkpointer: None,
             key,
-        }
+        })
     }
 
     /// Run `f` on the store thread and return its result. Only the store's own table
@@ -217,7 +327,7 @@ impl Store {
     async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db) -> Result<T, StoreError> + Send + 'static,
     {
         self.submit(f, Durability::Durable).await
     }
@@ -227,7 +337,7 @@ impl Store {
     async fn call_relaxed<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db) -> Result<T, StoreError> + Send + 'static,
     {
         self.submit(f, Durability::Relaxed).await
     }
@@ -237,7 +347,7 @@ impl Store {
     pub(crate) async fn sql_for_tests<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db) -> Result<T, StoreError> + Send + 'static,
     {
         self.call(f).await
     }
@@ -250,7 +360,7 @@ impl Store {
     async fn submit<T, F>(&self, f: F, durability: Durability) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Job {
@@ -281,7 +391,17 @@ impl Store {
 /// synced write stands in for it. A read alone does not sync what relaxed jobs wrote
 /// before it (a relaxed write may be lost by definition; syncing it for every read was an
 /// fsync per reply). `state` carries unsynced (relaxed) commits over to the next group.
-fn run_group(conn: &mut Connection, group: Vec<Job>, state: &mut SyncState) {
+fn run_group(db: &mut Db, group: Vec<Job>, state: &mut SyncState) {
+    if let Db::Postgres(pg) = db {
+        // Every PostgreSQL commit is durable when it returns: each job is answered at once.
+        if let Err(e) = pg.reconnect_if_closed() {
+            tracing::error!(error = %e, "store: the PostgreSQL connection is lost");
+        }
+        for job in group {
+            ((job.run)(db).answer)();
+        }
+        return;
+    }
     let last_durable = group
         .iter()
         .rposition(|job| job.durability != Durability::Relaxed);
@@ -290,9 +410,11 @@ fn run_group(conn: &mut Connection, group: Vec<Job>, state: &mut SyncState) {
     let mut answers = Vec::with_capacity(group.len());
     for (i, job) in group.into_iter().enumerate() {
         let full = Some(i) == last_durable;
+        let Db::Sqlite(conn) = &*db else { return };
         state.level(conn, full);
         let before = conn.total_changes();
-        let done = (job.run)(conn);
+        let done = (job.run)(db);
+        let Db::Sqlite(conn) = &*db else { return };
         if !conn.is_autocommit() {
             // A job left its transaction open (a failed COMMIT may do that): end it, or every
             // later write would join it and be lost with it.
@@ -318,7 +440,10 @@ fn run_group(conn: &mut Connection, group: Vec<Job>, state: &mut SyncState) {
             }
         }
     }
-    if owed && state.dirty {
+    if owed
+        && state.dirty
+        && let Db::Sqlite(conn) = db
+    {
         state.level(conn, true);
         match sync(conn) {
             Ok(()) => state.dirty = false,
@@ -400,7 +525,7 @@ fn prepare_once(conn: &Connection) -> Result<(), StoreError> {
 /// The chat of a row, from the `platform`, `account`, `chat_id`, `thread_id` and
 /// `chat_kind` columns every table that refers to a chat has. The inner error names values the store does not
 /// know (a newer version's platform, a damaged row).
-fn chat_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<ChatRef, String>> {
+fn chat_from_row(row: &db::Row<'_>) -> rusqlite::Result<Result<ChatRef, String>> {
     let platform: String = row.get("platform")?;
     let kind: String = row.get("chat_kind")?;
     Ok(match (Platform::parse(&platform), ChatKind::parse(&kind)) {
@@ -426,6 +551,34 @@ fn collect_checked<T>(
     Ok(out)
 }
 
+/// Each named test (an `async fn(Store)` of the calling module) run twice: on SQLite in
+/// memory (`<name>::sqlite`) and on a new database of the tests' PostgreSQL server
+/// (`<name>::postgres`). A test written but not named here is dead code, which the lints
+/// refuse.
+#[cfg(test)]
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test]
+                async fn sqlite() {
+                    super::$name(crate::store::Store::open_in_memory().unwrap()).await;
+                }
+
+                #[tokio::test]
+                async fn postgres() {
+                    let Some(db) = crate::store::tests::PostgresStore::new() else {
+                        return;
+                    };
+                    super::$name(db.store.clone()).await;
+                }
+            }
+        )*
+    };
+}
+#[cfg(test)]
+pub(crate) use on_both_engines;
+
 /// Milliseconds since the Unix epoch: the time unit of every stored timestamp.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -435,8 +588,31 @@ pub fn now_ms() -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A store on a new database of the tests' shared PostgreSQL server.
+    pub(crate) struct PostgresStore {
+        pub store: Store,
+        _home: tempfile::TempDir,
+        _server: Arc<hermes_testkit::postgres::TestPostgres>,
+    }
+
+    impl PostgresStore {
+        /// `None` when PostgreSQL is not installed and the tests may skip it.
+        pub fn new() -> Option<PostgresStore> {
+            let server = hermes_testkit::postgres::TestPostgres::shared()?;
+            let database = server.create_database();
+            let home = tempfile::tempdir().unwrap();
+            let target = PgTarget::parse(&server.url(&database), None).unwrap();
+            let store = Store::open_postgres(target, home.path()).unwrap();
+            Some(PostgresStore {
+                store,
+                _home: home,
+                _server: server,
+            })
+        }
+    }
 
     fn synchronous(conn: &Connection) -> i64 {
         conn.pragma_query_value(None, "synchronous", |r| r.get(0))
@@ -477,7 +653,7 @@ mod tests {
         let level = store
             .call(|conn| {
                 conn.execute_batch("CREATE TABLE t (x)")?;
-                Ok(synchronous(conn))
+                Ok(synchronous(conn.sqlite().unwrap()))
             })
             .await
             .unwrap();
@@ -487,7 +663,7 @@ mod tests {
     /// Jobs that note the `synchronous` level they ran under and when they ran and were
     /// answered, on a file database whose WAL growth counts the commits.
     struct Bench {
-        conn: Connection,
+        conn: Db,
         path: std::path::PathBuf,
         seen: Arc<std::sync::Mutex<Vec<i64>>>,
         events: Arc<std::sync::Mutex<Vec<&'static str>>>,
@@ -502,7 +678,7 @@ mod tests {
             configure(&conn).unwrap();
             conn.execute_batch("CREATE TABLE t (x)").unwrap();
             Bench {
-                conn,
+                conn: Db::Sqlite(conn),
                 path,
                 seen: Default::default(),
                 events: Default::default(),
@@ -514,8 +690,10 @@ mod tests {
             let (seen, events) = (self.seen.clone(), self.events.clone());
             Job {
                 durability,
-                run: Box::new(move |conn: &mut Connection| {
-                    seen.lock().unwrap().push(synchronous(conn));
+                run: Box::new(move |conn: &mut Db| {
+                    seen.lock()
+                        .unwrap()
+                        .push(synchronous(conn.sqlite().unwrap()));
                     conn.execute_batch(sql).unwrap();
                     events.lock().unwrap().push("ran");
                     Done {

@@ -7,7 +7,9 @@
 //! Pending rows survive restarts; rows caught mid-send by a crash are sent again.
 
 use hermes_adapter::{ChatRef, Choice, DeliveryStatus, MessageBody, OutboundFile, Platform};
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::params;
+
+use super::db::{Db, Optional, Row};
 
 use super::{Store, StoreError, chat_from_row, collect_checked, now_ms};
 
@@ -51,7 +53,7 @@ pub struct Settled {
 
 /// The pending rows of a chat, oldest first (a lane's query, once per message sent).
 const PENDING_OF_CHAT: &str = "SELECT * FROM outbox
-     WHERE state = 'pending' AND platform = ?1 AND chat_id = ?2 AND account IS ?3
+     WHERE state = 'pending' AND platform = ?1 AND chat_id = ?2 AND account IS NOT DISTINCT FROM ?3
      ORDER BY id";
 
 impl Store {
@@ -113,9 +115,8 @@ impl Store {
     /// Startup: rows a crash caught mid-send go back in the queue; returns how many.
     pub async fn outbox_requeue_interrupted(&self) -> Result<usize, StoreError> {
         self.call(|conn| {
-            Ok(conn
-                .prepare_cached("UPDATE outbox SET state = 'pending' WHERE state = 'sending'")?
-                .execute([])?)
+            conn.prepare_cached("UPDATE outbox SET state = 'pending' WHERE state = 'sending'")?
+                .execute(params![])
         })
         .await
     }
@@ -128,7 +129,7 @@ impl Store {
                 "SELECT min(id) FROM outbox WHERE state = 'pending'
                  GROUP BY platform, chat_id, account",
             )?;
-            let ids = stmt.query_map([], |r| r.get::<_, i64>(0))?;
+            let ids = stmt.query_map(params![], |r| r.get::<_, i64>(0))?;
             Ok(ids.collect::<rusqlite::Result<Vec<i64>>>()?)
         })
         .await
@@ -157,10 +158,12 @@ impl Store {
     pub async fn outbox_pending_chats(&self) -> Result<Vec<ChatRef>, StoreError> {
         self.call(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT platform, account, chat_id, thread_id, chat_kind FROM outbox
-                 WHERE state = 'pending' GROUP BY platform, account, chat_id ORDER BY MIN(id)",
+                "SELECT o.platform, o.account, o.chat_id, o.thread_id, o.chat_kind FROM outbox o
+                 JOIN (SELECT MIN(id) AS id FROM outbox WHERE state = 'pending'
+                       GROUP BY platform, account, chat_id) head ON o.id = head.id
+                 ORDER BY o.id",
             )?;
-            let rows = stmt.query_map([], chat_from_row)?;
+            let rows = stmt.query_map(params![], chat_from_row)?;
             collect_checked(rows)
         })
         .await
@@ -227,7 +230,7 @@ impl Store {
             };
             let row = row.map_err(StoreError::Invalid)?;
             let Settled { body, later } = rewrite(&row.chat, &row.body.plain);
-            let rewrite_in_place = |tx: &rusqlite::Transaction<'_>| {
+            let rewrite_in_place = |tx: &Db| {
                 tx.prepare_cached(
                     "UPDATE outbox SET markup = ?1, plain = ?2, choices = NULL WHERE id = ?3",
                 )?
@@ -409,10 +412,7 @@ impl Store {
 }
 
 /// Queue rows inside a caller's transaction.
-pub(super) fn enqueue_in(
-    tx: &rusqlite::Transaction<'_>,
-    rows: &[NewOutboxRow],
-) -> Result<Vec<i64>, StoreError> {
+pub(super) fn enqueue_in(tx: &Db, rows: &[NewOutboxRow]) -> Result<Vec<i64>, StoreError> {
     rows.iter()
         .map(|row| {
             let id = insert_in(
@@ -435,7 +435,7 @@ pub(super) fn enqueue_in(
 }
 
 fn insert_in(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Db,
     chat: &ChatRef,
     body: &MessageBody,
     reply_to: Option<&str>,
@@ -465,7 +465,7 @@ fn insert_in(
         edit_of,
         now_ms(),
     ])?;
-    Ok(tx.last_insert_rowid())
+    tx.last_insert_rowid()
 }
 
 fn row_to_outbox(row: &Row<'_>) -> rusqlite::Result<Result<OutboxRow, String>> {
@@ -556,6 +556,7 @@ mod tests {
             .collect()
     }
 
+    /// SQLite's: PostgreSQL plans a prepared statement generically after five runs anyway.
     #[tokio::test]
     async fn a_lane_query_is_prepared_once_whatever_it_is_bound_to() {
         let store = Store::open_in_memory().unwrap();
@@ -572,6 +573,8 @@ mod tests {
         let reprepared = store
             .sql_for_tests(|conn| {
                 Ok(conn
+                    .sqlite()
+                    .unwrap()
                     .prepare_cached(PENDING_OF_CHAT)?
                     .get_status(rusqlite::StatementStatus::RePrepare))
             })
@@ -580,9 +583,7 @@ mod tests {
         assert_eq!(reprepared, 0, "re-prepared for its bound values");
     }
 
-    #[tokio::test]
-    async fn rows_are_claimed_in_order_and_stay_until_sent() {
-        let store = Store::open_in_memory().unwrap();
+    async fn rows_are_claimed_in_order_and_stay_until_sent(store: Store) {
         let ids = store.outbox_enqueue(rows(&["one", "two"])).await.unwrap();
         assert_eq!(store.outbox_pending_chats().await.unwrap(), vec![chat()]);
         let pending = store.outbox_pending(&chat()).await.unwrap();
@@ -616,9 +617,9 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn settling_a_queued_prompt_rewrites_it_and_a_sent_one_gets_an_edit_behind_it() {
-        let store = Store::open_in_memory().unwrap();
+    async fn settling_a_queued_prompt_rewrites_it_and_a_sent_one_gets_an_edit_behind_it(
+        store: Store,
+    ) {
         let ids = store
             .outbox_enqueue(rows(&["first", "second"]))
             .await
@@ -667,9 +668,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn settling_a_prompt_being_sent_rewrites_it_for_its_next_attempt_and_edits_after() {
-        let store = Store::open_in_memory().unwrap();
+    async fn settling_a_prompt_being_sent_rewrites_it_for_its_next_attempt_and_edits_after(
+        store: Store,
+    ) {
         let ids = store.outbox_enqueue(rows(&["prompt"])).await.unwrap();
         let claimed = store.outbox_claim(ids[0]).await.unwrap().unwrap();
         assert_eq!(claimed.choices, vec![deny()]);
@@ -696,9 +697,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn delivery_reports_land_on_the_row_with_that_platform_id() {
-        let store = Store::open_in_memory().unwrap();
+    async fn delivery_reports_land_on_the_row_with_that_platform_id(store: Store) {
         let ids = store.outbox_enqueue(rows(&["hi"])).await.unwrap();
         store
             .outbox_mark_sent(ids[0], Some("wamid.1".into()))
@@ -726,10 +725,8 @@ mod tests {
         assert!(unknown.is_none());
         let status: String = store
             .call(move |c| {
-                Ok(
-                    c.prepare_cached("SELECT delivery_status FROM outbox WHERE id = ?1")?
-                        .query_row([ids[0]], |r| r.get(0))?,
-                )
+                c.prepare_cached("SELECT delivery_status FROM outbox WHERE id = ?1")?
+                    .query_row([ids[0]], |r| r.get(0))
             })
             .await
             .unwrap();
@@ -738,9 +735,7 @@ mod tests {
 
     const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
 
-    #[tokio::test]
-    async fn a_held_report_queues_a_young_message_again_and_fails_an_old_one() {
-        let store = Store::open_in_memory().unwrap();
+    async fn a_held_report_queues_a_young_message_again_and_fails_an_old_one(store: Store) {
         let ids = store.outbox_enqueue(rows(&["young", "old"])).await.unwrap();
         for (id, wamid) in [(ids[0], "wamid.Y"), (ids[1], "wamid.O")] {
             store
@@ -769,10 +764,8 @@ mod tests {
         assert_eq!(pending[0].id, ids[0]);
         let state: (String, String) = store
             .call(move |c| {
-                Ok(
-                    c.prepare_cached("SELECT state, delivery_status FROM outbox WHERE id = ?1")?
-                        .query_row([ids[1]], |r| Ok((r.get(0)?, r.get(1)?)))?,
-                )
+                c.prepare_cached("SELECT state, delivery_status FROM outbox WHERE id = ?1")?
+                    .query_row([ids[1]], |r| Ok((r.get(0)?, r.get(1)?)))
             })
             .await
             .unwrap();
@@ -786,9 +779,7 @@ mod tests {
         assert_eq!(old[0].label, "Deny");
     }
 
-    #[tokio::test]
-    async fn a_message_edited_often_queues_one_edit_at_a_time() {
-        let store = Store::open_in_memory().unwrap();
+    async fn a_message_edited_often_queues_one_edit_at_a_time(store: Store) {
         let ids = store
             .outbox_enqueue(vec![NewOutboxRow {
                 chat: chat(),
@@ -823,4 +814,13 @@ mod tests {
         assert_eq!(pending.len(), 2);
         assert_eq!(pending[1].body.plain, "four");
     }
+
+    crate::store::on_both_engines!(
+        rows_are_claimed_in_order_and_stay_until_sent,
+        settling_a_queued_prompt_rewrites_it_and_a_sent_one_gets_an_edit_behind_it,
+        settling_a_prompt_being_sent_rewrites_it_for_its_next_attempt_and_edits_after,
+        delivery_reports_land_on_the_row_with_that_platform_id,
+        a_held_report_queues_a_young_message_again_and_fails_an_old_one,
+        a_message_edited_often_queues_one_edit_at_a_time,
+    );
 }

@@ -4,7 +4,9 @@
 //! approvals for the platform for an hour (the Hermes rules).
 
 use rand::Rng;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
+
+use super::db::{Db, Optional};
 
 use super::{Store, StoreError, now_ms};
 
@@ -181,8 +183,10 @@ impl Store {
                     Some(approval) => {
                         let fields = paired_fields(&platform, &approval.user_id, &approval.user_name, now);
                         let mac = signer.sign(PAIRED, &fields);
-                        tx.prepare_cached("INSERT OR REPLACE INTO paired_users (platform, user_id, user_name, approved_at, mac)
-                             VALUES (?1, ?2, ?3, ?4, ?5)")?
+                        tx.prepare_cached("INSERT INTO paired_users (platform, user_id, user_name, approved_at, mac)
+                             VALUES (?1, ?2, ?3, ?4, ?5)
+                             ON CONFLICT (platform, user_id) DO UPDATE SET user_name = excluded.user_name,
+                                approved_at = excluded.approved_at, mac = excluded.mac")?
 .execute(
                             params![platform, approval.user_id, approval.user_name, now, mac],
                         )?;
@@ -246,7 +250,7 @@ impl Store {
                 "SELECT platform, user_id, user_name, approved_at, mac FROM paired_users ORDER BY approved_at",
             )?;
             let approved = stmt
-                .query_map([], |r| {
+                .query_map(params![], |r| {
                     let (platform, user_id, name): (String, String, String) =
                         (r.get(0)?, r.get(1)?, r.get(2)?);
                     let fields = paired_fields(&platform, &user_id, &name, r.get(3)?);
@@ -270,12 +274,14 @@ fn paired_fields(platform: &str, user_id: &str, name: &str, at: i64) -> [String;
 
 /// Sign every paired person's row (the upgrade that added the MACs).
 pub(super) fn sign_existing(
-    tx: &rusqlite::Transaction,
+    tx: &Db,
     key: &crate::state_key::StateKey,
-) -> rusqlite::Result<usize> {
+) -> Result<usize, StoreError> {
     let rows: Vec<(String, String, String, i64)> = tx
         .prepare("SELECT platform, user_id, user_name, approved_at FROM paired_users")?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .query_map(params![], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
         .collect::<Result<_, _>>()?;
     let count = rows.len();
     for (platform, user_id, name, at) in rows {
@@ -300,8 +306,7 @@ mod tests {
     use super::*;
 
     /// A store where Eve, a stranger, asked to pair on Telegram: her code.
-    async fn eve_asks() -> (Store, String) {
-        let store = Store::open_in_memory().unwrap();
+    async fn eve_asks(store: Store) -> (Store, String) {
         let outcome = store.pairing_request("telegram", "9", "Eve", "9").await;
         match outcome.unwrap() {
             PairingRequestOutcome::Issued(code) => (store, code),
@@ -309,9 +314,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_paired_person_the_gateway_did_not_write_is_not_let_in() {
-        let (store, code) = eve_asks().await;
+    async fn a_paired_person_the_gateway_did_not_write_is_not_let_in(store: Store) {
+        let (store, code) = eve_asks(store).await;
         store.pairing_approve("telegram", &code).await.unwrap();
         store
             .call(|conn| {
@@ -334,9 +338,8 @@ mod tests {
         assert_eq!(signed, [("666", false), ("667", false), ("9", true)]);
     }
 
-    #[tokio::test]
-    async fn a_code_pairs_its_person_once_and_wrong_codes_lock_out() {
-        let (store, code) = eve_asks().await;
+    async fn a_code_pairs_its_person_once_and_wrong_codes_lock_out(store: Store) {
+        let (store, code) = eve_asks(store).await;
         assert_eq!(code.len(), 8);
         assert!(code.bytes().all(|b| CODE_ALPHABET.contains(&b)));
         assert_eq!(
@@ -367,9 +370,8 @@ mod tests {
         assert!(store.pairing_revoke("telegram", "9").await.unwrap());
     }
 
-    #[tokio::test]
-    async fn an_expired_code_pairs_nobody_and_the_person_gets_a_new_one() {
-        let (store, code) = eve_asks().await;
+    async fn an_expired_code_pairs_nobody_and_the_person_gets_a_new_one(store: Store) {
+        let (store, code) = eve_asks(store).await;
         // The code's hour is over.
         store
             .call(|conn| {
@@ -392,9 +394,7 @@ mod tests {
         assert!(matches!(again.unwrap(), PairingRequestOutcome::Issued(new) if new != code));
     }
 
-    #[tokio::test]
-    async fn at_most_three_codes_wait_per_platform() {
-        let store = Store::open_in_memory().unwrap();
+    async fn at_most_three_codes_wait_per_platform(store: Store) {
         for user in ["1", "2", "3"] {
             assert!(matches!(
                 store
@@ -413,4 +413,11 @@ mod tests {
         );
         assert_eq!(store.pairing_list().await.unwrap().0.len(), 3);
     }
+
+    crate::store::on_both_engines!(
+        at_most_three_codes_wait_per_platform,
+        a_paired_person_the_gateway_did_not_write_is_not_let_in,
+        a_code_pairs_its_person_once_and_wrong_codes_lock_out,
+        an_expired_code_pairs_nobody_and_the_person_gets_a_new_one,
+    );
 }

@@ -27,9 +27,15 @@ impl Store {
         let session_key = session_key.to_owned();
         self.call(move |conn| {
             conn.prepare_cached(
-                "INSERT OR REPLACE INTO background_processes (id, session_key, platform, chat_id,
+                "INSERT INTO background_processes (id, session_key, platform, chat_id,
                     thread_id, chat_kind, command, pgid, start_ticks, started_at, account)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 ON CONFLICT (id) DO UPDATE SET session_key = excluded.session_key,
+                    platform = excluded.platform, chat_id = excluded.chat_id,
+                    thread_id = excluded.thread_id, chat_kind = excluded.chat_kind,
+                    command = excluded.command, pgid = excluded.pgid,
+                    start_ticks = excluded.start_ticks, state = 'running',
+                    started_at = excluded.started_at, ended_at = NULL, account = excluded.account",
             )?
             .execute(params![
                 p.id,
@@ -67,7 +73,7 @@ impl Store {
             let mut stmt = conn.prepare_cached(
                 "SELECT * FROM background_processes WHERE state = 'running' ORDER BY started_at",
             )?;
-            let rows = stmt.query_map([], |r| {
+            let rows = stmt.query_map(params![], |r| {
                 Ok(match chat_from_row(r)? {
                     Ok(chat) => Ok(RecordedProcess {
                         id: r.get("id")?,
@@ -90,9 +96,7 @@ mod tests {
     use super::*;
     use hermes_adapter::{ChatKind, Platform};
 
-    #[tokio::test]
-    async fn running_processes_are_listed_until_they_end() {
-        let store = Store::open_in_memory().unwrap();
+    async fn running_processes_are_listed_until_they_end(store: Store) {
         let chat = ChatRef {
             platform: Platform::Telegram,
             account: None,
@@ -115,4 +119,6 @@ mod tests {
         store.process_ended("proc_1", "finished").await.unwrap();
         assert!(store.processes_running().await.unwrap().is_empty());
     }
+
+    crate::store::on_both_engines!(running_processes_are_listed_until_they_end,);
 }

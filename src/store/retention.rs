@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use rusqlite::params;
 
+use super::db::Db;
+
 use super::{Store, StoreError, now_ms};
 
 /// Rows one batch deleted, per kind.
@@ -100,12 +102,7 @@ impl Store {
 
 /// Handled rows last changed before `before`; the ids of those received after `seen_after`
 /// stay in `seen_events`.
-fn prune_inbox(
-    tx: &rusqlite::Transaction<'_>,
-    before: i64,
-    seen_after: i64,
-    batch: i64,
-) -> Result<usize, StoreError> {
+fn prune_inbox(tx: &Db, before: i64, seen_after: i64, batch: i64) -> Result<usize, StoreError> {
     let old: Vec<(i64, String, i64)> = tx
         .prepare_cached(
             "SELECT id, event_id, received_at FROM inbox
@@ -120,7 +117,8 @@ fn prune_inbox(
     for (id, event_id, received_at) in &old {
         if *received_at >= seen_after {
             tx.prepare_cached(
-                "INSERT OR IGNORE INTO seen_events (event_id, received_at) VALUES (?1, ?2)",
+                "INSERT INTO seen_events (event_id, received_at) VALUES (?1, ?2)
+                 ON CONFLICT DO NOTHING",
             )?
             .execute(params![event_id, received_at])?;
         }
@@ -133,14 +131,9 @@ fn prune_inbox(
 /// Rows that went out or gave up before `before`, except one a queued edit or a waiting
 /// approval prompt still refers to, or one streaming the answer of a turn still running
 /// (a turn may outlast the retention).
-fn prune_outbox(
-    tx: &rusqlite::Transaction<'_>,
-    before: i64,
-    batch: i64,
-) -> Result<usize, StoreError> {
-    Ok(tx
-        .prepare_cached(
-            "DELETE FROM outbox WHERE id IN (
+fn prune_outbox(tx: &Db, before: i64, batch: i64) -> Result<usize, StoreError> {
+    tx.prepare_cached(
+        "DELETE FROM outbox WHERE id IN (
                 SELECT id FROM outbox
                 WHERE state IN ('sent', 'failed') AND created_at < ?1
                   AND id < (SELECT max(id) FROM outbox)
@@ -151,17 +144,13 @@ fn prune_outbox(
                   AND id NOT IN (SELECT prompt_outbox_id FROM approvals
                                  WHERE state = 'pending' AND prompt_outbox_id IS NOT NULL)
                 ORDER BY id LIMIT ?2)",
-        )?
-        .execute(params![before, batch])?)
+    )?
+    .execute(params![before, batch])
 }
 
 /// Decided approvals, ended background processes and delegations, and pairing failures
 /// from before `before`.
-fn prune_ended(
-    tx: &rusqlite::Transaction<'_>,
-    before: i64,
-    batch: i64,
-) -> Result<usize, StoreError> {
+fn prune_ended(tx: &Db, before: i64, batch: i64) -> Result<usize, StoreError> {
     const ENDED: [&str; 4] = [
         "DELETE FROM approvals WHERE id IN (SELECT id FROM approvals
             WHERE state != 'pending' AND COALESCE(decided_at, created_at) < ?1
@@ -170,8 +159,9 @@ fn prune_ended(
             WHERE state != 'running' AND ended_at < ?1 LIMIT ?2)",
         "DELETE FROM delegations WHERE id IN (SELECT id FROM delegations
             WHERE state != 'running' AND ended_at < ?1 LIMIT ?2)",
-        "DELETE FROM pairing_failures WHERE rowid IN (SELECT rowid FROM pairing_failures
-            WHERE at < ?1 LIMIT ?2)",
+        // No key: the batch is the oldest moments (a moment shared by more rows takes them all).
+        "DELETE FROM pairing_failures WHERE at IN (SELECT at FROM pairing_failures
+            WHERE at < ?1 ORDER BY at LIMIT ?2)",
     ];
     let mut deleted = 0;
     for sql in ENDED {

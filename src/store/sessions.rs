@@ -1,8 +1,12 @@
 //! Sessions (one conversation's history under a session key) and their messages, with an FTS5
 //! index over message content.
 
+use std::ops::ControlFlow;
+
 use hermes_adapter::ChatRef;
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::params;
+
+use super::db::{Db, Optional, Row};
 
 use super::{Store, StoreError, now_ms};
 
@@ -147,10 +151,9 @@ impl Store {
                 "SELECT role, content, tool_calls, tool_call_id, tool_name FROM messages
                  WHERE session_id = ?1 AND hidden IS NULL ORDER BY id DESC",
             )?;
-            let mut rows = stmt.query([session_id])?;
             let mut tail = Vec::new();
             let mut bytes = 0usize;
-            while let Some(r) = rows.next()? {
+            stmt.for_each_row([session_id], |r| {
                 let message = StoredMessage {
                     role: r.get(0)?,
                     content: r.get(1)?,
@@ -163,10 +166,11 @@ impl Store {
                         + message.tool_calls.as_ref().map_or(0, String::len),
                 );
                 if bytes > max_bytes {
-                    break;
+                    return Ok(ControlFlow::Break(()));
                 }
                 tail.push(message);
-            }
+                Ok(ControlFlow::Continue(()))
+            })?;
             tail.reverse();
             Ok(tail)
         })
@@ -197,11 +201,18 @@ impl Store {
     ) -> Result<Vec<SearchHit>, StoreError> {
         let query = query.to_owned();
         self.call(move |conn| {
-            let mut stmt = conn.prepare_cached(
+            let mut stmt = conn.prepare_cached(if conn.is_postgres() {
+                // Free text, quotes and `or` as a search box reads them.
+                "SELECT m.session_id, m.role, ts_headline('simple', m.content, q,
+                        'StartSel=[, StopSel=], MaxWords=12, MinWords=4, ShortWord=1')
+                 FROM messages m, websearch_to_tsquery('simple', ?1) q
+                 WHERE to_tsvector('simple', m.content) @@ q
+                 ORDER BY ts_rank(to_tsvector('simple', m.content), q) DESC, m.id DESC LIMIT ?2"
+            } else {
                 "SELECT m.session_id, m.role, snippet(messages_fts, 0, '[', ']', '…', 12)
                  FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
-                 WHERE messages_fts MATCH ?1 ORDER BY rank LIMIT ?2",
-            )?;
+                 WHERE messages_fts MATCH ?1 ORDER BY rank LIMIT ?2"
+            })?;
             let rows = stmt.query_map(params![query, limit as i64], |r| {
                 Ok(SearchHit {
                     session_id: r.get(0)?,
@@ -217,7 +228,7 @@ impl Store {
 
 /// Append messages inside a caller's transaction.
 pub(super) fn append_in(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Db,
     session_id: &str,
     messages: &[StoredMessage],
 ) -> Result<(), StoreError> {
@@ -242,7 +253,7 @@ pub(super) fn append_in(
             turn
         ])?;
         if turn.is_none() {
-            let id = tx.last_insert_rowid();
+            let id = tx.last_insert_rowid()?;
             tx.prepare_cached("UPDATE messages SET turn = ?1 WHERE id = ?1")?
                 .execute([id])?;
             turn = Some(id);
@@ -307,9 +318,7 @@ mod tests {
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
     }
 
-    #[tokio::test]
-    async fn messages_append_in_order_search_finds_them_and_end_starts_fresh() {
-        let store = Store::open_in_memory().unwrap();
+    async fn messages_append_in_order_search_finds_them_and_end_starts_fresh(store: Store) {
         let chat = ChatRef {
             platform: Platform::Telegram,
             account: None,
@@ -345,9 +354,7 @@ mod tests {
         assert!(store.session_messages(&fresh.id).await.unwrap().is_empty());
     }
 
-    #[tokio::test]
-    async fn a_turn_reads_only_the_tail_of_a_long_history() {
-        let store = Store::open_in_memory().unwrap();
+    async fn a_turn_reads_only_the_tail_of_a_long_history(store: Store) {
         let chat = ChatRef {
             platform: Platform::Telegram,
             account: None,
@@ -373,4 +380,9 @@ mod tests {
         );
         assert_eq!(store.session_messages(&s.id).await.unwrap().len(), 100);
     }
+
+    crate::store::on_both_engines!(
+        messages_append_in_order_search_finds_them_and_end_starts_fresh,
+        a_turn_reads_only_the_tail_of_a_long_history,
+    );
 }

@@ -3,7 +3,9 @@
 //! platform's home channel (`/sethome`, in place of the configured one).
 
 use hermes_adapter::{ChatRef, Platform};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
+
+use super::db::Optional;
 
 use super::{Store, StoreError, now_ms};
 
@@ -16,12 +18,11 @@ impl Store {
     ) -> Result<Option<String>, StoreError> {
         let key = session_key.to_owned();
         self.call(move |conn| {
-            Ok(conn
-                .prepare_cached(
-                    "SELECT value FROM chat_settings WHERE session_key = ?1 AND name = ?2",
-                )?
-                .query_row(params![key, name], |r| r.get(0))
-                .optional()?)
+            conn.prepare_cached(
+                "SELECT value FROM chat_settings WHERE session_key = ?1 AND name = ?2",
+            )?
+            .query_row(params![key, name], |r| r.get(0))
+            .optional()
         })
         .await
     }
@@ -105,9 +106,7 @@ mod tests {
     use super::*;
     use hermes_adapter::ChatKind;
 
-    #[tokio::test]
-    async fn settings_and_home_channels_are_kept_and_replaced() {
-        let store = Store::open_in_memory().unwrap();
+    async fn settings_and_home_channels_are_kept_and_replaced(store: Store) {
         assert_eq!(store.chat_setting("k", "model").await.unwrap(), None);
         store
             .set_chat_setting("k", "model", Some("a".into()))
@@ -140,4 +139,6 @@ mod tests {
         );
         assert_eq!(store.home_channel(Platform::Telegram).await.unwrap(), None);
     }
+
+    crate::store::on_both_engines!(settings_and_home_channels_are_kept_and_replaced,);
 }

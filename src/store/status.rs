@@ -5,16 +5,17 @@
 pub use crate::metrics::StatusCounts;
 
 use super::{Store, StoreError, now_ms};
+use rusqlite::params;
 
 impl Store {
     pub async fn status_counts(&self) -> Result<StatusCounts, StoreError> {
         self.call(|conn| {
-            let count = |sql: &str| -> rusqlite::Result<i64> {
-                conn.prepare_cached(sql)?.query_row([], |r| r.get(0))
+            let count = |sql: &str| -> Result<i64, StoreError> {
+                conn.prepare_cached(sql)?.query_row(params![], |r| r.get(0))
             };
             let oldest: Option<i64> = conn
                 .prepare_cached("SELECT min(created_at) FROM outbox WHERE state = 'pending'")?
-                .query_row([], |r| r.get(0))?;
+                .query_row(params![], |r| r.get(0))?;
             Ok(StatusCounts {
                 sessions: count("SELECT count(*) FROM sessions WHERE ended_at IS NULL")?,
                 inbox_open: count("SELECT count(*) FROM inbox WHERE state = 'received'")?,

@@ -2,7 +2,9 @@
 //! the memory snapshot each session's system prompt carries (taken once, at its first turn,
 //! so the prompt stays the same bytes).
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
+
+use super::db::Optional;
 
 use super::{Store, StoreError, now_ms};
 
@@ -11,10 +13,9 @@ impl Store {
     pub async fn todos(&self, session_id: &str) -> Result<Option<String>, StoreError> {
         let session_id = session_id.to_owned();
         self.call(move |conn| {
-            Ok(conn
-                .prepare_cached("SELECT items FROM todos WHERE session_id = ?1")?
+            conn.prepare_cached("SELECT items FROM todos WHERE session_id = ?1")?
                 .query_row([session_id], |r| r.get(0))
-                .optional()?)
+                .optional()
         })
         .await
     }

@@ -4,6 +4,8 @@
 
 use rusqlite::params;
 
+use super::db::Row;
+
 use super::{Store, StoreError, now_ms};
 use crate::llm::Usage;
 
@@ -43,7 +45,7 @@ impl Store {
         since_ms: i64,
     ) -> Result<(Usage, Usage), StoreError> {
         self.call(move |conn| {
-            let sum = |row: &rusqlite::Row<'_>| -> rusqlite::Result<Usage> {
+            let sum = |row: &Row<'_>| -> rusqlite::Result<Usage> {
                 let n = |i: usize| -> rusqlite::Result<u64> {
                     Ok(row.get::<_, Option<i64>>(i)?.unwrap_or(0).max(0) as u64)
                 };
@@ -58,14 +60,16 @@ impl Store {
             let session = match session_id {
                 Some(id) => conn
                     .prepare_cached(
-                        "SELECT sum(prompt), sum(completion), sum(cached), sum(cache_write), sum(cost_micros) FROM usage WHERE session_id = ?1",
+                        "SELECT CAST(sum(prompt) AS BIGINT), CAST(sum(completion) AS BIGINT), CAST(sum(cached) AS BIGINT),
+                     CAST(sum(cache_write) AS BIGINT), CAST(sum(cost_micros) AS BIGINT) FROM usage WHERE session_id = ?1",
                     )?
                     .query_row([id], sum)?,
                 None => Usage::default(),
             };
             let since = conn
                 .prepare_cached(
-                    "SELECT sum(prompt), sum(completion), sum(cached), sum(cache_write), sum(cost_micros) FROM usage WHERE at >= ?1",
+                    "SELECT CAST(sum(prompt) AS BIGINT), CAST(sum(completion) AS BIGINT), CAST(sum(cached) AS BIGINT),
+                     CAST(sum(cache_write) AS BIGINT), CAST(sum(cost_micros) AS BIGINT) FROM usage WHERE at >= ?1",
                 )?
                 .query_row([since_ms], sum)?;
             Ok((session, since))
@@ -78,9 +82,7 @@ impl Store {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn usage_adds_up_per_session_and_since_a_moment() {
-        let store = Store::open_in_memory().unwrap();
+    async fn usage_adds_up_per_session_and_since_a_moment(store: Store) {
         let turn = Usage {
             prompt: 100,
             completion: 20,
@@ -115,4 +117,6 @@ mod tests {
         let (_, later) = store.usage_totals(None, now_ms() + 60_000).await.unwrap();
         assert_eq!(later, Usage::default());
     }
+
+    crate::store::on_both_engines!(usage_adds_up_per_session_and_since_a_moment,);
 }

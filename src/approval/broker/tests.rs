@@ -163,11 +163,9 @@ async fn a_press_at_the_moment_of_the_timeout_has_one_outcome_everyone_agrees_on
         let state: String = broker
             .store
             .sql_for_tests(move |conn| {
-                Ok(
-                    conn.query_row("SELECT state FROM approvals WHERE id = ?1", [id], |r| {
-                        r.get(0)
-                    })?,
-                )
+                conn.query_row("SELECT state FROM approvals WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
             })
             .await
             .unwrap();

@@ -52,7 +52,9 @@ fn reply(text: &str) -> NewOutboxRow {
 async fn count(store: &Store, table: &'static str) -> i64 {
     store
         .sql_for_tests(move |conn| {
-            Ok(conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?)
+            conn.query_row(&format!("SELECT count(*) FROM {table}"), params![], |r| {
+                r.get(0)
+            })
         })
         .await
         .unwrap()
@@ -84,9 +86,7 @@ fn at_once(redelivery: Duration) -> Retention {
     }
 }
 
-#[tokio::test]
-async fn handled_rows_go_in_batches_and_a_redelivered_event_is_still_recognised() {
-    let store = Store::open_in_memory().unwrap();
+async fn handled_rows_go_in_batches_and_a_redelivered_event_is_still_recognised(store: Store) {
     for n in 0..5 {
         handled(&store, &format!("dc:{n}")).await;
     }
@@ -127,9 +127,7 @@ async fn handled_rows_go_in_batches_and_a_redelivered_event_is_still_recognised(
     );
 }
 
-#[tokio::test]
-async fn rows_younger_than_the_age_stay() {
-    let store = Store::open_in_memory().unwrap();
+async fn rows_younger_than_the_age_stay(store: Store) {
     handled(&store, "dc:1").await;
     let sent = store.outbox_enqueue(vec![reply("sent")]).await.unwrap()[0];
     store.outbox_mark_sent(sent, None).await.unwrap();
@@ -149,9 +147,7 @@ async fn rows_younger_than_the_age_stay() {
     assert_eq!(count(&store, "outbox").await, 1);
 }
 
-#[tokio::test]
-async fn a_sent_row_a_queued_edit_or_a_waiting_prompt_refers_to_stays() {
-    let store = Store::open_in_memory().unwrap();
+async fn a_sent_row_a_queued_edit_or_a_waiting_prompt_refers_to_stays(store: Store) {
     let ids = store
         .outbox_enqueue(vec![
             reply("edited later"),
@@ -179,7 +175,7 @@ async fn a_sent_row_a_queued_edit_or_a_waiting_prompt_refers_to_stays() {
     let left: Vec<i64> = store
         .sql_for_tests(|conn| {
             let mut stmt = conn.prepare("SELECT id FROM outbox ORDER BY id")?;
-            let ids = stmt.query_map([], |r| r.get(0))?;
+            let ids = stmt.query_map(params![], |r| r.get(0))?;
             Ok(ids.collect::<Result<_, _>>()?)
         })
         .await
@@ -200,9 +196,7 @@ async fn a_sent_row_a_queued_edit_or_a_waiting_prompt_refers_to_stays() {
     assert_eq!((pruned.outbox, pruned.other), (1, 1), "{pruned:?}");
 }
 
-#[tokio::test]
-async fn the_newest_row_stays_so_no_id_is_handed_out_twice() {
-    let store = Store::open_in_memory().unwrap();
+async fn the_newest_row_stays_so_no_id_is_handed_out_twice(store: Store) {
     let mut last = 0;
     for n in 0..3 {
         last = handled(&store, &format!("dc:{n}")).await;
@@ -233,9 +227,7 @@ async fn the_newest_row_stays_so_no_id_is_handed_out_twice() {
     assert_eq!(next_approval, approval + 1);
 }
 
-#[tokio::test]
-async fn the_streamed_answer_of_a_turn_still_running_stays() {
-    let store = Store::open_in_memory().unwrap();
+async fn the_streamed_answer_of_a_turn_still_running_stays(store: Store) {
     let running = store
         .inbox_record(message("dc:1", "a long question"))
         .await
@@ -256,9 +248,7 @@ async fn the_streamed_answer_of_a_turn_still_running_stays() {
     );
 }
 
-#[tokio::test]
-async fn the_inbox_keeps_no_words_and_a_payload_only_until_the_event_is_handled() {
-    let store = Store::open_in_memory().unwrap();
+async fn the_inbox_keeps_no_words_and_a_payload_only_until_the_event_is_handled(store: Store) {
     let answered = store
         .inbox_record(message("dc:1", "a question"))
         .await
@@ -280,7 +270,7 @@ async fn the_inbox_keeps_no_words_and_a_payload_only_until_the_event_is_handled(
                     EXISTS (SELECT 1 FROM inbox_payloads WHERE inbox_id = inbox.id)
                  FROM inbox ORDER BY id",
             )?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            let rows = stmt.query_map(params![], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
             Ok(rows.collect::<Result<_, _>>()?)
         })
         .await
@@ -291,3 +281,12 @@ async fn the_inbox_keeps_no_words_and_a_payload_only_until_the_event_is_handled(
     );
     assert_eq!(count(&store, "inbox_payloads").await, 1);
 }
+
+crate::store::on_both_engines!(
+    handled_rows_go_in_batches_and_a_redelivered_event_is_still_recognised,
+    rows_younger_than_the_age_stay,
+    a_sent_row_a_queued_edit_or_a_waiting_prompt_refers_to_stays,
+    the_newest_row_stays_so_no_id_is_handed_out_twice,
+    the_streamed_answer_of_a_turn_still_running_stays,
+    the_inbox_keeps_no_words_and_a_payload_only_until_the_event_is_handled,
+);

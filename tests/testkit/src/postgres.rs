@@ -11,6 +11,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// The user the server runs as when the tests run as root (`nobody`).
@@ -150,6 +152,43 @@ impl TestPostgres {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// One server for the tests of this process that run at the same time: started by the
+    /// first that asks, stopped when the last lets go (so none outlives the process).
+    pub fn shared() -> Option<Arc<TestPostgres>> {
+        static SHARED: Mutex<Weak<TestPostgres>> = Mutex::new(Weak::new());
+        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pg) = shared.upgrade() {
+            return Some(pg);
+        }
+        let pg = Arc::new(TestPostgres::start()?);
+        *shared = Arc::downgrade(&pg);
+        Some(pg)
+    }
+
+    /// A new, empty database: its name.
+    pub fn create_database(&self) -> String {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!("t{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        if let Err(e) = self.psql(
+            &self.password,
+            "postgres",
+            &format!("CREATE DATABASE {name}"),
+        ) {
+            panic!("creating database {name}: {e}\n{}", self.log());
+        }
+        name
+    }
+
+    /// The URL of `database` for the [`ROLE`], through the socket directory, with the
+    /// password in it.
+    pub fn url(&self, database: &str) -> String {
+        format!(
+            "postgres://{ROLE}:{}@/{database}?host={}&port={PORT}",
+            self.password,
+            self.socket_dir().display()
+        )
     }
 
     /// The directory of the server's Unix socket.
