@@ -62,6 +62,11 @@ enum Command {
     /// Choose the model and set up Telegram, Discord, Slack and WhatsApp, each token checked
     /// against its platform before it is saved
     Setup(setup::SetupArgs),
+    /// The store: copy this home's SQLite database into a shared PostgreSQL store
+    Store {
+        #[command(subcommand)]
+        action: store::StoreAction,
+    },
     /// Print the address that logs a browser into the web chat (it carries the login token)
     WebUrl {
         /// Make a new login token first: every browser logged in with the old one is out
@@ -160,6 +165,7 @@ pub fn main() -> ExitCode {
         }),
         // Its own defaults for the home (a system service lives in /var/lib).
         Command::Service { action } => crate::service::run(action, given_home),
+        Command::Store { action } => runtime.block_on(store::run(&home, action)),
         Command::WebUrl { rotate } => web_url(&home, rotate),
         Command::Setup(args) => setup::run(home, args, &runtime),
     }
@@ -373,6 +379,7 @@ macro_rules! scrubbed_println {
 
 mod online;
 mod setup;
+mod store;
 
 /// One line of output; when the reader has gone (`check-config | head -1`), the process
 /// ends by SIGPIPE as Unix tools do, instead of panicking.

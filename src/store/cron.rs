@@ -94,7 +94,7 @@ impl Store {
     pub async fn cron_list(&self, origin_key: Option<String>) -> Result<Vec<CronJob>, StoreError> {
         self.call(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM cron_jobs WHERE ?1 IS NULL OR origin_key = ?1
+                "SELECT {COLUMNS} FROM cron_jobs WHERE CAST(?1 AS TEXT) IS NULL OR origin_key = ?1
                  ORDER BY created_at"
             ))?;
             let rows = stmt.query_map([origin_key], row_to_job)?;
@@ -218,7 +218,7 @@ impl Store {
                 .prepare_cached(
                     "SELECT chat_kind, account FROM sessions
                      WHERE platform = ?1 AND chat_id = ?2 AND thread_id IS NOT DISTINCT FROM ?3
-                       AND (?4 IS NULL OR user_id = ?4)
+                       AND (CAST(?4 AS TEXT) IS NULL OR user_id = ?4)
                      ORDER BY started_at DESC LIMIT 1",
                 )?
                 .query_row(

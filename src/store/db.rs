@@ -47,6 +47,18 @@ impl Pg {
         })
     }
 
+    /// `client`, with `connect` kept to connect again.
+    pub fn connect_with(
+        client: postgres::Client,
+        connect: Box<dyn Fn() -> Result<postgres::Client, StoreError> + Send>,
+    ) -> Pg {
+        Pg {
+            client: RefCell::new(client),
+            statements: RefCell::new(HashMap::new()),
+            connect,
+        }
+    }
+
     /// Connect again when the server has closed the connection; its prepared statements
     /// went with it.
     pub fn reconnect_if_closed(&self) -> Result<(), StoreError> {

@@ -7,6 +7,7 @@
 
 mod approvals;
 mod checkpoint;
+pub mod copy;
 mod cron;
 mod cursors;
 mod db;
@@ -598,7 +599,24 @@ pub(crate) mod tests {
         _server: Arc<hermes_testkit::postgres::TestPostgres>,
     }
 
+    /// An empty database of the tests' shared PostgreSQL server, not yet opened.
+    pub(crate) struct EmptyPostgres {
+        pub url: String,
+        _server: Arc<hermes_testkit::postgres::TestPostgres>,
+    }
+
     impl PostgresStore {
+        /// A new database with no schema yet: `None` when PostgreSQL is not installed and
+        /// the tests may skip it.
+        pub fn empty() -> Option<EmptyPostgres> {
+            let server = hermes_testkit::postgres::TestPostgres::shared()?;
+            let database = server.create_database();
+            Some(EmptyPostgres {
+                url: server.url(&database),
+                _server: server,
+            })
+        }
+
         /// `None` when PostgreSQL is not installed and the tests may skip it.
         pub fn new() -> Option<PostgresStore> {
             let server = hermes_testkit::postgres::TestPostgres::shared()?;

@@ -64,7 +64,7 @@ impl Store {
                  JOIN messages m ON m.id = messages_fts.rowid
                  JOIN sessions s ON s.id = m.session_id
                  WHERE messages_fts MATCH ?1 AND s.platform = ?2 AND s.user_id = ?3
-                   AND (s.id != ?4 OR m.hidden IS NOT NULL) AND (?5 IS NULL OR s.chat_id = ?5)
+                   AND (s.id != ?4 OR m.hidden IS NOT NULL) AND (CAST(?5 AS TEXT) IS NULL OR s.chat_id = ?5)
                  ORDER BY rank LIMIT 200"
             } else {
                 "SELECT id, session_id, title, started_at FROM (
@@ -75,7 +75,7 @@ impl Store {
                      JOIN sessions s ON s.id = m.session_id
                      WHERE messages_fts MATCH ?1 AND s.platform = ?2 AND s.user_id = ?3
                        AND (s.id != ?4 OR m.hidden IS NOT NULL)
-                       AND (?5 IS NULL OR s.chat_id = ?5)
+                       AND (CAST(?5 AS TEXT) IS NULL OR s.chat_id = ?5)
                      ORDER BY messages_fts.rowid DESC LIMIT ?6)
                  ORDER BY rank LIMIT 200"
             })?;

@@ -4,11 +4,47 @@
 //! test file calls the macro; every scenario below then runs against the real daemon and
 //! the real client crate of that platform.
 
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::daemon::{Daemon, Home};
 use crate::eventually;
 use crate::llm::{FakeLlm, Reply, last_user_text};
+use crate::postgres::TestPostgres;
+
+tokio::task_local! {
+    /// The store URL the kits of this task give their daemons ([`on_postgres`]), with the
+    /// server kept running for them.
+    static STORE: (Arc<TestPostgres>, String, Arc<AtomicBool>);
+}
+
+/// Run a scenario with its daemons on the default store (SQLite in their home).
+pub async fn on_sqlite(scenario: impl Future<Output = ()>) {
+    scenario.await
+}
+
+/// Run a scenario with its daemons on a new database of the tests' PostgreSQL server
+/// (`HERMES_STORE_URL`); skipped, as [`crate::needs`] allows, when it is not installed.
+pub async fn on_postgres(scenario: impl Future<Output = ()>) {
+    let Some(server) = TestPostgres::shared() else {
+        return;
+    };
+    let database = server.create_database();
+    let url = server.url(&database);
+    let started = Arc::new(AtomicBool::new(false));
+    STORE
+        .scope((server.clone(), url, started.clone()), scenario)
+        .await;
+    if started.load(Ordering::Relaxed) {
+        // The daemon kept its state there, not in a SQLite file of its home.
+        let recorded = server
+            .psql(server.password(), &database, "SELECT count(*) FROM inbox")
+            .unwrap_or_else(|e| panic!("the daemon made no store in PostgreSQL: {e}"));
+        assert_ne!(recorded, "0", "no event was recorded in PostgreSQL");
+    }
+}
 
 /// How long a scenario waits for something that should happen.
 pub const WAIT: Duration = Duration::from_secs(15);
@@ -128,6 +164,9 @@ impl<F: PlatformFake> Kit<F> {
         let dir = tempfile::tempdir().unwrap();
         let mut lines = fake.env();
         lines.extend_from_slice(env);
+        if let Ok(url) = STORE.try_with(|(_, url, _)| url.clone()) {
+            lines.push(format!("HERMES_STORE_URL={url}"));
+        }
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let yaml = format!("{yaml}{}", fake.top_level_yaml());
         let home = Home::with_platform(
@@ -156,6 +195,7 @@ impl<F: PlatformFake> Kit<F> {
     /// Start the daemon; a fake that delivers to the daemon's HTTP server learns its
     /// address (waiting at most 10 s for the daemon to say it).
     pub fn start(&self) -> Daemon {
+        let _ = STORE.try_with(|(_, _, started)| started.store(true, Ordering::Relaxed));
         let daemon = Daemon::start(&self.binary, &self.home, &[]);
         if self.fake.needs_daemon_http() {
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -798,11 +838,19 @@ pub async fn a_restart_mid_turn_loses_nothing<F: PlatformFake>(fake: F, binary: 
 }
 
 /// Every scenario of the kit as a test, for one platform: `conformance_suite!(start_fake,
-/// daemon_binary)`, where `start_fake` is an async expression making the platform's fake.
+/// daemon_binary)`, where `start_fake` is an async expression making the platform's fake;
+/// `conformance_suite!(postgres: start_fake, daemon_binary)` runs them with the daemons on
+/// the PostgreSQL store.
 #[macro_export]
 macro_rules! conformance_suite {
+    (postgres: $start:expr, $binary:expr) => {
+        $crate::conformance_suite!(@all on_postgres, $start, $binary);
+    };
     ($start:expr, $binary:expr) => {
-        $crate::conformance_suite!(@each $start, $binary;
+        $crate::conformance_suite!(@all on_sqlite, $start, $binary);
+    };
+    (@all $engine:ident, $start:expr, $binary:expr) => {
+        $crate::conformance_suite!(@each $engine, $start, $binary;
             a_direct_message_is_answered,
             a_group_is_answered_only_when_addressed,
             a_long_reply_is_split_under_the_limit,
@@ -819,11 +867,12 @@ macro_rules! conformance_suite {
             a_restart_mid_turn_loses_nothing,
             the_credentials_check_says_who_the_bot_is);
     };
-    (@each $start:expr, $binary:expr; $($scenario:ident),*) => {
+    (@each $engine:ident, $start:expr, $binary:expr; $($scenario:ident),*) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $scenario() {
-                $crate::conformance::$scenario($start.await, $binary).await;
+                let fake = $start.await;
+                $crate::conformance::$engine($crate::conformance::$scenario(fake, $binary)).await;
             }
         )*
     };
