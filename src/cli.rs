@@ -62,6 +62,13 @@ enum Command {
     /// Choose the model and set up Telegram, Discord, Slack and WhatsApp, each token checked
     /// against its platform before it is saved
     Setup(setup::SetupArgs),
+    /// What the store holds: open conversations, queued messages; with --cluster, the
+    /// nodes sharing it and the leases they hold
+    Status {
+        /// Also list the nodes of the shared store, their leases and their age
+        #[arg(long)]
+        cluster: bool,
+    },
     /// The store: copy this home's SQLite database into a shared PostgreSQL store
     Store {
         #[command(subcommand)]
@@ -166,6 +173,12 @@ pub fn main() -> ExitCode {
         // Its own defaults for the home (a system service lives in /var/lib).
         Command::Service { action } => crate::service::run(action, given_home),
         Command::Store { action } => runtime.block_on(store::run(&home, action)),
+        Command::Status { cluster } => runtime.block_on(async {
+            match open_store(&home).await {
+                Ok(opened) => store::status(opened, cluster).await,
+                Err(code) => code,
+            }
+        }),
         Command::WebUrl { rotate } => web_url(&home, rotate),
         Command::Setup(args) => setup::run(home, args, &runtime),
     }

@@ -38,7 +38,13 @@ pub struct Health {
     pub token: Option<String>,
     /// How the agent's commands are confined, said in `/readyz` and `/status`.
     pub confinement: Option<std::sync::Arc<crate::confine::Confinement>>,
+    /// This node among those sharing the store (its id and the leases it holds), said in
+    /// `/readyz` and `/status`; `None` on a store of one node.
+    pub node: Option<NodeReport>,
 }
+
+/// What this node holds, read when asked.
+pub type NodeReport = std::sync::Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
 impl Health {
     /// Per-adapter readiness, and whether all are ready.
@@ -60,6 +66,9 @@ impl Health {
         let mut body = json!({"ready": ready, "adapters": adapters});
         if let Some(sandbox) = self.sandbox() {
             body["sandbox"] = sandbox;
+        }
+        if let Some(node) = &self.node {
+            body["node"] = node();
         }
         (ready, body)
     }
@@ -116,6 +125,9 @@ impl Health {
         let mut status = json!({"ready": ready, "platforms": readiness["adapters"]});
         if let Some(sandbox) = self.sandbox() {
             status["sandbox"] = sandbox;
+        }
+        if let Some(node) = &self.node {
+            status["node"] = node();
         }
         if let Some(store) = &self.store {
             match store.status_counts().await {
@@ -476,6 +488,7 @@ mod tests {
             store: None,
             token: Some("let-me-in".into()),
             confinement: None,
+            node: None,
         };
         let base = start(app(vec![], health)).await;
         let get = |path: &'static str| reqwest::get(format!("{base}{path}"));

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod approval;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod confine;
 pub mod cron;

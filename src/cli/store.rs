@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 use crate::config::{self, PgTarget};
+use crate::store::Store;
 
 #[derive(Subcommand)]
 pub enum StoreAction {
@@ -64,4 +65,63 @@ async fn migrate(home: &Path, to: String) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `status [--cluster]`: the store's counts; with `--cluster`, every node that has run on
+/// it (how long ago it last said it was alive) and every lease (who holds it, since when,
+/// and for how much longer).
+pub async fn status(store: Store, cluster: bool) -> ExitCode {
+    let counts = match store.status_counts().await {
+        Ok(counts) => counts,
+        Err(e) => {
+            eprintln!("hermes-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "sessions open {}, events being handled {}, approvals waiting {}, processes running {}, messages queued {}",
+        counts.sessions,
+        counts.inbox_open,
+        counts.approvals_pending,
+        counts.processes_running,
+        counts.outbox_pending
+    );
+    if !cluster {
+        return ExitCode::SUCCESS;
+    }
+    let (nodes, leases) = match (store.nodes().await, store.leases().await) {
+        (Ok(nodes), Ok(leases)) => (nodes, leases),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("hermes-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if nodes.is_empty() {
+        println!("No node has run on this store as one of several (a SQLite store is one node).");
+    }
+    let seconds = |ms: i64| format!("{:.1} s", ms as f64 / 1000.0);
+    for node in &nodes {
+        println!(
+            "node {:<20} version {:<8} up {:>10}  last seen {} ago",
+            node.id,
+            node.version,
+            seconds(node.age_ms),
+            seconds(node.silent_ms)
+        );
+    }
+    for lease in &leases {
+        let state = if lease.left_ms >= 0 {
+            format!("for {} more", seconds(lease.left_ms))
+        } else {
+            format!("lapsed {} ago", seconds(-lease.left_ms))
+        };
+        println!(
+            "lease {:<28} held by {:<20} token {:<4} since {} ago, {state}",
+            lease.name,
+            lease.holder,
+            lease.token,
+            seconds(lease.held_ms)
+        );
+    }
+    ExitCode::SUCCESS
 }

@@ -167,6 +167,7 @@ pub(super) fn http_app(
     sink: Arc<dyn InboundSink>,
     store: &Store,
     parts: &Parts,
+    cluster: &Arc<crate::cluster::Cluster>,
 ) -> axum::Router {
     let routes = adapters
         .iter()
@@ -180,6 +181,17 @@ pub(super) fn http_app(
         store: Some(store.clone()),
         token: config.http.token.as_ref().map(|t| t.expose().to_owned()),
         confinement: Some(parts.confinement.clone()),
+        node: cluster.node_id().is_some().then(|| {
+            let cluster = cluster.clone();
+            std::sync::Arc::new(move || {
+                let held: Vec<_> = cluster
+                    .held()
+                    .into_iter()
+                    .map(|(name, token)| serde_json::json!({"lease": name, "token": token}))
+                    .collect();
+                serde_json::json!({"id": cluster.node_id(), "holds": held})
+            }) as http::NodeReport
+        }),
     };
     http::app(routes, health)
 }

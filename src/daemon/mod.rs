@@ -95,8 +95,23 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
     for row in unfinished {
         router.submit(row);
     }
+    let tasks = TaskTracker::new();
+    let cluster = match &config.store.postgres {
+        Some(_) => crate::cluster::Cluster::shared(
+            store.clone(),
+            config.store.node_id.clone(),
+            crate::cluster::Timings {
+                ttl: config.store.lease_ttl,
+                renew: config.store.lease_renew,
+            },
+            stages.intake.clone(),
+            tasks.clone(),
+        ),
+        None => crate::cluster::Cluster::single(),
+    };
     let sink = Arc::new(sink::GatewaySink {
         store: store.clone(),
+        cluster: cluster.clone(),
         router: router.clone(),
         delivery: out.delivery.clone(),
         console: Arc::new(console::GatewayConsole {
@@ -105,7 +120,6 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
             choosing: tokio::sync::Mutex::new(()),
         }),
     });
-    let tasks = TaskTracker::new();
     // Before anything can bring a command in (Slack's `/hermes` words come with them).
     adapters::register_commands(&tasks, senders);
     background::relay_wakeups(&tasks, wakeups, sink.clone(), stages.intake.clone());
@@ -126,7 +140,7 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
     )
     .await;
     if let Some(listener) = listener {
-        let app = background::http_app(&config, &adapters, sink.clone(), &store, &parts);
+        let app = background::http_app(&config, &adapters, sink.clone(), &store, &parts, &cluster);
         tasks.spawn(http::serve(listener, app, stages.intake.clone()));
     }
     let livenesses = adapters.iter().map(|a| a.liveness()).collect();

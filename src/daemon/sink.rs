@@ -17,6 +17,8 @@ use crate::store::{InboxRow, Store};
 /// the router.
 pub(super) struct GatewaySink {
     pub(super) store: Store,
+    /// The nodes sharing the store: what only one of them may do.
+    pub(super) cluster: Arc<crate::cluster::Cluster>,
     pub(super) router: Arc<Router>,
     /// Woken for a chat whose sent message the platform hands back (held).
     pub(super) delivery: Delivery,
@@ -188,5 +190,9 @@ impl InboundSink for GatewaySink {
 
     fn console(&self) -> Option<Arc<dyn Console>> {
         Some(self.console.clone())
+    }
+
+    fn exclusive(&self, name: &str) -> Arc<dyn hermes_adapter::Exclusive> {
+        self.cluster.exclusive(name)
     }
 }

@@ -120,6 +120,15 @@ impl Db {
         }
     }
 
+    /// An SQL expression for the store's own clock in Unix milliseconds: what every node of
+    /// a shared store agrees on, whatever its own clock says.
+    pub fn clock_ms_sql(&self) -> &'static str {
+        match self {
+            Db::Sqlite(_) => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+            Db::Postgres(_) => "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)",
+        }
+    }
+
     /// Run one statement; how many rows it changed.
     pub fn execute(&self, sql: &str, args: impl Args) -> Result<usize, StoreError> {
         args.with(|args| match self {

@@ -332,6 +332,27 @@ const MIGRATIONS: &[&str] = &[
     UPDATE inbox SET text = NULL WHERE text IS NOT NULL
         AND (state != 'received' OR id IN (SELECT inbox_id FROM inbox_payloads));
     "#,
+    // 14: several nodes on one store (docs/scaling.md). A lease is held by one node until
+    // `expires_at` (ms, the store's clock); `token` grows each time it changes hands (the
+    // fencing token). Each node says it is alive in `nodes`. `profile` keeps room for
+    // several Hermes profiles served from one store.
+    r#"
+    CREATE TABLE leases (
+        name       TEXT PRIMARY KEY,
+        holder     TEXT NOT NULL,
+        token      INTEGER NOT NULL,
+        taken_at   INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        profile    TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE nodes (
+        id         TEXT PRIMARY KEY,
+        version    TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        seen_at    INTEGER NOT NULL,
+        profile    TEXT NOT NULL DEFAULT ''
+    );
+    "#,
 ];
 
 /// Every step, for tests that build an older database.
@@ -595,6 +616,21 @@ const SCHEMA: &str = r#"
         inbox_id INTEGER PRIMARY KEY,
         payload  TEXT NOT NULL
     );
+    CREATE TABLE leases (
+        name       TEXT PRIMARY KEY,
+        holder     TEXT NOT NULL,
+        token      INTEGER NOT NULL,
+        taken_at   INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        profile    TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE nodes (
+        id         TEXT PRIMARY KEY,
+        version    TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        seen_at    INTEGER NOT NULL,
+        profile    TEXT NOT NULL DEFAULT ''
+    );
 "#;
 
 /// The PostgreSQL store's schema as of [`POSTGRES_FROM`] (SQLite's version then), created at
@@ -837,7 +873,26 @@ const POSTGRES_SCHEMA: &str = r#"
 const POSTGRES_FROM: i64 = 13;
 
 /// PostgreSQL's twins of the SQLite steps after [`POSTGRES_FROM`], in order.
-const POSTGRES_STEPS: &[&str] = &[];
+const POSTGRES_STEPS: &[&str] = &[
+    // 14: leases and nodes.
+    r#"
+    CREATE TABLE leases (
+        name       TEXT PRIMARY KEY,
+        holder     TEXT NOT NULL,
+        token      BIGINT NOT NULL,
+        taken_at   BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        profile    TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE nodes (
+        id         TEXT PRIMARY KEY,
+        version    TEXT NOT NULL,
+        started_at BIGINT NOT NULL,
+        seen_at    BIGINT NOT NULL,
+        profile    TEXT NOT NULL DEFAULT ''
+    );
+    "#,
+];
 
 /// The newest schema version (both engines).
 fn known() -> i64 {

@@ -31,6 +31,7 @@ mod capped;
 mod chat;
 mod console;
 mod error;
+mod exclusive;
 mod inbound;
 mod outbound;
 mod record;
@@ -60,6 +61,7 @@ pub use capped::read_capped;
 pub use chat::{Author, ChatKind, ChatRef, Platform};
 pub use console::{Console, LocalModelServer, ModelChoice, ModelSetup, ProviderOffer};
 pub use error::{AdapterError, FetchError, SendError, SinkError};
+pub use exclusive::{AlwaysOurs, Exclusive};
 pub use inbound::{
     Attachment, CommandCall, DeliveryStatus, HANDLE_PREFIX, Inbound, InboundKind, InboundMessage,
     MediaKind, Press, Wakeup, is_handle,
@@ -163,6 +165,13 @@ pub trait InboundSink: Send + Sync {
     /// now.
     async fn platform_reachable(&self, platform: Platform) {
         let _ = platform;
+    }
+
+    /// What only one node may do at a time (`telegram:<bot>:poll`): always this node's
+    /// where the gateway is one node.
+    fn exclusive(&self, name: &str) -> Arc<dyn Exclusive> {
+        let _ = name;
+        Arc::new(AlwaysOurs)
     }
 
     /// The gateway's side of the operator's questions (the model in use, choosing one),

@@ -258,7 +258,25 @@ impl Adapter for TelegramAdapter {
         };
         let mut backoff = RECONNECT;
         let poll_secs = self.poll_timeout.as_secs().max(1) as u32;
+        // One poller per bot across the nodes of one store (Telegram refuses a second).
+        let poller = sink.exclusive(&format!("telegram:{}:poll", me.id));
+        let mut turn = None;
         loop {
+            let now_ours = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                t = poller.acquired() => t,
+            };
+            if turn.is_some_and(|turn| turn != now_ours) {
+                // Another node polled meanwhile: go on from the offset it reached.
+                match sink.load_cursor(Platform::Telegram, &cursor_key).await {
+                    Ok(cursor) => {
+                        offset = cursor.and_then(|c| c.parse().ok()).unwrap_or(offset);
+                    }
+                    Err(e) => return Err(AdapterError::Other(e.to_string())),
+                }
+                tracing::info!(offset, "telegram: polling on this node again");
+            }
+            turn = Some(now_ours);
             let request = self
                 .bot
                 .get_updates()

@@ -1,0 +1,111 @@
+//! Two daemons on one PostgreSQL store serving one Telegram bot: one polls (it holds the
+//! poll lease), the other waits; `status --cluster` shows both and who holds what; when the
+//! poller is killed (`kill -9`), the other takes the lease once it lapses and answers the
+//! next message, once. The lease timings are short here (1.5 s, renewed every 0.5 s).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use hermes_testkit::daemon::{Daemon, Home};
+use hermes_testkit::eventually;
+use hermes_testkit::llm::Reply;
+use hermes_testkit::postgres::TestPostgres;
+
+const LEASES: &str = "store:\n  lease_ttl: 1.5\n  lease_renew: 0.5\n";
+const HOLDS: &str = "cluster: this node holds the lease";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_polls_and_another_takes_over_when_it_dies() {
+    let Some(server) = TestPostgres::shared() else {
+        return;
+    };
+    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            &url,
+            "HERMES_NODE_ID=node-a",
+        ],
+        LEASES,
+    )
+    .await;
+    let dir_b = tempfile::tempdir().unwrap();
+    let home_b = Home::new(
+        dir_b.path(),
+        &w.telegram.base_url(),
+        &w.llm.base_url(),
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            &url,
+            "HERMES_NODE_ID=node-b",
+        ],
+        LEASES,
+    );
+
+    let mut a = w.start();
+    eventually(WAIT, "node a holds the poll lease", || {
+        a.log_text().contains(HOLDS).then_some(())
+    })
+    .await;
+    // Every node of one store signs and checks with the same state key.
+    std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
+    let b = Daemon::start(BIN, &home_b, &[]);
+    eventually(WAIT, "node b is up", || {
+        b.log_text()
+            .contains("hermes-gateway is running")
+            .then_some(())
+    })
+    .await;
+
+    w.llm.push(Reply::text("from the poller"));
+    assert_eq!(w.ask("hello").await, ["from the poller"]);
+    settle().await;
+    assert!(
+        !b.log_text().contains(HOLDS),
+        "b polled while a held the lease"
+    );
+
+    let status = std::process::Command::new(BIN)
+        .args(["status", "--cluster", "--home"])
+        .arg(&home_b.dir)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{shown}");
+    assert!(
+        shown.contains("node node-a") && shown.contains("node node-b"),
+        "{shown}"
+    );
+    let lease = format!("lease telegram:{}:poll", hermes_testkit::telegram::BOT_ID);
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with(&lease))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(line.contains("held by node-a"), "{line}");
+
+    // The poller dies; the other takes over once the lease lapses, and answers.
+    let killed = Instant::now();
+    a.kill();
+    eventually(
+        Duration::from_secs(10),
+        "node b takes the poll lease",
+        || b.log_text().contains(HOLDS).then_some(()),
+    )
+    .await;
+    let taken = killed.elapsed();
+    eprintln!("failover (kill -9 → the other node polls): {taken:?}");
+    assert!(taken < Duration::from_secs(5), "took {taken:?}");
+    w.llm.push(Reply::text("from the other node"));
+    assert_eq!(
+        w.ask("are you there?").await,
+        ["from the poller", "from the other node"]
+    );
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 2, "answered once");
+    assert!(
+        !b.log_text().contains(server.password()),
+        "the password reached the log"
+    );
+}
