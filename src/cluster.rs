@@ -58,6 +58,7 @@ impl Cluster {
         let started = Instant::now();
         let (beat_store, beat_id, beat_stop) = (store.clone(), node_id.clone(), shutdown.clone());
         tasks.spawn(async move {
+            warn_of_other_nodes(&beat_store, &beat_id, timings).await;
             loop {
                 let up = started.elapsed().as_millis() as i64;
                 if let Err(e) = beat_store
@@ -128,6 +129,30 @@ impl Cluster {
             shared.shutdown.clone(),
         ));
         keeper
+    }
+}
+
+/// Said once at the start: in this version only what [`Exclusive`] guards (Telegram's
+/// poller) is shared safely by several live nodes; conversations, sends and the events
+/// left open by a run are not yet owned by one node (docs/scaling.md).
+async fn warn_of_other_nodes(store: &Store, me: &str, timings: Timings) {
+    let alive_within = (timings.ttl * 2).as_millis() as i64;
+    match store.nodes().await {
+        Ok(nodes) => {
+            let others: Vec<String> = nodes
+                .into_iter()
+                .filter(|n| n.id != me && n.silent_ms <= alive_within)
+                .map(|n| n.id)
+                .collect();
+            if others.is_empty() {
+                return;
+            }
+            tracing::warn!(
+                others = %others.join(", "),
+                "cluster: other nodes are alive on this store; in this version only Telegram's poller is shared between nodes, so a conversation or a send may also run on another node (docs/scaling.md)"
+            );
+        }
+        Err(e) => tracing::warn!(error = %e, "cluster: could not list the store's nodes"),
     }
 }
 

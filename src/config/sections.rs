@@ -348,13 +348,15 @@ pub(super) fn read_store(
     }
 }
 
-/// The host's name (a node's default id), or `node` when it has none.
+/// A node's default id: the host's name and a number of this run, so two daemons on one
+/// host never take each other's leases for their own.
 fn default_node_id() -> String {
-    nix::unistd::gethostname()
+    let host = nix::unistd::gethostname()
         .ok()
         .and_then(|name| name.into_string().ok())
         .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "node".to_owned())
+        .unwrap_or_else(|| "node".to_owned());
+    format!("{host}-{:04x}", rand::random::<u16>())
 }
 
 /// A number of seconds at `key`, raised to `least` (and said so) when below it.

@@ -119,6 +119,9 @@ impl Store {
             );
             conn.prepare_cached(&sql)?
                 .execute(params![id, version, up_ms])?;
+            // Nodes silent for a day are gone (each run of a node has its own id).
+            conn.prepare_cached(&format!("DELETE FROM nodes WHERE seen_at < {now} - 86400000"))?
+                .execute(params![])?;
             Ok(())
         })
         .await

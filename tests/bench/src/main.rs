@@ -38,6 +38,8 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --terminal K=V a `terminal.K: V` setting for the main daemon, e.g. sandbox=off or
                  network=false (repeatable; to compare the confinement's cost)
   --tool-samples N  commands in the tool round trip (default 20, quick 3)
+  --postgres     the main daemon (starts, sequential, tool, loops) on a PostgreSQL store the
+                 bench starts (Debian's `postgresql`; fsync off, through a Unix socket)
 
        hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
@@ -71,6 +73,8 @@ struct Options {
     terminal: String,
     /// `--tool-samples`: commands in the tool round trip, instead of the size's.
     tool_samples: Option<usize>,
+    /// `--postgres`: the main daemon on a PostgreSQL store the bench starts.
+    postgres: bool,
 }
 
 impl Options {
@@ -123,6 +127,7 @@ fn parse_args() -> Result<Options, String> {
     let mut phases: Vec<String> = DEFAULT_PHASES.iter().map(|p| p.to_string()).collect();
     let mut terminal = String::new();
     let mut tool_samples = None;
+    let mut postgres = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -150,6 +155,7 @@ fn parse_args() -> Result<Options, String> {
                 let n = args.next().ok_or("--tool-samples needs a number")?;
                 tool_samples = Some(n.parse().map_err(|_| "--tool-samples needs a number")?);
             }
+            "--postgres" => postgres = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -167,6 +173,7 @@ fn parse_args() -> Result<Options, String> {
         phases,
         terminal,
         tool_samples,
+        postgres,
     })
 }
 
@@ -247,8 +254,25 @@ async fn run(options: &Options) -> Value {
         report["store"] = record(&mut errors, "store", store);
     }
 
-    // One daemon for everything else, in this order.
-    let mut w = World::with_terminal(&options.terminal).await;
+    // One daemon for everything else, in this order: on SQLite in its home, or on a
+    // PostgreSQL server started here (its own cluster, `fsync` off as the tests' are).
+    let (_server, store_env) = if options.postgres {
+        match hermes_testkit::postgres::TestPostgres::start() {
+            Some(server) => {
+                let url = server.url(&server.create_database());
+                report["store"] = json!("postgres");
+                (Some(server), vec![format!("HERMES_STORE_URL={url}")])
+            }
+            None => {
+                errors.push("--postgres: PostgreSQL is not installed".into());
+                report["errors"] = json!(errors);
+                return report;
+            }
+        }
+    } else {
+        (None, Vec::new())
+    };
+    let mut w = World::with_settings(&options.terminal, &store_env).await;
     if !options.terminal.is_empty() {
         report["terminal"] = json!(options.terminal);
     }

@@ -29,11 +29,12 @@ pub struct World {
 
 impl World {
     pub async fn new() -> World {
-        World::with_terminal("").await
+        World::with_settings("", &[]).await
     }
 
-    /// A world whose daemon has these `terminal:` lines (two spaces in) in its config.
-    pub async fn with_terminal(terminal: &str) -> World {
+    /// A world whose daemon has these `terminal:` lines (two spaces in) in its config, and
+    /// these `.env` lines besides everyone being let in.
+    pub async fn with_settings(terminal: &str, env: &[String]) -> World {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let telegram = FakeTelegram::start().await;
         let llm = FakeLlm::start().await;
@@ -48,7 +49,9 @@ impl World {
         } else {
             format!("{YAML}terminal:\n{terminal}")
         };
-        let home = Home::new(&dir, &telegram.base_url(), &llm.base_url(), ENV, &yaml);
+        let mut lines: Vec<&str> = ENV.to_vec();
+        lines.extend(env.iter().map(String::as_str));
+        let home = Home::new(&dir, &telegram.base_url(), &llm.base_url(), &lines, &yaml);
         let observer = Observer::new(telegram.subscribe());
         World {
             telegram,
