@@ -105,6 +105,20 @@ impl Cluster {
         held
     }
 
+    /// Whether this node holds lease `name` now (always, on a node of its own).
+    pub fn holds(&self, name: &str) -> bool {
+        let Some(shared) = &self.shared else {
+            return true;
+        };
+        let keepers = shared.keepers.lock().unwrap_or_else(|e| e.into_inner());
+        keepers.get(name).is_some_and(|k| k.current().is_some())
+    }
+
+    /// Whether this node shares its store with others.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
     /// What only one node may do, by name: kept under a lease on a shared store.
     pub fn exclusive(&self, name: &str) -> Arc<dyn Exclusive> {
         let Some(shared) = &self.shared else {

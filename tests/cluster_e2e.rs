@@ -1,7 +1,9 @@
 //! Two daemons on one PostgreSQL store serving one Telegram bot: one polls (it holds the
-//! poll lease), the other waits; `status --cluster` shows both and who holds what; when the
-//! poller is killed (`kill -9`), the other takes the lease once it lapses and answers the
-//! next message, once. The lease timings are short here (1.5 s, renewed every 0.5 s).
+//! poll lease) and does the work (the work lease), the other waits; `status --cluster`
+//! shows both and who holds what; when that node is killed (`kill -9`), the other takes the
+//! leases once they lapse, answers the next message once, and a message the dead node was
+//! answering is answered once by the other. The lease timings are short here (1.5 s,
+//! renewed every 0.5 s).
 
 mod common;
 
@@ -12,6 +14,35 @@ use hermes_testkit::daemon::{Daemon, Home};
 use hermes_testkit::eventually;
 use hermes_testkit::llm::Reply;
 use hermes_testkit::postgres::TestPostgres;
+
+/// Two homes on one new database of the tests' server: node a's (the world's) and node
+/// b's, with the same state key once a has made it.
+async fn two_nodes() -> Option<(World, Home, tempfile::TempDir)> {
+    let server = TestPostgres::shared()?;
+    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            &url,
+            "HERMES_NODE_ID=node-a",
+        ],
+        LEASES,
+    )
+    .await;
+    let dir_b = tempfile::tempdir().unwrap();
+    let home_b = Home::new(
+        dir_b.path(),
+        &w.telegram.base_url(),
+        &w.llm.base_url(),
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            &url,
+            "HERMES_NODE_ID=node-b",
+        ],
+        LEASES,
+    );
+    Some((w, home_b, dir_b))
+}
 
 const LEASES: &str = "store:\n  lease_ttl: 1.5\n  lease_renew: 0.5\n";
 const HOLDS: &str = "cluster: this node holds the lease";
@@ -107,5 +138,51 @@ async fn one_node_polls_and_another_takes_over_when_it_dies() {
     assert!(
         !b.log_text().contains(server.password()),
         "the password reached the log"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_the_dead_node_was_answering_is_answered_once_by_the_other() {
+    let Some(_server) = TestPostgres::shared() else {
+        return;
+    };
+    let (w, home_b, _dir_b) = two_nodes().await.unwrap();
+    let mut a = w.start();
+    eventually(WAIT, "node a does the work", || {
+        a.log_text()
+            .contains("this node does the work now")
+            .then_some(())
+    })
+    .await;
+    std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
+    let b = Daemon::start(BIN, &home_b, &[]);
+    eventually(WAIT, "node b is up", || {
+        b.log_text()
+            .contains("hermes-gateway is running")
+            .then_some(())
+    })
+    .await;
+
+    // a is answering (the model takes its time) when it dies.
+    w.llm.push(Reply::Delayed(
+        Duration::from_secs(30),
+        Box::new(Reply::text("from the dead node")),
+    ));
+    w.llm.push(Reply::text("from the other node"));
+    w.telegram.dm(ALICE, "what is the plan?");
+    eventually(WAIT, "node a asks the model", || {
+        (w.llm.requests().len() == 1).then_some(())
+    })
+    .await;
+    a.kill();
+    assert_eq!(w.replies(ALICE, 1).await, ["from the other node"]);
+    assert!(b.log_text().contains("this node does the work now"));
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 1, "answered once");
+    let asked = w.llm.requests();
+    assert_eq!(asked.len(), 2, "the turn ran again on b, once");
+    assert_eq!(
+        hermes_testkit::llm::last_user_text(&asked[1]),
+        "what is the plan?"
     );
 }

@@ -13,6 +13,7 @@ mod background;
 mod console;
 mod parts;
 mod sink;
+mod work;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,26 +76,6 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         None => None,
     };
     let senders = adapters::senders(&adapters);
-    let (out, wakeups) = parts::way_out(&config, &store, senders.clone(), &stages).await;
-    let parts = parts::agent_and_sessions(&config, &store, prompt, &out, &stages);
-    parts::sweep_idle_jails(parts.confinement.clone(), &stages);
-    let router = Arc::new(Router::new(
-        config.clone(),
-        parts.services.clone(),
-        out.approvals.clone(),
-    ));
-
-    // Events an earlier run recorded but did not finish come first.
-    let unfinished = store.inbox_unfinished().await?;
-    if !unfinished.is_empty() {
-        tracing::info!(
-            count = unfinished.len(),
-            "resuming messages left open by the last run"
-        );
-    }
-    for row in unfinished {
-        router.submit(row);
-    }
     let tasks = TaskTracker::new();
     let cluster = match &config.store.postgres {
         Some(_) => crate::cluster::Cluster::shared(
@@ -109,9 +90,48 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         ),
         None => crate::cluster::Cluster::single(),
     };
+    // With others on the store, this node sends only while it does the work.
+    let gate = cluster.is_shared().then(|| {
+        let cluster = cluster.clone();
+        Arc::new(move || cluster.holds(work::WORK)) as crate::delivery::SendGate
+    });
+    let (out, wakeups) = parts::way_out(&config, &store, senders.clone(), &stages, gate).await;
+    let parts = parts::agent_and_sessions(&config, &store, prompt, &out, &stages);
+    parts::sweep_idle_jails(parts.confinement.clone(), &stages);
+    let router = Arc::new(Router::new(
+        config.clone(),
+        parts.services.clone(),
+        out.approvals.clone(),
+    ));
+
+    // Events an earlier run recorded but did not finish come first (with others on the
+    // store: once this node takes the work over).
+    let dispatched = Arc::new(work::Dispatched::default());
+    if cluster.is_shared() {
+        tasks.spawn(work::work(
+            cluster.clone(),
+            store.clone(),
+            router.clone(),
+            out.clone(),
+            dispatched.clone(),
+            stages.intake.clone(),
+        ));
+    } else {
+        let unfinished = store.inbox_unfinished().await?;
+        if !unfinished.is_empty() {
+            tracing::info!(
+                count = unfinished.len(),
+                "resuming messages left open by the last run"
+            );
+        }
+        for row in unfinished {
+            router.submit(row);
+        }
+    }
     let sink = Arc::new(sink::GatewaySink {
         store: store.clone(),
         cluster: cluster.clone(),
+        dispatched: dispatched.clone(),
         router: router.clone(),
         delivery: out.delivery.clone(),
         console: Arc::new(console::GatewayConsole {

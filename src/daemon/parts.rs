@@ -75,6 +75,7 @@ pub(super) async fn prepare_home(config: Arc<Config>) -> anyhow::Result<(Store, 
 }
 
 /// Everything that leaves the daemon for a chat, ready to send.
+#[derive(Clone)]
 pub(super) struct WayOut {
     pub delivery: Delivery,
     pub approvals: Arc<ApprovalBroker>,
@@ -85,12 +86,15 @@ pub(super) struct WayOut {
 
 /// The outbox and what writes to it. Rows caught mid-send go back in the queue first, so
 /// a stale prompt among them is settled (rewritten, no live choices) before any lane
-/// could send it; processes a dead daemon left are reaped; then the lanes start.
+/// could send it; processes a dead daemon left are reaped; then the lanes start. With a
+/// `gate` (several nodes on one store), lanes run only while it says this node does the
+/// work, and that recovery waits until this node takes the work over (`work.rs`).
 pub(super) async fn way_out(
     config: &Config,
     store: &Store,
     senders: HashMap<Platform, Arc<dyn PlatformSender>>,
     stages: &Stages,
+    gate: Option<crate::delivery::SendGate>,
 ) -> (WayOut, mpsc::UnboundedReceiver<Wakeup>) {
     let delivery = Delivery::new(
         store.clone(),
@@ -110,8 +114,13 @@ pub(super) async fn way_out(
         tracing::warn!("approvals.mode is off: dangerous commands run without asking anyone");
     }
     say_tiers(config);
-    delivery.recover().await;
-    approvals.expire_leftovers().await;
+    let shared = gate.is_some();
+    if let Some(gate) = gate {
+        delivery.only_while(gate);
+    } else {
+        delivery.recover().await;
+        approvals.expire_leftovers().await;
+    }
     let (wakeup_tx, wakeups) = mpsc::unbounded_channel::<Wakeup>();
     let processes = ProcessRegistry::new(
         delivery.clone(),
@@ -120,7 +129,9 @@ pub(super) async fn way_out(
         Limits::default(),
         config.processes.notifications,
     );
-    processes.reap_orphans().await;
+    if !shared {
+        processes.reap_orphans().await;
+    }
     delivery.start();
     let out = WayOut {
         delivery,

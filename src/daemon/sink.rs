@@ -19,6 +19,8 @@ pub(super) struct GatewaySink {
     pub(super) store: Store,
     /// The nodes sharing the store: what only one of them may do.
     pub(super) cluster: Arc<crate::cluster::Cluster>,
+    /// What this node's router has had (several nodes on one store: see `work.rs`).
+    pub(super) dispatched: Arc<super::work::Dispatched>,
     pub(super) router: Arc<Router>,
     /// Woken for a chat whose sent message the platform hands back (held).
     pub(super) delivery: Delivery,
@@ -55,6 +57,13 @@ impl GatewaySink {
     /// Hand a new row to the router; a reply held in its chat (the person's window had
     /// closed) may go now.
     fn dispatch(&self, row: InboxRow) {
+        if self.cluster.is_shared()
+            && (!self.cluster.holds(super::work::WORK) || !self.dispatched.claim(row.id))
+        {
+            // Another node does the work (it picks the row up from the store), or this
+            // node's worker has handed it over already.
+            return;
+        }
         crate::metrics::message_in(row.event.chat.platform);
         self.delivery.person_wrote(&row.event.chat);
         self.router.submit(row);

@@ -256,6 +256,12 @@ impl Lane {
                 _ = inner.sending.cancelled() => return self.release(&row).await,
                 place = self.delivery.send_place(row.chat.platform) => place,
             };
+            if !self.delivery.may_send() {
+                // Another node sends now (this one lost the work lease, a pause): the row
+                // goes back, unsent by this node.
+                drop(place);
+                return self.release(&row).await;
+            }
             let sent = sender.send(attempt.action.clone()).await;
             drop(place);
             let error = match sent {

@@ -65,7 +65,13 @@ struct Inner {
     /// Rows the last run may have handed to the platform without marking them sent (each
     /// chat's oldest pending row at startup): sent as maybe sent ([`SendOnce`]).
     unsure: Mutex<HashSet<i64>>,
+    /// On a store shared by several nodes: whether this node is the one that sends now
+    /// (it holds the work lease); unset on a node of its own.
+    gate: std::sync::OnceLock<SendGate>,
 }
+
+/// Whether this node may send now.
+pub type SendGate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl Delivery {
     pub fn new(
@@ -95,6 +101,7 @@ impl Delivery {
                 sending,
                 tasks: TaskTracker::new(),
                 unsure: Mutex::new(HashSet::new()),
+                gate: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -117,6 +124,17 @@ impl Delivery {
             // Without the list, nothing is looked up: a resend may show twice on Slack.
             Err(e) => tracing::error!(error = %e, "delivery: cannot read the outbox's oldest rows"),
         }
+    }
+
+    /// Send only while `gate` says this node may (several nodes on one store): no lane
+    /// starts otherwise, and a lane checks before each call to the platform.
+    pub fn only_while(&self, gate: SendGate) {
+        let _ = self.inner.gate.set(gate);
+    }
+
+    /// Whether this node may send now.
+    fn may_send(&self) -> bool {
+        self.inner.gate.get().is_none_or(|gate| gate())
     }
 
     /// Whether row `id` may have reached the platform in the last run (asked once per row).
@@ -337,6 +355,15 @@ impl Delivery {
         self.lane(chat, true);
     }
 
+    /// Every chat with rows waiting gets its lane (a node that has just taken the work
+    /// over from another).
+    pub async fn wake_all_pending(&self) {
+        match self.inner.store.outbox_pending_chats().await {
+            Ok(chats) => chats.iter().for_each(|chat| self.wake(chat)),
+            Err(e) => tracing::error!(error = %e, "delivery: cannot read the outbox"),
+        }
+    }
+
     /// Someone is there again to take `platform`'s messages (a web chat page connected):
     /// every lane of it looks again now, and every chat of it with rows waiting gets one.
     pub async fn platform_reachable(&self, platform: Platform) {
@@ -383,6 +410,9 @@ impl Delivery {
 
     /// Start the chat's lane if none runs; with `look_again`, a running one looks again.
     fn lane(&self, chat: &ChatRef, look_again: bool) {
+        if !self.may_send() {
+            return;
+        }
         let key = chat_key(chat);
         let mut lanes = self.inner.lanes.lock().expect("lanes lock");
         let mut started = false;

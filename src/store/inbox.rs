@@ -142,6 +142,17 @@ impl Store {
     }
 
     /// Rows still waiting to be handled, oldest first (what a restart must pick up again).
+    /// The ids of the rows not yet handled (cheap: no payloads).
+    pub async fn inbox_open_ids(&self) -> Result<Vec<i64>, StoreError> {
+        self.call(|conn| {
+            let mut stmt =
+                conn.prepare_cached("SELECT id FROM inbox WHERE state = 'received' ORDER BY id")?;
+            let ids = stmt.query_map(params![], |r| r.get(0))?;
+            Ok(ids.collect::<rusqlite::Result<Vec<i64>>>()?)
+        })
+        .await
+    }
+
     pub async fn inbox_unfinished(&self) -> Result<Vec<InboxRow>, StoreError> {
         self.call(|conn| {
             let mut stmt = conn.prepare_cached(
