@@ -1,7 +1,8 @@
 //! This daemon among the nodes sharing one PostgreSQL store (docs/scaling.md): it says it is
 //! alive every `store.lease_renew`, and keeps the leases of what only one node may do at a
-//! time ([`hermes_adapter::Exclusive`]: Telegram's poller for a bot). On SQLite the daemon
-//! is the only node, and everything is its own without asking the store.
+//! time ([`hermes_adapter::Exclusive`]: Telegram's poller for a bot; the work, see
+//! `daemon/work.rs`). On SQLite the daemon is the only node, and everything is its own
+//! without asking the store.
 //!
 //! A lease is this node's until a local deadline: the moment the statement that took or
 //! renewed it was sent, plus `lease_ttl`, minus `lease_renew`. The monotonic clock keeps
@@ -58,7 +59,7 @@ impl Cluster {
         let started = Instant::now();
         let (beat_store, beat_id, beat_stop) = (store.clone(), node_id.clone(), shutdown.clone());
         tasks.spawn(async move {
-            warn_of_other_nodes(&beat_store, &beat_id, timings).await;
+            say_other_nodes(&beat_store, &beat_id, timings).await;
             loop {
                 let up = started.elapsed().as_millis() as i64;
                 if let Err(e) = beat_store
@@ -146,10 +147,8 @@ impl Cluster {
     }
 }
 
-/// Said once at the start: in this version only what [`Exclusive`] guards (Telegram's
-/// poller) is shared safely by several live nodes; conversations, sends and the events
-/// left open by a run are not yet owned by one node (docs/scaling.md).
-async fn warn_of_other_nodes(store: &Store, me: &str, timings: Timings) {
+/// Said once at the start: the other nodes alive on the store, if any.
+async fn say_other_nodes(store: &Store, me: &str, timings: Timings) {
     let alive_within = (timings.ttl * 2).as_millis() as i64;
     match store.nodes().await {
         Ok(nodes) => {
@@ -158,13 +157,12 @@ async fn warn_of_other_nodes(store: &Store, me: &str, timings: Timings) {
                 .filter(|n| n.id != me && n.silent_ms <= alive_within)
                 .map(|n| n.id)
                 .collect();
-            if others.is_empty() {
-                return;
+            if !others.is_empty() {
+                tracing::info!(
+                    others = %others.join(", "),
+                    "cluster: other nodes are alive on this store; the one holding the work lease runs the conversations"
+                );
             }
-            tracing::warn!(
-                others = %others.join(", "),
-                "cluster: other nodes are alive on this store; in this version only Telegram's poller is shared between nodes, so a conversation or a send may also run on another node (docs/scaling.md)"
-            );
         }
         Err(e) => tracing::warn!(error = %e, "cluster: could not list the store's nodes"),
     }

@@ -52,29 +52,7 @@ async fn one_node_polls_and_another_takes_over_when_it_dies() {
     let Some(server) = TestPostgres::shared() else {
         return;
     };
-    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
-    let w = World::new(
-        &[
-            "TELEGRAM_ALLOW_ALL_USERS=true",
-            &url,
-            "HERMES_NODE_ID=node-a",
-        ],
-        LEASES,
-    )
-    .await;
-    let dir_b = tempfile::tempdir().unwrap();
-    let home_b = Home::new(
-        dir_b.path(),
-        &w.telegram.base_url(),
-        &w.llm.base_url(),
-        &[
-            "TELEGRAM_ALLOW_ALL_USERS=true",
-            &url,
-            "HERMES_NODE_ID=node-b",
-        ],
-        LEASES,
-    );
-
+    let (w, home_b, _dir_b) = two_nodes().await.unwrap();
     let mut a = w.start();
     eventually(WAIT, "node a holds the poll lease", || {
         a.log_text().contains(HOLDS).then_some(())

@@ -313,7 +313,7 @@ pub(super) fn read_store(
     let node_id = env
         .value("HERMES_NODE_ID")
         .or_else(|| y.string("store.node_id", problems))
-        .unwrap_or_else(default_node_id);
+        .unwrap_or_else(|| default_node_id(home));
     let mut seconds = |key: &str, default: Duration, problems: &mut Vec<Problem>| {
         y.string(key, problems)
             .and_then(|v| match v.trim().parse::<f64>() {
@@ -348,15 +348,25 @@ pub(super) fn read_store(
     }
 }
 
-/// A node's default id: the host's name and a number of this run, so two daemons on one
-/// host never take each other's leases for their own.
-fn default_node_id() -> String {
+/// A node's default id: the host's name and a number made from the home's path, so two
+/// daemons of different homes on one host never take each other's leases for their own,
+/// and a daemon restarted in place takes its own leases back at once (a new id would wait
+/// for them to lapse).
+fn default_node_id(home: &std::path::Path) -> String {
     let host = nix::unistd::gethostname()
         .ok()
         .and_then(|name| name.into_string().ok())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "node".to_owned());
-    format!("{host}-{:04x}", rand::random::<u16>())
+    // FNV-1a: the same number for the same path in every version.
+    let hash = home
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("{host}-{:04x}", hash & 0xffff)
 }
 
 /// A number of seconds at `key`, raised to `least` (and said so) when below it.

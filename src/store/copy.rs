@@ -196,6 +196,17 @@ mod tests {
     use super::*;
     use crate::store::{CronJob, NewOutboxRow, PairingRequestOutcome, Store, StoredMessage};
 
+    fn to_send(text: &str) -> Vec<NewOutboxRow> {
+        vec![NewOutboxRow {
+            chat: chat(),
+            body: MessageBody::plain(text),
+            reply_to: None,
+            choices: Vec::new(),
+            file: None,
+            edit_of: None,
+        }]
+    }
+
     fn chat() -> ChatRef {
         ChatRef {
             platform: Platform::Telegram,
@@ -256,14 +267,7 @@ mod tests {
             .await
             .unwrap();
         let ids = store
-            .outbox_enqueue(vec![NewOutboxRow {
-                chat: chat(),
-                body: MessageBody::plain("still to send"),
-                reply_to: None,
-                choices: Vec::new(),
-                file: None,
-                edit_of: None,
-            }])
+            .outbox_enqueue(to_send("still to send"))
             .await
             .unwrap();
         (session.id, ids[0])
@@ -305,14 +309,7 @@ mod tests {
         assert_eq!(queued[0].id, pending);
         // New rows get ids after the copied ones.
         let next = moved
-            .outbox_enqueue(vec![NewOutboxRow {
-                chat: chat(),
-                body: MessageBody::plain("after the move"),
-                reply_to: None,
-                choices: Vec::new(),
-                file: None,
-                edit_of: None,
-            }])
+            .outbox_enqueue(to_send("after the move"))
             .await
             .unwrap();
         assert!(next[0] > pending);

@@ -119,7 +119,7 @@ impl Store {
             );
             conn.prepare_cached(&sql)?
                 .execute(params![id, version, up_ms])?;
-            // Nodes silent for a day are gone (each run of a node has its own id).
+            // Nodes silent for a day are gone (moved, renamed, or their home with them).
             conn.prepare_cached(&format!("DELETE FROM nodes WHERE seen_at < {now} - 86400000"))?
                 .execute(params![])?;
             Ok(())
