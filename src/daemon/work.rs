@@ -61,9 +61,13 @@ pub(super) async fn work(
     stop: CancellationToken,
 ) {
     let lease = cluster.exclusive(WORK);
-    tokio::select! {
+    let token = tokio::select! {
         _ = stop.cancelled() => return,
-        _ = lease.acquired() => {}
+        token = lease.acquired() => token,
+    };
+    // The end of every turn is written only while this node still holds the lease.
+    if let Some(node) = cluster.node_id() {
+        store.fence_with(WORK, node, token as i64);
     }
     tracing::info!("cluster: this node does the work now; it recovers what was left open");
     out.delivery.recover().await;

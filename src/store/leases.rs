@@ -7,6 +7,7 @@
 
 use rusqlite::params;
 
+use super::db::{Db, Optional};
 use super::{Store, StoreError};
 
 /// A lease as the store has it.
@@ -32,7 +33,55 @@ pub struct NodeRow {
     pub silent_ms: i64,
 }
 
+/// A lease writes are made under: they are refused once this node no longer holds it with
+/// this token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Fence {
+    lease: String,
+    holder: String,
+    token: i64,
+}
+
+/// Refuse the transaction's writes unless `fence` still holds. On PostgreSQL the lease's
+/// row is locked against a taker until the transaction ends (`FOR SHARE`), so no node can
+/// take the lease between the check and the commit.
+pub(super) fn check_fence(conn: &Db, fence: &Option<Fence>) -> Result<(), StoreError> {
+    let Some(fence) = fence else {
+        return Ok(());
+    };
+    let now = conn.clock_ms_sql();
+    let lock = if conn.is_postgres() { " FOR SHARE" } else { "" };
+    let sql = format!(
+        "SELECT 1 FROM leases WHERE name = ?1 AND holder = ?2 AND token = ?3
+           AND expires_at >= {now}{lock}"
+    );
+    let held = conn
+        .prepare_cached(&sql)?
+        .query_row(params![fence.lease, fence.holder, fence.token], |_| Ok(()))
+        .optional()?;
+    match held {
+        Some(()) => Ok(()),
+        None => Err(StoreError::Fenced(fence.lease.clone())),
+    }
+}
+
 impl Store {
+    /// From now on, the end of a turn (and a claim of a row with choices) is written only
+    /// while `holder` holds lease `lease` with `token`: a node that lost it (a pause, a
+    /// partition) cannot write a turn's answer beside the node that took over.
+    pub fn fence_with(&self, lease: &str, holder: &str, token: i64) {
+        *self.fence.write().unwrap_or_else(|e| e.into_inner()) = Some(Fence {
+            lease: lease.to_owned(),
+            holder: holder.to_owned(),
+            token,
+        });
+    }
+
+    /// The fence writes are made under, if any.
+    pub(super) fn fence(&self) -> Option<Fence> {
+        self.fence.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Take lease `name` for `holder` for `ttl_ms`, or renew it when `holder` has it:
     /// its token, or `None` while another node holds it. A lapsed lease is taken with a
     /// new token, also by its last holder (what it did under the old one may have been
@@ -233,7 +282,36 @@ mod tests {
         assert!(a.silent_ms < 1_000, "{a:?}");
     }
 
+    async fn a_node_that_lost_the_work_lease_cannot_write_a_turns_end(store: Store) {
+        use crate::store::{InboxState, TurnRecord};
+        let token = store
+            .lease_take("work", "a", 60_000)
+            .await
+            .unwrap()
+            .unwrap();
+        store.fence_with("work", "a", token);
+        let ended = TurnRecord::outcome(Vec::new(), InboxState::Done, "ok", Vec::new());
+        store.finish_turn(ended.clone()).await.unwrap();
+        // a pauses; its lease lapses and b takes the work over.
+        store.lease_take("work", "a", 1).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(
+            store
+                .lease_take("work", "b", 60_000)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let refused = store.finish_turn(ended).await.unwrap_err();
+        assert!(
+            matches!(refused, StoreError::Fenced(ref l) if l == "work"),
+            "{refused}"
+        );
+        assert!(store.outbox_claim(1).await.is_err());
+    }
+
     crate::store::on_both_engines!(
+        a_node_that_lost_the_work_lease_cannot_write_a_turns_end,
         a_lease_is_held_by_one_node_until_it_lapses_and_changes_hands_with_a_new_token,
         nodes_say_they_are_alive,
     );

@@ -72,6 +72,10 @@ pub enum StoreError {
     },
     #[error("the query returned no row")]
     NoRow,
+    #[error(
+        "this node no longer holds the lease {0} (another node took it over): the write is refused"
+    )]
+    Fenced(String),
     #[error("could not open the database at {path}: {source}")]
     Open {
         path: String,
@@ -107,7 +111,8 @@ impl StoreError {
             StoreError::Sqlite(_)
             | StoreError::Invalid(_)
             | StoreError::TooNew { .. }
-            | StoreError::NoRow => false,
+            | StoreError::NoRow
+            | StoreError::Fenced(_) => false,
             StoreError::Open { .. } | StoreError::Connect { .. } => true,
             StoreError::Closed | StoreError::Key(_) => false,
         }
@@ -188,6 +193,8 @@ pub struct Store {
     _checkpointer: Option<Arc<checkpoint::Checkpointer>>,
     /// Signs and checks the standing decisions (allowlist, paired people).
     key: StateKey,
+    /// The lease the end of a turn is written under, on a store several nodes share.
+    fence: Arc<std::sync::RwLock<Option<leases::Fence>>>,
 }
 
 impl Store {
@@ -321,6 +328,7 @@ impl Store {
             jobs,
             _checkpointer: None,
             key,
+            fence: Arc::default(),
         })
     }
 

@@ -87,14 +87,18 @@ impl Store {
     /// a decision taken meanwhile either rewrites them first or edits them after
     /// ([`Store::outbox_settle`]).
     pub async fn outbox_claim(&self, id: i64) -> Result<Option<OutboxRow>, StoreError> {
+        let fence = self.fence();
         self.call(move |conn| {
-            let row = conn
+            let tx = conn.transaction()?;
+            super::leases::check_fence(&tx, &fence)?;
+            let row = tx
                 .prepare_cached(
                     "UPDATE outbox SET state = 'sending' WHERE id = ?1 AND state = 'pending'
                      RETURNING *",
                 )?
                 .query_row([id], row_to_outbox)
                 .optional()?;
+            tx.commit()?;
             row.transpose().map_err(StoreError::Invalid)
         })
         .await

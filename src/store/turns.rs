@@ -42,8 +42,10 @@ impl TurnRecord {
 
 impl Store {
     pub async fn finish_turn(&self, record: TurnRecord) -> Result<Vec<i64>, StoreError> {
+        let fence = self.fence();
         self.call(move |conn| {
             let tx = conn.transaction()?;
+            super::leases::check_fence(&tx, &fence)?;
             if let Some(session_id) = &record.session_id
                 && !record.messages.is_empty()
             {
