@@ -164,3 +164,87 @@ async fn a_message_the_dead_node_was_answering_is_answered_once_by_the_other() {
         "what is the plan?"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_another_node_receives_is_answered_by_the_working_node() {
+    const HOOK: &str = "https://bot.example.com/tg-hook";
+    const SECRET: &str = "hook_secret-1";
+    let Some(server) = TestPostgres::shared() else {
+        return;
+    };
+    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
+    let hook = format!("TELEGRAM_WEBHOOK_URL={HOOK}");
+    let secret = format!("TELEGRAM_WEBHOOK_SECRET={SECRET}");
+    let env = |node: &'static str| {
+        vec![
+            "TELEGRAM_ALLOW_ALL_USERS=true".to_owned(),
+            url.clone(),
+            hook.clone(),
+            secret.clone(),
+            format!("HERMES_NODE_ID={node}"),
+        ]
+    };
+    let env_a = env("node-a");
+    let w = World::new(
+        &env_a.iter().map(String::as_str).collect::<Vec<_>>(),
+        LEASES,
+    )
+    .await;
+    let a = w.start();
+    eventually(WAIT, "node a does the work", || {
+        a.log_text()
+            .contains("this node does the work now")
+            .then_some(())
+    })
+    .await;
+    let dir_b = tempfile::tempdir().unwrap();
+    let env_b = env("node-b");
+    let home_b = Home::new(
+        dir_b.path(),
+        &w.telegram.base_url(),
+        &w.llm.base_url(),
+        &env_b.iter().map(String::as_str).collect::<Vec<_>>(),
+        LEASES,
+    );
+    std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
+    let b = Daemon::start(BIN, &home_b, &[]);
+    let addr_b = eventually(WAIT, "node b's HTTP address", || b.http_addr()).await;
+
+    // Telegram delivers the update to b (the load balancer chose it); a answers.
+    w.llm.push(Reply::text("answered by the working node"));
+    w.telegram.dm(ALICE, "hello b");
+    let update = w.telegram.take_queued().remove(0);
+    let posted = reqwest::Client::new()
+        .post(format!("http://{addr_b}/tg-hook"))
+        .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
+        .json(&update)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 200);
+    assert_eq!(w.replies(ALICE, 1).await, ["answered by the working node"]);
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 1, "answered once");
+    assert_eq!(w.llm.requests().len(), 1, "one turn");
+    assert!(
+        !b.log_text().contains("this node does the work now"),
+        "b did the work"
+    );
+    // The turn ran on a: each node counts the messages its router was handed.
+    let handed = |addr: String| async move {
+        let text = reqwest::get(format!("http://{addr}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find(|l| l.starts_with("hermes_messages_in_total{platform=\"telegram\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_owned)
+            .unwrap_or_else(|| "0".into())
+    };
+    let addr_a = eventually(WAIT, "node a's HTTP address", || a.http_addr()).await;
+    assert_eq!(handed(addr_a).await, "1", "a ran the turn");
+    assert_eq!(handed(addr_b).await, "0", "b ran no turn");
+}
