@@ -248,3 +248,52 @@ async fn a_message_another_node_receives_is_answered_by_the_working_node() {
     assert_eq!(handed(addr_a).await, "1", "a ran the turn");
     assert_eq!(handed(addr_b).await, "0", "b ran no turn");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_node_that_wakes_after_losing_the_work_sends_nothing_and_stops() {
+    let Some(_server) = TestPostgres::shared() else {
+        return;
+    };
+    let (w, home_b, _dir_b) = two_nodes().await.unwrap();
+    let mut a = w.start();
+    eventually(WAIT, "node a does the work", || {
+        a.log_text()
+            .contains("this node does the work now")
+            .then_some(())
+    })
+    .await;
+    std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
+    let b = Daemon::start(BIN, &home_b, &[]);
+    eventually(WAIT, "node b is up", || {
+        b.log_text()
+            .contains("hermes-gateway is running")
+            .then_some(())
+    })
+    .await;
+
+    // a's answer comes from the model while a is paused; b takes the work over meanwhile.
+    w.llm.push(Reply::Delayed(
+        Duration::from_secs(3),
+        Box::new(Reply::text("from the paused node")),
+    ));
+    w.llm.push(Reply::text("from the other node"));
+    w.telegram.dm(ALICE, "what is the plan?");
+    eventually(WAIT, "node a asks the model", || {
+        (w.llm.requests().len() == 1).then_some(())
+    })
+    .await;
+    let asked = Instant::now();
+    a.pause(true);
+    assert_eq!(w.replies(ALICE, 1).await, ["from the other node"]);
+    // Woken once the model's answer to it is waiting on its socket: its turn would end now.
+    tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(asked.elapsed())).await;
+    a.pause(false);
+    let status = eventually(Duration::from_secs(10), "node a stops", || a.exited()).await;
+    assert_eq!(status, 75, "{}", a.log_text());
+    settle().await;
+    assert_eq!(
+        w.telegram.sent_texts(ALICE),
+        ["from the other node"],
+        "the paused node sent nothing after it woke"
+    );
+}

@@ -197,6 +197,24 @@ impl Daemon {
         self.child.id()
     }
 
+    /// Its exit status once it has exited (`None` while it runs; -1 for a signal).
+    pub fn exited(&mut self) -> Option<i32> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.code().unwrap_or(-1)),
+            _ => None,
+        }
+    }
+
+    /// Stop it (`SIGSTOP`: a pause the process does not see coming) or let it go on
+    /// (`SIGCONT`).
+    pub fn pause(&self, paused: bool) {
+        let signal = if paused { "-STOP" } else { "-CONT" };
+        let _ = Command::new("kill")
+            .arg(signal)
+            .arg(self.child.id().to_string())
+            .status();
+    }
+
     /// Kill at once (a crash).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
