@@ -119,13 +119,9 @@ async fn one_node_polls_and_another_takes_over_when_it_dies() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_the_dead_node_was_answering_is_answered_once_by_the_other() {
-    let Some(_server) = TestPostgres::shared() else {
-        return;
-    };
-    let (w, home_b, _dir_b) = two_nodes().await.unwrap();
-    let mut a = w.start();
+/// Node a started first (it does the work), then node b with a's state key, once up.
+async fn start_a_then_b(w: &World, home_b: &Home) -> (Daemon, Daemon) {
+    let a = w.start();
     eventually(WAIT, "node a does the work", || {
         a.log_text()
             .contains("this node does the work now")
@@ -133,13 +129,23 @@ async fn a_message_the_dead_node_was_answering_is_answered_once_by_the_other() {
     })
     .await;
     std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
-    let b = Daemon::start(BIN, &home_b, &[]);
+    let b = Daemon::start(BIN, home_b, &[]);
     eventually(WAIT, "node b is up", || {
         b.log_text()
             .contains("hermes-gateway is running")
             .then_some(())
     })
     .await;
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_the_dead_node_was_answering_is_answered_once_by_the_other() {
+    let Some(_server) = TestPostgres::shared() else {
+        return;
+    };
+    let (w, home_b, _dir_b) = two_nodes().await.unwrap();
+    let (mut a, b) = start_a_then_b(&w, &home_b).await;
 
     // a is answering (the model takes its time) when it dies.
     w.llm.push(Reply::Delayed(
@@ -255,21 +261,7 @@ async fn a_paused_node_that_wakes_after_losing_the_work_sends_nothing_and_stops(
         return;
     };
     let (w, home_b, _dir_b) = two_nodes().await.unwrap();
-    let mut a = w.start();
-    eventually(WAIT, "node a does the work", || {
-        a.log_text()
-            .contains("this node does the work now")
-            .then_some(())
-    })
-    .await;
-    std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
-    let b = Daemon::start(BIN, &home_b, &[]);
-    eventually(WAIT, "node b is up", || {
-        b.log_text()
-            .contains("hermes-gateway is running")
-            .then_some(())
-    })
-    .await;
+    let (mut a, b) = start_a_then_b(&w, &home_b).await;
 
     // a's answer comes from the model while a is paused; b takes the work over meanwhile.
     w.llm.push(Reply::Delayed(
@@ -285,6 +277,7 @@ async fn a_paused_node_that_wakes_after_losing_the_work_sends_nothing_and_stops(
     let asked = Instant::now();
     a.pause(true);
     assert_eq!(w.replies(ALICE, 1).await, ["from the other node"]);
+    assert!(b.log_text().contains("this node does the work now"));
     // Woken once the model's answer to it is waiting on its socket: its turn would end now.
     tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(asked.elapsed())).await;
     a.pause(false);
