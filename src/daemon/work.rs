@@ -21,7 +21,8 @@ use crate::cluster::Cluster;
 use crate::router::Router;
 use crate::store::{InboxRow, Store};
 
-/// How often the working node looks for events other nodes recorded.
+/// How often the working node looks for events other nodes recorded, besides when the
+/// store tells it one was (`Store::watch_inbox`), and how often it checks its lease.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// The lease of the node that does the work.
@@ -74,6 +75,13 @@ pub(super) async fn work(
     out.approvals.expire_leftovers().await;
     out.processes.reap_orphans().await;
     out.delivery.wake_all_pending().await;
+    let recorded = match store.watch_inbox() {
+        Ok(recorded) => recorded,
+        Err(e) => {
+            tracing::warn!(error = %e, "cluster: cannot listen for other nodes' events; looking every 100 ms");
+            None
+        }
+    };
     loop {
         if !cluster.holds(WORK) {
             tracing::error!(
@@ -84,8 +92,15 @@ pub(super) async fn work(
         if let Err(e) = hand_over_new(&store, &router, &dispatched).await {
             tracing::warn!(error = %e, "cluster: could not look for events other nodes recorded");
         }
+        let heard = async {
+            match &recorded {
+                Some(recorded) => recorded.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = stop.cancelled() => return,
+            _ = heard => {}
             _ = tokio::time::sleep(LOOK_EVERY) => {}
         }
     }

@@ -114,6 +114,10 @@ impl Store {
             let id = tx.last_insert_rowid()?;
             tx.prepare_cached("INSERT INTO inbox_payloads (inbox_id, payload) VALUES (?1, ?2)")?
                 .execute(params![id, payload])?;
+            if tx.is_postgres() {
+                // Heard by the node doing the work at the commit (`listen.rs`).
+                tx.execute_batch(&format!("NOTIFY {}", super::listen::INBOX_CHANNEL))?;
+            }
             tx.commit()?;
             Ok(Some(id))
         };

@@ -15,6 +15,7 @@ mod delegations;
 mod history;
 mod inbox;
 mod leases;
+mod listen;
 mod migrations;
 mod outbox;
 mod pairing;
@@ -195,6 +196,8 @@ pub struct Store {
     key: StateKey,
     /// The lease the end of a turn is written under, on a store several nodes share.
     fence: Arc<std::sync::RwLock<Option<leases::Fence>>>,
+    /// Where the PostgreSQL store is, for a listening connection of its own.
+    pg_target: Option<Arc<PgTarget>>,
 }
 
 impl Store {
@@ -260,9 +263,10 @@ impl Store {
     /// blocking client runs a runtime of its own, which may not start inside the daemon's.
     pub fn open_postgres(target: PgTarget, home: &Path) -> Result<Store, StoreError> {
         let (key, _) = StateKey::load_or_create(home).map_err(StoreError::Key)?;
-        Store::spawn_opening(
+        let target = Arc::new(target);
+        let kept = target.clone();
+        let mut store = Store::spawn_opening(
             move || {
-                let target = Arc::new(target);
                 let pg = Pg::connect(Box::new(move || {
                     target.connect().map_err(|source| StoreError::Connect {
                         url: target.shown().to_owned(),
@@ -275,7 +279,9 @@ impl Store {
                 Ok(db)
             },
             key,
-        )
+        )?;
+        store.pg_target = Some(kept);
+        Ok(store)
     }
 
     /// A store in memory, for unit tests.
@@ -329,6 +335,7 @@ impl Store {
             _checkpointer: None,
             key,
             fence: Arc::default(),
+            pg_target: None,
         })
     }
 
