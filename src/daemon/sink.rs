@@ -34,9 +34,10 @@ impl GatewaySink {
         if self.is_chatter(&event) {
             return Ok(Accepted::New);
         }
+        let reserved = self.reserve(&event);
         let (accepted, new) = self.write(event, false).await?;
         if let Some(row) = new {
-            self.dispatch(row);
+            self.dispatch(row, reserved);
         }
         Ok(accepted)
     }
@@ -54,15 +55,24 @@ impl GatewaySink {
         true
     }
 
+    /// On a store other nodes share, speak for `event` before writing it, so the worker
+    /// does not hand its row over as well (`work.rs`).
+    fn reserve(&self, event: &Inbound) -> Option<super::work::Reserved> {
+        self.cluster
+            .is_shared()
+            .then(|| self.dispatched.reserve(&event.event_id))
+    }
+
     /// Hand a new row to the router; a reply held in its chat (the person's window had
     /// closed) may go now.
-    fn dispatch(&self, row: InboxRow) {
-        if self.cluster.is_shared()
-            && (!self.cluster.holds(super::work::WORK) || !self.dispatched.claim(row.id))
-        {
-            // Another node does the work (it picks the row up from the store), or this
-            // node's worker has handed it over already.
-            return;
+    fn dispatch(&self, row: InboxRow, reserved: Option<super::work::Reserved>) {
+        if let Some(reserved) = reserved {
+            if !self.cluster.holds(super::work::WORK) {
+                // Another node does the work: it picks the row up from the store (so
+                // would this node, once it takes the work over).
+                return;
+            }
+            reserved.hand_over();
         }
         crate::metrics::message_in(row.event.chat.platform);
         self.delivery.person_wrote(&row.event.chat);
@@ -111,9 +121,10 @@ impl InboundSink for GatewaySink {
                 results.push(Ok(Accepted::New));
                 continue;
             }
+            let reserved = self.reserve(&event);
             match self.write(event, true).await {
                 Ok((accepted, row)) => {
-                    new.extend(row);
+                    new.extend(row.map(|row| (row, reserved)));
                     results.push(Ok(accepted));
                 }
                 Err(e) => {
@@ -130,8 +141,8 @@ impl InboundSink for GatewaySink {
                 *result = Err(SinkError(e.to_string()));
             }
         }
-        for row in new {
-            self.dispatch(row);
+        for (row, reserved) in new {
+            self.dispatch(row, reserved);
         }
         results
     }

@@ -72,6 +72,7 @@ impl Store {
             event: &event,
         })
         .map_err(|e| StoreError::Invalid(format!("event not serialisable: {e}")))?;
+        let origin = self.origin.clone();
         let record = move |conn: &mut Db| {
             let now = now_ms();
             let (kind, message_id) = match &event.kind {
@@ -116,7 +117,10 @@ impl Store {
                 .execute(params![id, payload])?;
             if tx.is_postgres() {
                 // Heard by the node doing the work at the commit (`listen.rs`).
-                tx.execute_batch(&format!("NOTIFY {}", super::listen::INBOX_CHANNEL))?;
+                tx.execute_batch(&format!(
+                    "NOTIFY {}, '{origin}'",
+                    super::listen::INBOX_CHANNEL
+                ))?;
             }
             tx.commit()?;
             Ok(Some(id))
@@ -145,18 +149,19 @@ impl Store {
         .await
     }
 
-    /// Rows still waiting to be handled, oldest first (what a restart must pick up again).
-    /// The ids of the rows not yet handled (cheap: no payloads).
-    pub async fn inbox_open_ids(&self) -> Result<Vec<i64>, StoreError> {
+    /// The event ids of the rows not yet handled (cheap: no payloads).
+    pub async fn inbox_open_events(&self) -> Result<Vec<String>, StoreError> {
         self.call(|conn| {
-            let mut stmt =
-                conn.prepare_cached("SELECT id FROM inbox WHERE state = 'received' ORDER BY id")?;
+            let mut stmt = conn.prepare_cached(
+                "SELECT event_id FROM inbox WHERE state = 'received' ORDER BY id",
+            )?;
             let ids = stmt.query_map(params![], |r| r.get(0))?;
-            Ok(ids.collect::<rusqlite::Result<Vec<i64>>>()?)
+            Ok(ids.collect::<rusqlite::Result<Vec<String>>>()?)
         })
         .await
     }
 
+    /// Rows still waiting to be handled, oldest first (what a restart must pick up again).
     pub async fn inbox_unfinished(&self) -> Result<Vec<InboxRow>, StoreError> {
         self.call(|conn| {
             let mut stmt = conn.prepare_cached(

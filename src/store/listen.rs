@@ -21,9 +21,10 @@ pub(super) const INBOX_CHANNEL: &str = "hermes_inbox";
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 impl Store {
-    /// Woken whenever any node records an event (on PostgreSQL; `None` on SQLite, where
-    /// this process is the only writer). Listening when it returns; the listener ends
-    /// once the returned handle is dropped.
+    /// Woken whenever another store (another node) records an event (on PostgreSQL;
+    /// `None` on SQLite, where this process is the only writer): what this store records,
+    /// its own sink has already. Listening when it returns; the listener ends once the
+    /// returned handle is dropped.
     pub fn watch_inbox(&self) -> Result<Option<Arc<Notify>>, StoreError> {
         let Some(target) = self.pg_target.clone() else {
             return Ok(None);
@@ -33,16 +34,21 @@ impl Store {
         let (ready_tx, ready) = std::sync::mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("hermes-listen".into())
-            .spawn(move || listen(&target, weak, ready_tx))
+            .spawn({
+                let origin = self.origin.clone();
+                move || listen(&target, &origin, weak, ready_tx)
+            })
             .map_err(|e| StoreError::Invalid(format!("cannot start the listener: {e}")))?;
         ready.recv().map_err(|_| StoreError::Closed)??;
         Ok(Some(woken))
     }
 }
 
-/// Listen until nobody holds `woken`; `ready` hears how the first connection went.
+/// Listen until nobody holds `woken`, passing over the notices signed `own`; `ready`
+/// hears how the first connection went.
 fn listen(
     target: &PgTarget,
+    own: &str,
     woken: Weak<Notify>,
     ready: std::sync::mpsc::SyncSender<Result<(), StoreError>>,
 ) {
@@ -78,6 +84,7 @@ fn listen(
             let mut heard = notifications.timeout_iter(CHECK_EVERY);
             loop {
                 match heard.next() {
+                    Ok(Some(heard)) if heard.payload() == own => {}
                     Ok(Some(_)) => notify.notify_one(),
                     Ok(None) => break,
                     Err(e) => {
@@ -100,7 +107,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_node_hears_at_once_what_another_records() {
+    async fn a_node_hears_at_once_what_another_records_and_not_its_own() {
         let Some(pg) = crate::store::tests::PostgresStore::empty() else {
             return;
         };
@@ -130,6 +137,15 @@ mod tests {
                 ..Default::default()
             }),
         };
+        let mut own = event.clone();
+        own.event_id = "telegram:2".into();
+        listening.inbox_record(own).await.unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), woken.notified())
+                .await
+                .is_err(),
+            "woken by what it recorded itself"
+        );
         recording.inbox_record(event).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), woken.notified())
             .await

@@ -198,6 +198,9 @@ pub struct Store {
     fence: Arc<std::sync::RwLock<Option<leases::Fence>>>,
     /// Where the PostgreSQL store is, for a listening connection of its own.
     pg_target: Option<Arc<PgTarget>>,
+    /// What this store's notices are signed with, so its own listener passes over them
+    /// (hex: safe inside SQL).
+    origin: Arc<str>,
 }
 
 impl Store {
@@ -336,6 +339,7 @@ impl Store {
             key,
             fence: Arc::default(),
             pg_target: None,
+            origin: format!("{:016x}", rand::random::<u64>()).into(),
         })
     }
 

@@ -299,6 +299,16 @@ pub async fn closed_loop(
         .flat_map(|c| &c.replies)
         .filter(|&&r| r > 1)
         .count();
+    for (c, chat) in state.iter().enumerate() {
+        for (k, &r) in chat.replies.iter().enumerate().filter(|(_, r)| **r > 1) {
+            if std::env::var_os("HERMES_BENCH_KEEP").is_some() {
+                eprintln!(
+                    "bench: chat {} message {k} answered {r} times",
+                    first_chat + c as i64
+                );
+            }
+        }
+    }
     let seconds = (last_reply - start).as_secs_f64();
     let figures = json!({
         "chats": chats,

@@ -70,7 +70,10 @@ impl World {
             .arg("run")
             .arg("--home")
             .arg(&self.home.dir)
-            .env("HERMES_LOG", "warn")
+            .env(
+                "HERMES_LOG",
+                std::env::var("HERMES_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
@@ -113,7 +116,12 @@ impl World {
         }
     }
 
+    /// Remove the home, unless `HERMES_BENCH_KEEP` is set (to read the daemon's log after).
     pub fn remove(&self) {
+        if std::env::var_os("HERMES_BENCH_KEEP").is_some() {
+            eprintln!("bench: home kept at {}", self.home.dir.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.home.dir);
     }
 }
