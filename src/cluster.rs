@@ -200,6 +200,18 @@ impl Exclusive for LeaseKeeper {
             let _ = tokio::time::timeout(Duration::from_millis(100), changes.changed()).await;
         }
     }
+
+    async fn lost(&self, turn: u64) {
+        let mut changes = self.state.subscribe();
+        loop {
+            let until = match self.current() {
+                Some(held) if held.token as u64 == turn => held.until,
+                _ => return,
+            };
+            // Renewed (a change) or lapsed (its local deadline), whichever comes first.
+            let _ = tokio::time::timeout_at(until.into(), changes.changed()).await;
+        }
+    }
 }
 
 /// Take lease `name` and renew it every `renew` while this node runs; try again as often

@@ -11,6 +11,12 @@ pub trait Exclusive: Send + Sync {
     /// anew: another node may have done it meanwhile, so what it keeps in the store (a
     /// polling offset) is to be read again.
     async fn acquired(&self) -> u64;
+
+    /// Returns once this node no longer holds it under `turn` (a number [`acquired`]
+    /// returned): a connection kept under it is to be closed at once.
+    ///
+    /// [`acquired`]: Exclusive::acquired
+    async fn lost(&self, turn: u64);
 }
 
 /// A single node's: always this node's.
@@ -20,5 +26,9 @@ pub struct AlwaysOurs;
 impl Exclusive for AlwaysOurs {
     async fn acquired(&self) -> u64 {
         0
+    }
+
+    async fn lost(&self, _turn: u64) {
+        std::future::pending().await
     }
 }

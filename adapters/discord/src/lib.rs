@@ -232,6 +232,7 @@ impl Adapter for DiscordAdapter {
             return Ok(());
         };
         self.liveness.beat();
+        let bot = identity.user_id.clone();
         self.identity.send_if_modified(|known| {
             // READY of an earlier run knows the application id better.
             if known.is_none() {
@@ -241,7 +242,46 @@ impl Adapter for DiscordAdapter {
                 false
             }
         });
+        // One gateway connection per shard across the nodes of one store: this bot runs one
+        // shard, kept by whichever node holds its lease.
+        let shard = sink.exclusive(&format!("discord:{bot}:shard:0"));
+        loop {
+            let turn = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                turn = shard.acquired() => turn,
+            };
+            let lost = shard.lost(turn);
+            match self.connect(&sink, &gateway_url, &shutdown, lost).await? {
+                Connection::Ended => return Ok(()),
+                Connection::LeaseLost => {
+                    tracing::warn!(
+                        "discord: this node no longer holds the gateway's lease; it closed its connection (another node keeps it)"
+                    );
+                }
+            }
+        }
+    }
+}
 
+/// How one gateway connection ended (besides an error).
+enum Connection {
+    /// Shut down.
+    Ended,
+    /// The shard's lease went to another node; the connection was closed.
+    LeaseLost,
+}
+
+impl DiscordAdapter {
+    /// Keep the gateway connection until shutdown, an error, or `lost` resolves. Events are
+    /// recorded by a recorder of its own, which reads the cursor afresh (another node may
+    /// have moved it on meanwhile).
+    async fn connect(
+        &self,
+        sink: &Arc<dyn InboundSink>,
+        gateway_url: &str,
+        shutdown: &CancellationToken,
+        lost: impl std::future::Future<Output = ()>,
+    ) -> Result<Connection, AdapterError> {
         // serenity's own REST client is only used by the client builder (`GET /gateway`):
         // its rate limiter is off so the configured root is honoured.
         let http = HttpBuilder::new(&self.token)
@@ -253,7 +293,7 @@ impl Adapter for DiscordAdapter {
             .raw_event_handler(Forward(events_tx))
             .await
             .map_err(|e| AdapterError::Other(format!("discord: cannot build the client: {e}")))?;
-        *client.ws_url.lock().await = gateway_url;
+        *client.ws_url.lock().await = gateway_url.to_owned();
 
         let stop = shutdown.child_token();
         let recorder = Arc::new(Recorder {
@@ -266,16 +306,22 @@ impl Adapter for DiscordAdapter {
             channels: Mutex::new(HashMap::new()),
             seen: Mutex::new(Default::default()),
         });
-        let mut recording = tokio::spawn(recorder.run(events_rx, sink, stop.clone()));
+        let mut recording = tokio::spawn(recorder.run(events_rx, sink.clone(), stop.clone()));
         let watching = tokio::spawn(watch_heartbeats(
             client.shard_manager.clone(),
             self.liveness.clone(),
             stop.clone(),
         ));
         let manager = client.shard_manager.clone();
+        let mut lease_lost = false;
         let result = tokio::select! {
             _ = shutdown.cancelled() => {
                 manager.shutdown_all().await;
+                Ok(())
+            }
+            _ = lost => {
+                manager.shutdown_all().await;
+                lease_lost = true;
                 Ok(())
             }
             r = client.start() => r,
@@ -293,7 +339,8 @@ impl Adapter for DiscordAdapter {
         }
         let _ = watching.await;
         match result {
-            Ok(()) => Ok(()),
+            Ok(()) if lease_lost => Ok(Connection::LeaseLost),
+            Ok(()) => Ok(Connection::Ended),
             Err(serenity::Error::Gateway(GatewayError::InvalidAuthentication)) => Err(
                 AdapterError::Config("Discord refused the bot token (check DISCORD_BOT_TOKEN)".into()),
             ),

@@ -85,13 +85,14 @@ pub async fn run(mut args: impl Iterator<Item = String>, daemon: String) -> Opti
 }
 
 async fn crash_run(args: &Args) -> Result<ExitCode, String> {
-    args.check(&["kills", "chats", "seed"])?;
+    args.check(&["kills", "chats", "seed", "nodes"])?;
     let plan = Plan {
         binary: args.daemon.clone(),
         kills: args.number("kills", 200.0) as usize,
         chats: args.number("chats", 3.0) as u32,
         seed: args.number("seed", 1.0) as u64,
         verbose: true,
+        nodes: args.number("nodes", 1.0) as usize,
     };
     let report = crash::run(&plan).await;
     println!("{}", report.table());

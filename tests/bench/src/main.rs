@@ -41,7 +41,7 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --postgres     the main daemon (starts, sequential, tool, loops) on a PostgreSQL store the
                  bench starts (Debian's `postgresql`; fsync off, through a Unix socket)
 
-       hermes-bench crash [--kills N] [--chats N] [--seed N] [--daemon PATH]
+       hermes-bench crash [--kills N] [--chats N] [--seed N] [--nodes N] [--daemon PATH]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
                          [--context-length TOKENS] [--message-bytes N] [--daemon PATH]";
 

@@ -1,5 +1,5 @@
 //! Socket Mode: the WebSocket `apps.connections.open` points at (one-use tickets; `hello`
-//! on connect), envelopes handed to the first open socket (queued while none is open),
+//! on connect), envelopes handed to the open sockets in turn (queued while none is open),
 //! acknowledgements recorded, unacknowledged events delivered again with `retry_attempt`
 //! and `retry_reason: "timeout"`, and the controls tests use to break connections.
 
@@ -38,6 +38,8 @@ pub struct Ack {
 #[derive(Default)]
 pub(super) struct State {
     sockets: BTreeMap<u64, UnboundedSender<Out>>,
+    /// Envelopes sent so far: which socket is next.
+    spread: usize,
     next_socket: u64,
     connects: usize,
     /// Handshakes refused for want of a valid ticket.
@@ -76,9 +78,12 @@ impl State {
 }
 
 impl Inner {
-    /// Send envelope `at` to the first open socket, or queue it until one opens.
+    /// Send envelope `at` to the next open socket in turn (Slack spreads an app's events
+    /// over its connections), or queue it until one opens.
     pub(super) fn send_envelope(&mut self, at: usize) {
-        let Some(tx) = self.sock.sockets.values().next() else {
+        let open = self.sock.sockets.len().max(1);
+        self.sock.spread = self.sock.spread.wrapping_add(1);
+        let Some(tx) = self.sock.sockets.values().nth(self.sock.spread % open) else {
             self.envs[at].queued = true;
             self.sock.queue.push_back(at);
             return;

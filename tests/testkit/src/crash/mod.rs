@@ -7,8 +7,14 @@
 //! send/sent-mark window, on Discord and Slack, which can tell a resend); inside a webhook
 //! delivery (WhatsApp); with an approval waiting for a person.
 //!
+//! With several nodes on one PostgreSQL store ([`cluster`]), the kills and `SIGSTOP` pauses
+//! fall on any node, and the time from killing the working node to the next message being
+//! answered by another is measured.
+//!
 //! Used by `tests/crash_e2e.rs` (a few kills in CI) and by `hermes-bench crash` (hundreds, on
 //! the release binary). Every wait is bounded.
+
+mod cluster;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -36,6 +42,9 @@ pub struct Plan {
     pub seed: u64,
     /// Print a line per kill.
     pub verbose: bool,
+    /// Daemons serving the same bots: 1 on SQLite; more on one PostgreSQL store (the
+    /// tests' server), where kills and pauses fall on any node ([`cluster`]).
+    pub nodes: usize,
 }
 
 /// When a kill comes.
@@ -101,6 +110,13 @@ pub struct Report {
     pub other_shown: Vec<String>,
     /// Answers to two or more messages at once (one came while the other was answered).
     pub joined: usize,
+    /// Chats whose answers were shown in another order than their messages were written.
+    pub out_of_order: Vec<String>,
+    /// Several nodes: pauses (`SIGSTOP` past the lease, then `SIGCONT`).
+    pub pauses: usize,
+    /// Several nodes: killing or pausing the working node → the next message answered (by
+    /// another node), in milliseconds, one per such kill.
+    pub failovers_ms: Vec<u64>,
     pub seconds: f64,
 }
 
@@ -126,6 +142,9 @@ impl Report {
         if !self.approvals_untold.is_empty() {
             problems.push(format!("approvals not told: {:?}", self.approvals_untold));
         }
+        if !self.out_of_order.is_empty() {
+            problems.push(format!("answered out of order: {:?}", self.out_of_order));
+        }
         problems
     }
 
@@ -144,6 +163,9 @@ impl Report {
             "approvals_untold": self.approvals_untold.len(),
             "other_shown": self.other_shown.len(),
             "joined": self.joined,
+            "out_of_order": self.out_of_order.len(),
+            "pauses": self.pauses,
+            "failover_ms": failover_figures(&self.failovers_ms),
             "seconds": (self.seconds * 10.0).round() / 10.0,
         })
     }
@@ -172,11 +194,35 @@ impl Report {
             self.other_shown.len(),
             self.joined
         ));
+        if !self.failovers_ms.is_empty() || self.pauses > 0 {
+            let f = failover_figures(&self.failovers_ms);
+            out.push_str(&format!(
+                "  pauses {}; failovers {} (kill or pause of the working node → next answer): p50 {} ms, max {} ms\n",
+                self.pauses, f["n"], f["p50"], f["max"]
+            ));
+        }
+        if !self.out_of_order.is_empty() {
+            out.push_str(&format!(
+                "  chats answered out of order: {:?}\n",
+                self.out_of_order
+            ));
+        }
         for shown in self.other_shown.iter().take(10) {
             out.push_str(&format!("    other: {shown:?}\n"));
         }
         out
     }
+}
+
+/// The count, p50 and max of failover times.
+fn failover_figures(ms: &[u64]) -> Value {
+    let mut sorted = ms.to_vec();
+    sorted.sort_unstable();
+    json!({
+        "n": sorted.len(),
+        "p50": sorted.get(sorted.len() / 2),
+        "max": sorted.last(),
+    })
 }
 
 /// One message a person wrote.
@@ -201,6 +247,9 @@ pub(crate) struct Fleet {
     /// Where tools leave a mark when they start, and the approvals' victims live.
     marks: PathBuf,
     binary: String,
+    /// Several nodes: the other nodes' homes, and the store they share with the first.
+    others: Vec<Home>,
+    store: Option<cluster::SharedStore>,
 }
 
 const NAMES: [&str; 4] = ["telegram", "discord", "slack", "whatsapp"];
@@ -219,6 +268,12 @@ impl Fleet {
     }
 
     pub(crate) async fn start(dir: &Path, binary: &str) -> Fleet {
+        Fleet::start_nodes(dir, binary, None, 1).await
+    }
+
+    /// The fakes and `nodes` homes: the first in `dir`, the others in `dir/node-<n>`, all on
+    /// the store at `store_url` (SQLite in the first home when `None`).
+    async fn start_nodes(dir: &Path, binary: &str, store_url: Option<&str>, nodes: usize) -> Fleet {
         let llm = FakeLlm::start().await;
         let telegram = FakeTelegram::start().await;
         let discord = FakeDiscord::start().await;
@@ -234,8 +289,21 @@ impl Fleet {
         let yaml: String = fakes.iter().map(|f| f.platform_yaml()).collect();
         let mut env: Vec<String> = fakes.iter().flat_map(|f| f.env()).collect();
         env.extend(fakes.iter().map(|f| format!("{}=true", f.allow_all_var())));
-        let env: Vec<&str> = env.iter().map(String::as_str).collect();
-        let home = Home::with_platform(dir, &llm.base_url(), &yaml, &env, "");
+        let home_of = |dir: &Path, node: usize| {
+            let mut env = env.clone();
+            let mut extra_yaml = "";
+            if let Some(url) = store_url {
+                env.push(format!("HERMES_STORE_URL={url}"));
+                env.push(format!("HERMES_NODE_ID={}", cluster::node_id(node)));
+                extra_yaml = cluster::LEASES;
+            }
+            let env: Vec<&str> = env.iter().map(String::as_str).collect();
+            Home::with_platform(dir, &llm.base_url(), &yaml, &env, extra_yaml)
+        };
+        let home = home_of(dir, 0);
+        let others = (1..nodes)
+            .map(|node| home_of(&dir.join(cluster::node_id(node)), node))
+            .collect();
         let marks = dir.join("marks");
         std::fs::create_dir_all(&marks).unwrap();
         Fleet {
@@ -247,6 +315,8 @@ impl Fleet {
             home,
             marks,
             binary: binary.to_owned(),
+            others,
+            store: None,
         }
     }
 
@@ -343,12 +413,18 @@ impl Fleet {
 
     /// Outbox rows not yet sent (0 while the database cannot be read).
     pub(crate) fn outbox_open(&self) -> i64 {
-        self.home.outbox_open().unwrap_or(0)
+        match &self.store {
+            Some(store) => store.outbox_open(),
+            None => self.home.outbox_open().unwrap_or(0),
+        }
     }
 
     /// What the database says of a message and its answer: for a lost one, where it
     /// stopped (never recorded, recorded and not answered, answered and not sent…).
     fn whereabouts(&self, token: &str) -> String {
+        if let Some(store) = &self.store {
+            return store.whereabouts(token);
+        }
         let Ok(conn) = rusqlite::Connection::open(self.home.dir.join("gateway.db")) else {
             return "no database".into();
         };
@@ -415,6 +491,20 @@ impl Fleet {
             .filter(|m| m.lines().any(|line| line.trim() == answer))
             .count()
     }
+}
+
+/// Whether the answers in `shown` (lines `ok <token>`) first appear in the order of
+/// `answers` (the messages' order): a later message is never answered before an earlier.
+fn in_order(shown: &[String], answers: &[String]) -> bool {
+    let mut seen: Vec<usize> = Vec::new();
+    for line in shown.iter().flat_map(|m| m.lines()) {
+        if let Some(at) = answers.iter().position(|a| a == line.trim())
+            && !seen.contains(&at)
+        {
+            seen.push(at);
+        }
+    }
+    seen.windows(2).all(|w| w[0] < w[1])
 }
 
 /// Whether `word` stands in `text` as a whole word (between characters that are not letters
@@ -565,6 +655,9 @@ impl Writers {
 
 /// Run the plan; the report says what held.
 pub async fn run(plan: &Plan) -> Report {
+    if plan.nodes > 1 {
+        return cluster::run(plan).await;
+    }
     let dir = tempfile::tempdir().unwrap();
     let fleet = Fleet::start(dir.path(), &plan.binary).await;
     fleet.script_model();
@@ -749,6 +842,11 @@ async fn finish(fleet: &Fleet, writers: &Writers, report: &mut Report) {
     }
     for ((platform, chat), answers) in &answered_by_chat {
         let shown = fleet.fake(*platform).shown(chat);
+        if !in_order(&shown, answers) {
+            report
+                .out_of_order
+                .push(format!("{}:{chat}", NAMES[*platform]));
+        }
         let told = shown.iter().any(|m| m.contains("NOT run"));
         let approvals = writers
             .written
@@ -800,5 +898,19 @@ mod tests {
         assert!(has_word(r#"{"body":"say w12 the"}"#, "w12"));
         assert!(!has_word(r#"{"body":"say w12"}"#, "w1"));
         assert!(has_word("ok w3\nok w1", "w1"));
+    }
+
+    #[test]
+    fn answers_shown_out_of_order_are_caught() {
+        let answers: Vec<String> = ["ok w1", "ok w2", "ok w3"].map(String::from).into();
+        let shown = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(in_order(&shown(&["ok w1", "ok w2\nok w3"]), &answers));
+        // A repeat of an earlier answer after a later one is a double, not disorder.
+        assert!(in_order(
+            &shown(&["ok w1", "ok w2", "ok w1", "ok w3"]),
+            &answers
+        ));
+        assert!(!in_order(&shown(&["ok w2", "ok w1"]), &answers));
+        assert!(!in_order(&shown(&["ok w1", "ok w3\nok w2"]), &answers));
     }
 }
