@@ -31,6 +31,27 @@ async fn asked(kit: &Kit<FakeSlack>, count: usize) {
     .await;
 }
 
+/// What a follow-up needs lives in the store, not in one process: after a restart (or on
+/// another node) a follow-up in a thread the bot answered in still needs no mention.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_in_the_bots_thread_needs_no_mention_after_a_restart() {
+    let kit = kit(FakeSlack::start().await).await;
+    kit.llm.push(Reply::text("let's plan"));
+    kit.llm.push(Reply::text("Lisbon it is"));
+    let mut first = kit.start();
+    let alice = kit.fake.person(1);
+    let question = kit
+        .fake
+        .message(GROUP_CHANNEL, &alice, "help me plan a trip", true);
+    kit.shown(GROUP_CHANNEL, 1).await;
+    settle().await;
+    first.kill();
+    let _second = kit.start();
+    kit.fake
+        .message_in_thread(GROUP_CHANNEL, &alice, "to Lisbon", &question, false);
+    assert_eq!(kit.shown(GROUP_CHANNEL, 2).await[1], "Lisbon it is");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_is_answered_in_its_thread_and_the_thread_is_one_conversation() {
     let kit = kit(FakeSlack::start().await).await;

@@ -170,6 +170,27 @@ impl InboundSink for GatewaySink {
             .map_err(|e| SinkError(e.to_string()))
     }
 
+    async fn remember(
+        &self,
+        platform: Platform,
+        key: &str,
+        value: String,
+        ttl: std::time::Duration,
+    ) -> Result<(), SinkError> {
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        self.store
+            .remember(platform.as_str(), key, value, ttl_ms)
+            .await
+            .map_err(|e| SinkError(e.to_string()))
+    }
+
+    async fn recall(&self, platform: Platform, key: &str) -> Result<Option<String>, SinkError> {
+        self.store
+            .recall(platform.as_str(), key)
+            .await
+            .map_err(|e| SinkError(e.to_string()))
+    }
+
     async fn delivery_report(
         &self,
         platform: Platform,

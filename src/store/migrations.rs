@@ -358,6 +358,21 @@ const MIGRATIONS: &[&str] = &[
         profile    TEXT NOT NULL DEFAULT ''
     );
     "#,
+    // 15: what an adapter must remember between an event and its answer, whichever node
+    // (or restart) handles the answer: a Slack press's presser, a slash command's
+    // `response_url`, the threads the bot answered in. Each entry lapses at `expires_at`
+    // (ms); retention deletes the lapsed ones.
+    r#"
+    CREATE TABLE adapter_memory (
+        platform   TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        value      TEXT NOT NULL,
+        expires_at INTEGER NOT NULL,
+        profile    TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (platform, key)
+    );
+    CREATE INDEX adapter_memory_by_expiry ON adapter_memory(expires_at);
+    "#,
 ];
 
 /// Every step, for tests that build an older database.

@@ -25,7 +25,8 @@ pub struct Pruned {
     pub outbox: usize,
     /// Event ids whose redelivery window has passed.
     pub seen: usize,
-    /// Decided approvals, ended processes and delegations, old pairing failures.
+    /// Decided approvals, ended processes and delegations, old pairing failures, lapsed
+    /// adapter memories.
     pub other: usize,
 }
 
@@ -75,7 +76,12 @@ impl Store {
                             (SELECT event_id FROM seen_events WHERE received_at < ?1 LIMIT ?2)",
                     )?
                     .execute(params![seen_after, batch])?,
-                other: prune_ended(&tx, before, batch)?,
+                other: prune_ended(&tx, before, batch)?
+                    + tx.prepare_cached(
+                        "DELETE FROM adapter_memory WHERE (platform, key) IN
+                            (SELECT platform, key FROM adapter_memory WHERE expires_at <= ?1 LIMIT ?2)",
+                    )?
+                    .execute(params![now, batch])?,
             };
             tx.commit()?;
             Ok(pruned)

@@ -151,6 +151,20 @@ pub trait InboundSink: Send + Sync {
         cursor: String,
     ) -> Result<(), SinkError>;
 
+    /// Keep `value` under `key` for `ttl` in the store every node shares: what an event
+    /// leaves for its answer (who pressed a button, where a slash command's private answers
+    /// go), which the node that sends the answer, after a restart too, reads back with
+    /// [`InboundSink::recall`].
+    async fn remember(
+        &self,
+        platform: Platform,
+        key: &str,
+        value: String,
+        ttl: std::time::Duration,
+    ) -> Result<(), SinkError>;
+    /// What [`InboundSink::remember`] kept under `key`, unless it lapsed.
+    async fn recall(&self, platform: Platform, key: &str) -> Result<Option<String>, SinkError>;
+
     /// What the platform reported about a message the gateway sent, by the platform's
     /// message id (WhatsApp sent / delivered / read / failed).
     async fn delivery_report(

@@ -227,6 +227,7 @@ impl Adapter for SlackAdapter {
     /// The Events API routes, in either mode (needed in the Events API's); without the
     /// signing secret they refuse every request.
     fn routes(&self, sink: Arc<dyn InboundSink>) -> Vec<WebhookRoute> {
+        self.receiver.open.attach(sink.clone());
         webhook::routes(
             self.receiver.clone(),
             sink,
@@ -240,6 +241,7 @@ impl Adapter for SlackAdapter {
         sink: Arc<dyn InboundSink>,
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError> {
+        self.receiver.open.attach(sink.clone());
         let Some(me) = self.identify(&shutdown).await? else {
             return Ok(());
         };

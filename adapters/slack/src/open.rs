@@ -1,16 +1,23 @@
-//! What the adapter remembers between an event and its answer, in memory only: who pressed
-//! a button (an ephemeral notice needs the person), the `response_url` of a slash command
-//! (valid 30 minutes), and the threads the bot has answered in (a follow-up there needs no
-//! mention). None of it is a secret that must survive a restart; after one, a notice is
-//! dropped, a private answer is dropped, and a thread needs a mention again.
+//! What the adapter remembers between an event and its answer: who pressed a button (an
+//! ephemeral notice needs the person), the `response_url` of a slash command (valid 30
+//! minutes), the threads the bot has answered in (a follow-up there needs no mention), and
+//! the thread each person last talked to the bot in. Each is written through to the store
+//! (the sink's [`InboundSink::remember`]) before it is needed, so whichever node handles the
+//! answer or the follow-up, after a restart too, finds it; this process keeps a copy of what
+//! it saw. Without a store (before `run`), the copy is all there is.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use hermes_adapter::{InboundSink, Platform};
 
 /// How long Slack accepts answers on a `response_url` (30 minutes, with a margin).
 const RESPONSE_LIFETIME: Duration = Duration::from_secs(29 * 60);
-/// Threads remembered; past this the memory starts again.
+/// How long a thread the bot answered in (or one a person talked in) is remembered in the
+/// store: a follow-up a week later still needs no mention.
+const THREAD_LIFETIME: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// Threads this process keeps a copy of; past this its copy starts again.
 const THREADS_KEPT: usize = 10_000;
 
 /// How a slash command's answers are addressed (`respond_via` / `reply_to`): seen by the
@@ -25,7 +32,7 @@ pub struct Response {
 }
 
 #[derive(Default)]
-struct Inner {
+struct Copy {
     presses: HashMap<String, (String, Instant)>,
     responses: HashMap<String, (Response, Instant)>,
     threads: HashSet<(String, String)>,
@@ -33,86 +40,173 @@ struct Inner {
     last_thread: HashMap<(String, String), String>,
 }
 
+#[derive(Default)]
+struct Inner {
+    copy: Mutex<Copy>,
+    store: OnceLock<Arc<dyn InboundSink>>,
+}
+
 /// Shared by the receiving side and the sender.
 #[derive(Clone, Default)]
-pub struct Open(Arc<Mutex<Inner>>);
+pub struct Open(Arc<Inner>);
 
 impl Open {
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn copy(&self) -> std::sync::MutexGuard<'_, Copy> {
+        self.0.copy.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where it is all kept from now on (the daemon's sink, given at `run`).
+    pub fn attach(&self, sink: Arc<dyn InboundSink>) {
+        let _ = self.0.store.set(sink);
+    }
+
+    async fn remember(&self, key: String, value: String, ttl: Duration) {
+        let Some(store) = self.0.store.get() else {
+            return;
+        };
+        if let Err(e) = store.remember(Platform::Slack, &key, value, ttl).await {
+            tracing::warn!(error = %e, key, "slack: could not keep this in the store; only this node knows it");
+        }
+    }
+
+    async fn recall(&self, key: &str) -> Option<String> {
+        let store = self.0.store.get()?;
+        match store.recall(Platform::Slack, key).await {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::warn!(error = %e, key, "slack: could not read the store");
+                None
+            }
+        }
     }
 
     /// A press by `user`, known by its `press_id`.
-    pub fn press(&self, press_id: &str, user: &str) {
-        let mut inner = self.inner();
-        inner
-            .presses
-            .retain(|_, (_, at)| at.elapsed() < RESPONSE_LIFETIME);
-        inner
-            .presses
-            .insert(press_id.to_owned(), (user.to_owned(), Instant::now()));
+    pub async fn press(&self, press_id: &str, user: &str) {
+        {
+            let mut copy = self.copy();
+            copy.presses
+                .retain(|_, (_, at)| at.elapsed() < RESPONSE_LIFETIME);
+            copy.presses
+                .insert(press_id.to_owned(), (user.to_owned(), Instant::now()));
+        }
+        self.remember(
+            format!("press:{press_id}"),
+            user.to_owned(),
+            RESPONSE_LIFETIME,
+        )
+        .await;
     }
 
     /// Who made a press.
-    pub fn presser(&self, press_id: &str) -> Option<String> {
-        self.inner().presses.get(press_id).map(|(u, _)| u.clone())
+    pub async fn presser(&self, press_id: &str) -> Option<String> {
+        let known = self.copy().presses.get(press_id).map(|(u, _)| u.clone());
+        match known {
+            Some(user) => Some(user),
+            None => self.recall(&format!("press:{press_id}")).await,
+        }
     }
 
     /// A slash command answered through `response`, known by its handle id.
-    pub fn response(&self, id: &str, response: Response) {
-        let mut inner = self.inner();
-        inner
-            .responses
-            .retain(|_, (_, at)| at.elapsed() < RESPONSE_LIFETIME);
-        inner
-            .responses
-            .insert(id.to_owned(), (response, Instant::now()));
+    pub async fn response(&self, id: &str, response: Response) {
+        {
+            let mut copy = self.copy();
+            copy.responses
+                .retain(|_, (_, at)| at.elapsed() < RESPONSE_LIFETIME);
+            copy.responses
+                .insert(id.to_owned(), (response.clone(), Instant::now()));
+        }
+        self.remember(format!("response:{id}"), response.url, RESPONSE_LIFETIME)
+            .await;
     }
 
     /// Where to answer a slash command, while Slack still takes answers there.
-    pub fn response_for(&self, id: &str) -> Option<Response> {
-        self.inner()
+    pub async fn response_for(&self, id: &str) -> Option<Response> {
+        let known = self
+            .copy()
             .responses
             .get(id)
             .filter(|(_, at)| at.elapsed() < RESPONSE_LIFETIME)
-            .map(|(r, _)| r.clone())
+            .map(|(r, _)| r.clone());
+        match known {
+            Some(response) => Some(response),
+            None => self
+                .recall(&format!("response:{id}"))
+                .await
+                .map(|url| Response { url }),
+        }
     }
 
-    /// The bot answered in this thread.
-    pub fn answered_in(&self, channel: &str, thread_ts: &str) {
-        let mut inner = self.inner();
-        if inner.threads.len() >= THREADS_KEPT {
-            inner.threads.clear();
+    /// The bot answers in this thread.
+    pub async fn answered_in(&self, channel: &str, thread_ts: &str) {
+        {
+            let mut copy = self.copy();
+            if copy.threads.len() >= THREADS_KEPT {
+                copy.threads.clear();
+            }
+            copy.threads
+                .insert((channel.to_owned(), thread_ts.to_owned()));
         }
-        inner
-            .threads
-            .insert((channel.to_owned(), thread_ts.to_owned()));
+        self.remember(
+            format!("thread:{channel}:{thread_ts}"),
+            String::new(),
+            THREAD_LIFETIME,
+        )
+        .await;
     }
 
     /// `user` talked to the bot in `thread` of `channel`.
-    pub fn talked_in(&self, channel: &str, user: &str, thread: &str) {
-        let mut inner = self.inner();
-        if inner.last_thread.len() >= THREADS_KEPT {
-            inner.last_thread.clear();
+    pub async fn talked_in(&self, channel: &str, user: &str, thread: &str) {
+        {
+            let mut copy = self.copy();
+            if copy.last_thread.len() >= THREADS_KEPT {
+                copy.last_thread.clear();
+            }
+            copy.last_thread
+                .insert((channel.to_owned(), user.to_owned()), thread.to_owned());
         }
-        inner
-            .last_thread
-            .insert((channel.to_owned(), user.to_owned()), thread.to_owned());
+        self.remember(
+            format!("last-thread:{channel}:{user}"),
+            thread.to_owned(),
+            THREAD_LIFETIME,
+        )
+        .await;
     }
 
-    /// The thread `user` last talked to the bot in, in `channel`.
-    pub fn last_thread(&self, channel: &str, user: &str) -> Option<String> {
-        self.inner()
+    /// The thread `user` last talked to the bot in, in `channel`: the store's word when
+    /// there is one (the person may have talked through another node since).
+    pub async fn last_thread(&self, channel: &str, user: &str) -> Option<String> {
+        if let Some(thread) = self.recall(&format!("last-thread:{channel}:{user}")).await {
+            return Some(thread);
+        }
+        self.copy()
             .last_thread
             .get(&(channel.to_owned(), user.to_owned()))
             .cloned()
     }
 
-    /// Whether the bot has answered in this thread (since the start).
+    /// Whether this process has seen the bot answer in this thread (since its start).
     pub fn is_bot_thread(&self, channel: &str, thread_ts: &str) -> bool {
-        self.inner()
+        self.copy()
             .threads
             .contains(&(channel.to_owned(), thread_ts.to_owned()))
+    }
+
+    /// Whether the bot has answered in this thread, here or on another node (or before a
+    /// restart).
+    pub async fn is_bot_thread_anywhere(&self, channel: &str, thread_ts: &str) -> bool {
+        if self.is_bot_thread(channel, thread_ts) {
+            return true;
+        }
+        let known = self
+            .recall(&format!("thread:{channel}:{thread_ts}"))
+            .await
+            .is_some();
+        if known {
+            self.copy()
+                .threads
+                .insert((channel.to_owned(), thread_ts.to_owned()));
+        }
+        known
     }
 }
 

@@ -66,6 +66,18 @@ impl Receiver {
         let Some(mut event) = normalize::push(event, &me, self.reply_in_thread, &self.open) else {
             return Ok(());
         };
+        if let InboundKind::Message(m) = &mut event.kind
+            && !m.addressed
+            && let Some(thread) = &event.chat.thread_id
+            && self
+                .open
+                .is_bot_thread_anywhere(&event.chat.chat_id, thread)
+                .await
+        {
+            // A follow-up in a thread the bot answered in through another node (or before
+            // a restart) needs no mention either.
+            m.addressed = true;
+        }
         if let InboundKind::Message(m) = &event.kind
             && m.addressed
         {
@@ -73,7 +85,8 @@ impl Receiver {
             event.author.display_name = self.name_of(&event.author.user_id).await;
             if let Some(thread) = &event.chat.thread_id {
                 self.open
-                    .talked_in(&event.chat.chat_id, &event.author.user_id, thread);
+                    .talked_in(&event.chat.chat_id, &event.author.user_id, thread)
+                    .await;
             }
         }
         self.record(sink, event).await
@@ -105,7 +118,9 @@ impl Receiver {
         };
         if let InboundKind::Press(press) = &event.kind {
             // Before recording: the daemon may send its notice before the sink returns.
-            self.open.press(&press.press_id, &event.author.user_id);
+            self.open
+                .press(&press.press_id, &event.author.user_id)
+                .await;
         }
         self.record(sink, event).await
     }
@@ -119,16 +134,19 @@ impl Receiver {
         self.liveness.beat();
         // Only a command's private answers go through the response URL.
         if normalize::is_private(event, &self.commands) {
-            self.open.response(
-                event.trigger_id.as_ref(),
-                Response {
-                    url: event.response_url.0.to_string(),
-                },
-            );
+            self.open
+                .response(
+                    event.trigger_id.as_ref(),
+                    Response {
+                        url: event.response_url.0.to_string(),
+                    },
+                )
+                .await;
         }
         let thread = self
             .open
-            .last_thread(event.channel_id.as_ref(), event.user_id.as_ref());
+            .last_thread(event.channel_id.as_ref(), event.user_id.as_ref())
+            .await;
         self.record(sink, normalize::command(event, thread, &self.commands))
             .await
     }

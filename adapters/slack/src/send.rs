@@ -142,7 +142,7 @@ impl SlackSender {
         // the channel instead. A question asked with `/hermes` is answered in the channel,
         // as a message that can be edited and streamed.
         if let Some((id, true)) = reply_to.and_then(handle_id) {
-            let Some(response) = self.open.response_for(id) else {
+            let Some(response) = self.open.response_for(id).await else {
                 tracing::info!(
                     command = id,
                     "slack: a private answer could no longer be delivered; dropped"
@@ -180,7 +180,7 @@ impl SlackSender {
         // Noted before the post: the person can see the answer (and reply in its thread)
         // before Slack's answer to the post reaches us, and that reply needs no mention.
         if let Some(thread) = &chat.thread_id {
-            self.open.answered_in(&chat.chat_id, thread);
+            self.open.answered_in(&chat.chat_id, thread).await;
         }
         let session = self.session();
         let sent = call("chat.postMessage", session.chat_post_message(&request)).await?;
@@ -383,7 +383,7 @@ impl SlackSender {
         press_id: &str,
         text: &str,
     ) -> Result<Delivered, SendError> {
-        let Some(user) = self.open.presser(press_id) else {
+        let Some(user) = self.open.presser(press_id).await else {
             tracing::debug!(
                 press = press_id,
                 "slack: who pressed is not known any more; notice dropped"

@@ -2,8 +2,10 @@
 //! media) may go to a person only within 24 hours of their last message. The time of each
 //! contact's last inbound message is kept durably (the sink's cursors, written before the
 //! message itself is recorded), so a restart still knows. A refusal from Meta (131047)
-//! closes a contact's window until they write again, and the re-engagement template is
-//! sent at most once per closed window.
+//! closes a contact's window until they write again (kept durably too: the time of the
+//! refused send), and the re-engagement template is sent at most once per closed window.
+//! With a store, both are read from it at every check, since another node sharing the
+//! store may have received the contact's newest message, or Meta's refusal.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -37,11 +39,18 @@ pub enum Window {
 struct Contact {
     /// Unix seconds of the last message from them; `None` until loaded or seen.
     last_inbound: Option<u64>,
-    loaded: bool,
-    /// Meta refused a message to them as outside the window since their last message.
-    refused: bool,
+    /// Unix seconds of the newest send Meta refused as outside the window.
+    refused_at: Option<u64>,
     /// Unix seconds when the re-engagement template last went to them.
     reengaged_at: Option<u64>,
+}
+
+impl Contact {
+    /// Meta refused a message to them as outside the window since their last message.
+    fn refused(&self) -> bool {
+        self.refused_at
+            .is_some_and(|refused| self.last_inbound.is_none_or(|last| last < refused))
+    }
 }
 
 /// The last [`REMEMBERED_SENDS`] sends: wamid → (to whom, unix seconds), oldest first.
@@ -97,7 +106,6 @@ impl Windows {
             let newer = contact.last_inbound.is_none_or(|last| at > last);
             if newer {
                 contact.last_inbound = Some(at);
-                contact.refused = false;
             }
             newer
         };
@@ -143,14 +151,29 @@ impl Windows {
 
     /// Meta refused a message sent to `wa_id` at `at` (unix seconds) as outside the window:
     /// closed until a newer message of theirs comes, unless one came after that send
-    /// (statuses arrive late and out of order). Kept in memory: after a restart Meta is
-    /// asked once more.
+    /// (statuses arrive late and out of order).
     pub async fn refused(&self, wa_id: &str, at: u64) {
         self.load(wa_id).await;
-        let mut contacts = self.contacts.lock().expect("windows lock");
-        let contact = contacts.entry(wa_id.to_owned()).or_default();
-        if contact.last_inbound.is_none_or(|last| last < at) {
-            contact.refused = true;
+        let newer = {
+            let mut contacts = self.contacts.lock().expect("windows lock");
+            let contact = contacts.entry(wa_id.to_owned()).or_default();
+            let newer = contact.refused_at.is_none_or(|refused| at > refused);
+            if newer {
+                contact.refused_at = Some(at);
+            }
+            newer
+        };
+        if newer && let Some(sink) = self.sink.get() {
+            let saved = sink
+                .save_cursor(
+                    Platform::WhatsApp,
+                    &self.key("refused", wa_id),
+                    at.to_string(),
+                )
+                .await;
+            if let Err(e) = saved {
+                tracing::warn!(error = %e, "whatsapp: cannot keep Meta's refusal in the store; only this node knows the window closed");
+            }
         }
     }
 
@@ -162,10 +185,10 @@ impl Windows {
             return Window::Unknown;
         };
         match contact.last_inbound {
-            Some(last) if contact.refused => Window::Closed { last: Some(last) },
+            Some(last) if contact.refused() => Window::Closed { last: Some(last) },
             Some(last) if now.saturating_sub(last) < (WINDOW - MARGIN).as_secs() => Window::Open,
             Some(last) => Window::Closed { last: Some(last) },
-            None if contact.refused => Window::Closed { last: None },
+            None if contact.refused() => Window::Closed { last: None },
             None => Window::Unknown,
         }
     }
@@ -222,34 +245,32 @@ impl Windows {
         }
     }
 
-    /// Read a contact's last inbound time from the cursors once.
+    /// Read a contact's last inbound time and Meta's last refusal from the store (every
+    /// time: another node may have seen newer ones); what this node saw stays when the
+    /// store cannot be read.
     async fn load(&self, wa_id: &str) {
-        let loaded = self
-            .contacts
-            .lock()
-            .expect("windows lock")
-            .get(wa_id)
-            .is_some_and(|c| c.loaded);
-        if loaded {
-            return;
-        }
         let Some(sink) = self.sink.get() else {
             return;
         };
-        let stored = match sink
-            .load_cursor(Platform::WhatsApp, &self.key("window", wa_id))
-            .await
-        {
-            Ok(value) => value.and_then(|v| v.parse::<u64>().ok()),
-            Err(e) => {
-                tracing::warn!(error = %e, "whatsapp: cannot read a contact's 24-hour window; Meta will decide");
+        let read = |what: &'static str| {
+            let key = self.key(what, wa_id);
+            async move {
+                sink.load_cursor(Platform::WhatsApp, &key)
+                    .await
+                    .map(|value| value.and_then(|v| v.parse::<u64>().ok()))
+            }
+        };
+        let (last_inbound, refused_at) = match (read("window").await, read("refused").await) {
+            (Ok(last), Ok(refused)) => (last, refused),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(error = %e, "whatsapp: cannot read a contact's 24-hour window; going by what this node saw");
                 return;
             }
         };
         let mut contacts = self.contacts.lock().expect("windows lock");
         let contact = contacts.entry(wa_id.to_owned()).or_default();
-        contact.last_inbound = contact.last_inbound.max(stored);
-        contact.loaded = true;
+        contact.last_inbound = contact.last_inbound.max(last_inbound);
+        contact.refused_at = contact.refused_at.max(refused_at);
     }
 }
 
@@ -294,6 +315,71 @@ mod tests {
             windows.state("never-wrote", 10).await,
             Window::Closed { last: None }
         );
+    }
+
+    /// Cursors kept in memory: the store two nodes share.
+    #[derive(Default)]
+    struct SharedCursors(Mutex<HashMap<String, String>>);
+
+    #[async_trait::async_trait]
+    impl InboundSink for SharedCursors {
+        async fn accept(
+            &self,
+            _: hermes_adapter::Inbound,
+        ) -> Result<hermes_adapter::Accepted, SinkError> {
+            Ok(hermes_adapter::Accepted::New)
+        }
+        async fn load_cursor(&self, _: Platform, key: &str) -> Result<Option<String>, SinkError> {
+            Ok(self.0.lock().unwrap().get(key).cloned())
+        }
+        async fn save_cursor(
+            &self,
+            _: Platform,
+            key: &str,
+            value: String,
+        ) -> Result<(), SinkError> {
+            self.0.lock().unwrap().insert(key.to_owned(), value);
+            Ok(())
+        }
+        async fn remember(
+            &self,
+            _: Platform,
+            _: &str,
+            _: String,
+            _: Duration,
+        ) -> Result<(), SinkError> {
+            Ok(())
+        }
+        async fn recall(&self, _: Platform, _: &str) -> Result<Option<String>, SinkError> {
+            Ok(None)
+        }
+        async fn delivery_report(
+            &self,
+            _: Platform,
+            _: String,
+            _: hermes_adapter::DeliveryStatus,
+        ) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_sees_the_window_and_the_refusals_another_node_saw() {
+        let store: Arc<dyn InboundSink> = Arc::new(SharedCursors::default());
+        let (a, b) = (Windows::new("100"), Windows::new("100"));
+        a.attach(store.clone());
+        b.attach(store);
+        a.opened("p", 1_000_000).await.unwrap();
+        assert_eq!(b.state("p", 1_000_010).await, Window::Open);
+        // Meta's refusal reaches b; a, which sends next, knows the window is closed.
+        b.refused("p", 1_000_020).await;
+        assert!(matches!(
+            a.state("p", 1_000_030).await,
+            Window::Closed { .. }
+        ));
+        // The person writes again, through b: a sees the window open again.
+        b.opened("p", 1_000_040).await.unwrap();
+        assert_eq!(a.state("p", 1_000_050).await, Window::Open);
     }
 
     #[tokio::test]

@@ -260,4 +260,16 @@ pub(super) const POSTGRES_STEPS: &[&str] = &[
         profile    TEXT NOT NULL DEFAULT ''
     );
     "#,
+    // 15: adapter memory.
+    r#"
+    CREATE TABLE adapter_memory (
+        platform   TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        value      TEXT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        profile    TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (platform, key)
+    );
+    CREATE INDEX adapter_memory_by_expiry ON adapter_memory(expires_at);
+    "#,
 ];

@@ -269,4 +269,13 @@ pub(super) const SCHEMA: &str = r#"
         seen_at    INTEGER NOT NULL,
         profile    TEXT NOT NULL DEFAULT ''
     );
+    CREATE TABLE adapter_memory (
+        platform   TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        value      TEXT NOT NULL,
+        expires_at INTEGER NOT NULL,
+        profile    TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (platform, key)
+    );
+    CREATE INDEX adapter_memory_by_expiry ON adapter_memory(expires_at);
 "#;

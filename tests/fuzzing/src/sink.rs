@@ -45,6 +45,20 @@ impl InboundSink for Recording {
         Ok(None)
     }
 
+    async fn remember(
+        &self,
+        _platform: Platform,
+        _key: &str,
+        _value: String,
+        _ttl: std::time::Duration,
+    ) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    async fn recall(&self, _platform: Platform, _key: &str) -> Result<Option<String>, SinkError> {
+        Ok(None)
+    }
+
     async fn save_cursor(
         &self,
         _platform: Platform,

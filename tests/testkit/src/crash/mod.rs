@@ -843,9 +843,16 @@ async fn finish(fleet: &Fleet, writers: &Writers, report: &mut Report) {
     for ((platform, chat), answers) in &answered_by_chat {
         let shown = fleet.fake(*platform).shown(chat);
         if !in_order(&shown, answers) {
-            report
-                .out_of_order
-                .push(format!("{}:{chat}", NAMES[*platform]));
+            // Each message shown (a line per answer), in the order the chat shows them.
+            let lines: Vec<String> = shown.iter().map(|m| m.replace('\n', " + ")).collect();
+            report.out_of_order.push(format!(
+                "{}:{chat} (written {:?}; shown {lines:?})",
+                NAMES[*platform],
+                answers
+                    .iter()
+                    .map(|a| a.trim_start_matches("ok "))
+                    .collect::<Vec<_>>()
+            ));
         }
         let told = shown.iter().any(|m| m.contains("NOT run"));
         let approvals = writers
