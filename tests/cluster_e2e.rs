@@ -119,8 +119,8 @@ async fn one_node_polls_and_another_takes_over_when_it_dies() {
     );
 }
 
-/// Node a started first (it does the work), then node b with a's state key, once up.
-async fn start_a_then_b(w: &World, home_b: &Home) -> (Daemon, Daemon) {
+/// The world's node started, once it does the work.
+async fn start_working(w: &World) -> Daemon {
     let a = w.start();
     eventually(WAIT, "node a does the work", || {
         a.log_text()
@@ -128,6 +128,12 @@ async fn start_a_then_b(w: &World, home_b: &Home) -> (Daemon, Daemon) {
             .then_some(())
     })
     .await;
+    a
+}
+
+/// Node a started first (it does the work), then node b with a's state key, once up.
+async fn start_a_then_b(w: &World, home_b: &Home) -> (Daemon, Daemon) {
+    let a = start_working(w).await;
     std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
     let b = Daemon::start(BIN, home_b, &[]);
     eventually(WAIT, "node b is up", || {
@@ -196,13 +202,7 @@ async fn a_message_another_node_receives_is_answered_by_the_working_node() {
         LEASES,
     )
     .await;
-    let a = w.start();
-    eventually(WAIT, "node a does the work", || {
-        a.log_text()
-            .contains("this node does the work now")
-            .then_some(())
-    })
-    .await;
+    let a = start_working(&w).await;
     let dir_b = tempfile::tempdir().unwrap();
     let env_b = env("node-b");
     let home_b = Home::new(
@@ -314,13 +314,7 @@ async fn messages_of_one_long_batch_are_answered_once_each() {
         &yaml,
     )
     .await;
-    let a = w.start();
-    eventually(WAIT, "node a does the work", || {
-        a.log_text()
-            .contains("this node does the work now")
-            .then_some(())
-    })
-    .await;
+    let _a = start_working(&w).await;
     // Held back, then served at once: getUpdates hands out 100 a call.
     w.telegram.stall_polls(true);
     let people: Vec<i64> = (0..PEOPLE).map(|i| 10_000 + i).collect();

@@ -5,29 +5,34 @@
 //! kills and pauses fall on any node. `HERMES_CRASH_KILLS` sets the number of kills (10
 //! here; `hermes-bench crash [--nodes 3]` runs hundreds on the release binary).
 
-use hermes_testkit::crash::{Plan, run};
+use hermes_testkit::crash::{Plan, Report, run};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kills_at_every_kind_of_moment_lose_nothing_and_show_nothing_twice() {
-    let kills = std::env::var("HERMES_CRASH_KILLS")
-        .ok()
-        .and_then(|k| k.parse().ok())
-        .unwrap_or(10);
-    let plan = Plan {
+/// The plan for `nodes` nodes with `chats` people per platform: `HERMES_CRASH_KILLS`
+/// kills (10), seeded by `HERMES_CRASH_SEED` or `seed`.
+fn plan(nodes: usize, chats: u32, seed: u64) -> Plan {
+    let from_env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    Plan {
         binary: env!("CARGO_BIN_EXE_hermes-gateway").to_owned(),
-        kills,
-        chats: 2,
-        seed: std::env::var("HERMES_CRASH_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x0063_7261_7368),
+        kills: from_env("HERMES_CRASH_KILLS").unwrap_or(10) as usize,
+        chats,
+        seed: from_env("HERMES_CRASH_SEED").unwrap_or(seed),
         verbose: true,
-        nodes: 1,
-    };
-    let report = run(&plan).await;
+        nodes,
+    }
+}
+
+/// Run `plan`, failing on what broke an invariant.
+async fn run_and_check(plan: &Plan) -> Report {
+    let report = run(plan).await;
     println!("{}", report.table());
     let problems = report.problems();
     assert!(problems.is_empty(), "{problems:#?}\n{}", report.table());
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_at_every_kind_of_moment_lose_nothing_and_show_nothing_twice() {
+    run_and_check(&plan(1, 2, 0x0063_7261_7368)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,25 +41,7 @@ async fn three_nodes_killed_and_paused_at_random_lose_nothing_and_show_nothing_t
     let Some(_server) = hermes_testkit::postgres::TestPostgres::shared() else {
         return;
     };
-    let kills = std::env::var("HERMES_CRASH_KILLS")
-        .ok()
-        .and_then(|k| k.parse().ok())
-        .unwrap_or(10);
-    let plan = Plan {
-        binary: env!("CARGO_BIN_EXE_hermes-gateway").to_owned(),
-        kills,
-        // Five people on each of the four platforms: 20 conversations at once.
-        chats: 5,
-        seed: std::env::var("HERMES_CRASH_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0x0063_6c75_7374),
-        verbose: true,
-        nodes: 3,
-    };
-    let report = run(&plan).await;
-    println!("{}", report.table());
-    let problems = report.problems();
-    assert!(problems.is_empty(), "{problems:#?}\n{}", report.table());
+    // Five people on each of the four platforms: 20 conversations at once.
+    let report = run_and_check(&plan(3, 5, 0x0063_6c75_7374)).await;
     assert!(report.failovers_ms.len() >= 2, "{}", report.table());
 }

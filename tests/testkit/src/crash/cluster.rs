@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Fleet, MOMENTS, Moment, Plan, Report, Rng, Writers, finish, reach};
+use super::{Fleet, MOMENTS, Moment, Plan, Report, Rng, Writers, finish, reach, warm_up};
 use crate::daemon::Daemon;
 use crate::postgres::TestPostgres;
 
@@ -190,16 +190,7 @@ pub(super) async fn run(plan: &Plan) -> Report {
     let mut report = Report::default();
     let mut nodes = Nodes::start(&fleet).await;
     let (approver, webhook_writer, prober) = (plan.chats + 1, plan.chats + 2, plan.chats + 3);
-    // Everyone writes once first (Discord: see `super::run`).
-    for platform in 0..4 {
-        for person in 1..=prober {
-            writers.write(&fleet, platform, person, "say");
-        }
-    }
-    let warm = Instant::now() + Duration::from_secs(60);
-    while writers.answered(&fleet).1 < writers.written.len() && Instant::now() < warm {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    warm_up(&fleet, &mut writers, prober).await;
     for kill in 0..plan.kills {
         let moment = MOMENTS[kill % MOMENTS.len()];
         let reached = reach(

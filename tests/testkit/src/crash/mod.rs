@@ -671,18 +671,7 @@ pub async fn run(plan: &Plan) -> Report {
     let mut daemon = fleet.start_daemon().await;
     // The extra people: one per platform for approvals, one for webhook kills.
     let (approver, webhook_writer) = (plan.chats + 1, plan.chats + 2);
-    // Everyone writes once before the first kill: Discord gives a bot no way to find a DM
-    // channel it has never seen, so a new person's first message written while the daemon
-    // is down is beyond reach (docs/reliability.md).
-    for platform in 0..4 {
-        for person in 1..=webhook_writer {
-            writers.write(&fleet, platform, person, "say");
-        }
-    }
-    let warm = Instant::now() + Duration::from_secs(60);
-    while writers.answered(&fleet).1 < writers.written.len() && Instant::now() < warm {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    warm_up(&fleet, &mut writers, webhook_writer).await;
     for kill in 0..plan.kills {
         let moment = MOMENTS[kill % MOMENTS.len()];
         let since = Instant::now();
@@ -721,6 +710,22 @@ pub async fn run(plan: &Plan) -> Report {
     drop(daemon);
     report.seconds = started.elapsed().as_secs_f64();
     report
+}
+
+/// Everyone (people 1 to `people` on each platform) writes once before the first kill, and
+/// is answered (at most a minute): Discord gives a bot no way to find a DM channel it has
+/// never seen, so a new person's first message written while the daemon is down is beyond
+/// reach (docs/reliability.md).
+async fn warm_up(fleet: &Fleet, writers: &mut Writers, people: u32) {
+    for platform in 0..4 {
+        for person in 1..=people {
+            writers.write(fleet, platform, person, "say");
+        }
+    }
+    let warm = Instant::now() + Duration::from_secs(60);
+    while writers.answered(fleet).1 < writers.written.len() && Instant::now() < warm {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Keep the people writing until `moment` comes (at most 10 s); whether it came.
