@@ -67,9 +67,10 @@ impl GatewaySink {
     /// closed) may go now.
     fn dispatch(&self, row: InboxRow, reserved: Option<super::work::Reserved>) {
         if let Some(reserved) = reserved {
-            if !self.cluster.holds(super::work::WORK) {
+            if !self.cluster.holds(super::work::WORK) || !self.dispatched.caught_up() {
                 // Another node does the work: it picks the row up from the store (so
-                // would this node, once it takes the work over).
+                // would this node, once it takes the work over). Or this node has just
+                // taken it over: its first look hands the row over after the older ones.
                 return;
             }
             reserved.hand_over();

@@ -12,6 +12,7 @@
 //! (docs/scaling.md).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,8 +45,12 @@ const LOST_THE_WORK: i32 = 75;
 /// - Each event handed over is kept with the number of the look during which it was: a
 ///   look forgets only events handed over before it began and missing from what it read
 ///   (a row handed over while it read may have committed after its read).
+///
+/// Until the worker's first look after taking the work over has handed over what was left
+/// open ([`Dispatched::caught_up`]), the sink hands nothing over itself: a new message
+/// must not overtake an older one of its chat left open by the node that died.
 #[derive(Default)]
-pub(super) struct Dispatched(Mutex<Handed>);
+pub(super) struct Dispatched(Mutex<Handed>, AtomicBool);
 
 #[derive(Default)]
 struct Handed {
@@ -97,6 +102,11 @@ impl Dispatched {
                 true
             }
         }
+    }
+
+    /// Whether the worker has handed over what was open when this node took the work over.
+    pub(super) fn caught_up(&self) -> bool {
+        self.1.load(Ordering::Acquire)
     }
 
     /// A look begins (before it reads the open rows): its number.
@@ -198,8 +208,12 @@ pub(super) async fn work(
             );
             std::process::exit(LOST_THE_WORK);
         }
-        if let Err(e) = hand_over_new(&store, &router, &dispatched).await {
-            tracing::warn!(error = %e, "cluster: could not look for events other nodes recorded");
+        match hand_over_new(&store, &router, &dispatched).await {
+            // From now on the sink hands over what it records, after what was open.
+            Ok(()) => dispatched.1.store(true, Ordering::Release),
+            Err(e) => {
+                tracing::warn!(error = %e, "cluster: could not look for events other nodes recorded");
+            }
         }
         let heard = async {
             match &recorded {
