@@ -345,3 +345,72 @@ async fn messages_of_one_long_batch_are_answered_once_each() {
     );
     assert_eq!(w.llm.requests().len(), PEOPLE as usize, "one turn each");
 }
+
+/// Discord's gateway is kept by one node (the shard's lease): the other does not connect
+/// while the first lives; when it dies, the other connects once the lease lapses, fetches
+/// what was written meanwhile, and answers it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_keeps_discords_gateway_and_another_takes_it_over_when_it_dies() {
+    use hermes_testkit::conformance::{Kit, PlatformFake};
+    use hermes_testkit::discord::FakeDiscord;
+    let Some(server) = TestPostgres::shared() else {
+        return;
+    };
+    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
+    let fake = FakeDiscord::start().await;
+    let allow = format!("{}=true", fake.allow_all_var());
+    let env_of = |node: &str| vec![allow.clone(), url.clone(), format!("HERMES_NODE_ID={node}")];
+    let kit = Kit::new(fake, BIN, &env_of("node-a"), LEASES).await;
+    let a = kit.start();
+    eventually(WAIT, "node a connects to the gateway", || {
+        (kit.fake.identifies().len() == 1).then_some(())
+    })
+    .await;
+    let dir_b = tempfile::tempdir().unwrap();
+    let mut lines_b = kit.fake.env();
+    lines_b.extend(env_of("node-b"));
+    let lines_b: Vec<&str> = lines_b.iter().map(String::as_str).collect();
+    let home_b = Home::with_platform(
+        dir_b.path(),
+        &kit.llm.base_url(),
+        &kit.fake.platform_yaml(),
+        &lines_b,
+        LEASES,
+    );
+    std::fs::copy(kit.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
+    let b = Daemon::start(BIN, &home_b, &[]);
+    eventually(WAIT, "node b is up", || {
+        b.log_text()
+            .contains("hermes-gateway is running")
+            .then_some(())
+    })
+    .await;
+
+    kit.llm.push(Reply::text("from node a"));
+    let person = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&person);
+    kit.fake.write(&dm, &person, "hello", true);
+    assert_eq!(kit.shown(&dm, 1).await, ["from node a"]);
+    settle().await;
+    assert_eq!(kit.fake.identifies().len(), 1, "b connected beside a");
+
+    // a dies; a message written before b connects is fetched and answered by b, once.
+    let mut a = a;
+    a.kill();
+    kit.llm.push(Reply::text("from node b"));
+    kit.fake.write(&dm, &person, "still there?", true);
+    assert_eq!(kit.shown(&dm, 2).await, ["from node a", "from node b"]);
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm).len(), 2, "answered once");
+    assert_eq!(
+        kit.fake.identifies().len(),
+        2,
+        "b connected once a was gone"
+    );
+    assert!(
+        b.log_text()
+            .contains("cluster: this node holds the lease lease=discord:"),
+        "{}",
+        b.log_text()
+    );
+}
