@@ -58,15 +58,7 @@ async fn one_node_polls_and_another_takes_over_when_it_dies() {
         a.log_text().contains(HOLDS).then_some(())
     })
     .await;
-    // Every node of one store signs and checks with the same state key.
-    std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
-    let b = Daemon::start(BIN, &home_b, &[]);
-    eventually(WAIT, "node b is up", || {
-        b.log_text()
-            .contains("hermes-gateway is running")
-            .then_some(())
-    })
-    .await;
+    let b = start_second_node(&w.home, &home_b).await;
 
     w.llm.push(Reply::text("from the poller"));
     assert_eq!(w.ask("hello").await, ["from the poller"]);
@@ -131,10 +123,10 @@ async fn start_working(w: &World) -> Daemon {
     a
 }
 
-/// Node a started first (it does the work), then node b with a's state key, once up.
-async fn start_a_then_b(w: &World, home_b: &Home) -> (Daemon, Daemon) {
-    let a = start_working(w).await;
-    std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
+/// Node b started with a copy of node a's state key (every node of one store signs and
+/// checks with the same key), once it is up.
+async fn start_second_node(home_a: &Home, home_b: &Home) -> Daemon {
+    std::fs::copy(home_a.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
     let b = Daemon::start(BIN, home_b, &[]);
     eventually(WAIT, "node b is up", || {
         b.log_text()
@@ -142,6 +134,13 @@ async fn start_a_then_b(w: &World, home_b: &Home) -> (Daemon, Daemon) {
             .then_some(())
     })
     .await;
+    b
+}
+
+/// Node a started first (it does the work), then node b with a's state key, once up.
+async fn start_a_then_b(w: &World, home_b: &Home) -> (Daemon, Daemon) {
+    let a = start_working(w).await;
+    let b = start_second_node(&w.home, home_b).await;
     (a, b)
 }
 
@@ -377,14 +376,7 @@ async fn one_node_keeps_discords_gateway_and_another_takes_it_over_when_it_dies(
         &lines_b,
         LEASES,
     );
-    std::fs::copy(kit.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
-    let b = Daemon::start(BIN, &home_b, &[]);
-    eventually(WAIT, "node b is up", || {
-        b.log_text()
-            .contains("hermes-gateway is running")
-            .then_some(())
-    })
-    .await;
+    let b = start_second_node(&kit.home, &home_b).await;
 
     kit.llm.push(Reply::text("from node a"));
     let person = kit.fake.person(1);
