@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::parts::WayOut;
 use crate::cluster::Cluster;
 use crate::router::Router;
-use crate::store::{InboxRow, Store};
+use crate::store::Store;
 
 /// How often the working node looks for events other nodes recorded, besides when the
 /// store tells it one was (`Store::watch_inbox`), and how often it checks its lease.
@@ -50,7 +50,10 @@ const LOST_THE_WORK: i32 = 75;
 /// open ([`Dispatched::caught_up`]), the sink hands nothing over itself: a new message
 /// must not overtake an older one of its chat left open by the node that died.
 #[derive(Default)]
-pub(super) struct Dispatched(Mutex<Handed>, AtomicBool);
+pub(super) struct Dispatched {
+    handed: Mutex<Handed>,
+    caught_up: AtomicBool,
+}
 
 #[derive(Default)]
 struct Handed {
@@ -69,7 +72,7 @@ struct Event {
 
 impl Dispatched {
     fn handed(&self) -> std::sync::MutexGuard<'_, Handed> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.handed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The sink is about to write `event_id`: no look hands its row over until the
@@ -106,7 +109,7 @@ impl Dispatched {
 
     /// Whether the worker has handed over what was open when this node took the work over.
     pub(super) fn caught_up(&self) -> bool {
-        self.1.load(Ordering::Acquire)
+        self.caught_up.load(Ordering::Acquire)
     }
 
     /// A look begins (before it reads the open rows): its number.
@@ -125,10 +128,13 @@ impl Dispatched {
         });
     }
 
-    /// Whether every event of `open` has been handed over or is being written.
-    fn has_all(&self, open: &HashSet<String>) -> bool {
+    /// The events of `open` neither handed over nor being written.
+    fn unknown(&self, open: &HashSet<String>) -> Vec<String> {
         let handed = self.handed();
-        open.iter().all(|id| handed.events.contains_key(id))
+        open.iter()
+            .filter(|id| !handed.events.contains_key(*id))
+            .cloned()
+            .collect()
     }
 }
 
@@ -210,7 +216,7 @@ pub(super) async fn work(
         }
         match hand_over_new(&store, &router, &dispatched).await {
             // From now on the sink hands over what it records, after what was open.
-            Ok(()) => dispatched.1.store(true, Ordering::Release),
+            Ok(()) => dispatched.caught_up.store(true, Ordering::Release),
             Err(e) => {
                 tracing::warn!(error = %e, "cluster: could not look for events other nodes recorded");
             }
@@ -238,11 +244,13 @@ async fn hand_over_new(
     let look = dispatched.begin_look();
     let open: HashSet<String> = store.inbox_open_events().await?.into_iter().collect();
     dispatched.keep_only(&open, look);
-    if dispatched.has_all(&open) {
+    let unknown = dispatched.unknown(&open);
+    if unknown.is_empty() {
         return Ok(());
     }
-    let rows: Vec<InboxRow> = store.inbox_unfinished().await?;
-    for row in rows {
+    // Only the new rows' payloads are read: a backlog of open rows is not read again at
+    // every look.
+    for row in store.inbox_open_rows(unknown).await? {
         if dispatched.claim(&row.event.event_id) {
             crate::metrics::message_in(row.event.chat.platform);
             router.submit(row);

@@ -173,25 +173,32 @@ impl Store {
                 .query_map(params![], row_to_inbox)?
                 .collect::<Result<_, _>>()?;
             drop(stmt);
-            // A row that cannot be read (a newer version's payload, damage) is ended as
-            // failed and said, instead of holding every start back.
-            let mut open = Vec::with_capacity(rows.len());
-            for (id, event) in rows {
-                match event {
-                    Ok(event) => open.push(InboxRow { id, event }),
-                    Err(why) => {
-                        tracing::error!(
-                            row = id,
-                            why,
-                            "inbox: a message left open cannot be read; it is ended as failed"
-                        );
-                        let tx = conn.transaction()?;
-                        finish_in(&tx, &[id], InboxState::Failed, "unreadable after a restart")?;
-                        tx.commit()?;
-                    }
+            readable(conn, rows)
+        })
+        .await
+    }
+
+    /// The rows of these events still waiting to be handled, oldest first (an event
+    /// handled meanwhile, or never recorded, is left out).
+    pub async fn inbox_open_rows(
+        &self,
+        event_ids: Vec<String>,
+    ) -> Result<Vec<InboxRow>, StoreError> {
+        self.call(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT inbox.*, inbox_payloads.payload AS open_payload FROM inbox
+                 LEFT JOIN inbox_payloads ON inbox_payloads.inbox_id = inbox.id
+                 WHERE inbox.event_id = ?1 AND state = 'received'",
+            )?;
+            let mut rows: Vec<(i64, Result<Inbound, String>)> = Vec::new();
+            for event_id in event_ids {
+                for row in stmt.query_map([event_id], row_to_inbox)? {
+                    rows.push(row?);
                 }
             }
-            Ok(open)
+            drop(stmt);
+            rows.sort_by_key(|(id, _)| *id);
+            readable(conn, rows)
         })
         .await
     }
@@ -230,6 +237,31 @@ pub(super) fn finish_in(
             .execute([id])?;
     }
     Ok(())
+}
+
+/// The open rows that can be read; one that cannot (a newer version's payload, damage) is
+/// ended as failed and said, instead of holding every start back.
+fn readable(
+    conn: &mut Db,
+    rows: Vec<(i64, Result<Inbound, String>)>,
+) -> Result<Vec<InboxRow>, StoreError> {
+    let mut open = Vec::with_capacity(rows.len());
+    for (id, event) in rows {
+        match event {
+            Ok(event) => open.push(InboxRow { id, event }),
+            Err(why) => {
+                tracing::error!(
+                    row = id,
+                    why,
+                    "inbox: a message left open cannot be read; it is ended as failed"
+                );
+                let tx = conn.transaction()?;
+                finish_in(&tx, &[id], InboxState::Failed, "unreadable after a restart")?;
+                tx.commit()?;
+            }
+        }
+    }
+    Ok(open)
 }
 
 /// The payload's format version; bump it only for a change `#[serde(default)]` cannot absorb.
@@ -315,32 +347,7 @@ fn legacy_event(row: &Row<'_>) -> rusqlite::Result<Result<Inbound, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hermes_adapter::{ChatKind, ChatRef, Platform};
-
-    fn event(id: &str) -> Inbound {
-        Inbound {
-            event_id: id.into(),
-            chat: ChatRef {
-                platform: Platform::Telegram,
-                account: None,
-                chat_id: "42".into(),
-                thread_id: None,
-                kind: ChatKind::Direct,
-            },
-            author: Author {
-                user_id: "7".into(),
-                display_name: "Ada".into(),
-                username: Some("ada".into()),
-                is_bot: false,
-            },
-            kind: InboundKind::Message(InboundMessage {
-                message_id: "100".into(),
-                text: "hello".into(),
-                addressed: true,
-                ..Default::default()
-            }),
-        }
-    }
+    use crate::store::tests::direct_message as event;
 
     async fn an_event_whose_payload_cannot_be_written_is_not_recorded_at_all(store: Store) {
         store
@@ -423,7 +430,28 @@ mod tests {
         );
     }
 
+    async fn the_open_rows_of_some_events_are_read_oldest_first(store: Store) {
+        for id in ["e1", "e2", "e3"] {
+            store.inbox_record(event(id)).await.unwrap().unwrap();
+        }
+        let e2 = store.inbox_unfinished().await.unwrap()[1].id;
+        store
+            .inbox_finish(vec![e2], InboxState::Done, "answered")
+            .await
+            .unwrap();
+        let asked = ["e3", "e2", "never", "e1"].map(String::from).to_vec();
+        let read: Vec<String> = store
+            .inbox_open_rows(asked)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|row| row.event.event_id)
+            .collect();
+        assert_eq!(read, ["e1", "e3"], "open ones only, oldest first");
+    }
+
     crate::store::on_both_engines!(
+        the_open_rows_of_some_events_are_read_oldest_first,
         an_event_whose_payload_cannot_be_written_is_not_recorded_at_all,
         a_row_left_open_that_cannot_be_read_is_ended_and_the_others_resume,
         a_redelivered_event_is_recorded_once_and_survives_until_finished,

@@ -100,10 +100,6 @@ fn listen(
 
 #[cfg(test)]
 mod tests {
-    use hermes_adapter::{
-        Author, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage, Platform,
-    };
-
     use super::*;
 
     #[tokio::test]
@@ -115,38 +111,15 @@ mod tests {
         let open = || Store::open_postgres(PgTarget::parse(&pg.url, None).unwrap(), home.path());
         let (listening, recording) = (open().unwrap(), open().unwrap());
         let woken = listening.watch_inbox().unwrap().unwrap();
-        let event = Inbound {
-            event_id: "telegram:1".into(),
-            chat: ChatRef {
-                platform: Platform::Telegram,
-                account: None,
-                chat_id: "42".into(),
-                thread_id: None,
-                kind: ChatKind::Direct,
-            },
-            author: Author {
-                user_id: "7".into(),
-                display_name: "Ada".into(),
-                username: None,
-                is_bot: false,
-            },
-            kind: InboundKind::Message(InboundMessage {
-                message_id: "1".into(),
-                text: "hi".into(),
-                addressed: true,
-                ..Default::default()
-            }),
-        };
-        let mut own = event.clone();
-        own.event_id = "telegram:2".into();
-        listening.inbox_record(own).await.unwrap();
+        let message = crate::store::tests::direct_message;
+        listening.inbox_record(message("telegram:2")).await.unwrap();
         assert!(
             tokio::time::timeout(Duration::from_millis(500), woken.notified())
                 .await
                 .is_err(),
             "woken by what it recorded itself"
         );
-        recording.inbox_record(event).await.unwrap();
+        recording.inbox_record(message("telegram:1")).await.unwrap();
         tokio::time::timeout(Duration::from_secs(10), woken.notified())
             .await
             .expect("woken by the other connection's record");

@@ -613,6 +613,35 @@ pub fn now_ms() -> i64 {
 pub(crate) mod tests {
     use super::*;
 
+    /// A direct message from Ada on Telegram, with event id `id`.
+    pub(crate) fn direct_message(id: &str) -> hermes_adapter::Inbound {
+        use hermes_adapter::{
+            Author, ChatKind, ChatRef, Inbound, InboundKind, InboundMessage, Platform,
+        };
+        Inbound {
+            event_id: id.into(),
+            chat: ChatRef {
+                platform: Platform::Telegram,
+                account: None,
+                chat_id: "42".into(),
+                thread_id: None,
+                kind: ChatKind::Direct,
+            },
+            author: Author {
+                user_id: "7".into(),
+                display_name: "Ada".into(),
+                username: Some("ada".into()),
+                is_bot: false,
+            },
+            kind: InboundKind::Message(InboundMessage {
+                message_id: "100".into(),
+                text: "hello".into(),
+                addressed: true,
+                ..Default::default()
+            }),
+        }
+    }
+
     /// A store on a new database of the tests' shared PostgreSQL server.
     pub(crate) struct PostgresStore {
         pub store: Store,
