@@ -1,6 +1,7 @@
 //! Slack events (slack-morphism's models) → the gateway's [`Inbound`]: DMs and channels, the
-//! thread an answer goes to (`reply_in_thread`), whether the bot is addressed (a DM, a
-//! mention, a follow-up in a thread it answered in), the mention stripped, Slack's entities
+//! thread an answer goes to (`reply_in_thread`), whether the bot is addressed (a DM or a
+//! mention; a follow-up in a thread it answered in is the receiver's to tell, from the
+//! store), the mention stripped, Slack's entities
 //! decoded, files; button presses and `/hermes` commands. Edits, deletions and bot messages
 //! are not for the gateway.
 //!
@@ -64,12 +65,7 @@ struct Said<'a> {
 }
 
 /// A push event as an [`Inbound`]; `None` for what the gateway does not answer.
-pub fn push(
-    event: &SlackPushEventCallback,
-    me: &Me,
-    reply_in_thread: bool,
-    open: &open::Open,
-) -> Option<Inbound> {
+pub fn push(event: &SlackPushEventCallback, me: &Me, reply_in_thread: bool) -> Option<Inbound> {
     let team = event.team_id.to_string();
     let said = match &event.event {
         SlackEventCallbackBody::Message(m) => {
@@ -115,10 +111,10 @@ pub fn push(
             return None;
         }
     };
-    message(said, me, reply_in_thread, open)
+    message(said, me, reply_in_thread)
 }
 
-fn message(said: Said, me: &Me, reply_in_thread: bool, open: &open::Open) -> Option<Inbound> {
+fn message(said: Said, me: &Me, reply_in_thread: bool) -> Option<Inbound> {
     if said.user == me.user_id {
         return None;
     }
@@ -126,11 +122,7 @@ fn message(said: Said, me: &Me, reply_in_thread: bool, open: &open::Open) -> Opt
     let direct = matches!(said.channel_type, Some("im")) || said.channel.starts_with('D');
     let mention = format!("<@{}>", me.user_id);
     let mentioned = said.mention_event || said.text.contains(&mention);
-    let addressed = direct
-        || mentioned
-        || said
-            .thread_ts
-            .is_some_and(|t| open.is_bot_thread(said.channel, t));
+    let addressed = direct || mentioned;
     // In a channel the answer goes in the thread of the message (which is the thread's
     // session); a DM is one conversation unless the person wrote in a thread.
     let thread = match (direct, said.thread_ts) {

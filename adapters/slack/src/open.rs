@@ -184,17 +184,11 @@ impl Open {
             .cloned()
     }
 
-    /// Whether this process has seen the bot answer in this thread (since its start).
-    pub fn is_bot_thread(&self, channel: &str, thread_ts: &str) -> bool {
-        self.copy()
-            .threads
-            .contains(&(channel.to_owned(), thread_ts.to_owned()))
-    }
-
     /// Whether the bot has answered in this thread, here or on another node (or before a
     /// restart).
-    pub async fn is_bot_thread_anywhere(&self, channel: &str, thread_ts: &str) -> bool {
-        if self.is_bot_thread(channel, thread_ts) {
+    pub async fn is_bot_thread(&self, channel: &str, thread_ts: &str) -> bool {
+        let key = (channel.to_owned(), thread_ts.to_owned());
+        if self.copy().threads.contains(&key) {
             return true;
         }
         let known = self
@@ -202,9 +196,7 @@ impl Open {
             .await
             .is_some();
         if known {
-            self.copy()
-                .threads
-                .insert((channel.to_owned(), thread_ts.to_owned()));
+            self.copy().threads.insert(key);
         }
         known
     }

@@ -63,19 +63,16 @@ impl Receiver {
     ) -> Result<(), NotRecorded> {
         let me = self.me().await?;
         self.liveness.beat();
-        let Some(mut event) = normalize::push(event, &me, self.reply_in_thread, &self.open) else {
+        let Some(mut event) = normalize::push(event, &me, self.reply_in_thread) else {
             return Ok(());
         };
         if let InboundKind::Message(m) = &mut event.kind
             && !m.addressed
             && let Some(thread) = &event.chat.thread_id
-            && self
-                .open
-                .is_bot_thread_anywhere(&event.chat.chat_id, thread)
-                .await
+            && self.open.is_bot_thread(&event.chat.chat_id, thread).await
         {
-            // A follow-up in a thread the bot answered in through another node (or before
-            // a restart) needs no mention either.
+            // A follow-up in a thread the bot answered in (on any node, before a restart
+            // too) needs no mention.
             m.addressed = true;
         }
         if let InboundKind::Message(m) = &event.kind
