@@ -257,3 +257,54 @@ async fn keep(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holding(token: i64, for_ms: u64) -> Option<Held> {
+        Some(Held {
+            token,
+            until: Instant::now() + Duration::from_millis(for_ms),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_connection_kept_under_a_lease_hears_at_once_when_it_lapses_or_changes_hands() {
+        let (state, _) = watch::channel(holding(3, 200));
+        let keeper = LeaseKeeper { state };
+        let bound = Duration::from_secs(5);
+        // Another turn's connection is told at once.
+        tokio::time::timeout(Duration::from_millis(50), keeper.lost(2))
+            .await
+            .expect("an older turn was lost already");
+        // Renewed in time, it is kept past its first deadline.
+        let started = Instant::now();
+        let renewing = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            keeper.state.send_replace(holding(3, 300));
+        };
+        let ((), ()) = tokio::join!(
+            async {
+                tokio::time::timeout(bound, keeper.lost(3)).await.unwrap();
+            },
+            renewing
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(390),
+            "lost before the renewed deadline: {:?}",
+            started.elapsed()
+        );
+        // Taken by another node (a new token): told at once.
+        keeper.state.send_replace(holding(4, 10_000));
+        tokio::time::timeout(Duration::from_millis(50), keeper.lost(3))
+            .await
+            .expect("the lease changed hands");
+        assert_eq!(
+            tokio::time::timeout(bound, keeper.acquired())
+                .await
+                .unwrap(),
+            4
+        );
+    }
+}

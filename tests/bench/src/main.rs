@@ -41,6 +41,9 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --postgres     the main daemon (starts, sequential, tool, loops) on a PostgreSQL store the
                  bench starts (Debian's `postgresql`; fsync off, through a Unix socket)
 
+Environment: HERMES_BENCH_KEEP=1 keeps each world's home (the daemon's log) and names the
+doubled replies; HERMES_BENCH_LOG sets the daemon's log filter (default `warn`).
+
        hermes-bench crash [--kills N] [--chats N] [--seed N] [--nodes N] [--daemon PATH]
        hermes-bench soak [--minutes M] [--warmup-minutes M] [--chats N] [--tool-percent P]
                          [--context-length TOKENS] [--message-bytes N] [--daemon PATH]";
