@@ -1,9 +1,9 @@
 //! Two daemons on one PostgreSQL store serving one Telegram bot: one polls (it holds the
-//! poll lease) and does the work (the work lease), the other waits; `status --cluster`
-//! shows both and who holds what; when that node is killed (`kill -9`), the other takes the
-//! leases once they lapse, answers the next message once, and a message the dead node was
-//! answering is answered once by the other. The lease timings are short here (1.5 s,
-//! renewed every 0.5 s).
+//! poll lease), the other waits; the work is shared out (each node runs the chats of its
+//! shares); `status --cluster` shows both and who holds what; when a node is killed
+//! (`kill -9`), the other takes its leases once they lapse, answers the next message
+//! once, and a message the dead node was answering is answered once by the other. The
+//! lease timings are short here (1.5 s, renewed every 0.5 s).
 
 mod common;
 
@@ -16,10 +16,11 @@ use hermes_testkit::llm::Reply;
 use hermes_testkit::postgres::TestPostgres;
 
 /// Two homes on one new database of the tests' server: node a's (the world's) and node
-/// b's, with the same state key once a has made it.
-async fn two_nodes() -> Option<(World, Home, tempfile::TempDir)> {
+/// b's, with the same state key once a has made it; and the database's name.
+async fn two_nodes() -> Option<(World, Home, tempfile::TempDir, String)> {
     let server = TestPostgres::shared()?;
-    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
+    let database = server.create_database();
+    let url = format!("HERMES_STORE_URL={}", server.url(&database));
     let w = World::new(
         &[
             "TELEGRAM_ALLOW_ALL_USERS=true",
@@ -41,7 +42,28 @@ async fn two_nodes() -> Option<(World, Home, tempfile::TempDir)> {
         ],
         LEASES,
     );
-    Some((w, home_b, dir_b))
+    Some((w, home_b, dir_b, database))
+}
+
+/// The node holding the share of the work Alice's chat falls in, as the store says.
+fn runs_alices_chat(server: &TestPostgres, database: &str) -> String {
+    let share = hermes_adapter::work_share(
+        hermes_adapter::Platform::Telegram,
+        None,
+        &ALICE.to_string(),
+        hermes_gateway::cluster::shares::SHARES,
+    );
+    let sql = format!("SELECT holder FROM leases WHERE name = 'work:{share}'");
+    server.psql(server.password(), database, &sql).unwrap()
+}
+
+/// Node a and node b, the one running Alice's chat first.
+fn alices_first(server: &TestPostgres, database: &str, a: Daemon, b: Daemon) -> (Daemon, Daemon) {
+    match runs_alices_chat(server, database).as_str() {
+        "node-a" => (a, b),
+        "node-b" => (b, a),
+        other => panic!("Alice's chat is held by {other:?}"),
+    }
 }
 
 const LEASES: &str = "store:\n  lease_ttl: 1.5\n  lease_renew: 0.5\n";
@@ -52,7 +74,7 @@ async fn one_node_polls_and_another_takes_over_when_it_dies() {
     let Some(server) = TestPostgres::shared() else {
         return;
     };
-    let (w, home_b, _dir_b) = two_nodes().await.unwrap();
+    let (w, home_b, _dir_b, _) = two_nodes().await.unwrap();
     let mut a = w.start();
     eventually(WAIT, "node a holds the poll lease", || {
         a.log_text().contains(HOLDS).then_some(())
@@ -111,13 +133,14 @@ async fn one_node_polls_and_another_takes_over_when_it_dies() {
     );
 }
 
-/// The world's node started, once it does the work.
+/// Said by a node that has taken shares of the work.
+const TAKES: &str = "cluster: this node takes shares of the work over";
+
+/// The world's node started, once it does the work (alone, it takes every share).
 async fn start_working(w: &World) -> Daemon {
     let a = w.start();
     eventually(WAIT, "node a does the work", || {
-        a.log_text()
-            .contains("this node does the work now")
-            .then_some(())
+        a.log_text().contains(TAKES).then_some(())
     })
     .await;
     a
@@ -137,22 +160,33 @@ async fn start_second_node(home_a: &Home, home_b: &Home) -> Daemon {
     b
 }
 
-/// Node a started first (it does the work), then node b with a's state key, once up.
+/// Node a started first (it does the work), then node b with a's state key, once the two
+/// share the work out (a gives shares up, b takes them).
 async fn start_a_then_b(w: &World, home_b: &Home) -> (Daemon, Daemon) {
     let a = start_working(w).await;
     let b = start_second_node(&w.home, home_b).await;
+    eventually(WAIT, "a and b share the work out", || {
+        let given = a.log_text().matches("gives a share of the work up").count();
+        (given == 8 && b.log_text().contains(TAKES)).then_some(())
+    })
+    .await;
+    // b has handed over what was open in its shares (one look: 100 ms).
+    settle().await;
     (a, b)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_the_dead_node_was_answering_is_answered_once_by_the_other() {
-    let Some(_server) = TestPostgres::shared() else {
+    let Some(server) = TestPostgres::shared() else {
         return;
     };
-    let (w, home_b, _dir_b) = two_nodes().await.unwrap();
-    let (mut a, b) = start_a_then_b(&w, &home_b).await;
+    let (w, home_b, _dir_b, database) = two_nodes().await.unwrap();
+    let (a, b) = start_a_then_b(&w, &home_b).await;
+    let runner = runs_alices_chat(&server, &database);
+    let (mut a, _b) = alices_first(&server, &database, a, b);
 
-    // a is answering (the model takes its time) when it dies.
+    // a (the node running Alice's chat) is answering (the model takes its time) when it
+    // dies.
     w.llm.push(Reply::Delayed(
         Duration::from_secs(30),
         Box::new(Reply::text("from the dead node")),
@@ -165,7 +199,7 @@ async fn a_message_the_dead_node_was_answering_is_answered_once_by_the_other() {
     .await;
     a.kill();
     assert_eq!(w.replies(ALICE, 1).await, ["from the other node"]);
-    assert!(b.log_text().contains("this node does the work now"));
+    assert_ne!(runs_alices_chat(&server, &database), runner);
     settle().await;
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 1, "answered once");
     let asked = w.llm.requests();
@@ -176,14 +210,33 @@ async fn a_message_the_dead_node_was_answering_is_answered_once_by_the_other() {
     );
 }
 
+/// The messages each node runs, as its router counted them.
+async fn handed(daemon: &Daemon) -> u64 {
+    let addr = eventually(WAIT, "the node's HTTP address", || daemon.http_addr()).await;
+    let text = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with("hermes_messages_in_total{platform=\"telegram\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Telegram in webhook mode, two nodes behind a load balancer: an update posted to the
+/// node that does not hold its chat's share is recorded there and answered, once, by the
+/// node that does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_another_node_receives_is_answered_by_the_working_node() {
+async fn a_message_another_node_receives_is_answered_by_the_node_holding_its_chat() {
     const HOOK: &str = "https://bot.example.com/tg-hook";
     const SECRET: &str = "hook_secret-1";
     let Some(server) = TestPostgres::shared() else {
         return;
     };
-    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
+    let database = server.create_database();
+    let url = format!("HERMES_STORE_URL={}", server.url(&database));
     let hook = format!("TELEGRAM_WEBHOOK_URL={HOOK}");
     let secret = format!("TELEGRAM_WEBHOOK_SECRET={SECRET}");
     let env = |node: &'static str| {
@@ -201,7 +254,6 @@ async fn a_message_another_node_receives_is_answered_by_the_working_node() {
         LEASES,
     )
     .await;
-    let a = start_working(&w).await;
     let dir_b = tempfile::tempdir().unwrap();
     let env_b = env("node-b");
     let home_b = Home::new(
@@ -211,56 +263,77 @@ async fn a_message_another_node_receives_is_answered_by_the_working_node() {
         &env_b.iter().map(String::as_str).collect::<Vec<_>>(),
         LEASES,
     );
-    std::fs::copy(w.home.dir.join("state.key"), home_b.dir.join("state.key")).unwrap();
-    let b = Daemon::start(BIN, &home_b, &[]);
-    let addr_b = eventually(WAIT, "node b's HTTP address", || b.http_addr()).await;
+    let (a, b) = start_a_then_b(&w, &home_b).await;
+    let (runner, receiver) = alices_first(&server, &database, a, b);
+    let addr = eventually(WAIT, "the receiver's HTTP address", || receiver.http_addr()).await;
 
-    // Telegram delivers the update to b (the load balancer chose it); a answers.
-    w.llm.push(Reply::text("answered by the working node"));
-    w.telegram.dm(ALICE, "hello b");
+    // Telegram delivers the update to the receiver (the load balancer chose it); the node
+    // holding Alice's chat answers.
+    w.llm.push(Reply::text("answered by the chat's node"));
+    w.telegram.dm(ALICE, "hello");
     let update = w.telegram.take_queued().remove(0);
     let posted = reqwest::Client::new()
-        .post(format!("http://{addr_b}/tg-hook"))
+        .post(format!("http://{addr}/tg-hook"))
         .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
         .json(&update)
         .send()
         .await
         .unwrap();
     assert_eq!(posted.status(), 200);
-    assert_eq!(w.replies(ALICE, 1).await, ["answered by the working node"]);
+    assert_eq!(w.replies(ALICE, 1).await, ["answered by the chat's node"]);
     settle().await;
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 1, "answered once");
     assert_eq!(w.llm.requests().len(), 1, "one turn");
-    assert!(
-        !b.log_text().contains("this node does the work now"),
-        "b did the work"
-    );
-    // The turn ran on a: each node counts the messages its router was handed.
-    let handed = |addr: String| async move {
-        let text = reqwest::get(format!("http://{addr}/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find(|l| l.starts_with("hermes_messages_in_total{platform=\"telegram\"}"))
-            .and_then(|l| l.rsplit(' ').next())
-            .map(str::to_owned)
-            .unwrap_or_else(|| "0".into())
+    assert_eq!(handed(&runner).await, 1, "the chat's node ran the turn");
+    assert_eq!(handed(&receiver).await, 0, "the receiver ran no turn");
+}
+
+/// The conversations are spread over the nodes: with two nodes up, each runs the chats of
+/// its shares, and each person is answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_the_conversations_out_and_each_person_is_answered_once() {
+    const PEOPLE: i64 = 24;
+    let Some(_server) = TestPostgres::shared() else {
+        return;
     };
-    let addr_a = eventually(WAIT, "node a's HTTP address", || a.http_addr()).await;
-    assert_eq!(handed(addr_a).await, "1", "a ran the turn");
-    assert_eq!(handed(addr_b).await, "0", "b ran no turn");
+    let (w, home_b, _dir_b, _) = two_nodes().await.unwrap();
+    let (a, b) = start_a_then_b(&w, &home_b).await;
+    let people: Vec<i64> = (0..PEOPLE).map(|i| 20_000 + i).collect();
+    for &person in &people {
+        w.llm.push(Reply::text("hello"));
+        w.telegram.dm(person, &format!("hi from {person}"));
+    }
+    let t = w.telegram.clone();
+    eventually(Duration::from_secs(30), "every person answered", || {
+        people
+            .iter()
+            .all(|&p| !t.sent_texts(p).is_empty())
+            .then_some(())
+    })
+    .await;
+    settle().await;
+    for &person in &people {
+        assert_eq!(
+            w.telegram.sent_texts(person).len(),
+            1,
+            "{person} answered once"
+        );
+    }
+    let (on_a, on_b) = (handed(&a).await, handed(&b).await);
+    assert_eq!(on_a + on_b, PEOPLE as u64, "one turn each");
+    assert!(on_a > 0 && on_b > 0, "a ran {on_a}, b ran {on_b}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_node_that_wakes_after_losing_the_work_sends_nothing_and_stops() {
-    let Some(_server) = TestPostgres::shared() else {
+    let Some(server) = TestPostgres::shared() else {
         return;
     };
-    let (w, home_b, _dir_b) = two_nodes().await.unwrap();
-    let (mut a, b) = start_a_then_b(&w, &home_b).await;
+    let (w, home_b, _dir_b, database) = two_nodes().await.unwrap();
+    let (a, b) = start_a_then_b(&w, &home_b).await;
+    let runner = runs_alices_chat(&server, &database);
+    // a: the node running Alice's chat.
+    let (mut a, _b) = alices_first(&server, &database, a, b);
 
     // a's answer comes from the model while a is paused; b takes the work over meanwhile.
     w.llm.push(Reply::Delayed(
@@ -276,7 +349,7 @@ async fn a_paused_node_that_wakes_after_losing_the_work_sends_nothing_and_stops(
     let asked = Instant::now();
     a.pause(true);
     assert_eq!(w.replies(ALICE, 1).await, ["from the other node"]);
-    assert!(b.log_text().contains("this node does the work now"));
+    assert_ne!(runs_alices_chat(&server, &database), runner);
     // Woken once the model's answer to it is waiting on its socket: its turn would end now.
     tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(asked.elapsed())).await;
     a.pause(false);

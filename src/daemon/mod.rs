@@ -79,7 +79,10 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
     let tasks = TaskTracker::new();
     let cluster = match &config.store.postgres {
         Some(_) => crate::cluster::Cluster::shared(
-            store.clone(),
+            {
+                let store = store.clone();
+                tokio::task::spawn_blocking(move || store.of_its_own()).await??
+            },
             config.store.node_id.clone(),
             crate::cluster::Timings {
                 ttl: config.store.lease_ttl,
@@ -90,10 +93,12 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         ),
         None => crate::cluster::Cluster::single(),
     };
-    // With others on the store, this node sends only while it does the work.
+    // With others on the store, this node sends a chat's messages only while it holds
+    // the chat's share of the work.
     let gate = cluster.is_shared().then(|| {
-        let cluster = cluster.clone();
-        Arc::new(move || cluster.holds(work::WORK)) as crate::delivery::SendGate
+        let shares = cluster.shares().clone();
+        Arc::new(move |chat: &hermes_adapter::ChatRef| shares.may_send(chat))
+            as crate::delivery::SendGate
     });
     let (out, wakeups) = parts::way_out(&config, &store, senders.clone(), &stages, gate).await;
     let parts = parts::agent_and_sessions(&config, &store, prompt, &out, &stages);
@@ -105,7 +110,7 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
     ));
 
     // Events an earlier run recorded but did not finish come first (with others on the
-    // store: once this node takes the work over).
+    // store: those of each share of the work, once this node takes it).
     let dispatched = Arc::new(work::Dispatched::default());
     if cluster.is_shared() {
         tasks.spawn(work::work(

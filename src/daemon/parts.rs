@@ -118,8 +118,8 @@ pub(super) async fn way_out(
     if let Some(gate) = gate {
         delivery.only_while(gate);
     } else {
-        delivery.recover().await;
-        approvals.expire_leftovers().await;
+        delivery.recover(|_| true).await;
+        approvals.expire_leftovers(|_| true).await;
     }
     let (wakeup_tx, wakeups) = mpsc::unbounded_channel::<Wakeup>();
     let processes = ProcessRegistry::new(
@@ -130,7 +130,7 @@ pub(super) async fn way_out(
         config.processes.notifications,
     );
     if !shared {
-        processes.reap_orphans().await;
+        processes.reap_orphans(|_| true).await;
     }
     delivery.start();
     let out = WayOut {

@@ -9,6 +9,7 @@ use hermes_adapter::{
     Accepted, Console, DeliveryStatus, Inbound, InboundSink, Platform, SinkError, async_trait,
 };
 
+use crate::cluster::WorkShares;
 use crate::delivery::Delivery;
 use crate::router::Router;
 use crate::store::{InboxRow, Store};
@@ -58,19 +59,22 @@ impl GatewaySink {
     /// On a store other nodes share, speak for `event` before writing it, so the worker
     /// does not hand its row over as well (`work.rs`).
     fn reserve(&self, event: &Inbound) -> Option<super::work::Reserved> {
-        self.cluster
-            .is_shared()
-            .then(|| self.dispatched.reserve(&event.event_id))
+        self.cluster.is_shared().then(|| {
+            self.dispatched
+                .reserve(&event.event_id, WorkShares::of(&event.chat))
+        })
     }
 
     /// Hand a new row to the router; a reply held in its chat (the person's window had
     /// closed) may go now.
     fn dispatch(&self, row: InboxRow, reserved: Option<super::work::Reserved>) {
         if let Some(reserved) = reserved {
-            if !self.cluster.holds(super::work::WORK) || !self.dispatched.caught_up() {
-                // Another node does the work: it picks the row up from the store (so
-                // would this node, once it takes the work over). Or this node has just
-                // taken it over: its first look hands the row over after the older ones.
+            let share = WorkShares::of(&row.event.chat);
+            if !self.cluster.shares().may_hand_over(share) {
+                // Another node holds the chat's share: it picks the row up from the store
+                // (so would this node, once it takes the share over). Or this node has
+                // just taken it over: its first look hands the row over after the older
+                // ones. Or it is giving the share up: the next holder picks the row up.
                 return;
             }
             reserved.hand_over();

@@ -1,36 +1,34 @@
-//! On a store several nodes share, one node at a time does the work: it runs the turns and
-//! sends (it holds the `work` lease); every node receives. An event a node records while
-//! another does the work stays open in the inbox, and the working node picks it up at once
-//! (told by the store: `LISTEN`/`NOTIFY`), or within [`LOOK_EVERY`] if the notice is lost.
-//! A node that takes the work over first recovers what the last one left,
-//! as a single node does after a crash: rows caught mid-send, approvals left waiting,
-//! background processes, the events left open. A node that loses the lease (a pause, a
-//! partition) stops at once (exit status 75) rather than run a turn or send beside the
-//! node that took over; its service manager starts it again as a receiver.
-//!
-//! Conversations are not spread over the nodes yet: one node runs them all
-//! (docs/scaling.md).
+//! On a store several nodes share, the work is split into shares (`cluster::shares`): the
+//! node holding a chat's share runs its turns and sends its messages; every node
+//! receives. An event a node records for a share another node holds stays open in the
+//! inbox, and the holder picks it up at once (told by the store: `LISTEN`/`NOTIFY`), or
+//! within [`LOOK_EVERY`] if the notice is lost. A node that takes a share over first
+//! recovers what the last holder left in it, as a single node does after a crash: rows
+//! caught mid-send, approvals left waiting, background processes, the events left open.
+//! A node that holds more than its fair part gives shares up once they are quiet on it.
+//! A node that loses a share it did not give up (a pause, a partition) stops at once (exit
+//! status 75) rather than run a turn or send beside the node that took over; its service
+//! manager starts it again.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::parts::WayOut;
-use crate::cluster::Cluster;
-use crate::router::Router;
-use crate::store::Store;
+use hermes_adapter::ChatRef;
 
-/// How often the working node looks for events other nodes recorded, besides when the
-/// store tells it one was (`Store::watch_inbox`), and how often it checks its lease.
+use super::parts::WayOut;
+use crate::cluster::shares::{SHARES, Stage};
+use crate::cluster::{Cluster, WorkShares};
+use crate::router::Router;
+use crate::store::{Fence, Store};
+
+/// How often a node looks for events other nodes recorded, besides when the store tells
+/// it one was (`Store::watch_inbox`), and how often it checks its shares.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
-/// The lease of the node that does the work.
-pub(super) const WORK: &str = "work";
-
-/// The exit status of a node that lost the work lease (EX_TEMPFAIL).
+/// The exit status of a node that lost a share of the work (EX_TEMPFAIL).
 const LOST_THE_WORK: i32 = 75;
 
 /// The open events this node has handed to its router, or is recording, so none is
@@ -46,13 +44,12 @@ const LOST_THE_WORK: i32 = 75;
 ///   look forgets only events handed over before it began and missing from what it read
 ///   (a row handed over while it read may have committed after its read).
 ///
-/// Until the worker's first look after taking the work over has handed over what was left
-/// open ([`Dispatched::caught_up`]), the sink hands nothing over itself: a new message
-/// must not overtake an older one of its chat left open by the node that died.
+/// Until the first look after taking a share over has handed over what was left open in
+/// it (`Stage::CaughtUp`), the sink hands nothing of it over itself: a new message must
+/// not overtake an older one of its chat left open by the node that died.
 #[derive(Default)]
 pub(super) struct Dispatched {
     handed: Mutex<Handed>,
-    caught_up: AtomicBool,
 }
 
 #[derive(Default)]
@@ -64,6 +61,8 @@ struct Handed {
 
 #[derive(Default)]
 struct Event {
+    /// The share of the work its chat falls in.
+    share: u32,
     /// Writes of this event under way on this node (a redelivery may race the first).
     writing: u32,
     /// The look during which it was handed to the router.
@@ -77,12 +76,12 @@ impl Dispatched {
 
     /// The sink is about to write `event_id`: no look hands its row over until the
     /// returned reservation is settled or dropped.
-    pub(super) fn reserve(self: &Arc<Self>, event_id: &str) -> Reserved {
-        self.handed()
-            .events
-            .entry(event_id.to_owned())
-            .or_default()
-            .writing += 1;
+    pub(super) fn reserve(self: &Arc<Self>, event_id: &str, share: u32) -> Reserved {
+        let mut handed = self.handed();
+        let event = handed.events.entry(event_id.to_owned()).or_default();
+        event.share = share;
+        event.writing += 1;
+        drop(handed);
         Reserved {
             dispatched: self.clone(),
             event_id: event_id.to_owned(),
@@ -92,13 +91,14 @@ impl Dispatched {
 
     /// Whether a look may hand `event_id` over (it is taken now): not while it is being
     /// written, nor when it was handed over already.
-    fn claim(&self, event_id: &str) -> bool {
+    fn claim(&self, event_id: &str, share: u32) -> bool {
         let mut handed = self.handed();
         let look = handed.look;
         match handed.events.entry(event_id.to_owned()) {
             std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(event) => {
                 event.insert(Event {
+                    share,
                     writing: 0,
                     handed_in: Some(look),
                 });
@@ -107,9 +107,10 @@ impl Dispatched {
         }
     }
 
-    /// Whether the worker has handed over what was open when this node took the work over.
-    pub(super) fn caught_up(&self) -> bool {
-        self.caught_up.load(Ordering::Acquire)
+    /// Whether an event of `share` is being written, or was handed over and is still open
+    /// as far as the last look knows (its turn may be running).
+    fn busy(&self, share: u32) -> bool {
+        self.handed().events.values().any(|e| e.share == share)
     }
 
     /// A look begins (before it reads the open rows): its number.
@@ -169,8 +170,8 @@ impl Drop for Reserved {
     }
 }
 
-/// Wait for the work lease; then recover, and hand over what other nodes record, until
-/// `stop`.
+/// Take shares of the work and recover them; hand over what other nodes record for them,
+/// and give surplus ones up when they are quiet, until `stop`.
 pub(super) async fn work(
     cluster: Arc<Cluster>,
     store: Store,
@@ -179,20 +180,16 @@ pub(super) async fn work(
     dispatched: Arc<Dispatched>,
     stop: CancellationToken,
 ) {
-    let lease = cluster.exclusive(WORK);
-    let token = tokio::select! {
-        _ = stop.cancelled() => return,
-        token = lease.acquired() => token,
-    };
-    // The end of every turn is written only while this node still holds the lease.
+    let shares = cluster.shares().clone();
+    // The end of every turn is written only while this node holds its chat's share.
     if let Some(node) = cluster.node_id() {
-        store.fence_with(WORK, node, token as i64);
+        let (node, fencing) = (node.to_owned(), shares.clone());
+        store.fence_by(Arc::new(move |chat: &ChatRef| {
+            fencing
+                .fence(chat)
+                .map(|(lease, token)| Fence::new(&lease, &node, token))
+        }));
     }
-    tracing::info!("cluster: this node does the work now; it recovers what was left open");
-    out.delivery.recover().await;
-    out.approvals.expire_leftovers().await;
-    out.processes.reap_orphans().await;
-    out.delivery.wake_all_pending().await;
     // Woken at once when another node records an event; the interval makes up for a
     // notice lost with its connection.
     let listening = store.clone();
@@ -208,19 +205,30 @@ pub(super) async fn work(
         }
     };
     loop {
-        if !cluster.holds(WORK) {
+        if let Some(share) = shares.lost() {
             tracing::error!(
-                "cluster: this node lost the work lease (paused, or cut off from the store); it stops at once so the node that took over is the only one working"
+                share,
+                "cluster: this node lost a share of the work (paused, or cut off from the store); it stops at once so the node that took it over is the only one working on it"
             );
             std::process::exit(LOST_THE_WORK);
         }
-        match hand_over_new(&store, &router, &dispatched).await {
-            // From now on the sink hands over what it records, after what was open.
-            Ok(()) => dispatched.caught_up.store(true, Ordering::Release),
-            Err(e) => {
-                tracing::warn!(error = %e, "cluster: could not look for events other nodes recorded");
+        let taken = shares.at(Stage::Taken);
+        if !taken.is_empty() {
+            recover(&out, &taken).await;
+            shares.reached(&taken, Stage::Recovered);
+        }
+        let ready = shares.ready();
+        if !ready.is_empty() {
+            match hand_over_new(&store, &router, &dispatched, &ready).await {
+                // From now on the sink hands over what it records for them, after what was
+                // open.
+                Ok(()) => shares.reached(&ready, Stage::CaughtUp),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cluster: could not look for events other nodes recorded");
+                }
             }
         }
+        give_up_quiet(&shares, &dispatched, &out).await;
         let heard = async {
             match &recorded {
                 Some(recorded) => recorded.notified().await,
@@ -235,23 +243,96 @@ pub(super) async fn work(
     }
 }
 
-/// Hand the router every open event it has not had.
+/// Whether `chat` falls in one of `shares`.
+fn in_shares(shares: &[u32], chat: &ChatRef) -> bool {
+    shares.contains(&WorkShares::of(chat))
+}
+
+/// Shares just taken: what their last holder left is recovered as after a crash (rows
+/// caught mid-send, approvals left waiting, its background processes), and their chats
+/// with messages waiting get their lanes.
+async fn recover(out: &WayOut, taken: &[u32]) {
+    tracing::info!(shares = ?taken, "cluster: this node takes shares of the work over; it recovers what was left in them");
+    let mine = {
+        let taken = taken.to_vec();
+        move |chat: &ChatRef| in_shares(&taken, chat)
+    };
+    out.delivery.recover(mine.clone()).await;
+    out.approvals.expire_leftovers(&mine).await;
+    out.processes.reap_orphans(&mine).await;
+    out.delivery.wake_all_pending(&mine).await;
+}
+
+/// Give up as many surplus shares as are quiet on this node: no event of theirs being
+/// written or handled, no background process of theirs running. A share is marked as
+/// leaving before it is looked at, so the sink no longer hands its new events over (they
+/// stay open for the next holder); its lease is let go once no send of its is under way.
+async fn give_up_quiet(shares: &WorkShares, dispatched: &Dispatched, out: &WayOut) {
+    let mut surplus = shares.surplus();
+    for share in shares.all_held().into_iter().rev() {
+        if surplus == 0 {
+            return;
+        }
+        shares.leaving(share, true);
+        let quiet =
+            !dispatched.busy(share) && !out.processes.runs_in(|chat| WorkShares::of(chat) == share);
+        if !quiet {
+            shares.leaving(share, false);
+            continue;
+        }
+        let Some(token) = shares.stop_holding(share) else {
+            continue;
+        };
+        surplus -= 1;
+        let sending = |platform, account: Option<&str>, chat_id: &str| {
+            hermes_adapter::work_share(platform, account, chat_id, SHARES) == share
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while out.delivery.sends_in_flight(sending) {
+            if tokio::time::Instant::now() >= deadline {
+                // Left to lapse: no other node takes it before the send is over or the
+                // lease's time has run out.
+                tracing::warn!(
+                    share,
+                    "cluster: a send is still under way in a share given up; its lease is left to lapse"
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if !out.delivery.sends_in_flight(sending) {
+            shares.release(share, token).await;
+        }
+    }
+}
+
+/// Hand the router every open event of `shares` it has not had.
 async fn hand_over_new(
     store: &Store,
     router: &Arc<Router>,
     dispatched: &Dispatched,
+    shares: &[u32],
 ) -> Result<(), crate::store::StoreError> {
     let look = dispatched.begin_look();
-    let open: HashSet<String> = store.inbox_open_events().await?.into_iter().collect();
-    dispatched.keep_only(&open, look);
-    let unknown = dispatched.unknown(&open);
+    let open = store.inbox_open_events().await?;
+    // Forgotten only once closed, whatever share they are in: an event of a share being
+    // given up keeps it busy while its turn runs.
+    let open_ids: HashSet<String> = open.iter().map(|(id, _)| id.clone()).collect();
+    dispatched.keep_only(&open_ids, look);
+    let open_ids: HashSet<String> = open
+        .into_iter()
+        .filter(|(_, chat)| in_shares(shares, chat))
+        .map(|(id, _)| id)
+        .collect();
+    let unknown = dispatched.unknown(&open_ids);
     if unknown.is_empty() {
         return Ok(());
     }
     // Only the new rows' payloads are read: a backlog of open rows is not read again at
     // every look.
     for row in store.inbox_open_rows(unknown).await? {
-        if dispatched.claim(&row.event.event_id) {
+        let share = WorkShares::of(&row.event.chat);
+        if dispatched.claim(&row.event.event_id, share) {
             crate::metrics::message_in(row.event.chat.platform);
             router.submit(row);
         }
@@ -270,14 +351,14 @@ mod tests {
     #[test]
     fn a_row_handed_over_while_a_look_reads_is_not_forgotten_by_it() {
         let dispatched = Arc::new(Dispatched::default());
-        assert!(dispatched.claim("e1"));
+        assert!(dispatched.claim("e1", 0));
         // A look begins and reads the open rows: e1 only.
         let look = dispatched.begin_look();
         // Meanwhile the sink records e2 (committed after the read) and hands it over.
-        dispatched.reserve("e2").hand_over();
+        dispatched.reserve("e2", 0).hand_over();
         dispatched.keep_only(&open(&["e1"]), look);
-        assert!(!dispatched.claim("e2"), "e2 would be handed over twice");
-        assert!(!dispatched.claim("e1"));
+        assert!(!dispatched.claim("e2", 0), "e2 would be handed over twice");
+        assert!(!dispatched.claim("e1", 0));
         // The next look finds neither open: both ended, both forgotten.
         let look = dispatched.begin_look();
         dispatched.keep_only(&HashSet::new(), look);
@@ -288,34 +369,37 @@ mod tests {
     fn a_row_of_a_batch_being_written_is_left_to_the_sink() {
         let dispatched = Arc::new(Dispatched::default());
         // The sink writes a batch: e1's row is committed, the rest is still being written.
-        let e1 = dispatched.reserve("e1");
+        let e1 = dispatched.reserve("e1", 0);
         // A look finds e1 open and leaves it to the sink.
         let look = dispatched.begin_look();
         dispatched.keep_only(&open(&["e1"]), look);
-        assert!(!dispatched.claim("e1"), "the look took a row being written");
+        assert!(
+            !dispatched.claim("e1", 0),
+            "the look took a row being written"
+        );
         // Looks that do not find it open (its turn has not begun) keep it reserved.
         let look = dispatched.begin_look();
         dispatched.keep_only(&HashSet::new(), look);
-        assert!(!dispatched.claim("e1"));
+        assert!(!dispatched.claim("e1", 0));
         // The batch is written: the sink hands e1 over, and no look takes it again.
         e1.hand_over();
         let look = dispatched.begin_look();
         dispatched.keep_only(&open(&["e1"]), look);
-        assert!(!dispatched.claim("e1"), "e1 would be handed over twice");
+        assert!(!dispatched.claim("e1", 0), "e1 would be handed over twice");
     }
 
     #[test]
     fn an_event_the_sink_did_not_hand_over_is_left_to_the_looks() {
         let dispatched = Arc::new(Dispatched::default());
         // A redelivery of an event another node recorded: the write finds a duplicate.
-        drop(dispatched.reserve("e1"));
+        drop(dispatched.reserve("e1", 0));
         assert!(dispatched.handed().events.is_empty());
         assert!(
-            dispatched.claim("e1"),
+            dispatched.claim("e1", 0),
             "the open row would never be handed over"
         );
         // An event a look handed over stays handed when a redelivery of it is written.
-        drop(dispatched.reserve("e1"));
-        assert!(!dispatched.claim("e1"));
+        drop(dispatched.reserve("e1", 0));
+        assert!(!dispatched.claim("e1", 0));
     }
 }

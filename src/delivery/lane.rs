@@ -256,9 +256,12 @@ impl Lane {
                 _ = inner.sending.cancelled() => return self.release(&row).await,
                 place = self.delivery.send_place(row.chat.platform) => place,
             };
-            if !self.delivery.may_send() {
-                // Another node sends now (this one lost the work lease, a pause): the row
-                // goes back, unsent by this node.
+            // Counted as under way before the question, so a node giving the chat's share
+            // up either sees this send or has already said no.
+            let _in_flight = self.delivery.sending_now(&self.key);
+            if !self.delivery.may_send(&row.chat) {
+                // Another node sends now (this one lost the chat's share of the work, a
+                // pause): the row goes back, unsent by this node.
                 drop(place);
                 return self.release(&row).await;
             }

@@ -65,13 +65,38 @@ struct Inner {
     /// Rows the last run may have handed to the platform without marking them sent (each
     /// chat's oldest pending row at startup): sent as maybe sent ([`SendOnce`]).
     unsure: Mutex<HashSet<i64>>,
-    /// On a store shared by several nodes: whether this node is the one that sends now
-    /// (it holds the work lease); unset on a node of its own.
+    /// On a store shared by several nodes: whether this node sends a chat's messages now
+    /// (it holds the chat's share of the work); unset on a node of its own.
     gate: std::sync::OnceLock<SendGate>,
+    /// The chats with a send under way, and how many.
+    in_flight: Mutex<HashMap<ChatKey, usize>>,
 }
 
-/// Whether this node may send now.
-pub type SendGate = Arc<dyn Fn() -> bool + Send + Sync>;
+/// A send under way ([`Delivery::sending_now`]); it ends when dropped.
+struct InFlight {
+    delivery: Delivery,
+    key: ChatKey,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .delivery
+            .inner
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = in_flight.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                in_flight.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Whether this node may send a chat's messages now.
+pub type SendGate = Arc<dyn Fn(&ChatRef) -> bool + Send + Sync>;
 
 impl Delivery {
     pub fn new(
@@ -102,14 +127,21 @@ impl Delivery {
                 tasks: TaskTracker::new(),
                 unsure: Mutex::new(HashSet::new()),
                 gate: std::sync::OnceLock::new(),
+                in_flight: Mutex::new(HashMap::new()),
             }),
         }
     }
 
-    /// Startup, before anything is queued or settled: rows a crash caught mid-send go back
-    /// in the queue.
-    pub async fn recover(&self) {
-        match self.inner.store.outbox_requeue_interrupted().await {
+    /// Startup (or shares of the work taken over), before anything of the chats `mine`
+    /// keeps is queued or settled: their rows a crash caught mid-send go back in the queue,
+    /// and their oldest rows are sent as maybe sent.
+    pub async fn recover(&self, mine: impl Fn(&ChatRef) -> bool + Clone + Send + 'static) {
+        match self
+            .inner
+            .store
+            .outbox_requeue_interrupted(mine.clone())
+            .await
+        {
             Ok(0) => {}
             Ok(n) => tracing::warn!(
                 rows = n,
@@ -117,24 +149,51 @@ impl Delivery {
             ),
             Err(e) => tracing::error!(error = %e, "delivery: cannot requeue interrupted rows"),
         }
-        match self.inner.store.outbox_heads().await {
-            Ok(heads) => {
-                *self.inner.unsure.lock().expect("unsure lock") = heads.into_iter().collect()
-            }
+        match self.inner.store.outbox_heads(mine).await {
+            Ok(heads) => self.inner.unsure.lock().expect("unsure lock").extend(heads),
             // Without the list, nothing is looked up: a resend may show twice on Slack.
             Err(e) => tracing::error!(error = %e, "delivery: cannot read the outbox's oldest rows"),
         }
     }
 
-    /// Send only while `gate` says this node may (several nodes on one store): no lane
-    /// starts otherwise, and a lane checks before each call to the platform.
+    /// Send a chat's messages only while `gate` says this node may (several nodes on one
+    /// store): no lane starts otherwise, and a lane checks before each call to the
+    /// platform.
     pub fn only_while(&self, gate: SendGate) {
         let _ = self.inner.gate.set(gate);
     }
 
-    /// Whether this node may send now.
-    fn may_send(&self) -> bool {
-        self.inner.gate.get().is_none_or(|gate| gate())
+    /// Whether this node may send `chat`'s messages now.
+    fn may_send(&self, chat: &ChatRef) -> bool {
+        self.inner.gate.get().is_none_or(|gate| gate(chat))
+    }
+
+    /// Whether a message of a chat `mine` keeps is being sent now: a share of the work
+    /// this node gives up is let go in the store only once none is (the next holder would
+    /// send it again).
+    pub fn sends_in_flight(&self, mine: impl Fn(Platform, Option<&str>, &str) -> bool) -> bool {
+        self.inner
+            .in_flight
+            .lock()
+            .expect("in flight lock")
+            .keys()
+            .any(|(platform, account, chat_id)| mine(*platform, account.as_deref(), chat_id))
+    }
+
+    /// A send of chat `key`'s under way, from before the lane asks whether it may send
+    /// until the row is marked sent (see [`Delivery::sends_in_flight`]).
+    fn sending_now(&self, key: &ChatKey) -> InFlight {
+        *self
+            .inner
+            .in_flight
+            .lock()
+            .expect("in flight lock")
+            .entry(key.clone())
+            .or_default() += 1;
+        InFlight {
+            delivery: self.clone(),
+            key: key.clone(),
+        }
     }
 
     /// Whether row `id` may have reached the platform in the last run (asked once per row).
@@ -355,11 +414,14 @@ impl Delivery {
         self.lane(chat, true);
     }
 
-    /// Every chat with rows waiting gets its lane (a node that has just taken the work
-    /// over from another).
-    pub async fn wake_all_pending(&self) {
+    /// Every chat `mine` keeps with rows waiting gets its lane (a node that has just taken
+    /// shares of the work over from another).
+    pub async fn wake_all_pending(&self, mine: impl Fn(&ChatRef) -> bool) {
         match self.inner.store.outbox_pending_chats().await {
-            Ok(chats) => chats.iter().for_each(|chat| self.wake(chat)),
+            Ok(chats) => chats
+                .iter()
+                .filter(|chat| mine(chat))
+                .for_each(|chat| self.wake(chat)),
             Err(e) => tracing::error!(error = %e, "delivery: cannot read the outbox"),
         }
     }
@@ -410,7 +472,7 @@ impl Delivery {
 
     /// Start the chat's lane if none runs; with `look_again`, a running one looks again.
     fn lane(&self, chat: &ChatRef, look_again: bool) {
-        if !self.may_send() {
+        if !self.may_send(chat) {
             return;
         }
         let key = chat_key(chat);

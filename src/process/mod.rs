@@ -540,6 +540,16 @@ impl ProcessRegistry {
         running.len()
     }
 
+    /// Whether a process still runs in a chat `mine` keeps (a share of the work is quiet on
+    /// this node only without one).
+    pub fn runs_in(&self, mine: impl Fn(&ChatRef) -> bool) -> bool {
+        self.processes
+            .lock()
+            .expect("registry lock")
+            .values()
+            .any(|t| t.exit.borrow().is_none() && mine(&t.origin.chat))
+    }
+
     /// Shutdown: stop every running process, record it, and tell its chat (the message goes
     /// out from the outbox, after the restart if need be).
     pub async fn stop_all(&self) {
@@ -563,9 +573,10 @@ impl ProcessRegistry {
         }
     }
 
-    /// Startup: processes an earlier run recorded as running were cut off by a crash; stop any
-    /// still alive and tell their chats.
-    pub async fn reap_orphans(&self) {
+    /// Startup (or shares of the work taken over): the processes of the chats `mine` keeps
+    /// that an earlier run recorded as running were cut off by a crash; stop any still
+    /// alive and tell their chats.
+    pub async fn reap_orphans(&self, mine: impl Fn(&ChatRef) -> bool) {
         let orphans = match self.store.processes_running().await {
             Ok(o) => o,
             Err(e) => {
@@ -573,7 +584,7 @@ impl ProcessRegistry {
                 return;
             }
         };
-        for p in orphans {
+        for p in orphans.into_iter().filter(|p| mine(&p.chat)) {
             let alive = p.start_ticks.is_some() && start_ticks(p.pgid) == p.start_ticks;
             if alive {
                 shell::signal_group(Pid::from_raw(p.pgid), Signal::SIGKILL);

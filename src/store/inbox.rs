@@ -5,10 +5,10 @@
 //! answered message's words are in the conversation's history. `retention` prunes handled
 //! rows, keeping their event ids in `seen_events` while the platform may redeliver them.
 
-use hermes_adapter::{Author, Inbound, InboundKind, InboundMessage, Press};
+use hermes_adapter::{Author, ChatRef, Inbound, InboundKind, InboundMessage, Press};
 use rusqlite::params;
 
-use super::db::{Db, Row};
+use super::db::{Db, Optional, Row};
 
 use super::{Store, StoreError, chat_from_row, now_ms};
 
@@ -149,14 +149,19 @@ impl Store {
         .await
     }
 
-    /// The event ids of the rows not yet handled (cheap: no payloads).
-    pub async fn inbox_open_events(&self) -> Result<Vec<String>, StoreError> {
+    /// The event ids and chats of the rows not yet handled, oldest first (cheap: no
+    /// payloads).
+    pub async fn inbox_open_events(&self) -> Result<Vec<(String, ChatRef)>, StoreError> {
         self.call(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT event_id FROM inbox WHERE state = 'received' ORDER BY id",
+                "SELECT event_id, platform, account, chat_id, thread_id, chat_kind FROM inbox
+                 WHERE state = 'received' ORDER BY id",
             )?;
-            let ids = stmt.query_map(params![], |r| r.get(0))?;
-            Ok(ids.collect::<rusqlite::Result<Vec<String>>>()?)
+            let rows = stmt.query_map(params![], |r| {
+                let event_id: String = r.get("event_id")?;
+                Ok(chat_from_row(r)?.map(|chat| (event_id, chat)))
+            })?;
+            super::collect_checked(rows)
         })
         .await
     }
@@ -218,6 +223,20 @@ impl Store {
         })
         .await
     }
+}
+
+/// The chats of inbox rows `ids`, inside a caller's transaction.
+pub(super) fn chats_in(conn: &Db, ids: &[i64]) -> Result<Vec<ChatRef>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT platform, account, chat_id, thread_id, chat_kind FROM inbox WHERE id = ?1",
+    )?;
+    let mut chats = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(chat) = stmt.query_row([id], chat_from_row).optional()? {
+            chats.push(chat.map_err(StoreError::Invalid)?);
+        }
+    }
+    Ok(chats)
 }
 
 /// Move rows to an end state inside a caller's transaction; their payloads go (only a row

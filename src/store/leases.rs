@@ -5,6 +5,10 @@
 //! hands, so work done under an older token can be told from the holder's (fencing).
 //! Each node also says it is alive (`nodes`), for `status --cluster`.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use hermes_adapter::ChatRef;
 use rusqlite::params;
 
 use super::db::{Db, Optional};
@@ -36,19 +40,30 @@ pub struct NodeRow {
 /// A lease writes are made under: they are refused once this node no longer holds it with
 /// this token.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Fence {
+pub struct Fence {
     lease: String,
     holder: String,
     token: i64,
 }
 
+impl Fence {
+    pub fn new(lease: &str, holder: &str, token: i64) -> Fence {
+        Fence {
+            lease: lease.to_owned(),
+            holder: holder.to_owned(),
+            token,
+        }
+    }
+}
+
+/// The fence a chat's turns are written under on a store several nodes share (the lease
+/// of the chat's share of the work); `None` when this node may not write them at all.
+pub type FenceOf = Arc<dyn Fn(&ChatRef) -> Option<Fence> + Send + Sync>;
+
 /// Refuse the transaction's writes unless `fence` still holds. On PostgreSQL the lease's
 /// row is locked against a taker until the transaction ends (`FOR SHARE`), so no node can
 /// take the lease between the check and the commit.
-pub(super) fn check_fence(conn: &Db, fence: &Option<Fence>) -> Result<(), StoreError> {
-    let Some(fence) = fence else {
-        return Ok(());
-    };
+fn check_fence(conn: &Db, fence: &Fence) -> Result<(), StoreError> {
     let now = conn.clock_ms_sql();
     let lock = if conn.is_postgres() { " FOR SHARE" } else { "" };
     let sql = format!(
@@ -65,20 +80,65 @@ pub(super) fn check_fence(conn: &Db, fence: &Option<Fence>) -> Result<(), StoreE
     }
 }
 
+/// Refuse the transaction's writes unless this node still holds the fences of `chats`
+/// (each lease checked once).
+pub(super) fn check_fences<'a>(
+    conn: &Db,
+    fence_of: &Option<FenceOf>,
+    chats: impl IntoIterator<Item = &'a ChatRef>,
+) -> Result<(), StoreError> {
+    let Some(fence_of) = fence_of else {
+        return Ok(());
+    };
+    let mut checked = HashSet::new();
+    for chat in chats {
+        let Some(fence) = fence_of(chat) else {
+            return Err(StoreError::Fenced(format!(
+                "the share of the work of {}",
+                chat.conversation()
+            )));
+        };
+        if checked.insert(fence.lease.clone()) {
+            check_fence(conn, &fence)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`Store::lease_take`] on a connection.
+fn take_in(conn: &Db, name: &str, holder: &str, ttl_ms: i64) -> Result<Option<i64>, StoreError> {
+    let now = conn.clock_ms_sql();
+    let sql = format!(
+        "INSERT INTO leases (name, holder, token, taken_at, expires_at)
+         VALUES (?1, ?2, 1, {now}, {now} + ?3)
+         ON CONFLICT (name) DO UPDATE SET
+            token = CASE WHEN leases.holder = excluded.holder AND leases.expires_at >= {now}
+                 THEN leases.token ELSE leases.token + 1 END,
+            taken_at = CASE WHEN leases.holder = excluded.holder AND leases.expires_at >= {now}
+            THEN leases.taken_at ELSE excluded.taken_at END,
+            holder = excluded.holder,
+            expires_at = excluded.expires_at
+         WHERE leases.holder = excluded.holder OR leases.expires_at < {now}
+         RETURNING token"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let token = stmt
+        .query_map(params![name, holder, ttl_ms], |r| r.get(0))?
+        .next();
+    Ok(token.transpose()?)
+}
+
 impl Store {
     /// From now on, the end of a turn (and a claim of a row with choices) is written only
-    /// while `holder` holds lease `lease` with `token`: a node that lost it (a pause, a
-    /// partition) cannot write a turn's answer beside the node that took over.
-    pub fn fence_with(&self, lease: &str, holder: &str, token: i64) {
-        *self.fence.write().unwrap_or_else(|e| e.into_inner()) = Some(Fence {
-            lease: lease.to_owned(),
-            holder: holder.to_owned(),
-            token,
-        });
+    /// under the fence `fence_of` gives for its chat: a node that lost the chat's share of
+    /// the work (a pause, a partition) cannot write a turn's answer beside the node that
+    /// took over.
+    pub fn fence_by(&self, fence_of: FenceOf) {
+        *self.fence.write().unwrap_or_else(|e| e.into_inner()) = Some(fence_of);
     }
 
-    /// The fence writes are made under, if any.
-    pub(super) fn fence(&self) -> Option<Fence> {
+    /// The fences writes are made under, if any.
+    pub(super) fn fence(&self) -> Option<FenceOf> {
         self.fence.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -93,24 +153,26 @@ impl Store {
         ttl_ms: i64,
     ) -> Result<Option<i64>, StoreError> {
         let (name, holder) = (name.to_owned(), holder.to_owned());
+        self.call(move |conn| take_in(conn, &name, &holder, ttl_ms))
+            .await
+    }
+
+    /// Renew (or take again) every lease of `names` for `holder`, in one trip to the
+    /// store: each one's token, or `None` where another node holds it now. Under load, a
+    /// share of the work renewed one by one could wait behind the turns' writes past
+    /// its deadline.
+    pub async fn lease_take_all(
+        &self,
+        names: Vec<String>,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<Vec<Option<i64>>, StoreError> {
+        let holder = holder.to_owned();
         self.call(move |conn| {
-            let now = conn.clock_ms_sql();
-            let sql = format!(
-                "INSERT INTO leases (name, holder, token, taken_at, expires_at)
-                 VALUES (?1, ?2, 1, {now}, {now} + ?3)
-                 ON CONFLICT (name) DO UPDATE SET
-                    token = CASE WHEN leases.holder = excluded.holder AND leases.expires_at >= {now}
-                                 THEN leases.token ELSE leases.token + 1 END,
-                    taken_at = CASE WHEN leases.holder = excluded.holder AND leases.expires_at >= {now}
-                                    THEN leases.taken_at ELSE excluded.taken_at END,
-                    holder = excluded.holder,
-                    expires_at = excluded.expires_at
-                 WHERE leases.holder = excluded.holder OR leases.expires_at < {now}
-                 RETURNING token"
-            );
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let token = stmt.query_map(params![name, holder, ttl_ms], |r| r.get(0))?.next();
-            Ok(token.transpose()?)
+            names
+                .iter()
+                .map(|name| take_in(conn, name, &holder, ttl_ms))
+                .collect()
         })
         .await
     }
@@ -282,36 +344,87 @@ mod tests {
         assert!(a.silent_ms < 1_000, "{a:?}");
     }
 
-    async fn a_node_that_lost_the_work_lease_cannot_write_a_turns_end(store: Store) {
-        use crate::store::{InboxState, TurnRecord};
+    async fn a_node_that_lost_a_chats_share_cannot_write_its_turns_end(store: Store) {
+        use crate::store::tests::direct_message;
+        use crate::store::{InboxState, NewOutboxRow, TurnRecord};
+        // Ada's chat (Telegram 42) is written under lease `work:12`; no other chat is ours.
         let token = store
-            .lease_take("work", "a", 60_000)
+            .lease_take("work:12", "a", 60_000)
             .await
             .unwrap()
             .unwrap();
-        store.fence_with("work", "a", token);
-        let ended = TurnRecord::outcome(Vec::new(), InboxState::Done, "ok", Vec::new());
-        store.finish_turn(ended.clone()).await.unwrap();
-        // a pauses; its lease lapses and b takes the work over.
-        store.lease_take("work", "a", 1).await.unwrap();
+        store.fence_by(Arc::new(move |chat: &ChatRef| {
+            (chat.chat_id == "42").then(|| Fence::new("work:12", "a", token))
+        }));
+        let mut first = Vec::new();
+        for id in ["e1", "e2"] {
+            first.push(
+                store
+                    .inbox_record(direct_message(id))
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        let prompt = NewOutboxRow {
+            chat: direct_message("e1").chat,
+            body: hermes_adapter::MessageBody::plain("Run it?"),
+            reply_to: None,
+            choices: vec![hermes_adapter::Choice {
+                id: "d:1".into(),
+                label: "Deny".into(),
+                short_label: None,
+                style: hermes_adapter::ChoiceStyle::Danger,
+            }],
+            file: None,
+            edit_of: None,
+        };
+        let answered =
+            |id: i64| TurnRecord::outcome(vec![id], InboxState::Done, "ok", vec![prompt.clone()]);
+        let rows = store.finish_turn(answered(first[0])).await.unwrap();
+        // A notice to a chat of another share (no event answered) is refused.
+        let mut elsewhere = prompt.clone();
+        elsewhere.chat.chat_id = "43".into();
+        let refused = store
+            .finish_turn(TurnRecord::outcome(
+                Vec::new(),
+                InboxState::Done,
+                "ok",
+                vec![elsewhere],
+            ))
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
+        // a pauses; its lease lapses and b takes the share over.
+        store.lease_take("work:12", "a", 1).await.unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         assert!(
             store
-                .lease_take("work", "b", 60_000)
+                .lease_take("work:12", "b", 60_000)
                 .await
                 .unwrap()
                 .is_some()
         );
-        let refused = store.finish_turn(ended).await.unwrap_err();
+        let refused = store.finish_turn(answered(first[1])).await.unwrap_err();
         assert!(
-            matches!(refused, StoreError::Fenced(ref l) if l == "work"),
+            matches!(refused, StoreError::Fenced(ref l) if l == "work:12"),
             "{refused}"
         );
-        assert!(store.outbox_claim(1).await.is_err());
+        assert!(store.outbox_claim(rows[0]).await.is_err());
+        // Nothing of the refused writes stayed: the event is open, the prompt unclaimed.
+        let open: Vec<String> = store
+            .inbox_open_events()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(open, ["e2"]);
+        assert_eq!(store.outbox_pending(&prompt.chat).await.unwrap().len(), 1);
     }
 
     crate::store::on_both_engines!(
-        a_node_that_lost_the_work_lease_cannot_write_a_turns_end,
+        a_node_that_lost_a_chats_share_cannot_write_its_turns_end,
         a_lease_is_held_by_one_node_until_it_lapses_and_changes_hands_with_a_new_token,
         nodes_say_they_are_alive,
     );

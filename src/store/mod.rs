@@ -34,7 +34,7 @@ pub use cron::CronJob;
 pub use delegations::RecordedDelegation;
 pub use history::{HIDDEN_COMPRESSED, HIDDEN_UNDONE, LiveMessage, SUMMARY_OPENING, Undone};
 pub use inbox::{InboxRow, InboxState};
-pub use leases::{LeaseRow, NodeRow};
+pub use leases::{Fence, FenceOf, LeaseRow, NodeRow};
 pub use outbox::{NewOutboxRow, OutboxRow, Settled};
 pub use pairing::{PairingApproval, PairingError, PairingRequest, PairingRequestOutcome};
 pub use processes::RecordedProcess;
@@ -194,8 +194,8 @@ pub struct Store {
     _checkpointer: Option<Arc<checkpoint::Checkpointer>>,
     /// Signs and checks the standing decisions (allowlist, paired people).
     key: StateKey,
-    /// The lease the end of a turn is written under, on a store several nodes share.
-    fence: Arc<std::sync::RwLock<Option<leases::Fence>>>,
+    /// The leases the end of a turn is written under, on a store several nodes share.
+    fence: Arc<std::sync::RwLock<Option<leases::FenceOf>>>,
     /// Where the PostgreSQL store is, for a listening connection of its own.
     pg_target: Option<Arc<PgTarget>>,
     /// What this store's notices are signed with, so its own listener passes over them
@@ -341,6 +341,31 @@ impl Store {
             pg_target: None,
             origin: format!("{:016x}", rand::random::<u64>()).into(),
         })
+    }
+
+    /// The same store over a connection (and a thread) of its own, for the cluster's
+    /// leases and heartbeats: their renewals must not wait behind the turns' writes, or a
+    /// busy node would lose its leases. On SQLite (one node) the store itself. Blocks
+    /// while it connects.
+    pub fn of_its_own(&self) -> Result<Store, StoreError> {
+        let Some(target) = self.pg_target.clone() else {
+            return Ok(self.clone());
+        };
+        let connecting = target.clone();
+        let mut store = Store::spawn_opening(
+            move || {
+                let pg = Pg::connect(Box::new(move || {
+                    connecting.connect().map_err(|source| StoreError::Connect {
+                        url: connecting.shown().to_owned(),
+                        source,
+                    })
+                }))?;
+                Ok(Db::Postgres(Box::new(pg)))
+            },
+            self.key.clone(),
+        )?;
+        store.pg_target = Some(target);
+        Ok(store)
     }
 
     /// Run `f` on the store thread and return its result. Only the store's own table

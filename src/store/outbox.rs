@@ -90,16 +90,21 @@ impl Store {
         let fence = self.fence();
         self.call(move |conn| {
             let tx = conn.transaction()?;
-            super::leases::check_fence(&tx, &fence)?;
             let row = tx
                 .prepare_cached(
                     "UPDATE outbox SET state = 'sending' WHERE id = ?1 AND state = 'pending'
                      RETURNING *",
                 )?
                 .query_row([id], row_to_outbox)
-                .optional()?;
+                .optional()?
+                .transpose()
+                .map_err(StoreError::Invalid)?;
+            // Claimed only under the share of its chat (dropped unclaimed otherwise).
+            if let Some(row) = &row {
+                super::leases::check_fences(&tx, &fence, [&row.chat])?;
+            }
             tx.commit()?;
-            row.transpose().map_err(StoreError::Invalid)
+            Ok(row)
         })
         .await
     }
@@ -116,25 +121,49 @@ impl Store {
         .await
     }
 
-    /// Startup: rows a crash caught mid-send go back in the queue; returns how many.
-    pub async fn outbox_requeue_interrupted(&self) -> Result<usize, StoreError> {
-        self.call(|conn| {
-            conn.prepare_cached("UPDATE outbox SET state = 'pending' WHERE state = 'sending'")?
-                .execute(params![])
+    /// Startup (or a share of the work taken over): the rows of the chats `mine` keeps
+    /// that a crash caught mid-send go back in the queue; returns how many.
+    pub async fn outbox_requeue_interrupted(
+        &self,
+        mine: impl Fn(&ChatRef) -> bool + Send + 'static,
+    ) -> Result<usize, StoreError> {
+        self.call(move |conn| {
+            let tx = conn.transaction()?;
+            let caught = chats_of_rows(&tx, "state = 'sending'")?;
+            let mut requeued = 0;
+            for (id, chat) in caught {
+                if mine(&chat) {
+                    requeued += tx
+                        .prepare_cached(
+                            "UPDATE outbox SET state = 'pending' WHERE id = ?1 AND state = 'sending'",
+                        )?
+                        .execute([id])?;
+                }
+            }
+            tx.commit()?;
+            Ok(requeued)
         })
         .await
     }
 
-    /// The oldest pending row of each chat: the only rows a lane (which sends a chat's
-    /// rows one at a time, in order) can have had in flight when the last run ended.
-    pub async fn outbox_heads(&self) -> Result<Vec<i64>, StoreError> {
-        self.call(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT min(id) FROM outbox WHERE state = 'pending'
-                 GROUP BY platform, chat_id, account",
+    /// The oldest pending row of each chat `mine` keeps: the only rows a lane (which sends
+    /// a chat's rows one at a time, in order) can have had in flight when the last run
+    /// ended.
+    pub async fn outbox_heads(
+        &self,
+        mine: impl Fn(&ChatRef) -> bool + Send + 'static,
+    ) -> Result<Vec<i64>, StoreError> {
+        self.call(move |conn| {
+            let heads = chats_of_rows(
+                conn,
+                "id IN (SELECT min(id) FROM outbox WHERE state = 'pending'
+                        GROUP BY platform, chat_id, account)",
             )?;
-            let ids = stmt.query_map(params![], |r| r.get::<_, i64>(0))?;
-            Ok(ids.collect::<rusqlite::Result<Vec<i64>>>()?)
+            Ok(heads
+                .into_iter()
+                .filter(|(_, chat)| mine(chat))
+                .map(|(id, _)| id)
+                .collect())
         })
         .await
     }
@@ -522,6 +551,20 @@ fn decode_choices(json: &str) -> Option<Vec<Choice>> {
     serde_json::from_str::<Vec<Choice>>(json).ok()
 }
 
+/// The ids and chats of the rows `condition` picks, oldest first.
+fn chats_of_rows(conn: &Db, condition: &str) -> Result<Vec<(i64, ChatRef)>, StoreError> {
+    let sql = format!(
+        "SELECT id, platform, account, chat_id, thread_id, chat_kind FROM outbox
+         WHERE {condition} ORDER BY id"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![], |r| {
+        let id: i64 = r.get("id")?;
+        Ok(chat_from_row(r)?.map(|chat| (id, chat)))
+    })?;
+    collect_checked(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,7 +649,7 @@ mod tests {
             .unwrap();
         store.outbox_claim(ids[1]).await.unwrap().unwrap();
         // A crash mid-send: the claimed row is queued again at the next start.
-        assert_eq!(store.outbox_requeue_interrupted().await.unwrap(), 1);
+        assert_eq!(store.outbox_requeue_interrupted(|_| true).await.unwrap(), 1);
         let again = store.outbox_pending(&chat()).await.unwrap();
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].id, ids[1]);

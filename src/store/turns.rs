@@ -45,7 +45,15 @@ impl Store {
         let fence = self.fence();
         self.call(move |conn| {
             let tx = conn.transaction()?;
-            super::leases::check_fence(&tx, &fence)?;
+            if fence.is_some() {
+                // Written under the shares of the chats it answers; a record that answers
+                // no event (a notice) under those of the chats it writes to.
+                let mut chats = super::inbox::chats_in(&tx, &record.inbox_ids)?;
+                if record.inbox_ids.is_empty() {
+                    chats.extend(record.outbox.iter().map(|row| row.chat.clone()));
+                }
+                super::leases::check_fences(&tx, &fence, &chats)?;
+            }
             if let Some(session_id) = &record.session_id
                 && !record.messages.is_empty()
             {

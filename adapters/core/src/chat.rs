@@ -134,6 +134,16 @@ impl ChatRef {
         key
     }
 
+    /// Which of `shares` parts of the work this chat falls in ([`work_share`]).
+    pub fn work_share(&self, shares: u32) -> u32 {
+        work_share(
+            self.platform,
+            self.account.as_deref(),
+            &self.chat_id,
+            shares,
+        )
+    }
+
     /// Whether `other` is the same chat: where approvals are decided. Two different threads
     /// are different chats; a side that names no thread (a press some platforms report
     /// without its thread) matches the whole chat.
@@ -147,6 +157,31 @@ impl ChatRef {
             && self.chat_id == other.chat_id
             && threads
     }
+}
+
+/// How many shares the work is split into when several nodes share a store: the same on
+/// every node, since a chat's share is computed from it; enough for the work to spread
+/// evenly over a handful of nodes, few enough that renewing their leases costs little.
+pub const WORK_SHARES: u32 = 16;
+
+/// Which of `shares` parts of the work a chat falls in, when several nodes share a store
+/// and each runs the turns and sends the messages of the chats of its parts
+/// (docs/scaling.md). The same number in every process and version: FNV-1a over the
+/// platform, the account and the chat id. Not the thread: a chat's threads share its
+/// outbox lane, so they share its part.
+pub fn work_share(platform: Platform, account: Option<&str>, chat_id: &str, shares: u32) -> u32 {
+    let fnv = |hash: u64, bytes: &[u8]| {
+        bytes.iter().fold(hash, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    };
+    let mut hash = fnv(0xcbf2_9ce4_8422_2325, platform.as_str().as_bytes());
+    // The separators keep ("ab", "c") and ("a", "bc") apart.
+    hash = fnv(hash, &[0]);
+    hash = fnv(hash, account.unwrap_or("").as_bytes());
+    hash = fnv(hash, &[0]);
+    hash = fnv(hash, chat_id.as_bytes());
+    (hash % u64::from(shares.max(1))) as u32
 }
 
 /// The person (or bot) who wrote one event. Every event carries its own author, so a shared
@@ -175,6 +210,25 @@ mod tests {
         }
         assert_eq!(Platform::parse("TELEGRAM"), Some(Platform::Telegram));
         assert_eq!(Platform::parse("irc"), None);
+    }
+
+    #[test]
+    fn a_chats_share_of_the_work_is_fixed_and_ignores_the_thread() {
+        let chat = |id: &str, thread: Option<&str>| ChatRef {
+            platform: Platform::Telegram,
+            account: None,
+            chat_id: id.into(),
+            thread_id: thread.map(str::to_owned),
+            kind: ChatKind::Direct,
+        };
+        // Fixed numbers: every node (and every version) must put a chat in the same share.
+        assert_eq!(chat("42", None).work_share(16), 12);
+        assert_eq!(chat("42", Some("9")).work_share(16), 12);
+        let spread: std::collections::HashSet<u32> = (0..200)
+            .map(|n| chat(&n.to_string(), None).work_share(16))
+            .collect();
+        assert_eq!(spread.len(), 16, "chats spread over every share");
+        assert_eq!(chat("42", None).work_share(0), 0);
     }
 
     #[test]

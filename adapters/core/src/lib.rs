@@ -58,7 +58,7 @@ pub use capabilities::{
     Capabilities, ChoiceLimits, LengthUnit, RateLimit, RateScope, WorkingIndicator,
 };
 pub use capped::read_capped;
-pub use chat::{Author, ChatKind, ChatRef, Platform};
+pub use chat::{Author, ChatKind, ChatRef, Platform, WORK_SHARES, work_share};
 pub use console::{Console, LocalModelServer, ModelChoice, ModelSetup, ProviderOffer};
 pub use error::{AdapterError, FetchError, SendError, SinkError};
 pub use exclusive::{AlwaysOurs, Exclusive};

@@ -690,9 +690,10 @@ impl ApprovalBroker {
             .remove(session_key);
     }
 
-    /// Startup: approvals an earlier run left pending expire; nothing runs on its own. Call
-    /// it before delivery starts, so stale prompts are withdrawn before they could be sent.
-    pub async fn expire_leftovers(&self) {
+    /// Startup (or shares of the work taken over): the approvals of the chats `mine` keeps
+    /// that an earlier run left pending expire; nothing runs on its own. Call it before
+    /// delivery starts, so stale prompts are withdrawn before they could be sent.
+    pub async fn expire_leftovers(&self, mine: impl Fn(&ChatRef) -> bool) {
         let leftovers = match self.store.approvals_pending().await {
             Ok(l) => l,
             Err(e) => {
@@ -700,7 +701,7 @@ impl ApprovalBroker {
                 return;
             }
         };
-        for p in leftovers {
+        for p in leftovers.into_iter().filter(|p| mine(&p.chat)) {
             let _ = self.store.approval_decide(p.id, "expired", None).await;
             let mut preview: String = p.command.chars().take(200).collect();
             if preview.len() < p.command.len() {

@@ -1,12 +1,14 @@
 //! The crash harness on several nodes: daemons on one PostgreSQL store (a new database of
 //! the tests' server) serving the same four fakes, with short leases (1.5 s, renewed every
-//! 0.5 s). At each moment one node is hit, the working node two times in three: killed
-//! (`kill -9`, restarted after up to half a second, as its service manager would) or, one
-//! time in four, paused (`SIGSTOP` for longer than a lease, then `SIGCONT`: a working node
+//! 0.5 s); the work is shared out among the nodes (each runs the chats of its shares). At
+//! each moment one node is hit, two times in three the node running the probe's chat:
+//! killed (`kill -9`, restarted after up to half a second, as its service manager would)
+//! or, one time in four, paused (`SIGSTOP` for longer than a lease, then `SIGCONT`: a node
 //! that wakes must send nothing and stop, and is then started again). WhatsApp's webhooks
 //! go to a live node that is not paused, as a load balancer's health check would have it.
-//! When the working node is hit, a probe message is written on Telegram at once and the
-//! time until it is answered (by another node) is the failover time.
+//! When the node running the probe's chat is hit, a probe message is written there on
+//! Telegram at once and the time until it is answered (by another node) is the failover
+//! time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +23,7 @@ pub(super) const LEASES: &str = "store:\n  lease_ttl: 1.5\n  lease_renew: 0.5\n"
 /// How long a paused node stays paused: past its lease (1.5 s) and the others' takeover.
 const PAUSE: Duration = Duration::from_millis(2_500);
 
-/// How long a probe may wait for its answer after the working node was hit.
+/// How long a probe may wait for its answer after the node running its chat was hit.
 const FAILOVER_WAIT: Duration = Duration::from_secs(30);
 
 /// Node `n`'s id (`HERMES_NODE_ID`).
@@ -58,9 +60,18 @@ impl SharedStore {
         format!("outbox [{}]", rows.unwrap_or_default().replace('\n', "; "))
     }
 
-    /// The node holding the work lease, as the store says.
-    fn worker(&self) -> Option<usize> {
-        let holder = self.sql("SELECT holder FROM leases WHERE name = 'work'")?;
+    /// The node holding the share of the work Telegram chat `chat` falls in (it runs the
+    /// chat's turns and sends its answers), as the store says.
+    fn runs(&self, chat: &str) -> Option<usize> {
+        let share = hermes_adapter::work_share(
+            hermes_adapter::Platform::Telegram,
+            None,
+            chat,
+            hermes_adapter::WORK_SHARES,
+        );
+        let holder = self.sql(&format!(
+            "SELECT holder FROM leases WHERE name = 'work:{share}'"
+        ))?;
         holder.strip_prefix("node-")?.parse().ok()
     }
 }
@@ -191,6 +202,7 @@ pub(super) async fn run(plan: &Plan) -> Report {
     let mut nodes = Nodes::start(&fleet).await;
     let (approver, webhook_writer, prober) = (plan.chats + 1, plan.chats + 2, plan.chats + 3);
     warm_up(&fleet, &mut writers, prober).await;
+    let probe_chat = fleet.fake(0).dm_chat(&fleet.fake(0).person(prober));
     for kill in 0..plan.kills {
         let moment = MOMENTS[kill % MOMENTS.len()];
         let reached = reach(
@@ -204,7 +216,8 @@ pub(super) async fn run(plan: &Plan) -> Report {
             webhook_writer,
         )
         .await;
-        let worker = store.worker();
+        // The node running the probe's chat (of its share of the work).
+        let worker = store.runs(&probe_chat);
         let target = match worker {
             Some(worker) if worker < plan.nodes && rng.below(3) < 2 => worker,
             _ => rng.below(plan.nodes as u64) as usize,
@@ -240,7 +253,7 @@ pub(super) async fn run(plan: &Plan) -> Report {
                 if pause { "pause" } else { "kill" },
                 node_id(target),
                 if hit_the_worker {
-                    "(the working node) "
+                    "(running the probe's chat) "
                 } else {
                     ""
                 },
@@ -257,7 +270,7 @@ pub(super) async fn run(plan: &Plan) -> Report {
         if pause {
             tokio::time::sleep(PAUSE.saturating_sub(hit.elapsed())).await;
             nodes.pause(&fleet, target, false);
-            // A working node that wakes finds it lost the work and stops by itself.
+            // A node that wakes finds it lost its shares of the work and stops by itself.
             tokio::time::sleep(Duration::from_millis(300)).await;
         } else if rng.below(3) == 0 {
             tokio::time::sleep(Duration::from_millis(rng.below(500))).await;

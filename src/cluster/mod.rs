@@ -1,8 +1,9 @@
 //! This daemon among the nodes sharing one PostgreSQL store (docs/scaling.md): it says it is
-//! alive every `store.lease_renew`, and keeps the leases of what only one node may do at a
-//! time ([`hermes_adapter::Exclusive`]: Telegram's poller for a bot; the work, see
-//! `daemon/work.rs`). On SQLite the daemon is the only node, and everything is its own
-//! without asking the store.
+//! alive every `store.lease_renew`, keeps the leases of what only one node may do at a
+//! time ([`hermes_adapter::Exclusive`]: Telegram's poller for a bot, a Discord shard), and
+//! its shares of the work ([`shares`]: the chats whose turns it runs and whose messages it
+//! sends). On SQLite the daemon is the only node, and everything is its own without asking
+//! the store.
 //!
 //! A lease is this node's until a local deadline: the moment the statement that took or
 //! renewed it was sent, plus `lease_ttl`, minus `lease_renew`. The monotonic clock keeps
@@ -20,9 +21,14 @@ use tokio_util::task::TaskTracker;
 
 use crate::store::Store;
 
+pub mod shares;
+
+pub use shares::WorkShares;
+
 /// How this node takes part.
 pub struct Cluster {
     shared: Option<Shared>,
+    shares: Arc<WorkShares>,
 }
 
 struct Shared {
@@ -45,7 +51,10 @@ pub struct Timings {
 impl Cluster {
     /// The only node (SQLite).
     pub fn single() -> Arc<Cluster> {
-        Arc::new(Cluster { shared: None })
+        Arc::new(Cluster {
+            shared: None,
+            shares: Arc::new(WorkShares::single()),
+        })
     }
 
     /// Node `node_id` of a shared store: it says it is alive until `shutdown`.
@@ -74,7 +83,11 @@ impl Cluster {
                 }
             }
         });
+        let shares = Arc::new(WorkShares::shared(store.clone(), node_id.clone(), timings));
+        let (keeping, keep_stop) = (shares.clone(), shutdown.clone());
+        tasks.spawn(async move { keeping.keep(keep_stop).await });
         Arc::new(Cluster {
+            shares,
             shared: Some(Shared {
                 store,
                 node_id,
@@ -92,6 +105,11 @@ impl Cluster {
         self.shared.as_ref().map(|s| s.node_id.as_str())
     }
 
+    /// This node's shares of the work.
+    pub fn shares(&self) -> &Arc<WorkShares> {
+        &self.shares
+    }
+
     /// The names of the leases this node holds now, with their tokens.
     pub fn held(&self) -> Vec<(String, i64)> {
         let Some(shared) = &self.shared else {
@@ -102,6 +120,7 @@ impl Cluster {
             .iter()
             .filter_map(|(name, keeper)| keeper.current().map(|h| (name.clone(), h.token)))
             .collect();
+        held.extend(self.shares.leases());
         held.sort();
         held
     }
@@ -160,7 +179,7 @@ async fn say_other_nodes(store: &Store, me: &str, timings: Timings) {
             if !others.is_empty() {
                 tracing::info!(
                     others = %others.join(", "),
-                    "cluster: other nodes are alive on this store; the one holding the work lease runs the conversations"
+                    "cluster: other nodes are alive on this store; the work is shared out among them"
                 );
             }
         }

@@ -1,0 +1,400 @@
+//! The work split into shares, when several nodes share a store (docs/scaling.md). Every
+//! chat falls in one of [`SHARES`] shares (`ChatRef::work_share`), each kept under a lease
+//! `work:<n>`: the node holding a share runs the turns of its chats and sends their
+//! messages. Each node aims at its fair part (the shares divided by the nodes alive,
+//! rounded up): it takes free shares while it has fewer, and has surplus ones given up,
+//! once they are quiet on it, while it has more (`daemon/work.rs`). A share its holder
+//! stops renewing lapses and is taken by another node, which recovers it as a single node
+//! recovers after a crash.
+//!
+//! On its holder a share goes through three [`Stage`]s: taken (its recovery is not done:
+//! nothing of it is sent or handed over), recovered (its lanes may send), caught up (the
+//! first look handed over what was left open in it: from then on the sink hands its new
+//! events over itself, so a new message cannot overtake an older one of its chat).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use hermes_adapter::ChatRef;
+use tokio_util::sync::CancellationToken;
+
+use super::{Held, Timings};
+use crate::store::Store;
+
+/// How many shares the work is split into ([`hermes_adapter::WORK_SHARES`]).
+pub const SHARES: u32 = hermes_adapter::WORK_SHARES;
+
+/// The lease of share `share`.
+pub fn lease_name(share: u32) -> String {
+    format!("work:{share}")
+}
+
+/// Where a share held by this node stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// Just taken: what the last holder left is not recovered yet.
+    Taken,
+    /// Recovered: its lanes may send.
+    Recovered,
+    /// The first look handed over what was open: the sink hands its new events over.
+    CaughtUp,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Share {
+    held: Held,
+    stage: Stage,
+    /// Being given up: its new events are left in the inbox for the next holder.
+    leaving: bool,
+}
+
+/// This node's shares of the work.
+pub struct WorkShares {
+    shared: Option<Shared>,
+}
+
+struct Shared {
+    store: Store,
+    node: String,
+    timings: Timings,
+    held: Mutex<BTreeMap<u32, Share>>,
+    /// A share this node held that lapsed or went to another node while it was held.
+    lost: Mutex<Option<u32>>,
+    /// How many shares this node holds beyond its fair part.
+    surplus: AtomicUsize,
+    /// The shares found free at the last round: taken at the next one even beyond the
+    /// fair part, so no share is left without a holder while the nodes' count is stale.
+    free_before: Mutex<HashSet<u32>>,
+}
+
+impl WorkShares {
+    /// The only node: every share is its own, always.
+    pub fn single() -> WorkShares {
+        WorkShares { shared: None }
+    }
+
+    pub(super) fn shared(store: Store, node: String, timings: Timings) -> WorkShares {
+        WorkShares {
+            shared: Some(Shared {
+                store,
+                node,
+                timings,
+                held: Mutex::new(BTreeMap::new()),
+                lost: Mutex::new(None),
+                surplus: AtomicUsize::new(0),
+                free_before: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    /// The share `chat` falls in.
+    pub fn of(chat: &ChatRef) -> u32 {
+        chat.work_share(SHARES)
+    }
+
+    fn held(shared: &Shared) -> std::sync::MutexGuard<'_, BTreeMap<u32, Share>> {
+        shared.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Share `share` as this node holds it, while its local deadline has not passed.
+    fn current(&self, share: u32) -> Option<Share> {
+        let shared = self.shared.as_ref()?;
+        Self::held(shared)
+            .get(&share)
+            .copied()
+            .filter(|s| Instant::now() < s.held.until)
+    }
+
+    /// Whether this node may send `chat`'s messages now.
+    pub fn may_send(&self, chat: &ChatRef) -> bool {
+        self.shared.is_none()
+            || self
+                .current(Self::of(chat))
+                .is_some_and(|s| s.stage >= Stage::Recovered)
+    }
+
+    /// Whether the sink may hand an event of `share` to the router itself.
+    pub fn may_hand_over(&self, share: u32) -> bool {
+        self.shared.is_none()
+            || self
+                .current(share)
+                .is_some_and(|s| s.stage == Stage::CaughtUp && !s.leaving)
+    }
+
+    /// The lease `chat`'s turns are written under, and its token, while this node holds it.
+    pub fn fence(&self, chat: &ChatRef) -> Option<(String, i64)> {
+        let share = Self::of(chat);
+        self.current(share)
+            .map(|s| (lease_name(share), s.held.token))
+    }
+
+    /// The shares held at `stage`.
+    pub fn at(&self, stage: Stage) -> Vec<u32> {
+        self.shares_where(|s| s.stage == stage)
+    }
+
+    /// The shares whose open events a look hands over: recovered, and not being given up.
+    pub fn ready(&self) -> Vec<u32> {
+        self.shares_where(|s| s.stage >= Stage::Recovered && !s.leaving)
+    }
+
+    /// Every share held now.
+    pub fn all_held(&self) -> Vec<u32> {
+        self.shares_where(|_| true)
+    }
+
+    fn shares_where(&self, keep: impl Fn(&Share) -> bool) -> Vec<u32> {
+        let Some(shared) = &self.shared else {
+            return Vec::new();
+        };
+        let now = Instant::now();
+        Self::held(shared)
+            .iter()
+            .filter(|(_, s)| now < s.held.until && keep(s))
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// Move `shares` on to `stage` (a share given up meanwhile stays given up).
+    pub fn reached(&self, shares: &[u32], stage: Stage) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        let mut held = Self::held(shared);
+        for share in shares {
+            if let Some(s) = held.get_mut(share) {
+                s.stage = s.stage.max(stage);
+            }
+        }
+    }
+
+    /// Mark `share` as being given up (`true`) or kept after all (`false`).
+    pub fn leaving(&self, share: u32, leaving: bool) {
+        if let Some(shared) = &self.shared
+            && let Some(s) = Self::held(shared).get_mut(&share)
+        {
+            s.leaving = leaving;
+        }
+    }
+
+    /// How many shares this node should give up, as they fall quiet.
+    pub fn surplus(&self) -> usize {
+        self.shared
+            .as_ref()
+            .map_or(0, |s| s.surplus.load(Ordering::Relaxed))
+    }
+
+    /// Stop holding `share` here, at once: nothing of it is sent or written by this node
+    /// from now on. Its lease stays this node's in the store until [`WorkShares::release`]
+    /// (or until it lapses), so no other node takes it while a send is still under way.
+    pub fn stop_holding(&self, share: u32) -> Option<i64> {
+        let shared = self.shared.as_ref()?;
+        let was = Self::held(shared).remove(&share)?;
+        let _ = shared
+            .surplus
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        Some(was.held.token)
+    }
+
+    /// Let `share`'s lease go in the store, so another node takes it at once.
+    pub async fn release(&self, share: u32, token: i64) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        tracing::info!(
+            share,
+            "cluster: this node gives a share of the work up to even the load"
+        );
+        if let Err(e) = shared
+            .store
+            .lease_release(&lease_name(share), &shared.node, token)
+            .await
+        {
+            tracing::warn!(share, error = %e, "cluster: could not let a share go; it lapses by itself");
+        }
+    }
+
+    /// A share this node held and lost without giving it up (a pause, a partition): its
+    /// local deadline passed, or the store says another node has it.
+    pub fn lost(&self) -> Option<u32> {
+        let shared = self.shared.as_ref()?;
+        if let Some(share) = *shared.lost.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Some(share);
+        }
+        let now = Instant::now();
+        Self::held(shared)
+            .iter()
+            .find(|(_, s)| now >= s.held.until)
+            .map(|(n, _)| *n)
+    }
+
+    /// The shares' leases this node holds, with their tokens.
+    pub fn leases(&self) -> Vec<(String, i64)> {
+        let Some(shared) = &self.shared else {
+            return Vec::new();
+        };
+        let now = Instant::now();
+        Self::held(shared)
+            .iter()
+            .filter(|(_, s)| now < s.held.until)
+            .map(|(n, s)| (lease_name(*n), s.held.token))
+            .collect()
+    }
+
+    /// Renew the shares held, and take free ones up to the fair part, every
+    /// `store.lease_renew` until `shutdown`; then let every share go.
+    pub(super) async fn keep(&self, shutdown: CancellationToken) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        loop {
+            let round = tokio::time::Instant::now();
+            self.renew(shared).await;
+            self.balance(shared).await;
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep_until(round + shared.timings.renew) => {}
+            }
+        }
+        let held: Vec<(u32, Share)> = std::mem::take(&mut *Self::held(shared))
+            .into_iter()
+            .collect();
+        for (share, s) in held {
+            let _ = shared
+                .store
+                .lease_release(&lease_name(share), &shared.node, s.held.token)
+                .await;
+        }
+    }
+
+    async fn renew(&self, shared: &Shared) {
+        let ttl = shared.timings.ttl;
+        let held: Vec<(u32, i64)> = Self::held(shared)
+            .iter()
+            .map(|(n, s)| (*n, s.held.token))
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        let names = held.iter().map(|(n, _)| lease_name(*n)).collect();
+        let sent = Instant::now();
+        let until = sent + ttl.saturating_sub(shared.timings.renew);
+        let tokens = match shared
+            .store
+            .lease_take_all(names, &shared.node, ttl.as_millis() as i64)
+            .await
+        {
+            Ok(tokens) => tokens,
+            // Kept until their local deadline: the store may answer again before it.
+            Err(e) => {
+                tracing::warn!(error = %e, "cluster: could not renew the shares of the work");
+                return;
+            }
+        };
+        for ((share, token), now) in held.into_iter().zip(tokens) {
+            if now == Some(token) {
+                if let Some(s) = Self::held(shared).get_mut(&share) {
+                    s.held.until = until;
+                }
+            } else {
+                // Lapsed in between (a new token) or taken: whatever this node does with
+                // it now may be overtaken.
+                tracing::warn!(
+                    share,
+                    "cluster: a share of the work lapsed while this node held it"
+                );
+                *shared.lost.lock().unwrap_or_else(|e| e.into_inner()) = Some(share);
+            }
+        }
+    }
+
+    async fn balance(&self, shared: &Shared) {
+        let ttl_ms = shared.timings.ttl.as_millis() as i64;
+        let alive = match shared.store.nodes().await {
+            Ok(nodes) => {
+                nodes
+                    .iter()
+                    .filter(|n| n.id != shared.node && n.silent_ms <= ttl_ms)
+                    .count()
+                    + 1
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cluster: could not count the nodes");
+                return;
+            }
+        };
+        let fair = SHARES.div_ceil(alive as u32) as usize;
+        let leases = match shared.store.leases().await {
+            Ok(leases) => leases,
+            Err(e) => {
+                tracing::warn!(error = %e, "cluster: could not read the leases");
+                return;
+            }
+        };
+        let taken: HashSet<u32> = leases
+            .iter()
+            .filter(|l| l.left_ms >= 0)
+            .filter_map(|l| l.name.strip_prefix("work:")?.parse().ok())
+            .collect();
+        let mine = Self::held(shared).len();
+        // Each node starts looking at a different share, so nodes starting together do
+        // not all race for the same ones.
+        let start = hermes_adapter::ChatRef {
+            platform: hermes_adapter::Platform::Web,
+            account: None,
+            chat_id: shared.node.clone(),
+            thread_id: None,
+            kind: hermes_adapter::ChatKind::Direct,
+        }
+        .work_share(SHARES);
+        let free: Vec<u32> = (0..SHARES)
+            .map(|n| (start + n) % SHARES)
+            .filter(|n| !taken.contains(n))
+            .collect();
+        let free_before = std::mem::replace(
+            &mut *shared.free_before.lock().unwrap_or_else(|e| e.into_inner()),
+            free.iter().copied().collect(),
+        );
+        let mut holding = mine;
+        let mut left_free = 0;
+        for share in free {
+            if holding >= fair && !free_before.contains(&share) {
+                left_free += 1;
+                continue;
+            }
+            let sent = Instant::now();
+            let name = lease_name(share);
+            match shared.store.lease_take(&name, &shared.node, ttl_ms).await {
+                Ok(Some(token)) => {
+                    let until = sent + shared.timings.ttl.saturating_sub(shared.timings.renew);
+                    tracing::info!(share, token, "cluster: this node takes a share of the work");
+                    Self::held(shared).insert(
+                        share,
+                        Share {
+                            held: Held { token, until },
+                            stage: Stage::Taken,
+                            leaving: false,
+                        },
+                    );
+                    holding += 1;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    left_free += 1;
+                    tracing::warn!(share, error = %e, "cluster: could not take a share");
+                }
+            }
+        }
+        // Surplus shares are given up only while every share has a holder: while some are
+        // free, the nodes' count may be stale (a node that died still counted), and giving
+        // shares up would only leave more without one.
+        let surplus = if left_free == 0 {
+            holding.saturating_sub(fair)
+        } else {
+            0
+        };
+        shared.surplus.store(surplus, Ordering::Relaxed);
+    }
+}
