@@ -288,6 +288,20 @@ async fn a_message_another_node_receives_is_answered_by_the_node_holding_its_cha
     assert_eq!(handed(&receiver).await, 0, "the receiver ran no turn");
 }
 
+/// Once each of `people` has an answer (within `bound`), and a little more time for
+/// answers that would come twice.
+async fn every_person_answered(w: &World, people: &[i64], bound: Duration) {
+    let t = w.telegram.clone();
+    eventually(bound, "every person answered", || {
+        people
+            .iter()
+            .all(|&p| !t.sent_texts(p).is_empty())
+            .then_some(())
+    })
+    .await;
+    settle().await;
+}
+
 /// The conversations are spread over the nodes: with two nodes up, each runs the chats of
 /// its shares, and each person is answered once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -303,15 +317,7 @@ async fn two_nodes_share_the_conversations_out_and_each_person_is_answered_once(
         w.llm.push(Reply::text("hello"));
         w.telegram.dm(person, &format!("hi from {person}"));
     }
-    let t = w.telegram.clone();
-    eventually(Duration::from_secs(30), "every person answered", || {
-        people
-            .iter()
-            .all(|&p| !t.sent_texts(p).is_empty())
-            .then_some(())
-    })
-    .await;
-    settle().await;
+    every_person_answered(&w, &people, Duration::from_secs(30)).await;
     for &person in &people {
         assert_eq!(
             w.telegram.sent_texts(person).len(),
@@ -394,15 +400,7 @@ async fn messages_of_one_long_batch_are_answered_once_each() {
         w.telegram.dm(person, &format!("hello from {person}"));
     }
     w.telegram.stall_polls(false);
-    let t = w.telegram.clone();
-    eventually(Duration::from_secs(60), "every person answered", || {
-        people
-            .iter()
-            .all(|&p| !t.sent_texts(p).is_empty())
-            .then_some(())
-    })
-    .await;
-    settle().await;
+    every_person_answered(&w, &people, Duration::from_secs(60)).await;
     settle().await;
     let doubled: Vec<i64> = people
         .iter()

@@ -333,12 +333,17 @@ impl WorkShares {
                 return;
             }
         };
+        // A share held under this node's id but not in this process's hands was its last
+        // run's (a restart in place): it is taken back at once.
         let taken: HashSet<u32> = leases
             .iter()
-            .filter(|l| l.left_ms >= 0)
+            .filter(|l| l.left_ms >= 0 && l.holder != shared.node)
             .filter_map(|l| l.name.strip_prefix("work:")?.parse().ok())
             .collect();
-        let mine = Self::held(shared).len();
+        let (mine, ours): (usize, HashSet<u32>) = {
+            let held = Self::held(shared);
+            (held.len(), held.keys().copied().collect())
+        };
         // Each node starts looking at a different share, so nodes starting together do
         // not all race for the same ones.
         let start = hermes_adapter::ChatRef {
@@ -351,7 +356,7 @@ impl WorkShares {
         .work_share(SHARES);
         let free: Vec<u32> = (0..SHARES)
             .map(|n| (start + n) % SHARES)
-            .filter(|n| !taken.contains(n))
+            .filter(|n| !taken.contains(n) && !ours.contains(n))
             .collect();
         let free_before = std::mem::replace(
             &mut *shared.free_before.lock().unwrap_or_else(|e| e.into_inner()),

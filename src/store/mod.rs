@@ -270,13 +270,7 @@ impl Store {
         let kept = target.clone();
         let mut store = Store::spawn_opening(
             move || {
-                let pg = Pg::connect(Box::new(move || {
-                    target.connect().map_err(|source| StoreError::Connect {
-                        url: target.shown().to_owned(),
-                        source,
-                    })
-                }))?;
-                let mut db = Db::Postgres(Box::new(pg));
+                let mut db = connect_postgres(target)?;
                 // A PostgreSQL store starts at a schema with the signatures: nothing to sign.
                 migrations::apply(&mut db)?;
                 Ok(db)
@@ -352,18 +346,8 @@ impl Store {
             return Ok(self.clone());
         };
         let connecting = target.clone();
-        let mut store = Store::spawn_opening(
-            move || {
-                let pg = Pg::connect(Box::new(move || {
-                    connecting.connect().map_err(|source| StoreError::Connect {
-                        url: connecting.shown().to_owned(),
-                        source,
-                    })
-                }))?;
-                Ok(Db::Postgres(Box::new(pg)))
-            },
-            self.key.clone(),
-        )?;
+        let mut store =
+            Store::spawn_opening(move || connect_postgres(connecting), self.key.clone())?;
         store.pg_target = Some(target);
         Ok(store)
     }
@@ -567,6 +551,17 @@ fn prepare_once(conn: &Connection) -> Result<(), StoreError> {
         true,
     )?;
     Ok(())
+}
+
+/// A connection to the PostgreSQL store at `target` (on the thread that will own it).
+fn connect_postgres(target: Arc<PgTarget>) -> Result<Db, StoreError> {
+    let pg = Pg::connect(Box::new(move || {
+        target.connect().map_err(|source| StoreError::Connect {
+            url: target.shown().to_owned(),
+            source,
+        })
+    }))?;
+    Ok(Db::Postgres(Box::new(pg)))
 }
 
 /// The chat of a row, from the `platform`, `account`, `chat_id`, `thread_id` and
