@@ -362,33 +362,48 @@ impl WorkShares {
             &mut *shared.free_before.lock().unwrap_or_else(|e| e.into_inner()),
             free.iter().copied().collect(),
         );
-        let mut holding = mine;
+        // Up to the fair part, and those left free since the last round, taken in one trip.
+        let mut wanted = Vec::new();
         let mut left_free = 0;
         for share in free {
-            if holding >= fair && !free_before.contains(&share) {
+            if mine + wanted.len() < fair || free_before.contains(&share) {
+                wanted.push(share);
+            } else {
                 left_free += 1;
-                continue;
             }
+        }
+        let mut holding = mine;
+        if !wanted.is_empty() {
+            let names = wanted.iter().map(|n| lease_name(*n)).collect();
             let sent = Instant::now();
-            let name = lease_name(share);
-            match shared.store.lease_take(&name, &shared.node, ttl_ms).await {
-                Ok(Some(token)) => {
-                    let until = sent + shared.timings.ttl.saturating_sub(shared.timings.renew);
-                    tracing::info!(share, token, "cluster: this node takes a share of the work");
-                    Self::held(shared).insert(
-                        share,
-                        Share {
-                            held: Held { token, until },
-                            stage: Stage::Taken,
-                            leaving: false,
-                        },
-                    );
-                    holding += 1;
+            let until = sent + shared.timings.ttl.saturating_sub(shared.timings.renew);
+            match shared
+                .store
+                .lease_take_all(names, &shared.node, ttl_ms)
+                .await
+            {
+                Ok(tokens) => {
+                    for (share, token) in wanted.into_iter().zip(tokens) {
+                        let Some(token) = token else { continue };
+                        tracing::info!(
+                            share,
+                            token,
+                            "cluster: this node takes a share of the work"
+                        );
+                        Self::held(shared).insert(
+                            share,
+                            Share {
+                                held: Held { token, until },
+                                stage: Stage::Taken,
+                                leaving: false,
+                            },
+                        );
+                        holding += 1;
+                    }
                 }
-                Ok(None) => {}
                 Err(e) => {
-                    left_free += 1;
-                    tracing::warn!(share, error = %e, "cluster: could not take a share");
+                    left_free += wanted.len();
+                    tracing::warn!(error = %e, "cluster: could not take shares of the work");
                 }
             }
         }

@@ -57,6 +57,9 @@ struct Handed {
     /// The number of the latest look.
     look: u64,
     events: HashMap<String, Event>,
+    /// Open events of shares this node did not hold when a look read them, with their
+    /// share: not read again at every look while their share is another node's.
+    elsewhere: HashMap<String, u32>,
 }
 
 #[derive(Default)]
@@ -122,18 +125,33 @@ impl Dispatched {
 
     /// Forget the events handed over before look `look` that it did not find open.
     fn keep_only(&self, open: &HashSet<String>, look: u64) {
-        self.handed().events.retain(|id, event| {
+        let mut handed = self.handed();
+        handed.events.retain(|id, event| {
             event.writing > 0
                 || open.contains(id)
                 || event.handed_in.is_some_and(|handed_in| handed_in >= look)
         });
+        handed.elsewhere.retain(|id, _| open.contains(id));
     }
 
-    /// The events of `open` neither handed over nor being written.
-    fn unknown(&self, open: &HashSet<String>) -> Vec<String> {
+    /// A look read open event `event_id` of `share`, which is not among the shares it
+    /// hands over.
+    fn elsewhere(&self, event_id: String, share: u32) {
+        self.handed().elsewhere.insert(event_id, share);
+    }
+
+    /// The events of `open` neither handed over nor being written, nor known to be of a
+    /// share outside `shares`.
+    fn unknown(&self, open: &HashSet<String>, shares: &[u32]) -> Vec<String> {
         let handed = self.handed();
         open.iter()
             .filter(|id| !handed.events.contains_key(*id))
+            .filter(|id| {
+                handed
+                    .elsewhere
+                    .get(*id)
+                    .is_none_or(|share| shares.contains(share))
+            })
             .cloned()
             .collect()
     }
@@ -192,18 +210,11 @@ pub(super) async fn work(
     }
     // Woken at once when another node records an event; the interval makes up for a
     // notice lost with its connection.
+    // Connected beside the first look, not before it: a node that starts alone answers at
+    // once.
     let listening = store.clone();
-    let recorded = match tokio::task::spawn_blocking(move || listening.watch_inbox()).await {
-        Ok(Ok(recorded)) => recorded,
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "cluster: cannot listen for the events other nodes record; looking every {} ms", LOOK_EVERY.as_millis());
-            None
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cluster: the listener could not start; looking every {} ms", LOOK_EVERY.as_millis());
-            None
-        }
-    };
+    let mut listener = Some(tokio::task::spawn_blocking(move || listening.watch_inbox()));
+    let mut recorded: Option<Arc<tokio::sync::Notify>> = None;
     loop {
         if let Some(share) = shares.lost() {
             tracing::error!(
@@ -235,10 +246,41 @@ pub(super) async fn work(
                 None => std::future::pending().await,
             }
         };
+        let connected = async {
+            match listener.as_mut() {
+                Some(connecting) => connecting.await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = heard => {}
             _ = tokio::time::sleep(LOOK_EVERY) => {}
+            started = connected => {
+                listener = None;
+                recorded = listening_from(started);
+            }
+        }
+    }
+}
+
+/// The listener's notices, or none (looking every [`LOOK_EVERY`] then) when it could not
+/// start.
+fn listening_from(
+    started: Result<
+        Result<Option<Arc<tokio::sync::Notify>>, crate::store::StoreError>,
+        tokio::task::JoinError,
+    >,
+) -> Option<Arc<tokio::sync::Notify>> {
+    match started {
+        Ok(Ok(recorded)) => recorded,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cluster: cannot listen for the events other nodes record; looking every {} ms", LOOK_EVERY.as_millis());
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cluster: the listener could not start; looking every {} ms", LOOK_EVERY.as_millis());
+            None
         }
     }
 }
@@ -314,17 +356,12 @@ async fn hand_over_new(
     shares: &[u32],
 ) -> Result<(), crate::store::StoreError> {
     let look = dispatched.begin_look();
-    let open = store.inbox_open_events().await?;
-    // Forgotten only once closed, whatever share they are in: an event of a share being
-    // given up keeps it busy while its turn runs.
-    let open_ids: HashSet<String> = open.iter().map(|(id, _)| id.clone()).collect();
-    dispatched.keep_only(&open_ids, look);
-    let open_ids: HashSet<String> = open
-        .into_iter()
-        .filter(|(_, chat)| in_shares(shares, chat))
-        .map(|(id, _)| id)
-        .collect();
-    let unknown = dispatched.unknown(&open_ids);
+    // Ids only: the chats (so the shares) are read with the payloads of new rows. An event
+    // is forgotten only once closed, whatever its share: an event of a share being given
+    // up keeps it busy while its turn runs.
+    let open: HashSet<String> = store.inbox_open_events().await?.into_iter().collect();
+    dispatched.keep_only(&open, look);
+    let unknown = dispatched.unknown(&open, shares);
     if unknown.is_empty() {
         return Ok(());
     }
@@ -332,6 +369,10 @@ async fn hand_over_new(
     // every look.
     for row in store.inbox_open_rows(unknown).await? {
         let share = WorkShares::of(&row.event.chat);
+        if !shares.contains(&share) {
+            dispatched.elsewhere(row.event.event_id, share);
+            continue;
+        }
         if dispatched.claim(&row.event.event_id, share) {
             crate::metrics::message_in(row.event.chat.platform);
             router.submit(row);

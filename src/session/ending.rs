@@ -211,6 +211,7 @@ impl SessionActor {
             inbox_ids: end.ids,
             state,
             outcome: outcome.into(),
+            chat: Some(self.chat.clone()),
         };
         self.commit(record).await;
     }
@@ -299,7 +300,7 @@ impl SessionActor {
             Some((text, reply_to)) => self.reply_rows(&text, reply_to),
             None => Vec::new(),
         };
-        self.commit(TurnRecord::outcome(ids, state, outcome, outbox))
+        self.commit(TurnRecord::outcome(ids, state, outcome, outbox).in_chat(&self.chat))
             .await;
     }
 

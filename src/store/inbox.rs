@@ -149,19 +149,14 @@ impl Store {
         .await
     }
 
-    /// The event ids and chats of the rows not yet handled, oldest first (cheap: no
-    /// payloads).
-    pub async fn inbox_open_events(&self) -> Result<Vec<(String, ChatRef)>, StoreError> {
+    /// The event ids of the rows not yet handled (cheap: no payloads).
+    pub async fn inbox_open_events(&self) -> Result<Vec<String>, StoreError> {
         self.call(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT event_id, platform, account, chat_id, thread_id, chat_kind FROM inbox
-                 WHERE state = 'received' ORDER BY id",
+                "SELECT event_id FROM inbox WHERE state = 'received' ORDER BY id",
             )?;
-            let rows = stmt.query_map(params![], |r| {
-                let event_id: String = r.get("event_id")?;
-                Ok(chat_from_row(r)?.map(|chat| (event_id, chat)))
-            })?;
-            super::collect_checked(rows)
+            let ids = stmt.query_map(params![], |r| r.get(0))?;
+            Ok(ids.collect::<rusqlite::Result<Vec<String>>>()?)
         })
         .await
     }

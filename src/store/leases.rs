@@ -412,13 +412,7 @@ mod tests {
         );
         assert!(store.outbox_claim(rows[0]).await.is_err());
         // Nothing of the refused writes stayed: the event is open, the prompt unclaimed.
-        let open: Vec<String> = store
-            .inbox_open_events()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect();
+        let open = store.inbox_open_events().await.unwrap();
         assert_eq!(open, ["e2"]);
         assert_eq!(store.outbox_pending(&prompt.chat).await.unwrap().len(), 1);
     }

@@ -3,6 +3,8 @@
 //! before the commit leaves the inbox rows open, so the turn runs again after a restart; a
 //! crash after it leaves the reply in the outbox, so it is sent after a restart.
 
+use hermes_adapter::ChatRef;
+
 use super::inbox::{InboxState, finish_in};
 use super::outbox::{NewOutboxRow, enqueue_in};
 use super::sessions::{StoredMessage, append_in};
@@ -18,6 +20,10 @@ pub struct TurnRecord {
     pub inbox_ids: Vec<i64>,
     pub state: InboxState,
     pub outcome: String,
+    /// The chat of the events it answers, when the caller knows it (a session's turn): on
+    /// a store several nodes share, its share of the work fences the write without
+    /// reading the events' chats back ([`TurnRecord::in_chat`]).
+    pub chat: Option<ChatRef>,
 }
 
 impl TurnRecord {
@@ -36,7 +42,14 @@ impl TurnRecord {
             inbox_ids,
             state,
             outcome: outcome.to_owned(),
+            chat: None,
         }
+    }
+
+    /// Say that every event it answers is of `chat`.
+    pub fn in_chat(mut self, chat: &ChatRef) -> Self {
+        self.chat = Some(chat.clone());
+        self
     }
 }
 
@@ -48,7 +61,10 @@ impl Store {
             if fence.is_some() {
                 // Written under the shares of the chats it answers; a record that answers
                 // no event (a notice) under those of the chats it writes to.
-                let mut chats = super::inbox::chats_in(&tx, &record.inbox_ids)?;
+                let mut chats = match &record.chat {
+                    Some(chat) => vec![chat.clone()],
+                    None => super::inbox::chats_in(&tx, &record.inbox_ids)?,
+                };
                 if record.inbox_ids.is_empty() {
                     chats.extend(record.outbox.iter().map(|row| row.chat.clone()));
                 }
