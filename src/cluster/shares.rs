@@ -64,6 +64,8 @@ struct Shared {
     lost: Mutex<Option<u32>>,
     /// How many shares this node holds beyond its fair part.
     surplus: AtomicUsize,
+    /// Shares given up whose lease is not let go in the store yet: not free to take back.
+    letting_go: Mutex<HashSet<u32>>,
     /// The shares found free at the last round: taken at the next one even beyond the
     /// fair part, so no share is left without a holder while the nodes' count is stale.
     free_before: Mutex<HashSet<u32>>,
@@ -84,6 +86,7 @@ impl WorkShares {
                 held: Mutex::new(BTreeMap::new()),
                 lost: Mutex::new(None),
                 surplus: AtomicUsize::new(0),
+                letting_go: Mutex::new(HashSet::new()),
                 free_before: Mutex::new(HashSet::new()),
             }),
         }
@@ -192,6 +195,11 @@ impl WorkShares {
     pub fn stop_holding(&self, share: u32) -> Option<i64> {
         let shared = self.shared.as_ref()?;
         let was = Self::held(shared).remove(&share)?;
+        shared
+            .letting_go
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(share);
         let _ = shared
             .surplus
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
@@ -214,6 +222,11 @@ impl WorkShares {
         {
             tracing::warn!(share, error = %e, "cluster: could not let a share go; it lapses by itself");
         }
+        shared
+            .letting_go
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&share);
     }
 
     /// A share this node held and lost without giving it up (a pause, a partition): its
@@ -298,9 +311,12 @@ impl WorkShares {
                 if let Some(s) = Self::held(shared).get_mut(&share) {
                     s.held.until = until;
                 }
-            } else {
+            } else if Self::held(shared)
+                .get(&share)
+                .is_some_and(|s| s.held.token == token)
+            {
                 // Lapsed in between (a new token) or taken: whatever this node does with
-                // it now may be overtaken.
+                // it now may be overtaken. (A share given up meanwhile is not lost.)
                 tracing::warn!(
                     share,
                     "cluster: a share of the work lapsed while this node held it"
@@ -340,6 +356,19 @@ impl WorkShares {
             .filter(|l| l.left_ms >= 0 && l.holder != shared.node)
             .filter_map(|l| l.name.strip_prefix("work:")?.parse().ok())
             .collect();
+        // A share given up stays out of reach here until its lease is let go or has
+        // lapsed in the store (taking it back under the same token would let the
+        // pending release end it while this node holds it again).
+        let letting_go = {
+            let live_ours: HashSet<u32> = leases
+                .iter()
+                .filter(|l| l.left_ms >= 0 && l.holder == shared.node)
+                .filter_map(|l| l.name.strip_prefix("work:")?.parse().ok())
+                .collect();
+            let mut letting_go = shared.letting_go.lock().unwrap_or_else(|e| e.into_inner());
+            letting_go.retain(|n| live_ours.contains(n));
+            letting_go.clone()
+        };
         let (mine, ours): (usize, HashSet<u32>) = {
             let held = Self::held(shared);
             (held.len(), held.keys().copied().collect())
@@ -356,7 +385,7 @@ impl WorkShares {
         .work_share(SHARES);
         let free: Vec<u32> = (0..SHARES)
             .map(|n| (start + n) % SHARES)
-            .filter(|n| !taken.contains(n) && !ours.contains(n))
+            .filter(|n| !taken.contains(n) && !ours.contains(n) && !letting_go.contains(n))
             .collect();
         let free_before = std::mem::replace(
             &mut *shared.free_before.lock().unwrap_or_else(|e| e.into_inner()),

@@ -315,10 +315,16 @@ async fn give_up_quiet(shares: &WorkShares, dispatched: &Dispatched, out: &WayOu
         if surplus == 0 {
             return;
         }
+        let quiet = || {
+            !dispatched.busy(share) && !out.processes.runs_in(|chat| WorkShares::of(chat) == share)
+        };
+        // Looked at before it is marked, so a busy share is not marked at every look (an
+        // event the sink left to a look meanwhile could be answered after a later one).
+        if !quiet() {
+            continue;
+        }
         shares.leaving(share, true);
-        let quiet =
-            !dispatched.busy(share) && !out.processes.runs_in(|chat| WorkShares::of(chat) == share);
-        if !quiet {
+        if !quiet() {
             shares.leaving(share, false);
             continue;
         }

@@ -258,7 +258,7 @@ impl Lane {
             };
             // Counted as under way before the question, so a node giving the chat's share
             // up either sees this send or has already said no.
-            let _in_flight = self.delivery.sending_now(&self.key);
+            let in_flight = self.delivery.sending_now(&self.key);
             if !self.delivery.may_send(&row.chat) {
                 // Another node sends now (this one lost the chat's share of the work, a
                 // pause): the row goes back, unsent by this node.
@@ -284,6 +284,8 @@ impl Lane {
             {
                 tracing::error!(error = %e, row = row.id, "delivery: could not record a failed attempt");
             }
+            // Not under way while it waits to try again.
+            drop(in_flight);
             if give_up {
                 self.give_up(&row, &attempt, &error, waited).await;
                 return Sent::Done;

@@ -132,7 +132,7 @@ impl Store {
             let caught = chats_of_rows(&tx, "state = 'sending'")?;
             let mut requeued = 0;
             for (id, chat) in caught {
-                if mine(&chat) {
+                if chat.as_ref().is_none_or(&mine) {
                     requeued += tx
                         .prepare_cached(
                             "UPDATE outbox SET state = 'pending' WHERE id = ?1 AND state = 'sending'",
@@ -161,7 +161,7 @@ impl Store {
             )?;
             Ok(heads
                 .into_iter()
-                .filter(|(_, chat)| mine(chat))
+                .filter(|(_, chat)| chat.as_ref().is_none_or(&mine))
                 .map(|(id, _)| id)
                 .collect())
         })
@@ -552,7 +552,10 @@ fn decode_choices(json: &str) -> Option<Vec<Choice>> {
 }
 
 /// The ids and chats of the rows `condition` picks, oldest first.
-fn chats_of_rows(conn: &Db, condition: &str) -> Result<Vec<(i64, ChatRef)>, StoreError> {
+/// The ids and chats of the rows `condition` picks, oldest first; `None` for a chat the
+/// store cannot read (a newer version's platform, a damaged row), which the caller treats
+/// as its own rather than leave the row stuck.
+fn chats_of_rows(conn: &Db, condition: &str) -> Result<Vec<(i64, Option<ChatRef>)>, StoreError> {
     let sql = format!(
         "SELECT id, platform, account, chat_id, thread_id, chat_kind FROM outbox
          WHERE {condition} ORDER BY id"
@@ -560,9 +563,9 @@ fn chats_of_rows(conn: &Db, condition: &str) -> Result<Vec<(i64, ChatRef)>, Stor
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(params![], |r| {
         let id: i64 = r.get("id")?;
-        Ok(chat_from_row(r)?.map(|chat| (id, chat)))
+        Ok((id, chat_from_row(r)?.ok()))
     })?;
-    collect_checked(rows)
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
 #[cfg(test)]
