@@ -375,14 +375,8 @@ impl WorkShares {
         };
         // Each node starts looking at a different share, so nodes starting together do
         // not all race for the same ones.
-        let start = hermes_adapter::ChatRef {
-            platform: hermes_adapter::Platform::Web,
-            account: None,
-            chat_id: shared.node.clone(),
-            thread_id: None,
-            kind: hermes_adapter::ChatKind::Direct,
-        }
-        .work_share(SHARES);
+        let start =
+            hermes_adapter::work_share(hermes_adapter::Platform::Web, None, &shared.node, SHARES);
         let free: Vec<u32> = (0..SHARES)
             .map(|n| (start + n) % SHARES)
             .filter(|n| !taken.contains(n) && !ours.contains(n) && !letting_go.contains(n))
