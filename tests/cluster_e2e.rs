@@ -477,3 +477,100 @@ async fn one_node_keeps_discords_gateway_and_another_takes_it_over_when_it_dies(
         b.log_text()
     );
 }
+
+/// The live holders of the Discord shards' leases, by shard: `(lease, holder)`.
+fn shard_holders(server: &TestPostgres, database: &str) -> Vec<(String, String)> {
+    let sql = "SELECT name, holder FROM leases WHERE name LIKE 'discord:%' \
+               AND expires_at > CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT) \
+               ORDER BY name";
+    let out = server.psql(server.password(), database, sql).unwrap();
+    out.lines()
+        .filter_map(|l| l.split_once('|'))
+        .map(|(name, holder)| (name.to_owned(), holder.to_owned()))
+        .collect()
+}
+
+/// A bot Discord wants on two shards: the node that starts alone connects both; once a
+/// second node is up, the first lets one shard go and the second takes it, so each node
+/// keeps one connection. A direct message (shard 0) and a server message (shard 1) are
+/// each answered once; when the node keeping the server's shard dies, the other connects
+/// that shard too and answers the next server message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discords_shards_are_spread_over_the_nodes_and_taken_over_when_one_dies() {
+    use hermes_testkit::conformance::{Kit, PlatformFake};
+    use hermes_testkit::discord::{FakeDiscord, Options};
+    let Some(server) = TestPostgres::shared() else {
+        return;
+    };
+    let database = server.create_database();
+    let url = format!("HERMES_STORE_URL={}", server.url(&database));
+    let fake = FakeDiscord::start_with(Options {
+        shards: 2,
+        ..Options::default()
+    })
+    .await;
+    let allow = format!("{}=true", fake.allow_all_var());
+    let env_of = |node: &str| vec![allow.clone(), url.clone(), format!("HERMES_NODE_ID={node}")];
+    let kit = Kit::new(fake, BIN, &env_of("node-a"), LEASES).await;
+    let a = kit.start();
+    eventually(WAIT, "node a connects both shards", || {
+        (kit.fake.connected_shards() == [0, 1]).then_some(())
+    })
+    .await;
+    let dir_b = tempfile::tempdir().unwrap();
+    let mut lines_b = kit.fake.env();
+    lines_b.extend(env_of("node-b"));
+    let lines_b: Vec<&str> = lines_b.iter().map(String::as_str).collect();
+    let home_b = Home::with_platform(
+        dir_b.path(),
+        &kit.llm.base_url(),
+        &kit.fake.platform_yaml(),
+        &lines_b,
+        LEASES,
+    );
+    let b = start_second_node(&kit.home, &home_b).await;
+    let holders = eventually(WAIT, "each node keeps one shard", || {
+        let holders = shard_holders(&server, &database);
+        let spread = holders.len() == 2 && holders[0].1 != holders[1].1;
+        (spread && kit.fake.connected_shards() == [0, 1]).then_some(holders)
+    })
+    .await;
+    assert!(
+        kit.fake.identified_shards().iter().all(|&[_, of]| of == 2),
+        "every connection names two shards: {:?}",
+        kit.fake.identified_shards()
+    );
+
+    let person = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&person);
+    let server_channel = kit.fake.group_chat();
+    kit.llm.push(Reply::text("in the DM"));
+    kit.fake.write(&dm, &person, "hello", true);
+    assert_eq!(kit.shown(&dm, 1).await, ["in the DM"]);
+    kit.llm.push(Reply::text("in the server"));
+    kit.fake.write(&server_channel, &person, "hello all", true);
+    assert_eq!(kit.shown(&server_channel, 1).await, ["in the server"]);
+
+    // The node keeping the server's shard (1) dies; the other connects it and answers.
+    let (mut keeper, _other) = if holders[1].1 == "node-a" {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let connects = kit.fake.identified_shards().len();
+    keeper.kill();
+    eventually(WAIT, "the other node connects shard 1", || {
+        let now = kit.fake.identified_shards();
+        now[connects..].contains(&[1, 2]).then_some(())
+    })
+    .await;
+    kit.llm.push(Reply::text("still here"));
+    kit.fake.write(&server_channel, &person, "anyone?", true);
+    assert_eq!(
+        kit.shown(&server_channel, 2).await,
+        ["in the server", "still here"]
+    );
+    settle().await;
+    assert_eq!(kit.fake.shown(&server_channel).len(), 2, "answered once");
+    assert_eq!(kit.fake.shown(&dm).len(), 1, "the DM answered once");
+}

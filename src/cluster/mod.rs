@@ -10,7 +10,8 @@
 //! counting while the process is stopped, so a node that resumes after a pause longer than
 //! that sees the deadline passed and stops before the store says another node has it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,7 @@ struct Shared {
     ttl: Duration,
     renew: Duration,
     keepers: Mutex<HashMap<String, Arc<LeaseKeeper>>>,
+    groups: Mutex<HashMap<String, Arc<Group>>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -94,6 +96,7 @@ impl Cluster {
                 ttl: timings.ttl,
                 renew: timings.renew,
                 keepers: Mutex::new(HashMap::new()),
+                groups: Mutex::new(HashMap::new()),
                 shutdown,
                 tasks,
             }),
@@ -141,6 +144,40 @@ impl Cluster {
 
     /// What only one node may do, by name: kept under a lease on a shared store.
     pub fn exclusive(&self, name: &str) -> Arc<dyn Exclusive> {
+        self.keeper(name, None)
+    }
+
+    /// Member `index` of a group of `size` exclusive things spread over the nodes (a
+    /// bot's Discord shards): kept under the lease `<group>:<index>`, taken beyond this
+    /// node's fair part of the group only when it stays free for a round, and let go while
+    /// this node holds more than its fair part and every member has a holder.
+    pub fn exclusive_in(&self, group: &str, index: u32, size: u32) -> Arc<dyn Exclusive> {
+        let Some(shared) = &self.shared else {
+            return Arc::new(AlwaysOurs);
+        };
+        let group = {
+            let mut groups = shared.groups.lock().unwrap_or_else(|e| e.into_inner());
+            groups
+                .entry(group.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(Group {
+                        name: group.to_owned(),
+                        size: size.max(1),
+                        held: Mutex::new(HashSet::new()),
+                        letting_go: AtomicBool::new(false),
+                    })
+                })
+                .clone()
+        };
+        let member = Member {
+            group,
+            index,
+            shares: self.shares.clone(),
+        };
+        self.keeper(&member.lease(), Some(member))
+    }
+
+    fn keeper(&self, name: &str, member: Option<Member>) -> Arc<dyn Exclusive> {
         let Some(shared) = &self.shared else {
             return Arc::new(AlwaysOurs);
         };
@@ -160,6 +197,7 @@ impl Cluster {
                 renew: shared.renew,
             },
             keeper.clone(),
+            member,
             shared.shutdown.clone(),
         ));
         keeper
@@ -233,18 +271,140 @@ impl Exclusive for LeaseKeeper {
     }
 }
 
+/// A group of exclusive things the nodes spread among themselves (a bot's Discord shards).
+struct Group {
+    name: String,
+    size: u32,
+    /// The members this node holds now.
+    held: Mutex<HashSet<u32>>,
+    /// A member is being let go (one at a time, so a node does not drop below its part).
+    letting_go: AtomicBool,
+}
+
+/// One member of a [`Group`], as its lease's keeper sees it.
+struct Member {
+    group: Arc<Group>,
+    index: u32,
+    /// Where the count of nodes alive comes from.
+    shares: Arc<WorkShares>,
+}
+
+/// What a member's keeper does at a round.
+#[derive(Debug, PartialEq, Eq)]
+enum Round {
+    /// Take the lease, or renew it.
+    Take,
+    /// Leave it to the other nodes this round.
+    Wait,
+    /// Let it go: this node holds more than its part and another will take it.
+    LetGo,
+}
+
+impl Member {
+    fn lease(&self) -> String {
+        format!("{}:{}", self.group.name, self.index)
+    }
+
+    fn mine(&self) -> usize {
+        self.group
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    fn note(&self, held: bool) {
+        let mut mine = self.group.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held {
+            mine.insert(self.index);
+        } else {
+            mine.remove(&self.index);
+        }
+    }
+
+    /// This round's move. `free_before`: whether the lease was free at this member's last
+    /// look (a member free for a whole round is taken even beyond the fair part, so none
+    /// stays without a holder while the count of nodes is stale).
+    async fn round(&self, store: &Store, holding: bool, free_before: &mut bool) -> Round {
+        let alive = self.shares.nodes_alive() as u32;
+        let fair = self.group.size.div_ceil(alive) as usize;
+        let mine = self.mine();
+        if (holding && mine <= fair) || (!holding && mine < fair) {
+            *free_before = false;
+            return Round::Take;
+        }
+        let leases = match store.leases().await {
+            Ok(leases) => leases,
+            // Held ones are renewed; free ones wait for a store that answers.
+            Err(e) => {
+                tracing::warn!(error = %e, "cluster: could not read the leases");
+                return if holding { Round::Take } else { Round::Wait };
+            }
+        };
+        let held_by_anyone = |name: &str| leases.iter().any(|l| l.name == name && l.left_ms >= 0);
+        if holding {
+            // Above the fair part: while every member has a holder, some node alive holds
+            // fewer than its part and takes this one once it is let go.
+            let group = &self.group;
+            let all_held = (0..group.size).all(|i| held_by_anyone(&format!("{}:{i}", group.name)));
+            if all_held && !group.letting_go.swap(true, Ordering::SeqCst) {
+                return Round::LetGo;
+            }
+            return Round::Take;
+        }
+        let free_now = !held_by_anyone(&self.lease());
+        let was_free = std::mem::replace(free_before, free_now);
+        if free_now && was_free {
+            Round::Take
+        } else {
+            Round::Wait
+        }
+    }
+}
+
 /// Take lease `name` and renew it every `renew` while this node runs; try again as often
 /// while another node has it. At the stop, let it go, so another node takes over at once.
+/// A member of a group takes and lets go as [`Member::round`] says.
 async fn keep(
     store: Store,
     name: String,
     node: String,
     timings: Timings,
     keeper: Arc<LeaseKeeper>,
+    member: Option<Member>,
     shutdown: CancellationToken,
 ) {
     let ttl_ms = timings.ttl.as_millis() as i64;
+    let mut free_before = false;
     loop {
+        let round = match &member {
+            Some(member) => {
+                let holding = keeper.current().is_some();
+                member.round(&store, holding, &mut free_before).await
+            }
+            None => Round::Take,
+        };
+        if round == Round::LetGo
+            && let Some(member) = &member
+        {
+            if let Some(held) = keeper.current() {
+                tracing::info!(lease = %name, "cluster: this node lets the lease go (it holds more than its part of them)");
+                // The connection kept under it closes at once (`Exclusive::lost`).
+                keeper.state.send_replace(None);
+                if let Err(e) = store.lease_release(&name, &node, held.token).await {
+                    tracing::warn!(lease = %name, error = %e, "cluster: could not let the lease go");
+                }
+            }
+            member.note(false);
+            member.group.letting_go.store(false, Ordering::SeqCst);
+        }
+        if round != Round::Take {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(timings.renew) => {}
+            }
+            continue;
+        }
         let sent = Instant::now();
         match store.lease_take(&name, &node, ttl_ms).await {
             Ok(Some(token)) => {
@@ -254,12 +414,18 @@ async fn keep(
                     tracing::info!(lease = %name, token, "cluster: this node holds the lease");
                 }
                 keeper.state.send_replace(Some(Held { token, until }));
+                if let Some(member) = &member {
+                    member.note(true);
+                }
             }
             Ok(None) => {
                 if keeper.state.borrow().is_some() {
                     tracing::warn!(lease = %name, "cluster: another node holds the lease now");
                 }
                 keeper.state.send_replace(None);
+                if let Some(member) = &member {
+                    member.note(false);
+                }
             }
             // Kept until its local deadline: the store may answer again before it.
             Err(e) => tracing::warn!(lease = %name, error = %e, "cluster: could not renew"),
@@ -268,6 +434,9 @@ async fn keep(
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(timings.renew) => {}
         }
+    }
+    if let Some(member) = &member {
+        member.note(false);
     }
     if let Some(held) = keeper.current() {
         keeper.state.send_replace(None);

@@ -69,6 +69,8 @@ struct Shared {
     /// The shares found free at the last round: taken at the next one even beyond the
     /// fair part, so no share is left without a holder while the nodes' count is stale.
     free_before: Mutex<HashSet<u32>>,
+    /// The nodes alive at the last round, this one included.
+    alive: AtomicUsize,
 }
 
 impl WorkShares {
@@ -88,8 +90,17 @@ impl WorkShares {
                 surplus: AtomicUsize::new(0),
                 letting_go: Mutex::new(HashSet::new()),
                 free_before: Mutex::new(HashSet::new()),
+                alive: AtomicUsize::new(1),
             }),
         }
+    }
+
+    /// How many nodes were alive at the last round, this one included (1 on a node of its
+    /// own).
+    pub fn nodes_alive(&self) -> usize {
+        self.shared
+            .as_ref()
+            .map_or(1, |s| s.alive.load(Ordering::Relaxed).max(1))
     }
 
     /// The share `chat` falls in.
@@ -341,6 +352,7 @@ impl WorkShares {
                 return;
             }
         };
+        shared.alive.store(alive, Ordering::Relaxed);
         let fair = SHARES.div_ceil(alive as u32) as usize;
         let leases = match shared.store.leases().await {
             Ok(leases) => leases,

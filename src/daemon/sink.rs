@@ -241,4 +241,13 @@ impl InboundSink for GatewaySink {
     fn exclusive(&self, name: &str) -> Arc<dyn hermes_adapter::Exclusive> {
         self.cluster.exclusive(name)
     }
+
+    fn exclusive_in(
+        &self,
+        group: &str,
+        index: u32,
+        size: u32,
+    ) -> Arc<dyn hermes_adapter::Exclusive> {
+        self.cluster.exclusive_in(group, index, size)
+    }
 }

@@ -188,6 +188,15 @@ pub trait InboundSink: Send + Sync {
         Arc::new(AlwaysOurs)
     }
 
+    /// Member `index` of a group of `size` such things the nodes spread among themselves
+    /// (`discord:<bot>:shard` → the lease `discord:<bot>:shard:<index>`): a node takes more
+    /// than its fair part of the group only when a member stays free, and gives its surplus
+    /// up while every member has a holder. Always this node's where the gateway is one node.
+    fn exclusive_in(&self, group: &str, index: u32, size: u32) -> Arc<dyn Exclusive> {
+        let _ = (group, index, size);
+        Arc::new(AlwaysOurs)
+    }
+
     /// The gateway's side of the operator's questions (the model in use, choosing one),
     /// for a platform the operator uses; `None` where the gateway offers none.
     fn console(&self) -> Option<std::sync::Arc<dyn Console>> {

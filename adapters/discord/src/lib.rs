@@ -54,6 +54,8 @@ use rest::{Body, Rest};
 const RECONNECT: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 /// How often the shard's heartbeat round trip is looked at for liveness.
 const LIVENESS_POLL: Duration = Duration::from_secs(1);
+/// The most shards followed (Discord recommends one per 1,000 servers).
+const MAX_SHARDS: u32 = 64;
 
 /// What the gateway must send: servers and their channels, messages in servers and DMs,
 /// and their text (a privileged intent, switched on in the developer portal).
@@ -117,7 +119,7 @@ impl DiscordAdapter {
     async fn discover(
         &self,
         shutdown: &CancellationToken,
-    ) -> Result<Option<(Identity, String)>, AdapterError> {
+    ) -> Result<Option<(Identity, Gateway)>, AdapterError> {
         let mut backoff = RECONNECT;
         loop {
             let result = tokio::select! {
@@ -146,7 +148,7 @@ impl DiscordAdapter {
         }
     }
 
-    async fn discover_once(&self) -> Result<(Identity, String), SendError> {
+    async fn discover_once(&self) -> Result<(Identity, Gateway), SendError> {
         let me = self
             .rest
             .call(Method::GET, "/users/@me", Body::Empty)
@@ -167,7 +169,13 @@ impl DiscordAdapter {
             name: text(&me, "username").unwrap_or_default(),
             from_ready: false,
         };
-        Ok((identity, url))
+        // Discord's recommendation, which it also enforces: a bot in more servers than one
+        // shard may carry is refused a connection without shards.
+        let shards = gateway
+            .get("shards")
+            .and_then(Value::as_u64)
+            .map_or(1, |n| n.clamp(1, u64::from(MAX_SHARDS)) as u32);
+        Ok((identity, Gateway { url, shards }))
     }
 }
 
@@ -228,7 +236,7 @@ impl Adapter for DiscordAdapter {
         sink: Arc<dyn InboundSink>,
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError> {
-        let Some((identity, gateway_url)) = self.discover(&shutdown).await? else {
+        let Some((identity, gateway)) = self.discover(&shutdown).await? else {
             return Ok(());
         };
         self.liveness.beat();
@@ -242,25 +250,34 @@ impl Adapter for DiscordAdapter {
                 false
             }
         });
-        // One gateway connection per shard across the nodes of one store: this bot runs one
-        // shard, kept by whichever node holds its lease.
-        let shard = sink.exclusive(&format!("discord:{bot}:shard:0"));
-        loop {
-            let turn = tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                turn = shard.acquired() => turn,
+        // One gateway connection per shard across the nodes of one store, each kept by
+        // whichever node holds its lease; the nodes spread the shards among themselves.
+        let group = format!("discord:{bot}:shard");
+        let shards = (0..gateway.shards).map(|index| {
+            let lease = sink.exclusive_in(&group, index, gateway.shards);
+            let shard = Shard {
+                index,
+                of: gateway.shards,
             };
-            let lost = shard.lost(turn);
-            match self.connect(&sink, &gateway_url, &shutdown, lost).await? {
-                Connection::Ended => return Ok(()),
-                Connection::LeaseLost => {
-                    tracing::warn!(
-                        "discord: this node no longer holds the gateway's lease; it closed its connection (another node keeps it)"
-                    );
-                }
-            }
-        }
+            self.keep_shard(&sink, &gateway.url, shard, lease, &shutdown)
+        });
+        futures_util::future::try_join_all(shards).await?;
+        Ok(())
     }
+}
+
+/// Where the gateway is, and how many shards the bot must run.
+struct Gateway {
+    url: String,
+    shards: u32,
+}
+
+/// One shard of the bot's gateway connections: guilds' events go to shard
+/// `(guild_id >> 22) % of`, direct messages to shard 0.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shard {
+    pub index: u32,
+    pub of: u32,
 }
 
 /// How one gateway connection ended (besides an error).
@@ -272,13 +289,45 @@ enum Connection {
 }
 
 impl DiscordAdapter {
-    /// Keep the gateway connection until shutdown, an error, or `lost` resolves. Events are
-    /// recorded by a recorder of its own, which reads the cursor afresh (another node may
-    /// have moved it on meanwhile).
+    /// Keep shard `shard`'s connection whenever this node holds its lease, until shutdown
+    /// or an error.
+    async fn keep_shard(
+        &self,
+        sink: &Arc<dyn InboundSink>,
+        gateway_url: &str,
+        shard: Shard,
+        lease: Arc<dyn hermes_adapter::Exclusive>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), AdapterError> {
+        loop {
+            let turn = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                turn = lease.acquired() => turn,
+            };
+            let lost = lease.lost(turn);
+            match self
+                .connect(sink, gateway_url, shard, shutdown, lost)
+                .await?
+            {
+                Connection::Ended => return Ok(()),
+                Connection::LeaseLost => {
+                    tracing::warn!(
+                        shard = shard.index,
+                        "discord: this node no longer holds the shard's lease; it closed its connection (another node keeps it)"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Keep shard `shard`'s gateway connection until shutdown, an error, or `lost`
+    /// resolves. Events are recorded by a recorder of its own, which reads the shard's
+    /// cursor afresh (another node may have moved it on meanwhile).
     async fn connect(
         &self,
         sink: &Arc<dyn InboundSink>,
         gateway_url: &str,
+        shard: Shard,
         shutdown: &CancellationToken,
         lost: impl std::future::Future<Output = ()>,
     ) -> Result<Connection, AdapterError> {
@@ -296,7 +345,11 @@ impl DiscordAdapter {
         *client.ws_url.lock().await = gateway_url.to_owned();
 
         let stop = shutdown.child_token();
+        // Whichever way this ends (an error, another shard's error dropping it), the
+        // recorder and the heartbeat watch stop with it.
+        let _stop_on_drop = stop.clone().drop_guard();
         let recorder = Arc::new(Recorder {
+            shard,
             rest: self.rest.clone(),
             interactions: self.interactions.clone(),
             identity: self.identity.clone(),
@@ -324,7 +377,7 @@ impl DiscordAdapter {
                 lease_lost = true;
                 Ok(())
             }
-            r = client.start() => r,
+            r = client.start_shard(shard.index, shard.of) => r,
             // The recorder only ends with shutdown; if it ended otherwise (a bug), events
             // would be read and dropped: stop, and let the daemon start the adapter again.
             _ = &mut recording => {

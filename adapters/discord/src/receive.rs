@@ -59,6 +59,8 @@ impl RawEventHandler for Forward {
 
 /// Turns gateway events into recorded [`Inbound`]s.
 pub(crate) struct Recorder {
+    /// The shard whose events these are (each keeps a cursor of its own).
+    pub shard: crate::Shard,
     pub rest: Arc<Rest>,
     pub interactions: Interactions,
     pub identity: watch::Sender<Option<Identity>>,
@@ -172,12 +174,15 @@ impl Recorder {
         true
     }
 
-    /// The cursor belongs to the bot: another token starts from its own.
+    /// The cursor belongs to the bot's shard: another token starts from its own, and the
+    /// shards, which may run on different nodes, each keep their channels' (shard 0's is
+    /// the bot's cursor of before shards).
     fn cursor_key(&self) -> Option<String> {
-        self.identity
-            .borrow()
-            .as_ref()
-            .map(|me| format!("bot{}", me.user_id))
+        let shard = self.shard.index;
+        self.identity.borrow().as_ref().map(|me| match shard {
+            0 => format!("bot{}", me.user_id),
+            n => format!("bot{}:shard{n}", me.user_id),
+        })
     }
 
     async fn load_cursor(&self, sink: &dyn InboundSink) {

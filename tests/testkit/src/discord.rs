@@ -35,7 +35,8 @@ pub const APP_ID: &str = BOT_ID;
 pub const BOT_NAME: &str = "hermes_test_bot";
 /// The bot token (`base64(BOT_ID).<timestamp>.<hmac>` in form, like a real one).
 pub const TOKEN: &str = "OTAwMDAwMDAwMDAwMDAwMDAx.GfakeT.TEST-TOKEN-hermes-gateway";
-pub const GUILD_ID: &str = "300000000000000001";
+/// (With two shards it falls in shard 1: `(id >> 22) % 2`; DMs are shard 0's.)
+pub const GUILD_ID: &str = "300000000004194305";
 /// The guild's text channel.
 pub const GROUP_CHANNEL: &str = "300000000000000002";
 /// A public thread in [`GROUP_CHANNEL`] that exists from the start.
@@ -57,6 +58,9 @@ pub struct Options {
     /// The privileged intents enabled "in the developer portal"; asking for others closes
     /// the gateway with 4014.
     pub privileged_intents: u64,
+    /// The shards `GET /gateway/bot` recommends; an IDENTIFY for another count (or none
+    /// when more than one is needed) is closed with 4010 / 4011, as Discord does.
+    pub shards: u32,
 }
 
 impl Default for Options {
@@ -67,6 +71,7 @@ impl Default for Options {
             bucket_window: Duration::from_secs(1),
             interaction_window: Duration::from_secs(3),
             privileged_intents: gateway::PRIVILEGED,
+            shards: 1,
         }
     }
 }
@@ -282,6 +287,7 @@ impl FakeDiscord {
         let (http, ws) = (bind().await.expect("bind"), bind().await.expect("bind"));
         let http_addr = http.local_addr().expect("addr");
         let ws_addr = ws.local_addr().expect("addr");
+        let shards = options.shards.max(1);
         let fake = FakeDiscord {
             inner: Arc::new(Mutex::new(Inner {
                 options,
@@ -300,7 +306,7 @@ impl FakeDiscord {
                 typing: Vec::new(),
                 slow: Vec::new(),
                 nonce_hits: 0,
-                gw: gateway::State::default(),
+                gw: gateway::State::new(shards),
             })),
             http_addr,
             ws_addr,

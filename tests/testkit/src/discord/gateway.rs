@@ -1,7 +1,7 @@
 //! The gateway WebSocket: one task per socket (JSON text frames, no compression), one
 //! session with its dispatch log, and the controls tests use to break connections.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -11,7 +11,7 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 
-use super::{BOT_ID, FakeDiscord, Inner, TOKEN, model};
+use super::{BOT_ID, FakeDiscord, GUILD_ID, Inner, TOKEN, model};
 
 pub(super) const GUILDS: u64 = 1;
 pub(super) const GUILD_MESSAGES: u64 = 1 << 9;
@@ -39,36 +39,69 @@ struct Session {
 
 struct Socket {
     tx: UnboundedSender<Out>,
-    /// Identified or resumed on this socket.
-    authed: bool,
+    /// The shard identified or resumed on this socket.
+    shard: Option<u32>,
 }
 
-/// The gateway's side of the world.
-#[derive(Default)]
+/// The gateway's side of the world: one session per shard.
 pub(super) struct State {
-    session: Option<Session>,
-    /// Events made before the first IDENTIFY, delivered after its READY.
-    held: Vec<(String, Value)>,
-    identified_once: bool,
+    /// The shards the bot must run (`GET /gateway/bot`'s `shards`).
+    shards: u32,
+    sessions: HashMap<u32, Session>,
+    /// Events made before a shard's first IDENTIFY, delivered after its READY.
+    held: HashMap<u32, Vec<(String, Value)>>,
+    identified_once: HashSet<u32>,
     identifies: Vec<u64>,
+    /// `[shard, shards]` of every IDENTIFY, in order.
+    identified_shards: Vec<[u32; 2]>,
     resumes: usize,
     heartbeats: usize,
     stop_acking: bool,
     sockets: HashMap<u64, Socket>,
     next_socket: u64,
-    /// The socket the session's dispatches go to.
-    live: Option<u64>,
+    /// The socket each shard's dispatches go to.
+    live: HashMap<u32, u64>,
 }
 
 impl State {
-    /// Log a dispatch in the session and send it to the attached socket, if the session's
-    /// intents let it through.
-    pub(super) fn dispatch(&mut self, t: &str, mut d: Value) {
-        if !self.identified_once {
-            self.held.push((t.to_owned(), d));
+    pub(super) fn new(shards: u32) -> State {
+        State {
+            shards,
+            sessions: HashMap::new(),
+            held: HashMap::new(),
+            identified_once: HashSet::new(),
+            identifies: Vec::new(),
+            identified_shards: Vec::new(),
+            resumes: 0,
+            heartbeats: 0,
+            stop_acking: false,
+            sockets: HashMap::new(),
+            next_socket: 0,
+            live: HashMap::new(),
+        }
+    }
+
+    /// The shard an event goes to: its guild's, or shard 0 for a DM.
+    fn shard_of(&self, d: &Value) -> u32 {
+        match d.get("guild_id").and_then(Value::as_str) {
+            Some(guild) => model::shard_of_guild(guild, self.shards),
+            None => 0,
+        }
+    }
+
+    /// Log a dispatch in its shard's session and send it to the socket attached there, if
+    /// the session's intents let it through.
+    pub(super) fn dispatch(&mut self, t: &str, d: Value) {
+        let shard = self.shard_of(&d);
+        self.dispatch_to(shard, t, d);
+    }
+
+    fn dispatch_to(&mut self, shard: u32, t: &str, mut d: Value) {
+        if !self.identified_once.contains(&shard) {
+            self.held.entry(shard).or_default().push((t.to_owned(), d));
             return;
         }
-        let Some(session) = self.session.as_mut() else {
+        let Some(session) = self.sessions.get_mut(&shard) else {
             return;
         };
         let in_guild = d.get("guild_id").is_some();
@@ -102,7 +135,7 @@ impl State {
         session.seq += 1;
         let frame = json!({"op": 0, "s": session.seq, "t": t, "d": d});
         session.log.push(frame.clone());
-        if let Some(socket) = self.live.and_then(|l| self.sockets.get(&l)) {
+        if let Some(socket) = self.live.get(&shard).and_then(|l| self.sockets.get(l)) {
             let _ = socket.tx.send(Out::Frame(frame));
         }
     }
@@ -119,19 +152,17 @@ impl State {
     }
 
     fn detach(&mut self, socket: u64) {
-        if self.live == Some(socket) {
-            self.live = None;
-        }
+        self.live.retain(|_, live| *live != socket);
     }
 
-    /// Make `socket` the one the session's dispatches go to (hanging up an earlier one).
-    fn attach(&mut self, socket: u64) {
-        if let Some(old) = self.live.filter(|&l| l != socket) {
+    /// Make `socket` the one shard `shard`'s dispatches go to (hanging up an earlier one).
+    fn attach(&mut self, socket: u64, shard: u32) {
+        if let Some(old) = self.live.get(&shard).copied().filter(|&l| l != socket) {
             self.send(old, Out::Drop);
         }
-        self.live = Some(socket);
+        self.live.insert(shard, socket);
         if let Some(s) = self.sockets.get_mut(&socket) {
-            s.authed = true;
+            s.shard = Some(shard);
         }
     }
 }
@@ -148,7 +179,11 @@ impl Inner {
             return self.gw.close(socket, 4002, "Error while decoding payload.");
         };
         let d = &frame["d"];
-        let authed = self.gw.sockets.get(&socket).is_some_and(|s| s.authed);
+        let authed = self
+            .gw
+            .sockets
+            .get(&socket)
+            .is_some_and(|s| s.shard.is_some());
         match frame["op"].as_u64() {
             Some(1) => {
                 self.gw.heartbeats += 1;
@@ -176,28 +211,52 @@ impl Inner {
         if intents & PRIVILEGED & !self.options.privileged_intents != 0 {
             return self.gw.close(socket, 4014, "Disallowed intent(s).");
         }
+        let [shard, shards] = match d["shard"].as_array().map(|s| s.as_slice()) {
+            None => [0, 1],
+            Some([i, n]) => [
+                i.as_u64().unwrap_or(u64::MAX) as u32,
+                n.as_u64().unwrap_or(0) as u32,
+            ],
+            Some(_) => return self.gw.close(socket, 4010, "Invalid shard."),
+        };
+        if shards == 1 && self.gw.shards > 1 {
+            return self.gw.close(socket, 4011, "Sharding required.");
+        }
+        if shards != self.gw.shards || shard >= shards {
+            return self.gw.close(socket, 4010, "Invalid shard.");
+        }
         let gw = &mut self.gw;
         gw.identifies.push(intents);
+        gw.identified_shards.push([shard, shards]);
         let id = format!(
             "{:016x}{:016x}",
             model::hash(&format!("session {}", gw.identifies.len())),
             model::hash(&self.ws_url)
         );
-        gw.session = Some(Session {
-            id: id.clone(),
-            intents,
-            seq: 0,
-            log: Vec::new(),
-        });
-        gw.attach(socket);
-        let first = !std::mem::replace(&mut gw.identified_once, true);
-        let held = std::mem::take(&mut gw.held);
-        gw.dispatch("READY", model::ready(&id, &self.ws_url));
-        let guild = model::guild(self.thread_objects());
-        self.gw.dispatch("GUILD_CREATE", guild);
+        gw.sessions.insert(
+            shard,
+            Session {
+                id: id.clone(),
+                intents,
+                seq: 0,
+                log: Vec::new(),
+            },
+        );
+        gw.attach(socket, shard);
+        let first = gw.identified_once.insert(shard);
+        let held = gw.held.remove(&shard).unwrap_or_default();
+        gw.dispatch_to(
+            shard,
+            "READY",
+            model::ready(&id, &self.ws_url, shard, shards),
+        );
+        if model::shard_of_guild(GUILD_ID, shards) == shard {
+            let guild = model::guild(self.thread_objects());
+            self.gw.dispatch_to(shard, "GUILD_CREATE", guild);
+        }
         if first {
             for (t, d) in held {
-                self.gw.dispatch(&t, d);
+                self.gw.dispatch_to(shard, &t, d);
             }
         }
     }
@@ -209,16 +268,17 @@ impl Inner {
         let seq = d["seq"].as_u64().unwrap_or(0);
         let gw = &mut self.gw;
         let known = gw
-            .session
-            .as_ref()
-            .is_some_and(|s| d["session_id"] == s.id.as_str());
-        if !known {
+            .sessions
+            .iter()
+            .find(|(_, s)| d["session_id"] == s.id.as_str())
+            .map(|(shard, _)| *shard);
+        let Some(shard) = known else {
             let invalid = json!({"op": 9, "s": null, "t": null, "d": false});
             return gw.send(socket, Out::Frame(invalid));
-        }
+        };
         gw.resumes += 1;
-        gw.attach(socket);
-        let Some(session) = gw.session.as_mut() else {
+        gw.attach(socket, shard);
+        let Some(session) = gw.sessions.get_mut(&shard) else {
             return;
         };
         let missed = session.log.iter().filter(|f| f["s"].as_u64() > Some(seq));
@@ -255,7 +315,7 @@ async fn connection(fake: FakeDiscord, stream: TcpStream) {
         let gw = &mut inner.gw;
         gw.next_socket += 1;
         let socket = gw.next_socket;
-        gw.sockets.insert(socket, Socket { tx, authed: false });
+        gw.sockets.insert(socket, Socket { tx, shard: None });
         socket
     };
     loop {
@@ -296,15 +356,15 @@ impl FakeDiscord {
         for socket in inner.gw.sockets.values() {
             let _ = socket.tx.send(Out::Drop);
         }
-        inner.gw.live = None;
+        inner.gw.live.clear();
     }
 
-    /// Send op 9 (not resumable) and forget the session: the client identifies again.
+    /// Send op 9 (not resumable) and forget the sessions: the client identifies again.
     pub fn invalidate_session(&self) {
         let mut inner = self.lock();
         let gw = &mut inner.gw;
-        gw.session = None;
-        if let Some(live) = gw.live.take() {
+        gw.sessions.clear();
+        for (_, live) in std::mem::take(&mut gw.live) {
             let invalid = json!({"op": 9, "s": null, "t": null, "d": false});
             gw.send(live, Out::Frame(invalid));
         }
@@ -314,7 +374,7 @@ impl FakeDiscord {
     pub fn reconnect_request(&self) {
         let mut inner = self.lock();
         let gw = &mut inner.gw;
-        if let Some(live) = gw.live.take() {
+        for (_, live) in std::mem::take(&mut gw.live) {
             let reconnect = json!({"op": 7, "s": null, "t": null, "d": null});
             gw.send(live, Out::Frame(reconnect));
         }
@@ -325,9 +385,16 @@ impl FakeDiscord {
         self.lock().gw.stop_acking = stop;
     }
 
-    /// Whether a socket is attached to the session (identified or resumed, not dropped).
+    /// Whether a socket is attached to a session (identified or resumed, not dropped).
     pub fn connected(&self) -> bool {
-        self.lock().gw.live.is_some()
+        !self.lock().gw.live.is_empty()
+    }
+
+    /// The shards with a socket attached now.
+    pub fn connected_shards(&self) -> Vec<u32> {
+        let mut shards: Vec<u32> = self.lock().gw.live.keys().copied().collect();
+        shards.sort_unstable();
+        shards
     }
 
     /// Wait (at most `timeout`) until [`FakeDiscord::connected`]; whether it is.
@@ -347,6 +414,11 @@ impl FakeDiscord {
         self.lock().gw.identifies.clone()
     }
 
+    /// `[shard, shards]` of every IDENTIFY, in order.
+    pub fn identified_shards(&self) -> Vec<[u32; 2]> {
+        self.lock().gw.identified_shards.clone()
+    }
+
     /// How many RESUMEs were answered with a replay and RESUMED.
     pub fn resumes(&self) -> usize {
         self.lock().gw.resumes
@@ -357,15 +429,20 @@ impl FakeDiscord {
         self.lock().gw.heartbeats
     }
 
-    /// The current session's id.
+    /// Shard 0's current session's id.
     pub fn session_id(&self) -> Option<String> {
-        self.lock().gw.session.as_ref().map(|s| s.id.clone())
+        self.lock().gw.sessions.get(&0).map(|s| s.id.clone())
     }
 
-    /// The current session's dispatches (`{op:0, s, t, d}` frames), in order.
+    /// The current sessions' dispatches (`{op:0, s, t, d}` frames), shard by shard, each
+    /// in order.
     pub fn dispatches(&self) -> Vec<Value> {
         let inner = self.lock();
-        let log = inner.gw.session.as_ref().map(|s| s.log.clone());
-        log.unwrap_or_default()
+        let mut shards: Vec<&u32> = inner.gw.sessions.keys().collect();
+        shards.sort_unstable();
+        shards
+            .into_iter()
+            .flat_map(|shard| inner.gw.sessions[shard].log.clone())
+            .collect()
     }
 }

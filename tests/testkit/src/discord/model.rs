@@ -220,17 +220,28 @@ pub(super) fn hello(interval_ms: u64) -> Value {
            "d": {"heartbeat_interval": interval_ms, "_trace": ["[\"fake-gateway\"]"]}})
 }
 
-/// READY's payload.
-pub(super) fn ready(session_id: &str, ws_url: &str) -> Value {
+/// READY's payload for shard `shard` of `shards`; the guild is listed in its own shard's.
+pub(super) fn ready(session_id: &str, ws_url: &str, shard: u32, shards: u32) -> Value {
     let mut me = user(BOT_ID);
     me["verified"] = json!(true);
     me["mfa_enabled"] = json!(false);
     me["email"] = Value::Null;
-    json!({"v": 10, "user": me, "guilds": [{"id": GUILD_ID, "unavailable": true}],
+    let guilds = if shard_of_guild(GUILD_ID, shards) == shard {
+        json!([{"id": GUILD_ID, "unavailable": true}])
+    } else {
+        json!([])
+    };
+    json!({"v": 10, "user": me, "guilds": guilds,
            "session_id": session_id, "resume_gateway_url": ws_url, "session_type": "normal",
-           "shard": [0, 1], "application": {"id": APP_ID, "flags": 565_248},
+           "shard": [shard, shards], "application": {"id": APP_ID, "flags": 565_248},
            "private_channels": [], "relationships": [], "user_settings": {},
            "_trace": ["[\"fake-gateway\"]"]})
+}
+
+/// The shard a guild's events go to: `(guild_id >> 22) % shards` (Discord's rule).
+pub(super) fn shard_of_guild(guild: &str, shards: u32) -> u32 {
+    let id: u64 = guild.parse().unwrap_or(0);
+    ((id >> 22) % u64::from(shards.max(1))) as u32
 }
 
 /// GUILD_CREATE's payload: the guild, its text channel and its threads.

@@ -341,7 +341,7 @@ impl Inner {
         let m = method.as_str();
         match (m, segments) {
             ("GET", ["gateway"] | ["gateway", "bot"]) => ok(json!({
-                "url": self.ws_url, "shards": 1,
+                "url": self.ws_url, "shards": self.options.shards,
                 "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0,
                                         "max_concurrency": 1}})),
             ("GET", ["users", "@me"]) => ok(model::user(BOT_ID)),
