@@ -145,12 +145,14 @@ impl Receiver {
                     reasons.join("; ")
                 };
                 if status.errors.iter().any(|e| e.code == Some(OUTSIDE_WINDOW)) {
-                    // Judged by when the message went (the status comes later); after a
-                    // restart, by the status's own time.
-                    let (contact, at) = self.windows.recipient(&status.id).unwrap_or_else(|| {
-                        let at = status.timestamp.parse().unwrap_or_else(|_| now_secs());
-                        (status.recipient_id.clone(), at)
-                    });
+                    // Judged by when the message went (the status comes later, maybe to
+                    // another node: the store keeps sends a week); else by the status's
+                    // own time.
+                    let (contact, at) =
+                        self.windows.recipient(&status.id).await.unwrap_or_else(|| {
+                            let at = status.timestamp.parse().unwrap_or_else(|_| now_secs());
+                            (status.recipient_id.clone(), at)
+                        });
                     self.windows.refused(&contact, at).await;
                     tracing::warn!(to = %status.recipient_id, message = %status.id, %reason,
                         "whatsapp: Meta did not deliver a reply because the 24-hour window had closed; it is held until they write again");

@@ -21,6 +21,8 @@ const MARGIN: Duration = Duration::from_secs(60);
 const TEMPLATE_RETRY: Duration = Duration::from_secs(60 * 60);
 /// How many recent sends are remembered by their wamid (to whom each went).
 const REMEMBERED_SENDS: usize = 10_000;
+/// How long a send's recipient is kept in the store (Meta's statuses come within days).
+const SENDS_KEPT_FOR: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// Whether a free-form message may go to a contact now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,31 +124,67 @@ impl Windows {
         }
     }
 
-    /// Message `wamid` went to `wa_id` at `at`.
+    /// Message `wamid` went to `wa_id` at `at`: remembered here, and in the store (in the
+    /// background: the send is done) for a node that gets Meta's status for it, or this
+    /// one after a restart.
     pub fn sent(&self, wamid: &str, wa_id: &str, at: u64) {
-        let mut sends = self.sends.lock().expect("sends lock");
-        let RecentSends { by_id, order } = &mut *sends;
-        if by_id
-            .insert(wamid.to_owned(), (wa_id.to_owned(), at))
-            .is_none()
         {
-            order.push_back(wamid.to_owned());
-        }
-        while order.len() > REMEMBERED_SENDS {
-            if let Some(old) = order.pop_front() {
-                by_id.remove(&old);
+            let mut sends = self.sends.lock().expect("sends lock");
+            let RecentSends { by_id, order } = &mut *sends;
+            if by_id
+                .insert(wamid.to_owned(), (wa_id.to_owned(), at))
+                .is_none()
+            {
+                order.push_back(wamid.to_owned());
             }
+            while order.len() > REMEMBERED_SENDS {
+                if let Some(old) = order.pop_front() {
+                    by_id.remove(&old);
+                }
+            }
+        }
+        if let Some(sink) = self.sink.get().cloned() {
+            let key = self.key("sent", wamid);
+            let value = format!("{at} {wa_id}");
+            tokio::spawn(async move {
+                let kept = sink
+                    .remember(Platform::WhatsApp, &key, value, SENDS_KEPT_FOR)
+                    .await;
+                if let Err(e) = kept {
+                    tracing::warn!(error = %e, "whatsapp: cannot keep a send's recipient in the store; a refusal reported to another node is judged by the status's time");
+                }
+            });
         }
     }
 
-    /// Whom message `wamid` went to and when, if it is a recent send.
-    pub fn recipient(&self, wamid: &str) -> Option<(String, u64)> {
-        self.sends
+    /// Whom message `wamid` went to and when, if it is a recent send (of this node's, or
+    /// of any node's from the store).
+    pub async fn recipient(&self, wamid: &str) -> Option<(String, u64)> {
+        let here = self
+            .sends
             .lock()
             .expect("sends lock")
             .by_id
             .get(wamid)
-            .cloned()
+            .cloned();
+        if here.is_some() {
+            return here;
+        }
+        let sink = self.sink.get()?;
+        match sink
+            .recall(Platform::WhatsApp, &self.key("sent", wamid))
+            .await
+        {
+            Ok(Some(kept)) => {
+                let (at, wa_id) = kept.split_once(' ')?;
+                Some((wa_id.to_owned(), at.parse().ok()?))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "whatsapp: cannot read a send's recipient from the store");
+                None
+            }
+        }
     }
 
     /// Meta refused a message sent to `wa_id` at `at` (unix seconds) as outside the window:
@@ -344,14 +382,21 @@ mod tests {
         async fn remember(
             &self,
             _: Platform,
-            _: &str,
-            _: String,
+            key: &str,
+            value: String,
             _: Duration,
         ) -> Result<(), SinkError> {
+            let key = format!("memory {key}");
+            self.0.lock().unwrap().insert(key, value);
             Ok(())
         }
-        async fn recall(&self, _: Platform, _: &str) -> Result<Option<String>, SinkError> {
-            Ok(None)
+        async fn recall(&self, _: Platform, key: &str) -> Result<Option<String>, SinkError> {
+            Ok(self
+                .0
+                .lock()
+                .unwrap()
+                .get(&format!("memory {key}"))
+                .cloned())
         }
         async fn delivery_report(
             &self,
@@ -380,6 +425,34 @@ mod tests {
         // The person writes again, through b: a sees the window open again.
         b.opened("p", 1_000_040).await.unwrap();
         assert_eq!(a.state("p", 1_000_050).await, Window::Open);
+    }
+
+    /// Meta's status for a send made by node a reaches node b: b knows whom it went to
+    /// (Meta names the recipient by its own id) and when, so a refusal of a message sent
+    /// before the person's newest one does not close their window.
+    #[tokio::test]
+    async fn a_node_knows_whom_and_when_another_nodes_send_went() {
+        let store: Arc<dyn InboundSink> = Arc::new(SharedCursors::default());
+        let (a, b) = (Windows::new("100"), Windows::new("100"));
+        a.attach(store.clone());
+        b.attach(store);
+        a.sent("wamid.1", "+15550001", 1_000_000);
+        let bound = Duration::from_secs(5);
+        let seen = tokio::time::timeout(bound, async {
+            loop {
+                if let Some(found) = b.recipient("wamid.1").await {
+                    return found;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("b reads a's send from the store");
+        assert_eq!(seen, ("+15550001".to_owned(), 1_000_000));
+        assert_eq!(b.recipient("wamid.unknown").await, None);
+        // A node without a store knows only its own sends.
+        let alone = Windows::new("100");
+        assert_eq!(alone.recipient("wamid.1").await, None);
     }
 
     #[tokio::test]
