@@ -40,6 +40,8 @@ const USAGE: &str = "usage: hermes-bench [--daemon PATH] [--quick] [--json-only]
   --tool-samples N  commands in the tool round trip (default 20, quick 3)
   --postgres     the main daemon (starts, sequential, tool, loops) on a PostgreSQL store the
                  bench starts (Debian's `postgresql`; fsync off, through a Unix socket)
+  --nodes N      with --postgres: N daemons on that store sharing the work (one polls
+                 Telegram; each runs the chats of its shares); CPU is summed over them
 
 Environment: HERMES_BENCH_KEEP=1 keeps each world's home (the daemon's log) and names the
 doubled replies; HERMES_BENCH_LOG sets the daemon's log filter (default `warn`).
@@ -78,6 +80,8 @@ struct Options {
     tool_samples: Option<usize>,
     /// `--postgres`: the main daemon on a PostgreSQL store the bench starts.
     postgres: bool,
+    /// `--nodes`: daemons sharing that store.
+    nodes: usize,
 }
 
 impl Options {
@@ -131,6 +135,7 @@ fn parse_args() -> Result<Options, String> {
     let mut terminal = String::new();
     let mut tool_samples = None;
     let mut postgres = false;
+    let mut nodes = 1;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -159,6 +164,13 @@ fn parse_args() -> Result<Options, String> {
                 tool_samples = Some(n.parse().map_err(|_| "--tool-samples needs a number")?);
             }
             "--postgres" => postgres = true,
+            "--nodes" => {
+                let n = args.next().ok_or("--nodes needs a number")?;
+                nodes = n.parse().map_err(|_| "--nodes needs a number")?;
+                if nodes == 0 {
+                    return Err("--nodes needs at least 1".into());
+                }
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -177,6 +189,7 @@ fn parse_args() -> Result<Options, String> {
         terminal,
         tool_samples,
         postgres,
+        nodes,
     })
 }
 
@@ -259,12 +272,22 @@ async fn run(options: &Options) -> Value {
 
     // One daemon for everything else, in this order: on SQLite in its home, or on a
     // PostgreSQL server started here (its own cluster, `fsync` off as the tests' are).
-    let (_server, store_env) = if options.postgres {
+    if options.nodes > 1 && !options.postgres {
+        errors.push("--nodes needs --postgres (nodes share a PostgreSQL store)".into());
+        report["errors"] = json!(errors);
+        return report;
+    }
+    let (server, store_env) = if options.postgres {
         match hermes_testkit::postgres::TestPostgres::start() {
             Some(server) => {
-                let url = server.url(&server.create_database());
+                let database = server.create_database();
+                let url = server.url(&database);
                 report["store"] = json!("postgres");
-                (Some(server), vec![format!("HERMES_STORE_URL={url}")])
+                let mut env = vec![format!("HERMES_STORE_URL={url}")];
+                if options.nodes > 1 {
+                    env.push("HERMES_NODE_ID=node-1".into());
+                }
+                (Some((server, database)), env)
             }
             None => {
                 errors.push("--postgres: PostgreSQL is not installed".into());
@@ -275,7 +298,13 @@ async fn run(options: &Options) -> Value {
     } else {
         (None, Vec::new())
     };
-    let mut w = World::with_settings(&options.terminal, &store_env).await;
+    // Several nodes: leases renewed every second, so the shares spread within seconds.
+    let leases = if options.nodes > 1 {
+        "store:\n  lease_ttl: 3\n  lease_renew: 1\n"
+    } else {
+        ""
+    };
+    let mut w = World::with_settings(&options.terminal, &store_env, leases).await;
     if !options.terminal.is_empty() {
         report["terminal"] = json!(options.terminal);
     }
@@ -299,6 +328,23 @@ async fn run(options: &Options) -> Value {
         return report;
     };
     report["spawn_to_first_poll_ms"] = json!(round3((first - p.started).as_secs_f64() * 1000.0));
+    let mut others = Vec::new();
+    if let Some((server, database)) = server.as_ref().filter(|_| options.nodes > 1) {
+        for n in 2..=options.nodes {
+            match w.spawn_node(&options.daemon, n, &[format!("HERMES_NODE_ID=node-{n}")]) {
+                Ok(node) => others.push(node),
+                Err(e) => errors.push(format!("node {n}: {e}")),
+            }
+        }
+        report["nodes"] = json!(options.nodes);
+        match shares_spread(server, database, options.nodes, Duration::from_secs(60)).await {
+            Ok((took, held)) => {
+                report["shares_spread_s"] = json!(round3(took.as_secs_f64()));
+                report["shares_held"] = json!(held);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
     let idle_cpu_before = procfs::cpu_time(p.pid, ticks);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = procfs::memory(p.pid).unwrap_or_default();
@@ -335,7 +381,8 @@ async fn run(options: &Options) -> Value {
     };
     for (i, &(chats, per_chat)) in loop_sizes.iter().enumerate() {
         let first_chat = 2_000_000 + 1_000_000 * i as i64;
-        let result = phases::closed_loop(&mut w, &p, first_chat, chats, per_chat, ticks).await;
+        let result =
+            phases::closed_loop(&mut w, &p, &others, first_chat, chats, per_chat, ticks).await;
         if let Ok(figures) = &result {
             loop_cpu_ms += figures["daemon_cpu_ms"].as_f64().unwrap_or(0.0);
             loop_replies += figures["replied"].as_u64().unwrap_or(0);
@@ -366,6 +413,9 @@ async fn run(options: &Options) -> Value {
     if !errors.is_empty() {
         eprintln!("daemon log (last 30 lines):\n{}", p.log_tail(30));
     }
+    for mut node in others {
+        let _ = node.terminate(Duration::from_secs(15)).await;
+    }
     drop(p);
     w.remove();
 
@@ -381,6 +431,40 @@ async fn run(options: &Options) -> Value {
     }
     report["errors"] = json!(errors);
     report
+}
+
+/// Wait until `nodes` nodes hold shares of the work and every share is held: how long it
+/// took, and how many shares each node holds.
+async fn shares_spread(
+    server: &hermes_testkit::postgres::TestPostgres,
+    database: &str,
+    nodes: usize,
+    timeout: Duration,
+) -> Result<(Duration, Value), String> {
+    let started = std::time::Instant::now();
+    let sql = "SELECT holder, count(*) FROM leases WHERE name LIKE 'work:%' \
+               AND expires_at > CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT) \
+               GROUP BY holder ORDER BY holder";
+    loop {
+        let out = server.psql(server.password(), database, sql)?;
+        let held: Vec<(String, u32)> = out
+            .lines()
+            .filter_map(|l| l.split_once('|'))
+            .filter_map(|(h, n)| Some((h.to_owned(), n.parse().ok()?)))
+            .collect();
+        let total: u32 = held.iter().map(|(_, n)| n).sum();
+        if held.len() == nodes && total == hermes_adapter::WORK_SHARES {
+            let by_node: serde_json::Map<String, Value> =
+                held.into_iter().map(|(h, n)| (h, json!(n))).collect();
+            return Ok((started.elapsed(), Value::Object(by_node)));
+        }
+        if started.elapsed() > timeout {
+            return Err(format!(
+                "the shares did not spread over {nodes} nodes within {timeout:?}: {held:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// A number with `decimals`, or "—" when missing.
@@ -503,7 +587,13 @@ fn print_table(r: &Value) {
     }
 
     println!();
-    println!("closed loops (next message when the reply arrives)");
+    match r["nodes"].as_u64() {
+        Some(nodes) => println!(
+            "closed loops (next message when the reply arrives), {nodes} nodes on one store, shares {}",
+            r["shares_held"]
+        ),
+        None => println!("closed loops (next message when the reply arrives)"),
+    }
     println!(
         "  {:<12} {:>9} {:>6} {:>8} {:>7} {:>8} {:>8} {:>10} {:>10}",
         "chats × msgs",

@@ -192,9 +192,13 @@ pub async fn tool_round_trip(
 /// `chats` DMs chats at once, each sending its next message when the previous reply came,
 /// `per_chat` messages each. A message with no reply within [`REPLY_TIMEOUT`] is lost and
 /// ends its chat; a second reply to one message is a double (watched for 1 s after the end).
+///
+/// `others`: further nodes on the same store, whose CPU is counted with the main one's.
+#[allow(clippy::too_many_arguments)]
 pub async fn closed_loop(
     w: &mut World,
     p: &Process,
+    others: &[Process],
     first_chat: i64,
     chats: usize,
     per_chat: usize,
@@ -208,7 +212,14 @@ pub async fn closed_loop(
         done: bool,
     }
     let hard_deadline = Instant::now() + REPLY_TIMEOUT * per_chat as u32 + Duration::from_secs(30);
-    let cpu_before = procfs::cpu_time(p.pid, ticks);
+    let nodes: Vec<&Process> = std::iter::once(p).chain(others).collect();
+    let cpu_of_nodes = || {
+        nodes
+            .iter()
+            .map(|n| procfs::cpu_time(n.pid, ticks))
+            .sum::<Option<Duration>>()
+    };
+    let cpu_before = cpu_of_nodes();
     let own_before = procfs::own_cpu_time();
     let start = Instant::now();
     let mut state: Vec<Chat> = (0..chats)
@@ -238,7 +249,7 @@ pub async fn closed_loop(
         if settle_until.is_some_and(|s| now >= s) || now >= hard_deadline {
             break;
         }
-        if p.exited().is_some() {
+        if nodes.iter().any(|n| n.exited().is_some()) {
             break;
         }
         let tick = (now + Duration::from_millis(100)).min(settle_until.unwrap_or(hard_deadline));
@@ -285,7 +296,7 @@ pub async fn closed_loop(
             }
         }
     }
-    let cpu = match (cpu_before, procfs::cpu_time(p.pid, ticks)) {
+    let cpu = match (cpu_before, cpu_of_nodes()) {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
@@ -325,7 +336,9 @@ pub async fn closed_loop(
         "cpu_ms_per_reply": cpu.map(|c| round3(c.as_secs_f64() * 1000.0 / answered.max(1) as f64)),
         "bench_cpu_ms": round3(own.as_secs_f64() * 1000.0),
     });
-    check_alive(p)?;
+    for node in nodes {
+        check_alive(node)?;
+    }
     Ok(figures)
 }
 

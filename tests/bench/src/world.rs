@@ -29,12 +29,12 @@ pub struct World {
 
 impl World {
     pub async fn new() -> World {
-        World::with_settings("", &[]).await
+        World::with_settings("", &[], "").await
     }
 
-    /// A world whose daemon has these `terminal:` lines (two spaces in) in its config, and
-    /// these `.env` lines besides everyone being let in.
-    pub async fn with_settings(terminal: &str, env: &[String]) -> World {
+    /// A world whose daemon has these `terminal:` lines (two spaces in) and this further
+    /// YAML in its config, and these `.env` lines besides everyone being let in.
+    pub async fn with_settings(terminal: &str, env: &[String], extra_yaml: &str) -> World {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let telegram = FakeTelegram::start().await;
         let llm = FakeLlm::start().await;
@@ -44,11 +44,10 @@ impl World {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let yaml = if terminal.is_empty() {
-            YAML.to_owned()
-        } else {
-            format!("{YAML}terminal:\n{terminal}")
-        };
+        let mut yaml = format!("{YAML}{extra_yaml}");
+        if !terminal.is_empty() {
+            yaml.push_str(&format!("terminal:\n{terminal}"));
+        }
         let mut lines: Vec<&str> = ENV.to_vec();
         lines.extend(env.iter().map(String::as_str));
         let home = Home::new(&dir, &telegram.base_url(), &llm.base_url(), &lines, &yaml);
@@ -63,38 +62,39 @@ impl World {
 
     /// Start the daemon; `log` gets its stderr.
     pub fn spawn(&self, binary: &Path) -> Result<Process, String> {
-        let log = self.home.dir.join("daemon.log");
-        let file = std::fs::File::create(&log).map_err(|e| format!("daemon log: {e}"))?;
-        let started = Instant::now();
-        let mut child = Command::new(binary)
-            .arg("run")
-            .arg("--home")
-            .arg(&self.home.dir)
-            .env(
-                "HERMES_LOG",
-                std::env::var("HERMES_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-        let pid = child.id();
-        let (tx, exit) = watch::channel(None);
-        std::thread::spawn(move || {
-            let status = child.wait();
-            let at = Instant::now();
-            let _ = tx.send(Some(Exit {
-                at,
-                code: status.ok().and_then(|s| s.code()),
-            }));
-        });
-        Ok(Process {
-            pid,
-            started,
-            exit,
-            log,
-        })
+        spawn_in(binary, &self.home.dir)
+    }
+
+    /// Another node of the world's daemon on its shared store: a home of its own next to
+    /// the world's (same fakes, settings and state key), these `.env` lines added.
+    pub fn spawn_node(&self, binary: &Path, n: usize, env: &[String]) -> Result<Process, String> {
+        let dir = PathBuf::from(format!("{}-node{n}", self.home.dir.display()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("node {n}'s home: {e}"))?;
+        for file in ["config.yaml", ".env", "state.key"] {
+            let from = self.home.dir.join(file);
+            if from.exists() {
+                std::fs::copy(&from, dir.join(file))
+                    .map_err(|e| format!("node {n}'s {file}: {e}"))?;
+            }
+        }
+        // The node's own lines replace the world's of the same name.
+        let own_key = |line: &str| {
+            let key = line.split('=').next().unwrap_or_default();
+            env.iter().any(|e| e.split('=').next() == Some(key))
+        };
+        let world = std::fs::read_to_string(dir.join(".env")).unwrap_or_default();
+        let mut dotenv = String::new();
+        for line in world
+            .lines()
+            .filter(|l| !own_key(l))
+            .chain(env.iter().map(String::as_str))
+        {
+            dotenv.push_str(line);
+            dotenv.push('\n');
+        }
+        std::fs::write(dir.join(".env"), dotenv).map_err(|e| format!("node {n}'s .env: {e}"))?;
+        spawn_in(binary, &dir)
     }
 
     /// When the first `getUpdates` after `since` arrived at the fake, waiting up to `timeout`.
@@ -124,6 +124,42 @@ impl World {
         }
         let _ = std::fs::remove_dir_all(&self.home.dir);
     }
+}
+
+/// Start a daemon on home `dir`; `dir/daemon.log` gets its stderr.
+fn spawn_in(binary: &Path, dir: &Path) -> Result<Process, String> {
+    let log = dir.join("daemon.log");
+    let file = std::fs::File::create(&log).map_err(|e| format!("daemon log: {e}"))?;
+    let started = Instant::now();
+    let mut child = Command::new(binary)
+        .arg("run")
+        .arg("--home")
+        .arg(dir)
+        .env(
+            "HERMES_LOG",
+            std::env::var("HERMES_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+    let pid = child.id();
+    let (tx, exit) = watch::channel(None);
+    std::thread::spawn(move || {
+        let status = child.wait();
+        let at = Instant::now();
+        let _ = tx.send(Some(Exit {
+            at,
+            code: status.ok().and_then(|s| s.code()),
+        }));
+    });
+    Ok(Process {
+        pid,
+        started,
+        exit,
+        log,
+    })
 }
 
 #[derive(Debug, Clone, Copy)]
