@@ -48,6 +48,8 @@ struct Share {
     stage: Stage,
     /// Being given up: its new events are left in the inbox for the next holder.
     leaving: bool,
+    /// Events the sink recorded and left open for a look, before the share was caught up.
+    left_open: u64,
 }
 
 /// This node's shares of the work.
@@ -129,12 +131,61 @@ impl WorkShares {
                 .is_some_and(|s| s.stage >= Stage::Recovered)
     }
 
-    /// Whether the sink may hand an event of `share` to the router itself.
-    pub fn may_hand_over(&self, share: u32) -> bool {
-        self.shared.is_none()
-            || self
-                .current(share)
-                .is_some_and(|s| s.stage == Stage::CaughtUp && !s.leaving)
+    /// Whether the sink may hand an event of `share` it just recorded to the router
+    /// itself. An event of a share this node holds but has not caught up with is left for
+    /// a look, and counted: a look that read the open events before it was written must
+    /// not mark the share caught up (the sink would then hand a later event over before
+    /// this one).
+    pub fn sink_may_hand_over(&self, share: u32) -> bool {
+        let Some(shared) = &self.shared else {
+            return true;
+        };
+        let now = Instant::now();
+        let mut held = Self::held(shared);
+        match held.get_mut(&share) {
+            Some(s) if now < s.held.until => {
+                if s.stage == Stage::CaughtUp && !s.leaving {
+                    return true;
+                }
+                s.left_open += 1;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Where the sink's count of events left open stands for each of `shares`, before a
+    /// look reads the open events ([`WorkShares::caught_up`]).
+    pub fn left_open(&self, shares: &[u32]) -> Vec<(u32, u64)> {
+        let Some(shared) = &self.shared else {
+            return Vec::new();
+        };
+        let held = Self::held(shared);
+        shares
+            .iter()
+            .filter_map(|n| held.get(n).map(|s| (*n, s.left_open)))
+            .collect()
+    }
+
+    /// A look handed over the open events it read: the shares the sink left nothing open
+    /// in since `before` are caught up; the others wait for the next look, which reads
+    /// what the sink left.
+    pub fn caught_up(&self, before: &[(u32, u64)]) -> bool {
+        let Some(shared) = &self.shared else {
+            return true;
+        };
+        let mut held = Self::held(shared);
+        let mut all = true;
+        for (share, left_open) in before {
+            if let Some(s) = held.get_mut(share) {
+                if s.left_open == *left_open {
+                    s.stage = s.stage.max(Stage::CaughtUp);
+                } else {
+                    all = false;
+                }
+            }
+        }
+        all
     }
 
     /// The lease `chat`'s turns are written under, and its token, while this node holds it.
@@ -430,6 +481,7 @@ impl WorkShares {
                             Share {
                                 held: Held { token, until },
                                 stage: Stage::Taken,
+                                left_open: 0,
                                 leaving: false,
                             },
                         );
@@ -451,5 +503,60 @@ impl WorkShares {
             0
         };
         shared.surplus.store(surplus, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Node a's shares on a store of its own, holding `share` at `stage`.
+    fn holding(share: u32, stage: Stage) -> WorkShares {
+        let store = Store::open_in_memory().unwrap();
+        let timings = Timings {
+            ttl: Duration::from_secs(10),
+            renew: Duration::from_secs(1),
+        };
+        let shares = WorkShares::shared(store, "node-a".into(), timings);
+        let shared = shares.shared.as_ref().unwrap();
+        let held = Held {
+            token: 1,
+            until: Instant::now() + Duration::from_secs(60),
+        };
+        WorkShares::held(shared).insert(
+            share,
+            Share {
+                held,
+                stage,
+                leaving: false,
+                left_open: 0,
+            },
+        );
+        shares
+    }
+
+    /// A look reads a share's open events; meanwhile the sink records e1 and leaves it for
+    /// a look. Were the share marked caught up at the end of that look, the sink would hand
+    /// e2 over at once, before the next look hands e1 over.
+    #[test]
+    fn a_share_is_not_caught_up_by_a_look_that_missed_an_event_the_sink_left_open() {
+        let shares = holding(3, Stage::Recovered);
+        let before = shares.left_open(&[3]);
+        assert!(!shares.sink_may_hand_over(3), "e1 is left for a look");
+        assert!(!shares.caught_up(&before), "the look did not see e1");
+        assert!(!shares.sink_may_hand_over(3), "e2 is left for a look too");
+        // The next look reads both and hands them over in order.
+        let before = shares.left_open(&[3]);
+        assert!(shares.caught_up(&before));
+        assert!(
+            shares.sink_may_hand_over(3),
+            "from now on the sink hands over"
+        );
+        // A share being given up, or another node's, is never the sink's to hand over.
+        shares.leaving(3, true);
+        assert!(!shares.sink_may_hand_over(3));
+        assert!(!shares.sink_may_hand_over(4));
     }
 }

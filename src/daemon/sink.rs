@@ -70,7 +70,7 @@ impl GatewaySink {
     fn dispatch(&self, row: InboxRow, reserved: Option<super::work::Reserved>) {
         if let Some(reserved) = reserved {
             let share = WorkShares::of(&row.event.chat);
-            if !self.cluster.shares().may_hand_over(share) {
+            if !self.cluster.shares().sink_may_hand_over(share) {
                 // Another node holds the chat's share: it picks the row up from the store
                 // (so would this node, once it takes the share over). Or this node has
                 // just taken it over: its first look hands the row over after the older

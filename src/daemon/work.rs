@@ -229,11 +229,14 @@ pub(super) async fn work(
             shares.reached(&taken, Stage::Recovered);
         }
         let ready = shares.ready();
+        let mut again = false;
         if !ready.is_empty() {
+            let left_open = shares.left_open(&ready);
             match hand_over_new(&store, &router, &dispatched, &ready).await {
                 // From now on the sink hands over what it records for them, after what was
-                // open.
-                Ok(()) => shares.reached(&ready, Stage::CaughtUp),
+                // open; a share the sink left an event open in meanwhile is looked at again
+                // at once.
+                Ok(()) => again = !shares.caught_up(&left_open),
                 Err(e) => {
                     tracing::warn!(error = %e, "cluster: could not look for events other nodes recorded");
                 }
@@ -252,10 +255,11 @@ pub(super) async fn work(
                 None => std::future::pending().await,
             }
         };
+        let next_look = if again { Duration::ZERO } else { LOOK_EVERY };
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = heard => {}
-            _ = tokio::time::sleep(LOOK_EVERY) => {}
+            _ = tokio::time::sleep(next_look) => {}
             started = connected => {
                 listener = None;
                 recorded = listening_from(started);
