@@ -18,6 +18,11 @@ use hermes_testkit::postgres::TestPostgres;
 /// Two homes on one new database of the tests' server: node a's (the world's) and node
 /// b's, with the same state key once a has made it; and the database's name.
 async fn two_nodes() -> Option<(World, Home, tempfile::TempDir, String)> {
+    two_nodes_with(LEASES).await
+}
+
+/// [`two_nodes`] with this config (the lease timings among it).
+async fn two_nodes_with(yaml: &str) -> Option<(World, Home, tempfile::TempDir, String)> {
     let server = TestPostgres::shared()?;
     let database = server.create_database();
     let url = format!("HERMES_STORE_URL={}", server.url(&database));
@@ -27,7 +32,7 @@ async fn two_nodes() -> Option<(World, Home, tempfile::TempDir, String)> {
             &url,
             "HERMES_NODE_ID=node-a",
         ],
-        LEASES,
+        yaml,
     )
     .await;
     let dir_b = tempfile::tempdir().unwrap();
@@ -40,7 +45,7 @@ async fn two_nodes() -> Option<(World, Home, tempfile::TempDir, String)> {
             &url,
             "HERMES_NODE_ID=node-b",
         ],
-        LEASES,
+        yaml,
     );
     Some((w, home_b, dir_b, database))
 }
@@ -573,4 +578,63 @@ async fn discords_shards_are_spread_over_the_nodes_and_taken_over_when_one_dies(
     settle().await;
     assert_eq!(kit.fake.shown(&server_channel).len(), 2, "answered once");
     assert_eq!(kit.fake.shown(&dm).len(), 1, "the DM answered once");
+}
+
+/// A delegation gone to the background runs on the node holding its chat's share. The
+/// other node's restart leaves it alone (it is not that node's to run again); when the
+/// holder dies, the node that takes the share over runs it again, and it reports back once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegation_is_run_again_only_by_the_node_that_takes_its_chat_over() {
+    use hermes_testkit::llm::last_user_text;
+    let Some(server) = TestPostgres::shared() else {
+        return;
+    };
+    let yaml = format!("{LEASES}delegation:\n  background_after_seconds: 1\n");
+    let (w, home_b, _dir_b, database) = two_nodes_with(&yaml).await.unwrap();
+    let (a, b) = start_a_then_b(&w, &home_b).await;
+    let (mut holder, mut other) = alices_first(&server, &database, a, b);
+    let home_of_other: &Home = if runs_alices_chat(&server, &database) == "node-a" {
+        &home_b
+    } else {
+        &w.home
+    };
+    let children = || {
+        w.llm
+            .requests()
+            .into_iter()
+            .filter(|r| last_user_text(r).starts_with("[You are a sub-agent"))
+            .count()
+    };
+    w.llm.push(Reply::ToolCall {
+        name: "delegate_task".into(),
+        arguments: serde_json::json!({"goal": "survey the logs"}),
+    });
+    w.llm.push(Reply::Delayed(
+        Duration::from_secs(60),
+        Box::new(Reply::text("never heard")),
+    ));
+    w.llm.push(Reply::text("Started in the background."));
+    assert_eq!(w.ask("survey the logs").await, ["Started in the background."]);
+    assert_eq!(children(), 1);
+
+    // The other node restarts: the delegation is not its own to run again.
+    other.kill();
+    let other = Daemon::start(BIN, home_of_other, &[]);
+    eventually(WAIT, "the other node takes shares again", || {
+        other.log_text().contains(TAKES).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(children(), 1, "run again by a node that does not hold its chat");
+
+    // The holder dies: the other takes Alice's chat over and runs the delegation again.
+    w.llm.push(Reply::text("the logs are clean"));
+    w.llm.push(Reply::text("The survey is done: the logs are clean."));
+    holder.kill();
+    let replies = w.replies(ALICE, 2).await;
+    assert_eq!(replies[1], "The survey is done: the logs are clean.");
+    assert_eq!(children(), 2, "run again once, by the node that took it over");
+    settle().await;
+    assert_eq!(w.telegram.sent_texts(ALICE).len(), 2, "reported once");
+    drop(other);
 }

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_adapter::{Adapter, Inbound, InboundKind, InboundSink, Liveness, Wakeup as WakeupEvent};
+use hermes_adapter::{
+    Adapter, ChatRef, Inbound, InboundKind, InboundSink, Liveness, Wakeup as WakeupEvent,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -60,17 +62,38 @@ pub(super) async fn start_agents_work(
     parts: &Parts,
     sink: Arc<GatewaySink>,
     intake: &CancellationToken,
+    shared: bool,
 ) {
     crate::cron::import::import_once(&config.home, store, &parts.cron.tz, &parts.homes).await;
     tasks.spawn(parts.cron.clone().run(sink.clone(), intake.clone()));
     parts.mcp.start();
-    parts.delegations.attach(sink);
-    crate::tools::delegate::background::resume(
-        &parts.delegations,
-        Arc::downgrade(&parts.services.agent) as std::sync::Weak<dyn SubAgents>,
-        config.delegation.clone(),
-    )
-    .await;
+    // With other nodes on the store, each share's delegations are run again by the node
+    // that takes the share over (`work.rs`).
+    if !shared {
+        resume_delegations(parts, config)(Arc::new(|_: &ChatRef| true)).await;
+    }
+}
+
+/// Runs again the delegations a stopped run left going in the chats a filter says.
+pub(super) type ResumeDelegations = Arc<
+    dyn Fn(
+            Arc<dyn Fn(&ChatRef) -> bool + Send + Sync>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// [`ResumeDelegations`] for this daemon's delegations and agent.
+pub(super) fn resume_delegations(parts: &Parts, config: &Config) -> ResumeDelegations {
+    let delegations = parts.delegations.clone();
+    let agent = Arc::downgrade(&parts.services.agent) as std::sync::Weak<dyn SubAgents>;
+    let settings = config.delegation.clone();
+    Arc::new(move |mine| {
+        let (delegations, agent, settings) = (delegations.clone(), agent.clone(), settings.clone());
+        Box::pin(async move {
+            crate::tools::delegate::background::resume(&delegations, agent, settings, &*mine).await;
+        })
+    })
 }
 
 /// The first pruning waits this long after the start, so it never slows the start down.

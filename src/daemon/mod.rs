@@ -109,15 +109,32 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         out.approvals.clone(),
     ));
 
+    let dispatched = Arc::new(work::Dispatched::default());
+    let sink = Arc::new(sink::GatewaySink {
+        store: store.clone(),
+        cluster: cluster.clone(),
+        dispatched: dispatched.clone(),
+        router: router.clone(),
+        delivery: out.delivery.clone(),
+        console: Arc::new(console::GatewayConsole {
+            home: config.home.clone(),
+            model: config.model.clone(),
+            choosing: tokio::sync::Mutex::new(()),
+        }),
+    });
+    // Delegations report through the sink: attached before a share taken over runs its
+    // delegations again.
+    parts.delegations.attach(sink.clone());
+
     // Events an earlier run recorded but did not finish come first (with others on the
     // store: those of each share of the work, once this node takes it).
-    let dispatched = Arc::new(work::Dispatched::default());
     if cluster.is_shared() {
         tasks.spawn(work::work(
             cluster.clone(),
             store.clone(),
             router.clone(),
             out.clone(),
+            background::resume_delegations(&parts, &config),
             dispatched.clone(),
             stages.intake.clone(),
         ));
@@ -133,18 +150,6 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
             router.submit(row);
         }
     }
-    let sink = Arc::new(sink::GatewaySink {
-        store: store.clone(),
-        cluster: cluster.clone(),
-        dispatched: dispatched.clone(),
-        router: router.clone(),
-        delivery: out.delivery.clone(),
-        console: Arc::new(console::GatewayConsole {
-            home: config.home.clone(),
-            model: config.model.clone(),
-            choosing: tokio::sync::Mutex::new(()),
-        }),
-    });
     // Before anything can bring a command in (Slack's `/hermes` words come with them).
     adapters::register_commands(&tasks, senders);
     background::relay_wakeups(&tasks, wakeups, sink.clone(), stages.intake.clone());
@@ -162,6 +167,7 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         &parts,
         sink.clone(),
         &stages.intake,
+        cluster.is_shared(),
     )
     .await;
     if let Some(listener) = listener {

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use hermes_adapter::ChatRef;
 
+use super::background::ResumeDelegations;
 use super::parts::WayOut;
 use crate::cluster::shares::{SHARES, Stage};
 use crate::cluster::{Cluster, WorkShares};
@@ -195,6 +196,7 @@ pub(super) async fn work(
     store: Store,
     router: Arc<Router>,
     out: WayOut,
+    resume_delegations: ResumeDelegations,
     dispatched: Arc<Dispatched>,
     stop: CancellationToken,
 ) {
@@ -225,7 +227,7 @@ pub(super) async fn work(
         }
         let taken = shares.at(Stage::Taken);
         if !taken.is_empty() {
-            recover(&out, &taken).await;
+            recover(&out, &taken, &resume_delegations).await;
             shares.reached(&taken, Stage::Recovered);
         }
         let ready = shares.ready();
@@ -295,9 +297,9 @@ fn in_shares(shares: &[u32], chat: &ChatRef) -> bool {
 }
 
 /// Shares just taken: what their last holder left is recovered as after a crash (rows
-/// caught mid-send, approvals left waiting, its background processes), and their chats
-/// with messages waiting get their lanes.
-async fn recover(out: &WayOut, taken: &[u32]) {
+/// caught mid-send, approvals left waiting, its background processes, its delegations,
+/// which run again), and their chats with messages waiting get their lanes.
+async fn recover(out: &WayOut, taken: &[u32], resume_delegations: &ResumeDelegations) {
     tracing::info!(shares = ?taken, "cluster: this node takes shares of the work over; it recovers what was left in them");
     let mine = {
         let taken = taken.to_vec();
@@ -307,6 +309,7 @@ async fn recover(out: &WayOut, taken: &[u32]) {
     out.approvals.expire_leftovers(&mine).await;
     out.processes.reap_orphans(&mine).await;
     out.delivery.wake_all_pending(&mine).await;
+    resume_delegations(Arc::new(mine)).await;
 }
 
 /// Give up as many surplus shares as are quiet on this node: no event of theirs being

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use hermes_adapter::{Inbound, InboundKind, InboundSink, Wakeup};
+use hermes_adapter::{ChatRef, Inbound, InboundKind, InboundSink, Wakeup};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -244,13 +244,15 @@ fn report_text(id: &str, report: &Value, again: bool) -> String {
     )
 }
 
-/// At start: run again the delegations a stopped daemon left running (those whose report
-/// is already in the inbox are only closed; one cut [`MAX_RUNS`] times is given up, and
-/// its conversation told).
+/// At start, or when this node takes shares of the work over: run again the delegations a
+/// stopped daemon left running in the chats `mine` says (those whose report is already in
+/// the inbox are only closed; one cut [`MAX_RUNS`] times is given up, and its conversation
+/// told).
 pub async fn resume(
     delegations: &Arc<Delegations>,
     agent: Weak<dyn super::SubAgents>,
     config: DelegationConfig,
+    mine: &(dyn Fn(&ChatRef) -> bool + Send + Sync),
 ) {
     let store = &delegations.store;
     let records = match store.delegations_running().await {
@@ -260,7 +262,9 @@ pub async fn resume(
             return;
         }
     };
-    for record in records {
+    // With other nodes on the store, those of other nodes' chats are theirs (running
+    // there, or run again by the node that takes their chat's share over).
+    for record in records.into_iter().filter(|r| mine(&r.chat)) {
         let event_id = format!("gateway:delegation:{}", record.id);
         if let Ok(Some(_)) = store.inbox_state(&event_id).await {
             let _ = store.delegation_ended(&record.id, "reported").await;
