@@ -217,6 +217,11 @@ async fn a_message_the_dead_node_was_answering_is_answered_once_by_the_other() {
 
 /// The messages each node runs, as its router counted them.
 async fn handed(daemon: &Daemon) -> u64 {
+    handed_on(daemon, "telegram").await
+}
+
+/// The messages of `platform` each node runs, as its router counted them.
+async fn handed_on(daemon: &Daemon, platform: &str) -> u64 {
     let addr = eventually(WAIT, "the node's HTTP address", || daemon.http_addr()).await;
     let text = reqwest::get(format!("http://{addr}/metrics"))
         .await
@@ -225,7 +230,11 @@ async fn handed(daemon: &Daemon) -> u64 {
         .await
         .unwrap();
     text.lines()
-        .find(|l| l.starts_with("hermes_messages_in_total{platform=\"telegram\"}"))
+        .find(|l| {
+            l.starts_with(&format!(
+                "hermes_messages_in_total{{platform=\"{platform}\"}}"
+            ))
+        })
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0)
 }
@@ -614,7 +623,10 @@ async fn a_delegation_is_run_again_only_by_the_node_that_takes_its_chat_over() {
         Box::new(Reply::text("never heard")),
     ));
     w.llm.push(Reply::text("Started in the background."));
-    assert_eq!(w.ask("survey the logs").await, ["Started in the background."]);
+    assert_eq!(
+        w.ask("survey the logs").await,
+        ["Started in the background."]
+    );
     assert_eq!(children(), 1);
 
     // The other node restarts: the delegation is not its own to run again.
@@ -625,16 +637,94 @@ async fn a_delegation_is_run_again_only_by_the_node_that_takes_its_chat_over() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(children(), 1, "run again by a node that does not hold its chat");
+    assert_eq!(
+        children(),
+        1,
+        "run again by a node that does not hold its chat"
+    );
 
     // The holder dies: the other takes Alice's chat over and runs the delegation again.
     w.llm.push(Reply::text("the logs are clean"));
-    w.llm.push(Reply::text("The survey is done: the logs are clean."));
+    w.llm
+        .push(Reply::text("The survey is done: the logs are clean."));
     holder.kill();
     let replies = w.replies(ALICE, 2).await;
     assert_eq!(replies[1], "The survey is done: the logs are clean.");
-    assert_eq!(children(), 2, "run again once, by the node that took it over");
+    assert_eq!(
+        children(),
+        2,
+        "run again once, by the node that took it over"
+    );
     settle().await;
     assert_eq!(w.telegram.sent_texts(ALICE).len(), 2, "reported once");
     drop(other);
+}
+
+/// The web chat's page is served by one node, on its own machine: a chat of the page is
+/// run and answered by that node, whichever node holds the share its id alone would fall
+/// in (there, the reply would wait for a page on the other node, forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_chat_is_run_by_the_node_serving_its_page() {
+    use hermes_testkit::conformance::PlatformFake;
+    use hermes_testkit::webchat::FakeWebPage;
+    let Some(server) = TestPostgres::shared() else {
+        return;
+    };
+    let database = server.create_database();
+    let url = format!("HERMES_STORE_URL={}", server.url(&database));
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            &url,
+            "HERMES_NODE_ID=node-a",
+        ],
+        LEASES,
+    )
+    .await;
+    let page = FakeWebPage::start().await;
+    let dir_b = tempfile::tempdir().unwrap();
+    let yaml_b = format!("{}{}{LEASES}", page.platform_yaml(), page.top_level_yaml());
+    let home_b = Home::new(
+        dir_b.path(),
+        &w.telegram.base_url(),
+        &w.llm.base_url(),
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            &url,
+            "HERMES_NODE_ID=node-b",
+        ],
+        &yaml_b,
+    );
+    page.prepare_home(dir_b.path());
+    let (a, b) = start_a_then_b(&w, &home_b).await;
+    // A chat whose share, by its id alone, node a holds.
+    let holder = |share: u32| {
+        let sql = format!("SELECT holder FROM leases WHERE name = 'work:{share}'");
+        server.psql(server.password(), &database, &sql).unwrap()
+    };
+    let chat = (0..64)
+        .map(|n| format!("c-cluster-{n}"))
+        .find(|chat| {
+            let share = hermes_adapter::work_share(
+                hermes_adapter::Platform::Web,
+                None,
+                chat,
+                hermes_gateway::cluster::shares::SHARES,
+            );
+            holder(share) == "node-a"
+        })
+        .expect("a chat of node a's shares");
+
+    w.llm.push(Reply::text("from the page's own node"));
+    page.write(&chat, "operator", "hello", true);
+    let shown = eventually(WAIT, "the page shows the reply", || {
+        let shown = page.messages(&chat);
+        (!shown.is_empty()).then_some(shown)
+    })
+    .await;
+    assert_eq!(shown[0].markdown, "from the page's own node");
+    assert_eq!(handed_on(&b, "web").await, 1, "run by the page's node");
+    assert_eq!(handed_on(&a, "web").await, 0);
+    settle().await;
+    assert_eq!(page.messages(&chat).len(), 1, "shown once");
 }

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use hermes_adapter::ChatRef;
+use hermes_adapter::{ChatRef, Platform};
 use tokio_util::sync::CancellationToken;
 
 use super::{Held, Timings};
@@ -26,10 +26,17 @@ use crate::store::Store;
 /// How many shares the work is split into ([`hermes_adapter::WORK_SHARES`]).
 pub const SHARES: u32 = hermes_adapter::WORK_SHARES;
 
-/// The lease of share `share`.
+/// The lease of share `share` (of the [`SHARES`] the work is split into).
 pub fn lease_name(share: u32) -> String {
     format!("work:{share}")
 }
+
+/// The share of this node's own chats: its web chat's pages are served on this machine
+/// only, so their chats are run and sent here, under this node's lease `work:node:<id>`,
+/// never given up or taken by another node.
+pub const NODE_SHARE: u32 = SHARES;
+/// The share of another node's own chats: never held here.
+pub const ELSEWHERE: u32 = SHARES + 1;
 
 /// Where a share held by this node stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -105,9 +112,29 @@ impl WorkShares {
             .map_or(1, |s| s.alive.load(Ordering::Relaxed).max(1))
     }
 
-    /// The share `chat` falls in.
-    pub fn of(chat: &ChatRef) -> u32 {
+    /// The share `chat` falls in: one of the [`SHARES`], or, for a web chat's chat (the
+    /// page names the node that serves it), [`NODE_SHARE`] on that node and [`ELSEWHERE`]
+    /// on the others.
+    pub fn of(&self, chat: &ChatRef) -> u32 {
+        if let (Some(shared), Some(account), Platform::Web) =
+            (&self.shared, &chat.account, chat.platform)
+        {
+            return if *account == shared.node {
+                NODE_SHARE
+            } else {
+                ELSEWHERE
+            };
+        }
         chat.work_share(SHARES)
+    }
+
+    /// The lease share `share` is held under.
+    fn lease_of(shared: &Shared, share: u32) -> String {
+        if share == NODE_SHARE {
+            format!("work:node:{}", shared.node)
+        } else {
+            lease_name(share)
+        }
     }
 
     fn held(shared: &Shared) -> std::sync::MutexGuard<'_, BTreeMap<u32, Share>> {
@@ -127,7 +154,7 @@ impl WorkShares {
     pub fn may_send(&self, chat: &ChatRef) -> bool {
         self.shared.is_none()
             || self
-                .current(Self::of(chat))
+                .current(self.of(chat))
                 .is_some_and(|s| s.stage >= Stage::Recovered)
     }
 
@@ -190,9 +217,10 @@ impl WorkShares {
 
     /// The lease `chat`'s turns are written under, and its token, while this node holds it.
     pub fn fence(&self, chat: &ChatRef) -> Option<(String, i64)> {
-        let share = Self::of(chat);
+        let shared = self.shared.as_ref()?;
+        let share = self.of(chat);
         self.current(share)
-            .map(|s| (lease_name(share), s.held.token))
+            .map(|s| (Self::lease_of(shared, share), s.held.token))
     }
 
     /// The shares held at `stage`.
@@ -205,9 +233,12 @@ impl WorkShares {
         self.shares_where(|s| s.stage >= Stage::Recovered && !s.leaving)
     }
 
-    /// Every share held now.
+    /// Every share of the work held now ([`NODE_SHARE`] aside: it is never given up).
     pub fn all_held(&self) -> Vec<u32> {
         self.shares_where(|_| true)
+            .into_iter()
+            .filter(|&n| n != NODE_SHARE)
+            .collect()
     }
 
     fn shares_where(&self, keep: impl Fn(&Share) -> bool) -> Vec<u32> {
@@ -279,7 +310,7 @@ impl WorkShares {
         );
         if let Err(e) = shared
             .store
-            .lease_release(&lease_name(share), &shared.node, token)
+            .lease_release(&Self::lease_of(shared, share), &shared.node, token)
             .await
         {
             tracing::warn!(share, error = %e, "cluster: could not let a share go; it lapses by itself");
@@ -314,7 +345,7 @@ impl WorkShares {
         Self::held(shared)
             .iter()
             .filter(|(_, s)| now < s.held.until)
-            .map(|(n, s)| (lease_name(*n), s.held.token))
+            .map(|(n, s)| (Self::lease_of(shared, *n), s.held.token))
             .collect()
     }
 
@@ -339,7 +370,7 @@ impl WorkShares {
         for (share, s) in held {
             let _ = shared
                 .store
-                .lease_release(&lease_name(share), &shared.node, s.held.token)
+                .lease_release(&Self::lease_of(shared, share), &shared.node, s.held.token)
                 .await;
         }
     }
@@ -353,7 +384,10 @@ impl WorkShares {
         if held.is_empty() {
             return;
         }
-        let names = held.iter().map(|(n, _)| lease_name(*n)).collect();
+        let names = held
+            .iter()
+            .map(|(n, _)| Self::lease_of(shared, *n))
+            .collect();
         let sent = Instant::now();
         let until = sent + ttl.saturating_sub(shared.timings.renew);
         let tokens = match shared
@@ -432,9 +466,11 @@ impl WorkShares {
             letting_go.retain(|n| live_ours.contains(n));
             letting_go.clone()
         };
+        // This node's own share is not counted: it is not one of the work's.
         let (mine, ours): (usize, HashSet<u32>) = {
             let held = Self::held(shared);
-            (held.len(), held.keys().copied().collect())
+            let ours: HashSet<u32> = held.keys().copied().collect();
+            (ours.iter().filter(|&&n| n != NODE_SHARE).count(), ours)
         };
         // Each node starts looking at a different share, so nodes starting together do
         // not all race for the same ones.
@@ -459,8 +495,11 @@ impl WorkShares {
             }
         }
         let mut holding = mine;
+        if !ours.contains(&NODE_SHARE) {
+            wanted.push(NODE_SHARE);
+        }
         if !wanted.is_empty() {
-            let names = wanted.iter().map(|n| lease_name(*n)).collect();
+            let names = wanted.iter().map(|n| Self::lease_of(shared, *n)).collect();
             let sent = Instant::now();
             let until = sent + shared.timings.ttl.saturating_sub(shared.timings.renew);
             match shared
@@ -485,7 +524,9 @@ impl WorkShares {
                                 leaving: false,
                             },
                         );
-                        holding += 1;
+                        if share != NODE_SHARE {
+                            holding += 1;
+                        }
                     }
                 }
                 Err(e) => {

@@ -9,7 +9,6 @@ use hermes_adapter::{
     Accepted, Console, DeliveryStatus, Inbound, InboundSink, Platform, SinkError, async_trait,
 };
 
-use crate::cluster::WorkShares;
 use crate::delivery::Delivery;
 use crate::router::Router;
 use crate::store::{InboxRow, Store};
@@ -61,7 +60,7 @@ impl GatewaySink {
     fn reserve(&self, event: &Inbound) -> Option<super::work::Reserved> {
         self.cluster.is_shared().then(|| {
             self.dispatched
-                .reserve(&event.event_id, WorkShares::of(&event.chat))
+                .reserve(&event.event_id, self.cluster.shares().of(&event.chat))
         })
     }
 
@@ -69,7 +68,7 @@ impl GatewaySink {
     /// closed) may go now.
     fn dispatch(&self, row: InboxRow, reserved: Option<super::work::Reserved>) {
         if let Some(reserved) = reserved {
-            let share = WorkShares::of(&row.event.chat);
+            let share = self.cluster.shares().of(&row.event.chat);
             if !self.cluster.shares().sink_may_hand_over(share) {
                 // Another node holds the chat's share: it picks the row up from the store
                 // (so would this node, once it takes the share over). Or this node has
@@ -236,6 +235,10 @@ impl InboundSink for GatewaySink {
 
     fn console(&self) -> Option<Arc<dyn Console>> {
         Some(self.console.clone())
+    }
+
+    fn node_id(&self) -> Option<String> {
+        self.cluster.node_id().map(str::to_owned)
     }
 
     fn exclusive(&self, name: &str) -> Arc<dyn hermes_adapter::Exclusive> {

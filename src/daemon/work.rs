@@ -227,14 +227,14 @@ pub(super) async fn work(
         }
         let taken = shares.at(Stage::Taken);
         if !taken.is_empty() {
-            recover(&out, &taken, &resume_delegations).await;
+            recover(&out, &shares, &taken, &resume_delegations).await;
             shares.reached(&taken, Stage::Recovered);
         }
         let ready = shares.ready();
         let mut again = false;
         if !ready.is_empty() {
             let left_open = shares.left_open(&ready);
-            match hand_over_new(&store, &router, &dispatched, &ready).await {
+            match hand_over_new(&store, &router, &dispatched, &shares, &ready).await {
                 // From now on the sink hands over what it records for them, after what was
                 // open; a share the sink left an event open in meanwhile is looked at again
                 // at once.
@@ -291,19 +291,24 @@ fn listening_from(
     }
 }
 
-/// Whether `chat` falls in one of `shares`.
-fn in_shares(shares: &[u32], chat: &ChatRef) -> bool {
-    shares.contains(&WorkShares::of(chat))
+/// Whether `chat` falls in one of `among`.
+fn in_shares(shares: &WorkShares, among: &[u32], chat: &ChatRef) -> bool {
+    among.contains(&shares.of(chat))
 }
 
 /// Shares just taken: what their last holder left is recovered as after a crash (rows
 /// caught mid-send, approvals left waiting, its background processes, its delegations,
 /// which run again), and their chats with messages waiting get their lanes.
-async fn recover(out: &WayOut, taken: &[u32], resume_delegations: &ResumeDelegations) {
+async fn recover(
+    out: &WayOut,
+    shares: &Arc<WorkShares>,
+    taken: &[u32],
+    resume_delegations: &ResumeDelegations,
+) {
     tracing::info!(shares = ?taken, "cluster: this node takes shares of the work over; it recovers what was left in them");
     let mine = {
-        let taken = taken.to_vec();
-        move |chat: &ChatRef| in_shares(&taken, chat)
+        let (shares, taken) = (shares.clone(), taken.to_vec());
+        move |chat: &ChatRef| in_shares(&shares, &taken, chat)
     };
     out.delivery.recover(mine.clone()).await;
     out.approvals.expire_leftovers(&mine).await;
@@ -322,9 +327,8 @@ async fn give_up_quiet(shares: &WorkShares, dispatched: &Dispatched, out: &WayOu
         if surplus == 0 {
             return;
         }
-        let quiet = || {
-            !dispatched.busy(share) && !out.processes.runs_in(|chat| WorkShares::of(chat) == share)
-        };
+        let quiet =
+            || !dispatched.busy(share) && !out.processes.runs_in(|chat| shares.of(chat) == share);
         // Looked at before it is marked, so a busy share is not marked at every look (an
         // event the sink left to a look meanwhile could be answered after a later one).
         if !quiet() {
@@ -366,6 +370,7 @@ async fn hand_over_new(
     store: &Store,
     router: &Arc<Router>,
     dispatched: &Dispatched,
+    work_shares: &WorkShares,
     shares: &[u32],
 ) -> Result<(), crate::store::StoreError> {
     let look = dispatched.begin_look();
@@ -381,7 +386,7 @@ async fn hand_over_new(
     // Only the new rows' payloads are read: a backlog of open rows is not read again at
     // every look.
     for row in store.inbox_open_rows(unknown).await? {
-        let share = WorkShares::of(&row.event.chat);
+        let share = work_shares.of(&row.event.chat);
         if !shares.contains(&share) {
             dispatched.elsewhere(row.event.event_id, share);
             continue;

@@ -181,6 +181,13 @@ pub trait InboundSink: Send + Sync {
         let _ = platform;
     }
 
+    /// This node's id among the nodes sharing the store; `None` where the gateway is one
+    /// node. A platform served on this machine only (the web chat's page) names it as the
+    /// account of its chats, so they are run and sent here.
+    fn node_id(&self) -> Option<String> {
+        None
+    }
+
     /// What only one node may do at a time (`telegram:<bot>:poll`): always this node's
     /// where the gateway is one node.
     fn exclusive(&self, name: &str) -> Arc<dyn Exclusive> {

@@ -256,7 +256,10 @@ fn message(
 }
 
 /// Record `event`: 200 once it is on disk (new or a retry), 503 when it is not.
-async fn record(server: &Server, event: Inbound) -> Response {
+async fn record(server: &Server, mut event: Inbound) -> Response {
+    // With other nodes on the store, the chat names this node: its page is served here,
+    // so its turns run and its messages are sent here.
+    event.chat.account = server.sink.node_id();
     match server.sink.accept(event).await {
         Ok(Accepted::New | Accepted::Duplicate) => axum::Json(json!({"ok": true})).into_response(),
         Err(e) => {
