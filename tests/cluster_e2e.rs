@@ -728,3 +728,116 @@ async fn the_web_chat_is_run_by_the_node_serving_its_page() {
     settle().await;
     assert_eq!(page.messages(&chat).len(), 1, "shown once");
 }
+
+/// Slack in Socket Mode, two nodes: one connection for the app across them (Slack spreads
+/// an app's events over its connections, so with several a later message could be
+/// answered before an earlier one). A burst from one person is answered in order; when
+/// the node keeping the connection dies, the other connects and answers what was written
+/// meanwhile, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slacks_socket_mode_is_one_connection_across_the_nodes_and_keeps_a_persons_order() {
+    use hermes_testkit::conformance::{Kit, PlatformFake};
+    use hermes_testkit::llm::last_user_text;
+    use hermes_testkit::slack::FakeSlack;
+    let Some(server) = TestPostgres::shared() else {
+        return;
+    };
+    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
+    let fake = FakeSlack::start().await;
+    let allow = format!("{}=true", fake.allow_all_var());
+    let env_of = |node: &str| vec![allow.clone(), url.clone(), format!("HERMES_NODE_ID={node}")];
+    let yaml = format!("{LEASES}display:\n  busy_input_mode: queue\n");
+    let kit = Kit::new(fake, BIN, &env_of("node-a"), &yaml).await;
+    let a = kit.start();
+    assert!(kit.fake.wait_connected(WAIT).await, "node a connects");
+    let dir_b = tempfile::tempdir().unwrap();
+    let mut lines_b = kit.fake.env();
+    lines_b.extend(env_of("node-b"));
+    let lines_b: Vec<&str> = lines_b.iter().map(String::as_str).collect();
+    let home_b = Home::with_platform(
+        dir_b.path(),
+        &kit.llm.base_url(),
+        &kit.fake.platform_yaml(),
+        &lines_b,
+        &yaml,
+    );
+    let b = start_second_node(&kit.home, &home_b).await;
+    settle().await;
+    assert_eq!(kit.fake.connections(), 1, "one connection for both nodes");
+
+    let person = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&person);
+    for k in 0..5 {
+        kit.llm.push(Reply::text(&format!("answer {k}")));
+    }
+    for k in 0..5 {
+        kit.fake.write(&dm, &person, &format!("burst {k}"), true);
+    }
+    assert_eq!(kit.shown(&dm, 5).await.len(), 5);
+    let seen: Vec<String> = kit.llm.requests().iter().map(last_user_text).collect();
+    let expected: Vec<String> = (0..5).map(|k| format!("burst {k}")).collect();
+    assert_eq!(
+        seen, expected,
+        "the model saw the person's messages in order"
+    );
+
+    // The node keeping the connection dies: the other connects and answers.
+    let holder = if b.log_text().contains("lease=slack:") {
+        b
+    } else {
+        a
+    };
+    let mut holder = holder;
+    let connects = kit.fake.connects();
+    holder.kill();
+    kit.llm.push(Reply::text("still here"));
+    kit.fake.write(&dm, &person, "anyone?", true);
+    assert_eq!(kit.shown(&dm, 6).await[5], "still here");
+    assert!(kit.fake.connects() > connects, "the other node connected");
+    settle().await;
+    assert_eq!(kit.fake.shown(&dm).len(), 6, "answered once");
+    assert_eq!(kit.fake.connections(), 1);
+}
+
+/// A turn waiting for a person's approval keeps its chat's share on its node (its event
+/// is closed by then, so it does not look busy): when a second node joins, the first gives
+/// other shares up, not that one, and the press is answered where the turn waits. Before,
+/// the share moved, the other node expired the approval, and the command never ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_with_an_approval_waiting_stays_with_its_node_when_another_joins() {
+    let Some(server) = TestPostgres::shared() else {
+        return;
+    };
+    let (w, home_b, _dir_b, database) = two_nodes().await.unwrap();
+    // A person whose chat falls in the share given up first (the highest).
+    let share_of = |person: i64| {
+        hermes_adapter::work_share(
+            hermes_adapter::Platform::Telegram,
+            None,
+            &person.to_string(),
+            hermes_gateway::cluster::shares::SHARES,
+        )
+    };
+    let person = (5000..6000).find(|&p| share_of(p) == 15).unwrap();
+    let _a = start_working(&w).await;
+    let target = w.home.dir.join("work").join("victim");
+    std::fs::create_dir_all(&target).unwrap();
+    let command = format!("rm -rf {}", target.display());
+    w.llm.push(Reply::terminal(&command));
+    w.llm.push(Reply::text("deleted"));
+    w.telegram.dm(person, "clean up");
+    let asked = prompt(&w, person, 1).await;
+
+    let b = start_second_node(&w.home, &home_b).await;
+    eventually(WAIT, "b takes shares", || {
+        b.log_text().contains(TAKES).then_some(())
+    })
+    .await;
+    settle().await;
+    let sql = "SELECT holder FROM leases WHERE name = 'work:15'";
+    let holder = server.psql(server.password(), &database, sql).unwrap();
+    assert_eq!(holder, "node-a", "the share whose approval waits stayed");
+    press(&w, person, person, &asked, "Allow once");
+    assert_eq!(w.replies(person, 2).await[1], "deleted");
+    assert!(!target.exists(), "the command ran");
+}

@@ -318,7 +318,8 @@ async fn recover(
 }
 
 /// Give up as many surplus shares as are quiet on this node: no event of theirs being
-/// written or handled, no background process of theirs running. A share is marked as
+/// written or handled, no approval of theirs waiting, no background process of theirs
+/// running. A share is marked as
 /// leaving before it is looked at, so the sink no longer hands its new events over (they
 /// stay open for the next holder); its lease is let go once no send of its is under way.
 async fn give_up_quiet(shares: &WorkShares, dispatched: &Dispatched, out: &WayOut) {
@@ -327,8 +328,14 @@ async fn give_up_quiet(shares: &WorkShares, dispatched: &Dispatched, out: &WayOu
         if surplus == 0 {
             return;
         }
-        let quiet =
-            || !dispatched.busy(share) && !out.processes.runs_in(|chat| shares.of(chat) == share);
+        // A turn waiting for an approval counts: its event is closed, but a share moved
+        // away would have its approval expire under the person.
+        let quiet = || {
+            let in_share = |chat: &ChatRef| shares.of(chat) == share;
+            !dispatched.busy(share)
+                && !out.processes.runs_in(in_share)
+                && !out.approvals.waits_in(in_share)
+        };
         // Looked at before it is marked, so a busy share is not marked at every look (an
         // event the sink left to a look meanwhile could be answered after a later one).
         if !quiet() {

@@ -245,6 +245,7 @@ impl Adapter for SlackAdapter {
         let Some(me) = self.identify(&shutdown).await? else {
             return Ok(());
         };
+        let bot = me.user_id.clone();
         self.me.send_replace(Some(me));
         let app_token = match (self.settings.mode, &self.settings.app_token) {
             (Mode::Socket, Some(app)) => SlackApiToken::new(app.clone().into()),
@@ -265,28 +266,50 @@ impl Adapter for SlackAdapter {
                 .with_error_handler(receive::on_error)
                 .with_user_state(SocketState {
                     receiver: self.receiver.clone(),
-                    sink,
+                    sink: sink.clone(),
                 }),
         );
-        let callbacks = SlackSocketModeListenerCallbacks::new()
-            .with_hello_events(
-                |_hello, _client, states| async move { receive::on_hello(states).await },
-            )
-            .with_push_events(receive::on_push)
-            .with_interaction_events(receive::on_interaction)
-            .with_command_events(receive::on_command);
-        let listener = SlackClientSocketModeListener::new(
-            &SlackClientSocketModeConfig::new(),
-            environment,
-            callbacks,
-        );
-        listener
-            .listen_for(&app_token)
-            .await
-            .map_err(|e| AdapterError::Other(format!("slack: Socket Mode: {e}")))?;
-        listener.start().await;
-        self.keep_alive(&shutdown).await;
-        listener.shutdown().await;
-        Ok(())
+        // One Socket Mode connection for the app across the nodes of one store, kept by
+        // whichever node holds its lease: Slack spreads an app's events over its open
+        // connections, so with several a person's later message could be recorded, and
+        // answered, before their earlier one. Events Slack sends while no node is
+        // connected come back as its retries (recognised by their event ids).
+        let lease = sink.exclusive(&format!("slack:{bot}:socket"));
+        let keeping_alive = self.keep_alive(&shutdown);
+        tokio::pin!(keeping_alive);
+        loop {
+            let turn = tokio::select! {
+                _ = &mut keeping_alive => return Ok(()),
+                turn = lease.acquired() => turn,
+            };
+            let callbacks = SlackSocketModeListenerCallbacks::new()
+                .with_hello_events(|_hello, _client, states| async move {
+                    receive::on_hello(states).await
+                })
+                .with_push_events(receive::on_push)
+                .with_interaction_events(receive::on_interaction)
+                .with_command_events(receive::on_command);
+            let listener = SlackClientSocketModeListener::new(
+                &SlackClientSocketModeConfig::new().with_max_connections_count(1),
+                environment.clone(),
+                callbacks,
+            );
+            listener
+                .listen_for(&app_token)
+                .await
+                .map_err(|e| AdapterError::Other(format!("slack: Socket Mode: {e}")))?;
+            listener.start().await;
+            let lost = tokio::select! {
+                _ = &mut keeping_alive => false,
+                _ = lease.lost(turn) => true,
+            };
+            listener.shutdown().await;
+            if !lost {
+                return Ok(());
+            }
+            tracing::warn!(
+                "slack: this node no longer holds the Socket Mode connection's lease; it closed its connection (another node keeps it)"
+            );
+        }
     }
 }

@@ -674,6 +674,16 @@ impl ApprovalBroker {
         pending.len()
     }
 
+    /// Whether a turn in a chat `mine` keeps waits for a person's decision (its event is
+    /// closed by then: a kill does not run it again, it is told).
+    pub fn waits_in(&self, mine: impl Fn(&ChatRef) -> bool) -> bool {
+        self.pending
+            .lock()
+            .expect("pending lock")
+            .values()
+            .any(|waiting| mine(&waiting.chat))
+    }
+
     /// Whether the prompt queued as outbox row `row` has reached the chat.
     async fn delivered(&self, row: Option<i64>) -> bool {
         match row {
