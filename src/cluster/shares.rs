@@ -31,6 +31,26 @@ pub fn lease_name(share: u32) -> String {
     format!("work:{share}")
 }
 
+/// How many shares a node holding `holding` should give up while every share has a
+/// holder and the other nodes alive hold `theirs`: those beyond its fair part (the shares
+/// over the nodes, rounded up), and one more while another node is short of the rounded
+/// down part and this one has more than that (so 16 over 5 nodes end 4/3/3/3/3, never
+/// 4/4/4/4/0).
+fn surplus_of(holding: usize, theirs: &[usize]) -> usize {
+    let nodes = theirs.len() as u32 + 1;
+    let fair = SHARES.div_ceil(nodes) as usize;
+    let least = (SHARES / nodes) as usize;
+    let someone_short = theirs.iter().any(|&n| n < least);
+    let beyond_fair = holding.saturating_sub(fair);
+    beyond_fair.max(usize::from(someone_short && holding > least))
+}
+
+/// Whether lease `name` is one of the [`SHARES`] of the work (`work:<n>`).
+fn is_share_of_the_work(name: &str) -> bool {
+    name.strip_prefix("work:")
+        .is_some_and(|n| n.parse::<u32>().is_ok())
+}
+
 /// The share of this node's own chats: its web chat's pages are served on this machine
 /// only, so their chats are run and sent here, under this node's lease `work:node:<id>`,
 /// never given up or taken by another node.
@@ -424,19 +444,18 @@ impl WorkShares {
 
     async fn balance(&self, shared: &Shared) {
         let ttl_ms = shared.timings.ttl.as_millis() as i64;
-        let alive = match shared.store.nodes().await {
-            Ok(nodes) => {
-                nodes
-                    .iter()
-                    .filter(|n| n.id != shared.node && n.silent_ms <= ttl_ms)
-                    .count()
-                    + 1
-            }
+        let others: Vec<String> = match shared.store.nodes().await {
+            Ok(nodes) => nodes
+                .into_iter()
+                .filter(|n| n.id != shared.node && n.silent_ms <= ttl_ms)
+                .map(|n| n.id)
+                .collect(),
             Err(e) => {
                 tracing::warn!(error = %e, "cluster: could not count the nodes");
                 return;
             }
         };
+        let alive = others.len() + 1;
         shared.alive.store(alive, Ordering::Relaxed);
         let fair = SHARES.div_ceil(alive as u32) as usize;
         let leases = match shared.store.leases().await {
@@ -538,8 +557,19 @@ impl WorkShares {
         // Surplus shares are given up only while every share has a holder: while some are
         // free, the nodes' count may be stale (a node that died still counted), and giving
         // shares up would only leave more without one.
+        let theirs: Vec<usize> = others
+            .iter()
+            .map(|node| {
+                leases
+                    .iter()
+                    .filter(|l| {
+                        l.left_ms >= 0 && l.holder == *node && is_share_of_the_work(&l.name)
+                    })
+                    .count()
+            })
+            .collect();
         let surplus = if left_free == 0 {
-            holding.saturating_sub(fair)
+            surplus_of(holding, &theirs)
         } else {
             0
         };
@@ -576,6 +606,22 @@ mod tests {
             },
         );
         shares
+    }
+
+    #[test]
+    fn shares_are_given_up_until_no_node_is_short() {
+        // Two nodes, one just started: half.
+        assert_eq!(surplus_of(16, &[0]), 8);
+        assert_eq!(surplus_of(8, &[8]), 0);
+        // Five nodes: ⌈16/5⌉ = 4 each would leave the fifth with none.
+        assert_eq!(surplus_of(4, &[4, 4, 4, 0]), 1);
+        assert_eq!(surplus_of(4, &[4, 4, 3, 1]), 1);
+        assert_eq!(surplus_of(4, &[3, 3, 3, 3]), 0);
+        assert_eq!(surplus_of(3, &[4, 4, 4, 1]), 0, "at the rounded-down part");
+        // Three nodes: 6/5/5.
+        assert_eq!(surplus_of(6, &[5, 5]), 0);
+        assert_eq!(surplus_of(6, &[6, 4]), 1);
+        assert_eq!(surplus_of(7, &[5, 4]), 1);
     }
 
     /// A look reads a share's open events; meanwhile the sink records e1 and leaves it for

@@ -244,7 +244,7 @@ pub(super) async fn work(
                 }
             }
         }
-        give_up_quiet(&shares, &dispatched, &out).await;
+        give_up_quiet(&shares, &dispatched, &out);
         let heard = async {
             match &recorded {
                 Some(recorded) => recorded.notified().await,
@@ -322,7 +322,7 @@ async fn recover(
 /// running. A share is marked as
 /// leaving before it is looked at, so the sink no longer hands its new events over (they
 /// stay open for the next holder); its lease is let go once no send of its is under way.
-async fn give_up_quiet(shares: &WorkShares, dispatched: &Dispatched, out: &WayOut) {
+fn give_up_quiet(shares: &Arc<WorkShares>, dispatched: &Dispatched, out: &WayOut) {
     let mut surplus = shares.surplus();
     for share in shares.all_held().into_iter().rev() {
         if surplus == 0 {
@@ -350,25 +350,28 @@ async fn give_up_quiet(shares: &WorkShares, dispatched: &Dispatched, out: &WayOu
             continue;
         };
         surplus -= 1;
-        let sending = |platform, account: Option<&str>, chat_id: &str| {
-            hermes_adapter::work_share(platform, account, chat_id, SHARES) == share
-        };
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while out.delivery.sends_in_flight(sending) {
-            if tokio::time::Instant::now() >= deadline {
-                // Left to lapse: no other node takes it before the send is over or the
-                // lease's time has run out.
-                tracing::warn!(
-                    share,
-                    "cluster: a send is still under way in a share given up; its lease is left to lapse"
-                );
-                break;
+        // Let go in the store once no send of it is under way, in a task of its own: the
+        // work loop goes on meanwhile.
+        let (shares, delivery) = (shares.clone(), out.delivery.clone());
+        tokio::spawn(async move {
+            let sending = |platform, account: Option<&str>, chat_id: &str| {
+                hermes_adapter::work_share(platform, account, chat_id, SHARES) == share
+            };
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while delivery.sends_in_flight(sending) {
+                if tokio::time::Instant::now() >= deadline {
+                    // Left to lapse: no other node takes it before the send is over or
+                    // the lease's time has run out.
+                    tracing::warn!(
+                        share,
+                        "cluster: a send is still under way in a share given up; its lease is left to lapse"
+                    );
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        if !out.delivery.sends_in_flight(sending) {
             shares.release(share, token).await;
-        }
+        });
     }
 }
 

@@ -63,12 +63,35 @@ impl SharedStore {
     /// The node holding the share of the work Telegram chat `chat` falls in (it runs the
     /// chat's turns and sends its answers), as the store says.
     fn runs(&self, chat: &str) -> Option<usize> {
-        let share = hermes_adapter::work_share(
+        self.holds(hermes_adapter::work_share(
             hermes_adapter::Platform::Telegram,
             None,
             chat,
             hermes_adapter::WORK_SHARES,
-        );
+        ))
+    }
+
+    /// The node running the chat of the approval asked last that still waits for a
+    /// person, as the store says.
+    fn runs_the_waiting_approval(&self) -> Option<usize> {
+        let row = self.sql(
+            "SELECT platform || '|' || coalesce(account, '') || '|' || chat_id FROM approvals
+             WHERE state = 'pending' ORDER BY id DESC LIMIT 1",
+        )?;
+        let mut parts = row.splitn(3, '|');
+        let platform = hermes_adapter::Platform::parse(parts.next()?)?;
+        let account = parts.next().filter(|a| !a.is_empty());
+        let chat = parts.next()?;
+        self.holds(hermes_adapter::work_share(
+            platform,
+            account,
+            chat,
+            hermes_adapter::WORK_SHARES,
+        ))
+    }
+
+    /// The node holding share `share`.
+    fn holds(&self, share: u32) -> Option<usize> {
         let holder = self.sql(&format!(
             "SELECT holder FROM leases WHERE name = 'work:{share}'"
         ))?;
@@ -218,8 +241,15 @@ pub(super) async fn run(plan: &Plan) -> Report {
         .await;
         // The node running the probe's chat (of its share of the work).
         let worker = store.runs(&probe_chat);
-        let target = match worker {
-            Some(worker) if worker < plan.nodes && rng.below(3) < 2 => worker,
+        // At an approval, the node where it waits: what the person sees when that node
+        // goes is the point (one that lives on keeps waiting for their press, past the
+        // end of the run).
+        let waits_on = (matches!(moment, Moment::Approval) && reached)
+            .then(|| store.runs_the_waiting_approval())
+            .flatten();
+        let target = match (waits_on, worker) {
+            (Some(node), _) if node < plan.nodes => node,
+            (_, Some(worker)) if worker < plan.nodes && rng.below(3) < 2 => worker,
             _ => rng.below(plan.nodes as u64) as usize,
         };
         let pause = rng.below(4) == 0;
