@@ -768,7 +768,7 @@ async fn slacks_socket_mode_is_one_connection_across_the_nodes_and_keeps_a_perso
     let person = kit.fake.person(1);
     let dm = kit.fake.dm_chat(&person);
     for k in 0..5 {
-        kit.llm.push(Reply::text(&format!("answer {k}")));
+        kit.llm.push(Reply::text(format!("answer {k}")));
     }
     for k in 0..5 {
         kit.fake.write(&dm, &person, &format!("burst {k}"), true);
