@@ -433,8 +433,8 @@ async fn run(options: &Options) -> Value {
     report
 }
 
-/// Wait until `nodes` nodes hold shares of the work and every share is held: how long it
-/// took, and how many shares each node holds.
+/// Wait until `nodes` nodes hold shares of the work, every share is held and none holds
+/// two more than another: how long it took, and how many shares each node holds.
 async fn shares_spread(
     server: &hermes_testkit::postgres::TestPostgres,
     database: &str,
@@ -442,7 +442,8 @@ async fn shares_spread(
     timeout: Duration,
 ) -> Result<(Duration, Value), String> {
     let started = std::time::Instant::now();
-    let sql = "SELECT holder, count(*) FROM leases WHERE name LIKE 'work:%' \
+    // The shares of the work only (`work:<n>`, not a node's own `work:node:<id>`).
+    let sql = "SELECT holder, count(*) FROM leases WHERE name ~ '^work:[0-9]+$' \
                AND expires_at > CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT) \
                GROUP BY holder ORDER BY holder";
     loop {
@@ -453,7 +454,12 @@ async fn shares_spread(
             .filter_map(|(h, n)| Some((h.to_owned(), n.parse().ok()?)))
             .collect();
         let total: u32 = held.iter().map(|(_, n)| n).sum();
-        if held.len() == nodes && total == hermes_adapter::WORK_SHARES {
+        let (most, least) = (
+            held.iter().map(|(_, n)| *n).max().unwrap_or(0),
+            held.iter().map(|(_, n)| *n).min().unwrap_or(0),
+        );
+        // Every share held, and spread to within one of each other.
+        if held.len() == nodes && total == hermes_adapter::WORK_SHARES && most - least <= 1 {
             let by_node: serde_json::Map<String, Value> =
                 held.into_iter().map(|(h, n)| (h, json!(n))).collect();
             return Ok((started.elapsed(), Value::Object(by_node)));
