@@ -165,6 +165,27 @@ async fn start_second_node(home_a: &Home, home_b: &Home) -> Daemon {
     b
 }
 
+/// Node b of a kit's platform on node a's store (with `env_b` besides the platform's own
+/// lines, and `yaml`), once it is up; its home lives as long as the directory returned.
+async fn second_node_of<F: hermes_testkit::conformance::PlatformFake>(
+    kit: &hermes_testkit::conformance::Kit<F>,
+    env_b: Vec<String>,
+    yaml: &str,
+) -> (Daemon, tempfile::TempDir) {
+    let dir_b = tempfile::tempdir().unwrap();
+    let mut lines_b = kit.fake.env();
+    lines_b.extend(env_b);
+    let lines_b: Vec<&str> = lines_b.iter().map(String::as_str).collect();
+    let home_b = Home::with_platform(
+        dir_b.path(),
+        &kit.llm.base_url(),
+        &kit.fake.platform_yaml(),
+        &lines_b,
+        yaml,
+    );
+    (start_second_node(&kit.home, &home_b).await, dir_b)
+}
+
 /// Node a started first (it does the work), then node b with a's state key, once the two
 /// share the work out (a gives shares up, b takes them).
 async fn start_a_then_b(w: &World, home_b: &Home) -> (Daemon, Daemon) {
@@ -450,18 +471,7 @@ async fn one_node_keeps_discords_gateway_and_another_takes_it_over_when_it_dies(
         (kit.fake.identifies().len() == 1).then_some(())
     })
     .await;
-    let dir_b = tempfile::tempdir().unwrap();
-    let mut lines_b = kit.fake.env();
-    lines_b.extend(env_of("node-b"));
-    let lines_b: Vec<&str> = lines_b.iter().map(String::as_str).collect();
-    let home_b = Home::with_platform(
-        dir_b.path(),
-        &kit.llm.base_url(),
-        &kit.fake.platform_yaml(),
-        &lines_b,
-        LEASES,
-    );
-    let b = start_second_node(&kit.home, &home_b).await;
+    let (b, _dir_b) = second_node_of(&kit, env_of("node-b"), LEASES).await;
 
     kit.llm.push(Reply::text("from node a"));
     let person = kit.fake.person(1);
@@ -531,18 +541,7 @@ async fn discords_shards_are_spread_over_the_nodes_and_taken_over_when_one_dies(
         (kit.fake.connected_shards() == [0, 1]).then_some(())
     })
     .await;
-    let dir_b = tempfile::tempdir().unwrap();
-    let mut lines_b = kit.fake.env();
-    lines_b.extend(env_of("node-b"));
-    let lines_b: Vec<&str> = lines_b.iter().map(String::as_str).collect();
-    let home_b = Home::with_platform(
-        dir_b.path(),
-        &kit.llm.base_url(),
-        &kit.fake.platform_yaml(),
-        &lines_b,
-        LEASES,
-    );
-    let b = start_second_node(&kit.home, &home_b).await;
+    let (b, _dir_b) = second_node_of(&kit, env_of("node-b"), LEASES).await;
     let holders = eventually(WAIT, "each node keeps one shard", || {
         let holders = shard_holders(&server, &database);
         let spread = holders.len() == 2 && holders[0].1 != holders[1].1;
@@ -750,18 +749,7 @@ async fn slacks_socket_mode_is_one_connection_across_the_nodes_and_keeps_a_perso
     let kit = Kit::new(fake, BIN, &env_of("node-a"), &yaml).await;
     let a = kit.start();
     assert!(kit.fake.wait_connected(WAIT).await, "node a connects");
-    let dir_b = tempfile::tempdir().unwrap();
-    let mut lines_b = kit.fake.env();
-    lines_b.extend(env_of("node-b"));
-    let lines_b: Vec<&str> = lines_b.iter().map(String::as_str).collect();
-    let home_b = Home::with_platform(
-        dir_b.path(),
-        &kit.llm.base_url(),
-        &kit.fake.platform_yaml(),
-        &lines_b,
-        &yaml,
-    );
-    let b = start_second_node(&kit.home, &home_b).await;
+    let (b, _dir_b) = second_node_of(&kit, env_of("node-b"), &yaml).await;
     settle().await;
     assert_eq!(kit.fake.connections(), 1, "one connection for both nodes");
 

@@ -45,6 +45,8 @@ struct Page {
     last_id: Option<String>,
     /// Connections of the event stream made so far.
     connections: usize,
+    /// The event stream is open now.
+    streaming: bool,
     /// The page is closed until then.
     away_until: Option<Instant>,
     /// The stream is cut when the next message reaches it.
@@ -371,7 +373,11 @@ async fn listen(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        lock().connections += 1;
+        {
+            let mut page = lock();
+            page.connections += 1;
+            page.streaming = true;
+        }
         let mut buffer = String::new();
         'stream: loop {
             let chunk = tokio::select! {
@@ -407,6 +413,7 @@ async fn listen(
                 }
             }
         }
+        lock().streaming = false;
         drop(response);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -486,6 +493,20 @@ async fn type_in_order(
 ) {
     let mut client: Option<Client> = None;
     while let Some(post) = queue.recv().await {
+        // A person types into an open page, whose event stream is open already (a post
+        // that wins the race with it would have its working indicator go to no page). A
+        // page closed on purpose (`go_away`) posts anyway; at most 10 s are waited.
+        let opened = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < opened {
+            let ready = {
+                let page = page.lock().unwrap_or_else(|e| e.into_inner());
+                page.streaming || page.away_until.is_some_and(|t| t > Instant::now())
+            };
+            if ready {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let (path, body, press_id) = match post {
             Post::Send { chat, id, text } => (
                 "/api/send",
