@@ -165,6 +165,34 @@ async fn start_second_node(home_a: &Home, home_b: &Home) -> Daemon {
     b
 }
 
+/// A kit of `fake`'s platform whose daemon is node a of a new database of the tests'
+/// server (with `yaml`), everyone let in; the server (which stops when the last holder
+/// lets go: keep it), the database's name and node b's `.env` lines. `None` without
+/// PostgreSQL.
+async fn kit_of_node_a<F: hermes_testkit::conformance::PlatformFake>(
+    fake: F,
+    yaml: &str,
+) -> Option<(
+    hermes_testkit::conformance::Kit<F>,
+    std::sync::Arc<TestPostgres>,
+    String,
+    Vec<String>,
+)> {
+    let server = TestPostgres::shared()?;
+    let database = server.create_database();
+    let shared = vec![
+        format!("{}=true", fake.allow_all_var()),
+        format!("HERMES_STORE_URL={}", server.url(&database)),
+    ];
+    let node = |id: &str| {
+        let mut lines = shared.clone();
+        lines.push(format!("HERMES_NODE_ID={id}"));
+        lines
+    };
+    let kit = hermes_testkit::conformance::Kit::new(fake, BIN, &node("node-a"), yaml).await;
+    Some((kit, server, database, node("node-b")))
+}
+
 /// Node b of a kit's platform on node a's store (with `env_b` besides the platform's own
 /// lines, and `yaml`), once it is up; its home lives as long as the directory returned.
 async fn second_node_of<F: hermes_testkit::conformance::PlatformFake>(
@@ -456,22 +484,18 @@ async fn messages_of_one_long_batch_are_answered_once_each() {
 /// what was written meanwhile, and answers it once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_node_keeps_discords_gateway_and_another_takes_it_over_when_it_dies() {
-    use hermes_testkit::conformance::{Kit, PlatformFake};
+    use hermes_testkit::conformance::PlatformFake;
     use hermes_testkit::discord::FakeDiscord;
-    let Some(server) = TestPostgres::shared() else {
+    let Some((kit, _server, _, env_b)) = kit_of_node_a(FakeDiscord::start().await, LEASES).await
+    else {
         return;
     };
-    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
-    let fake = FakeDiscord::start().await;
-    let allow = format!("{}=true", fake.allow_all_var());
-    let env_of = |node: &str| vec![allow.clone(), url.clone(), format!("HERMES_NODE_ID={node}")];
-    let kit = Kit::new(fake, BIN, &env_of("node-a"), LEASES).await;
     let a = kit.start();
     eventually(WAIT, "node a connects to the gateway", || {
         (kit.fake.identifies().len() == 1).then_some(())
     })
     .await;
-    let (b, _dir_b) = second_node_of(&kit, env_of("node-b"), LEASES).await;
+    let (b, _dir_b) = second_node_of(&kit, env_b, LEASES).await;
 
     kit.llm.push(Reply::text("from node a"));
     let person = kit.fake.person(1);
@@ -521,27 +545,22 @@ fn shard_holders(server: &TestPostgres, database: &str) -> Vec<(String, String)>
 /// that shard too and answers the next server message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discords_shards_are_spread_over_the_nodes_and_taken_over_when_one_dies() {
-    use hermes_testkit::conformance::{Kit, PlatformFake};
+    use hermes_testkit::conformance::PlatformFake;
     use hermes_testkit::discord::{FakeDiscord, Options};
-    let Some(server) = TestPostgres::shared() else {
-        return;
-    };
-    let database = server.create_database();
-    let url = format!("HERMES_STORE_URL={}", server.url(&database));
     let fake = FakeDiscord::start_with(Options {
         shards: 2,
         ..Options::default()
     })
     .await;
-    let allow = format!("{}=true", fake.allow_all_var());
-    let env_of = |node: &str| vec![allow.clone(), url.clone(), format!("HERMES_NODE_ID={node}")];
-    let kit = Kit::new(fake, BIN, &env_of("node-a"), LEASES).await;
+    let Some((kit, server, database, env_b)) = kit_of_node_a(fake, LEASES).await else {
+        return;
+    };
     let a = kit.start();
     eventually(WAIT, "node a connects both shards", || {
         (kit.fake.connected_shards() == [0, 1]).then_some(())
     })
     .await;
-    let (b, _dir_b) = second_node_of(&kit, env_of("node-b"), LEASES).await;
+    let (b, _dir_b) = second_node_of(&kit, env_b, LEASES).await;
     let holders = eventually(WAIT, "each node keeps one shard", || {
         let holders = shard_holders(&server, &database);
         let spread = holders.len() == 2 && holders[0].1 != holders[1].1;
@@ -735,21 +754,17 @@ async fn the_web_chat_is_run_by_the_node_serving_its_page() {
 /// meanwhile, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slacks_socket_mode_is_one_connection_across_the_nodes_and_keeps_a_persons_order() {
-    use hermes_testkit::conformance::{Kit, PlatformFake};
+    use hermes_testkit::conformance::PlatformFake;
     use hermes_testkit::llm::last_user_text;
     use hermes_testkit::slack::FakeSlack;
-    let Some(server) = TestPostgres::shared() else {
+    let yaml = format!("{LEASES}display:\n  busy_input_mode: queue\n");
+    let Some((kit, _server, _, env_b)) = kit_of_node_a(FakeSlack::start().await, &yaml).await
+    else {
         return;
     };
-    let url = format!("HERMES_STORE_URL={}", server.url(&server.create_database()));
-    let fake = FakeSlack::start().await;
-    let allow = format!("{}=true", fake.allow_all_var());
-    let env_of = |node: &str| vec![allow.clone(), url.clone(), format!("HERMES_NODE_ID={node}")];
-    let yaml = format!("{LEASES}display:\n  busy_input_mode: queue\n");
-    let kit = Kit::new(fake, BIN, &env_of("node-a"), &yaml).await;
     let a = kit.start();
     assert!(kit.fake.wait_connected(WAIT).await, "node a connects");
-    let (b, _dir_b) = second_node_of(&kit, env_of("node-b"), &yaml).await;
+    let (b, _dir_b) = second_node_of(&kit, env_b, &yaml).await;
     settle().await;
     assert_eq!(kit.fake.connections(), 1, "one connection for both nodes");
 
