@@ -123,6 +123,16 @@ impl World {
             return;
         }
         let _ = std::fs::remove_dir_all(&self.home.dir);
+        // And the homes of further nodes (`spawn_node`), beside it.
+        let (Some(parent), Some(name)) = (self.home.dir.parent(), self.home.dir.file_name()) else {
+            return;
+        };
+        let prefix = format!("{}-node", name.to_string_lossy());
+        for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 }
 
