@@ -18,11 +18,15 @@ use hermes_testkit::postgres::TestPostgres;
 /// Two homes on one new database of the tests' server: node a's (the world's) and node
 /// b's, with the same state key once a has made it; and the database's name.
 async fn two_nodes() -> Option<(World, Home, tempfile::TempDir, String)> {
-    two_nodes_with(LEASES).await
+    two_nodes_with(LEASES, LEASES).await
 }
 
-/// [`two_nodes`] with this config (the lease timings among it).
-async fn two_nodes_with(yaml: &str) -> Option<(World, Home, tempfile::TempDir, String)> {
+/// [`two_nodes`] with this config for node a and this for node b (the lease timings
+/// among them).
+async fn two_nodes_with(
+    yaml: &str,
+    yaml_b: &str,
+) -> Option<(World, Home, tempfile::TempDir, String)> {
     let server = TestPostgres::shared()?;
     let database = server.create_database();
     let url = format!("HERMES_STORE_URL={}", server.url(&database));
@@ -45,7 +49,7 @@ async fn two_nodes_with(yaml: &str) -> Option<(World, Home, tempfile::TempDir, S
             &url,
             "HERMES_NODE_ID=node-b",
         ],
-        yaml,
+        yaml_b,
     );
     Some((w, home_b, dir_b, database))
 }
@@ -617,7 +621,7 @@ async fn a_delegation_is_run_again_only_by_the_node_that_takes_its_chat_over() {
         return;
     };
     let yaml = format!("{LEASES}delegation:\n  background_after_seconds: 1\n");
-    let (w, home_b, _dir_b, database) = two_nodes_with(&yaml).await.unwrap();
+    let (w, home_b, _dir_b, database) = two_nodes_with(&yaml, &yaml).await.unwrap();
     let (a, b) = start_a_then_b(&w, &home_b).await;
     let (mut holder, mut other) = alices_first(&server, &database, a, b);
     let home_of_other: &Home = if runs_alices_chat(&server, &database) == "node-a" {
@@ -688,31 +692,9 @@ async fn the_web_chat_is_run_by_the_node_serving_its_page() {
     let Some(server) = TestPostgres::shared() else {
         return;
     };
-    let database = server.create_database();
-    let url = format!("HERMES_STORE_URL={}", server.url(&database));
-    let w = World::new(
-        &[
-            "TELEGRAM_ALLOW_ALL_USERS=true",
-            &url,
-            "HERMES_NODE_ID=node-a",
-        ],
-        LEASES,
-    )
-    .await;
     let page = FakeWebPage::start().await;
-    let dir_b = tempfile::tempdir().unwrap();
     let yaml_b = format!("{}{}{LEASES}", page.platform_yaml(), page.top_level_yaml());
-    let home_b = Home::new(
-        dir_b.path(),
-        &w.telegram.base_url(),
-        &w.llm.base_url(),
-        &[
-            "TELEGRAM_ALLOW_ALL_USERS=true",
-            &url,
-            "HERMES_NODE_ID=node-b",
-        ],
-        &yaml_b,
-    );
+    let (w, home_b, dir_b, database) = two_nodes_with(LEASES, &yaml_b).await.unwrap();
     page.prepare_home(dir_b.path());
     let (a, b) = start_a_then_b(&w, &home_b).await;
     // A chat whose share, by its id alone, node a holds.

@@ -136,16 +136,19 @@ impl WorkShares {
     /// page names the node that serves it), [`NODE_SHARE`] on that node and [`ELSEWHERE`]
     /// on the others.
     pub fn of(&self, chat: &ChatRef) -> u32 {
-        if let (Some(shared), Some(account), Platform::Web) =
-            (&self.shared, &chat.account, chat.platform)
-        {
-            return if *account == shared.node {
+        self.of_parts(chat.platform, chat.account.as_deref(), &chat.chat_id)
+    }
+
+    /// [`WorkShares::of`] for a chat given by its parts (as delivery keys its lanes).
+    pub fn of_parts(&self, platform: Platform, account: Option<&str>, chat_id: &str) -> u32 {
+        if let (Some(shared), Some(account), Platform::Web) = (&self.shared, account, platform) {
+            return if account == shared.node {
                 NODE_SHARE
             } else {
                 ELSEWHERE
             };
         }
-        chat.work_share(SHARES)
+        hermes_adapter::work_share(platform, account, chat_id, SHARES)
     }
 
     /// The lease share `share` is held under.

@@ -20,7 +20,7 @@ use hermes_adapter::ChatRef;
 
 use super::background::ResumeDelegations;
 use super::parts::WayOut;
-use crate::cluster::shares::{SHARES, Stage};
+use crate::cluster::shares::Stage;
 use crate::cluster::{Cluster, WorkShares};
 use crate::router::Router;
 use crate::store::{Fence, Store};
@@ -355,7 +355,7 @@ fn give_up_quiet(shares: &Arc<WorkShares>, dispatched: &Dispatched, out: &WayOut
         let (shares, delivery) = (shares.clone(), out.delivery.clone());
         tokio::spawn(async move {
             let sending = |platform, account: Option<&str>, chat_id: &str| {
-                hermes_adapter::work_share(platform, account, chat_id, SHARES) == share
+                shares.of_parts(platform, account, chat_id) == share
             };
             let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
             while delivery.sends_in_flight(sending) {
