@@ -121,6 +121,7 @@ pub(super) fn read_agent(
                 ToolProgress::Off
             }
         },
+        memory_limits: read_memory_limits(y, problems),
         image_input: match y.string("agent.image_input_mode", problems) {
             None => ImageInputMode::Auto,
             Some(mode) => ImageInputMode::parse(&mode).unwrap_or_else(|| {
@@ -131,6 +132,32 @@ pub(super) fn read_agent(
                 ImageInputMode::Auto
             }),
         },
+    }
+}
+
+/// `memory.memory_char_limit` and `memory.user_char_limit` (Hermes' defaults 2,200 and
+/// 1,375 characters). Below 100 an entry hardly fits: such a value is refused.
+fn read_memory_limits(
+    y: &mut YamlReader,
+    problems: &mut Vec<Problem>,
+) -> crate::tools::memory::MemoryLimits {
+    let defaults = crate::tools::memory::MemoryLimits::default();
+    let mut limit = |key: &str, default: usize| match y.number(key, problems) {
+        None => default,
+        Some(n) if n >= 100 => n.min(1_000_000) as usize,
+        Some(n) => {
+            problems.push(Problem::error(
+                key,
+                format!(
+                    "{n} characters hold hardly an entry; give at least 100 (default {default})"
+                ),
+            ));
+            default
+        }
+    };
+    crate::tools::memory::MemoryLimits {
+        memory: limit("memory.memory_char_limit", defaults.memory),
+        user: limit("memory.user_char_limit", defaults.user),
     }
 }
 

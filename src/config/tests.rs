@@ -416,6 +416,22 @@ fn compression_and_personalities_take_hermes_names_and_defaults() {
 }
 
 #[test]
+fn memory_limits_take_hermes_names_and_defaults() {
+    let base = "model:\n  provider: custom\n  default: m\n  base_url: http://127.0.0.1:9/v1\n";
+    let loaded = with_model(base, &[]);
+    let limits = loaded.config.expect("loads").agent.memory_limits;
+    assert_eq!((limits.memory, limits.user), (2_200, 1_375));
+    let loaded = with_model(
+        &format!("{base}memory:\n  memory_char_limit: 4000\n  user_char_limit: 800\n"),
+        &[],
+    );
+    let limits = loaded.config.expect("loads").agent.memory_limits;
+    assert_eq!((limits.memory, limits.user), (4_000, 800));
+    let tiny = with_model(&format!("{base}memory:\n  user_char_limit: 5\n"), &[]);
+    assert_eq!(errors(&tiny), ["memory.user_char_limit"]);
+}
+
+#[test]
 fn a_key_never_goes_to_another_providers_host() {
     // MiniMax speaks Anthropic's dialect, but Anthropic's key is not MiniMax's.
     let loaded = with_model(

@@ -202,6 +202,8 @@ pub struct AgentConfig {
     pub tool_progress: ToolProgress,
     /// Answers shown as they are written (`streaming.*`); `None` when off.
     pub streaming: Option<StreamingConfig>,
+    /// How much each memory file holds (`memory.memory_char_limit`, `memory.user_char_limit`).
+    pub memory_limits: crate::tools::memory::MemoryLimits,
 }
 
 /// `streaming.*` (Hermes names): the answer appears as one message edited in place.

@@ -41,7 +41,7 @@ pub(super) async fn prepare_home(config: Arc<Config>) -> anyhow::Result<(Store, 
         for warning in warnings {
             tracing::warn!("{warning}");
         }
-        if MemoryPlaces::new(home, config.sole_person()).orphaned_shared_files() {
+        if MemoryPlaces::new(home, config.sole_person(), config.agent.memory_limits).orphaned_shared_files() {
             tracing::warn!(
                 "memory: {}/memories/MEMORY.md and USER.md are no longer shown to anyone: several people may talk to this bot, and each now has memories of their own (memories/people/). Move what belongs to one person into theirs",
                 home.display()
@@ -186,7 +186,11 @@ pub(super) fn agent_and_sessions(
     let delegations = Delegations::new(store.clone(), stages.work.clone());
     let confinement = Arc::new(Confinement::new(&config.terminal, &config.home));
     let mcp = Mcp::new(config.mcp_servers.clone(), confinement.clone());
-    let memory = MemoryPlaces::new(&config.home, config.sole_person());
+    let memory = MemoryPlaces::new(
+        &config.home,
+        config.sole_person(),
+        config.agent.memory_limits,
+    );
     let agent = Arc::new_cyclic(|agent: &std::sync::Weak<AgentRuntime>| AgentRuntime {
         models: Models::new(
             config.model.clone(),

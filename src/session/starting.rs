@@ -205,7 +205,8 @@ impl SessionActor {
                 .memory
                 .dir_for(self.chat.platform, &author.user_id)
         });
-        let memory = session_memory(store, session_id, kept.memory, memory_dir).await;
+        let limits = self.services.agent.memory.limits();
+        let memory = session_memory(store, session_id, kept.memory, memory_dir, limits).await;
         // Where and with whom, as the session's first turn found it: the system prompt
         // stays the same bytes for the whole session. Someone else writing in a shared
         // session is named in the message instead.
@@ -408,14 +409,17 @@ async fn session_memory(
     session_id: &str,
     kept: Option<String>,
     dir: Option<std::path::PathBuf>,
+    limits: crate::tools::memory::MemoryLimits,
 ) -> String {
     if let Some(kept) = kept {
         return kept;
     }
     let now = match dir {
-        Some(dir) => tokio::task::spawn_blocking(move || crate::tools::memory::snapshot(&dir))
-            .await
-            .unwrap_or_default(),
+        Some(dir) => {
+            tokio::task::spawn_blocking(move || crate::tools::memory::snapshot(&dir, limits))
+                .await
+                .unwrap_or_default()
+        }
         None => String::new(),
     };
     store

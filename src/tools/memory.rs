@@ -1,6 +1,7 @@
 //! `memory {action, target, content, old_text}` with Hermes' files and limits:
-//! `$HERMES_HOME/memories/MEMORY.md` (the agent's notes, 2,200 characters) and `USER.md`
-//! (about the person, 1,375 characters), entries separated by `\n§\n`, so an existing
+//! `$HERMES_HOME/memories/MEMORY.md` (the agent's notes, `memory.memory_char_limit`, 2,200
+//! characters) and `USER.md` (about the person, `memory.user_char_limit`, 1,375
+//! characters), entries separated by `\n§\n`, so an existing
 //! Hermes home's memories are read as they are. `add` (refused past the limit, with the
 //! current entries; an exact duplicate is a no-op), `replace` and `remove` (by a piece of
 //! one entry's text: it must pick out one entry). Writes are atomic (a temporary file
@@ -25,11 +26,36 @@ use crate::tool::{ToolContext, ToolResult, TypedTool};
 /// Between entries, as Hermes writes them.
 const SEPARATOR: &str = "\n§\n";
 
-/// The two memory files: (target name, file, character limit, heading in the prompt).
-const TARGETS: [(&str, &str, usize, &str); 2] = [
-    ("memory", "MEMORY.md", 2_200, "Your memory (notes you kept)"),
-    ("user", "USER.md", 1_375, "About the person"),
+/// The two memory files: (target name, file, heading in the prompt).
+const TARGETS: [(&str, &str, &str); 2] = [
+    ("memory", "MEMORY.md", "Your memory (notes you kept)"),
+    ("user", "USER.md", "About the person"),
 ];
+
+/// How many characters each memory file may hold (`memory.memory_char_limit`,
+/// `memory.user_char_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryLimits {
+    pub memory: usize,
+    pub user: usize,
+}
+
+impl Default for MemoryLimits {
+    /// Hermes' defaults.
+    fn default() -> Self {
+        MemoryLimits {
+            memory: 2_200,
+            user: 1_375,
+        }
+    }
+}
+
+impl MemoryLimits {
+    /// The limit of `TARGETS[index]`.
+    fn of(&self, index: usize) -> usize {
+        if index == 0 { self.memory } else { self.user }
+    }
+}
 
 pub struct MemoryTool {
     places: MemoryPlaces,
@@ -54,14 +80,20 @@ pub struct MemoryPlaces {
     /// The one person the bot is for, when the configuration names exactly one: they keep
     /// Hermes' layout, the files right in `root`.
     owner: Option<(Platform, String)>,
+    limits: MemoryLimits,
 }
 
 impl MemoryPlaces {
-    pub fn new(home: &Path, owner: Option<(Platform, String)>) -> Self {
+    pub fn new(home: &Path, owner: Option<(Platform, String)>, limits: MemoryLimits) -> Self {
         MemoryPlaces {
             root: home.join("memories"),
             owner,
+            limits,
         }
+    }
+
+    pub fn limits(&self) -> MemoryLimits {
+        self.limits
     }
 
     /// The directory of `user_id`'s memories on `platform`.
@@ -95,7 +127,7 @@ impl MemoryPlaces {
         self.owner.is_none()
             && TARGETS
                 .iter()
-                .any(|(_, file, ..)| !read_entries(&self.root.join(file)).is_empty())
+                .any(|(_, file, _)| !read_entries(&self.root.join(file)).is_empty())
     }
 }
 
@@ -131,15 +163,20 @@ impl TypedTool for MemoryTool {
     const TOOLSET: &'static str = "memory";
 
     fn description(&self) -> String {
-        "Keep what should last beyond this conversation. target=memory: your own notes (facts, conventions, lessons); target=user: what you learn about the person (name, preferences, projects). Short entries; the store is small (memory 2200, user 1375 characters). It shows in the system prompt of later conversations.".into()
+        format!(
+            "Keep what should last beyond this conversation. target=memory: your own notes (facts, conventions, lessons); target=user: what you learn about the person (name, preferences, projects). Short entries; the store is small (memory {}, user {} characters). It shows in the system prompt of later conversations.",
+            self.places.limits.memory, self.places.limits.user
+        )
     }
 
     fn call<'a>(&'a self, args: MemoryArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let (target, file, limit, _) = match args.target {
-                MemoryTarget::Memory => TARGETS[0],
-                MemoryTarget::User => TARGETS[1],
+            let index = match args.target {
+                MemoryTarget::Memory => 0,
+                MemoryTarget::User => 1,
             };
+            let (target, file, _) = TARGETS[index];
+            let limit = self.places.limits.of(index);
             let action = match args.action {
                 MemoryAction::Add => "add",
                 MemoryAction::Replace => "replace",
@@ -295,9 +332,10 @@ fn write_entries(dir: &Path, path: &Path, entries: &[String]) -> Result<(), Stri
 
 /// The memories as the system prompt carries them (empty when there are none), each file
 /// with how full it is, as Hermes shows it.
-pub fn snapshot(dir: &Path) -> String {
+pub fn snapshot(dir: &Path, limits: MemoryLimits) -> String {
     let mut out = Vec::new();
-    for (_, file, limit, heading) in TARGETS {
+    for (index, (_, file, heading)) in TARGETS.into_iter().enumerate() {
+        let limit = limits.of(index).max(1);
         let entries = read_entries(&dir.join(file));
         if entries.is_empty() {
             continue;
@@ -358,23 +396,40 @@ mod tests {
             "Name: Ana\n§\nPrefers metric units\n",
         )
         .unwrap();
-        let places = MemoryPlaces::new(home.path(), Some((Platform::Telegram, "1".into())));
-        let shown = snapshot(&places.dir_for(Platform::Telegram, "1"));
+        let places = MemoryPlaces::new(
+            home.path(),
+            Some((Platform::Telegram, "1".into())),
+            MemoryLimits::default(),
+        );
+        let shown = snapshot(&places.dir_for(Platform::Telegram, "1"), places.limits());
         assert!(
             shown.starts_with("## About the person [2% — 32/1375 chars]"),
             "{shown}"
+        );
+        let smaller = MemoryLimits {
+            memory: 2_200,
+            user: 64,
+        };
+        let shown = snapshot(&places.dir_for(Platform::Telegram, "1"), smaller);
+        assert!(
+            shown.starts_with("## About the person [50% — 32/64 chars]"),
+            "the configured limit is the one shown: {shown}"
         );
         assert!(
             shown.ends_with("Name: Ana\n§\nPrefers metric units"),
             "{shown}"
         );
-        assert_eq!(snapshot(&home.path().join("none")), "");
+        assert_eq!(snapshot(&home.path().join("none"), places.limits()), "");
     }
 
     #[test]
     fn each_person_but_the_bots_one_person_has_a_place_of_their_own() {
         let home = std::path::Path::new("/h");
-        let one = MemoryPlaces::new(home, Some((Platform::Telegram, "1".into())));
+        let one = MemoryPlaces::new(
+            home,
+            Some((Platform::Telegram, "1".into())),
+            MemoryLimits::default(),
+        );
         assert_eq!(one.dir_for(Platform::Telegram, "1"), home.join("memories"));
         assert_eq!(
             one.dir_for(Platform::Telegram, "2"),
@@ -385,7 +440,7 @@ mod tests {
             home.join("memories/people/discord_1"),
             "the same id on another platform is someone else"
         );
-        let many = MemoryPlaces::new(home, None);
+        let many = MemoryPlaces::new(home, None, MemoryLimits::default());
         assert_eq!(
             many.dir_for(Platform::Slack, "../U1"),
             home.join("memories/people/slack____U1")
