@@ -203,3 +203,79 @@ async fn a_failing_summariser_is_not_asked_before_every_turn() {
         .count();
     assert_eq!(asked, 1, "one failure, then a rest");
 }
+
+/// Echo answers, and a short summary when asked for one, `n` times.
+fn echo_and_summarise(w: &World, n: usize) {
+    for _ in 0..n {
+        w.llm.push(Reply::computed(|request| {
+            if is_summary_request(request) {
+                Reply::text("SHORT SUMMARY")
+            } else {
+                Reply::text(format!("echo: {}", last_user_text(request)))
+            }
+        }));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compression_is_measured_against_the_model_the_chat_chose() {
+    let w = World::allow_all().await;
+    // The main model holds 2,000 tokens; gpt-4o, on the same endpoint, 128,000.
+    small_context(&w, "compression:\n  protect_first_n: 1\n");
+    echo_and_summarise(&w, 12);
+    let _d = w.start();
+    let chose = w.ask("/model gpt-4o").await;
+    assert!(chose[0].contains("gpt-4o"), "{chose:?}");
+    let long = "lorem ipsum dolor sit amet ".repeat(15); // ~100 tokens
+    for i in 0..6 {
+        w.ask(&format!("question {i} {long}")).await;
+    }
+    let requests = w.llm.requests();
+    assert!(
+        !requests.iter().any(is_summary_request),
+        "600 tokens are far from gpt-4o's threshold"
+    );
+    assert!(requests.iter().all(|r| r["model"] == "gpt-4o"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fallback_that_holds_less_compresses_the_conversation_first() {
+    let w = World::allow_all().await;
+    w.set_model(
+        &format!(
+            "model:\n  provider: custom\n  default: big-model\n  base_url: {url}\n  api_key: k\n  context_length: 1000000\n  max_attempts: 1\n\
+             fallback_providers:\n  - provider: custom\n    model: small-model\n    base_url: {url}\n    api_key: k\n    context_length: 2000\n",
+            url = w.llm.base_url()
+        ),
+        "compression:\n  protect_first_n: 1\n",
+    );
+    echo_and_summarise(&w, 5);
+    let _d = w.start();
+    let long = "lorem ipsum dolor sit amet ".repeat(15);
+    for i in 0..5 {
+        w.ask(&format!("question {i} {long}")).await;
+    }
+    assert!(!w.llm.requests().iter().any(is_summary_request));
+    w.llm.push(Reply::Error {
+        status: 500,
+        retry_after: Some(0),
+    });
+    echo_and_summarise(&w, 2);
+    let before = w.telegram.sent_texts(ALICE).len();
+    w.telegram.dm(ALICE, &format!("question 5 {long}"));
+    // The fallback notice, then the answer.
+    let replies = w.replies(ALICE, before + 2).await;
+    assert!(
+        replies.last().unwrap().starts_with("echo: question 5"),
+        "{replies:?}"
+    );
+    let requests = w.llm.requests();
+    let summary = requests
+        .iter()
+        .position(is_summary_request)
+        .expect("compressed for the fallback's window");
+    let answer = requests.last().unwrap();
+    assert_eq!(answer["model"], "small-model");
+    assert!(summary < requests.len() - 1);
+    assert!(carries_summary(answer), "{answer}");
+}

@@ -82,6 +82,11 @@ async fn anthropic_runs_a_tool_round_trip_with_thinking_and_prompt_caching() {
     let usage = usage.last().unwrap();
     assert!(usage.contains("written to the cache"), "{usage}");
     assert!(usage.contains("from the cache"), "{usage}");
+    // Anthropic states no cost: the model's list price gives one.
+    assert!(
+        usage.contains(", under $0.0001") || usage.contains(", $0."),
+        "{usage}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

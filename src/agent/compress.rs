@@ -1,5 +1,6 @@
 //! Context compression (Hermes' semantics): when a conversation passes
-//! `compression.threshold` of the model's context, its middle is summarised by the
+//! `compression.threshold` of the context of the model in use (the chat's `/model` choice,
+//! or the fallback answering now), its middle is summarised by the
 //! auxiliary model (`auxiliary.compression.*`, else the main one) and the summary takes its
 //! place in the stored history; the first messages and a tail worth
 //! `threshold × target_ratio` stay as they are. The originals stay in the database (hidden,
@@ -33,8 +34,6 @@ const REST_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(6
 pub struct Compressor {
     pub config: CompressionConfig,
     pub client: Arc<LlmClient>,
-    /// The main model's context, in tokens.
-    pub context_tokens: usize,
     /// Sessions whose last automatic compression failed, and when.
     failed: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     /// Sessions being compressed now (one compression per session at a time).
@@ -78,30 +77,32 @@ impl Compressor {
             .contains(session_id)
     }
 
-    /// Compress when the conversation passes this many tokens.
-    pub fn threshold_tokens(&self) -> usize {
-        (self.context_tokens as f64 * self.config.threshold) as usize
+    /// Compress when the conversation passes this many tokens, for a model whose context
+    /// holds `context_tokens`.
+    pub fn threshold_tokens(&self, context_tokens: usize) -> usize {
+        (context_tokens as f64 * self.config.threshold) as usize
     }
 
-    pub fn new(config: CompressionConfig, client: Arc<LlmClient>, context_tokens: usize) -> Self {
+    pub fn new(config: CompressionConfig, client: Arc<LlmClient>) -> Self {
         Compressor {
             config,
             client,
-            context_tokens,
             failed: Default::default(),
             running: Default::default(),
         }
     }
 
-    /// Summarise the middle of session `session_id` now. `automatic` (before a turn, not
-    /// `/compress`): only a middle of four messages or more, and not within ten minutes of
-    /// a failed summary.
+    /// Summarise the middle of session `session_id` now, for a model whose context holds
+    /// `context_tokens` (the tail kept is measured against it). `automatic` (before a turn,
+    /// not `/compress`): only a middle of four messages or more, and not within ten minutes
+    /// of a failed summary.
     pub async fn compress(
         &self,
         store: &Store,
         session_id: &str,
         cancel: &CancellationToken,
         automatic: bool,
+        context_tokens: usize,
     ) -> Result<Compressed, String> {
         if automatic
             && let Some(at) = self.failed.lock().expect("failures lock").get(session_id)
@@ -124,7 +125,9 @@ impl Compressor {
             set: &self.running,
             session: session_id.to_owned(),
         };
-        let result = self.summarise(store, session_id, cancel, automatic).await;
+        let result = self
+            .summarise(store, session_id, cancel, automatic, context_tokens)
+            .await;
         let mut failed = self.failed.lock().expect("failures lock");
         match &result {
             Err(_) if automatic && !cancel.is_cancelled() => {
@@ -144,13 +147,14 @@ impl Compressor {
         session_id: &str,
         cancel: &CancellationToken,
         automatic: bool,
+        context_tokens: usize,
     ) -> Result<Compressed, String> {
         let live = store
             .session_live(session_id)
             .await
             .map_err(|e| format!("cannot read the conversation: {e}"))?;
         let min_middle = if automatic { 4 } else { 2 };
-        let Some((head_end, tail_start)) = self.middle(&live, min_middle) else {
+        let Some((head_end, tail_start)) = self.middle(&live, min_middle, context_tokens) else {
             return Ok(Compressed::NothingToDo);
         };
         // What the summariser can read at once: the oldest part of a middle too long for
@@ -229,12 +233,18 @@ impl Compressor {
     /// tail worth `threshold × target_ratio` tokens (at least three messages, at most
     /// `protect_last_n`) that starts with a message of the person. `None` when there is
     /// no middle of two messages or more.
-    fn middle(&self, live: &[LiveMessage], min_middle: usize) -> Option<(usize, usize)> {
+    fn middle(
+        &self,
+        live: &[LiveMessage],
+        min_middle: usize,
+        context_tokens: usize,
+    ) -> Option<(usize, usize)> {
         let mut head_end = self.config.protect_first_n.min(live.len());
         while head_end < live.len() && live[head_end].message.role == "tool" {
             head_end += 1;
         }
-        let budget = (self.threshold_tokens() as f64 * self.config.target_ratio) as usize;
+        let budget =
+            (self.threshold_tokens(context_tokens) as f64 * self.config.target_ratio) as usize;
         let min_tail = 3.min(self.config.protect_last_n);
         let mut tail_start = live.len();
         let mut used = 0;
@@ -269,20 +279,29 @@ pub struct Compaction {
 pub type Compacted = Option<Vec<StoredMessage>>;
 
 impl Compaction {
-    pub fn threshold_tokens(&self) -> usize {
-        self.compressor.threshold_tokens()
+    /// The threshold for the model answering now (see [`Compressor::threshold_tokens`]).
+    pub fn threshold_tokens(&self, context_tokens: usize) -> usize {
+        self.compressor.threshold_tokens(context_tokens)
     }
 
-    /// Compress now; the shorter history to go on with, or `None` when there was nothing
-    /// to compress. `automatic`: see [`Compressor::compress`].
+    /// Compress now, for the model answering now; the shorter history to go on with, or
+    /// `None` when there was nothing to compress. `automatic`: see
+    /// [`Compressor::compress`].
     pub async fn run(
         &self,
         cancel: &CancellationToken,
         automatic: bool,
+        context_tokens: usize,
     ) -> Result<Compacted, String> {
         match self
             .compressor
-            .compress(&self.store, &self.session_id, cancel, automatic)
+            .compress(
+                &self.store,
+                &self.session_id,
+                cancel,
+                automatic,
+                context_tokens,
+            )
             .await?
         {
             Compressed::NothingToDo => Ok(None),
@@ -331,7 +350,7 @@ fn shortened(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn compressor(context_tokens: usize) -> Compressor {
+    fn compressor() -> Compressor {
         let model = crate::llm::tests::model("http://127.0.0.1:9/v1");
         Compressor::new(
             CompressionConfig {
@@ -343,7 +362,6 @@ mod tests {
                 model: model.clone(),
             },
             Arc::new(LlmClient::new(model)),
-            context_tokens,
         )
     }
 
@@ -367,7 +385,7 @@ mod tests {
     #[test]
     fn the_middle_never_splits_a_tool_exchange() {
         // Budget: 2000 × 0.5 × 0.2 = 200 tokens, about two messages of 104.
-        let c = compressor(2_000);
+        let c = compressor();
         let msgs = live(&[
             "user",
             "assistant",
@@ -382,10 +400,13 @@ mod tests {
             "user",
             "assistant",
         ]);
-        let (head_end, tail_start) = c.middle(&msgs, 2).unwrap();
+        let (head_end, tail_start) = c.middle(&msgs, 2, 2_000).unwrap();
         assert_eq!(head_end, 4, "the head takes the results of its call");
         assert_eq!(msgs[tail_start].message.role, "user");
         assert!(msgs.len() - tail_start >= 3);
-        assert!(c.middle(&msgs[..5], 2).is_none(), "nothing in the middle");
+        assert!(
+            c.middle(&msgs[..5], 2, 2_000).is_none(),
+            "nothing in the middle"
+        );
     }
 }

@@ -187,8 +187,9 @@ impl AgentRuntime {
         }
     }
 
-    /// A conversation past the compression threshold is compressed before the first call.
-    /// What did not compress now (resting, too little in the middle) may still be
+    /// A conversation past the compression threshold of the model about to answer is
+    /// compressed before its first call (at the turn's start, and when a fallback takes
+    /// over). What did not compress now (resting, too little in the middle) may still be
     /// compressed once if the provider says the context is full.
     async fn compress_first(&self, turn: &mut Turn) {
         let Some(compaction) = &turn.input.compaction else {
@@ -201,10 +202,13 @@ impl AgentRuntime {
                 .chain(&turn.new_messages)
                 .map(cost)
                 .sum::<usize>();
-        if size <= compaction.threshold_tokens() {
+        // Against the model this turn starts on: the chat's choice may hold less (or more)
+        // than the main model.
+        let context = turn.chain[turn.current].config().context_length;
+        if size <= compaction.threshold_tokens(context) {
             return;
         }
-        match compaction.run(&turn.cancel, true).await {
+        match compaction.run(&turn.cancel, true, context).await {
             Ok(Some(shorter)) => {
                 turn.history = shorter;
                 turn.compacted = true;
@@ -303,7 +307,8 @@ impl AgentRuntime {
             && let Some(compaction) = &turn.input.compaction
         {
             tracing::warn!(error = %error, "agent: the conversation is too long for the model; compressing it");
-            match compaction.run(&turn.cancel, false).await {
+            let context = llm.config().context_length;
+            match compaction.run(&turn.cancel, false, context).await {
                 Ok(Some(shorter)) => {
                     turn.history = shorter;
                     return Next::Call;
@@ -316,6 +321,10 @@ impl AgentRuntime {
             && turn.current + 1 < turn.chain.len()
         {
             self.fall_back(turn, llm, &error);
+            // The next model may hold less: the conversation is measured against it.
+            if !turn.compacted {
+                self.compress_first(turn).await;
+            }
             return Next::Call;
         }
         if matches!(error, LlmError::Unreachable { .. })

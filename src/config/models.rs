@@ -222,8 +222,16 @@ pub fn resolve(
         (name, _) => keys.get(name).cloned(),
     });
     let model = model.trim().to_owned();
+    // Another model's window is its own (compression is measured against it), not the
+    // one set for `like`.
+    let context_length = if model == like.model {
+        like.context_length
+    } else {
+        crate::llm::catalog::context_window(&model).unwrap_or(DEFAULT_CONTEXT_WINDOW)
+    };
     Ok(ModelConfig {
         provider: info.name.to_owned(),
+        context_length,
         // An output cap set for one model does not fit another.
         max_tokens: like.max_tokens.filter(|_| model == like.model),
         model,
@@ -233,6 +241,9 @@ pub fn resolve(
         ..like.clone()
     })
 }
+
+/// A model's context window when neither the configuration nor `llm::catalog` knows it.
+pub const DEFAULT_CONTEXT_WINDOW: usize = 131_072;
 
 /// `model.*` (with `HERMES_MODEL` and the older flat `model: name`).
 pub(super) fn read_model(
@@ -261,9 +272,16 @@ pub(super) fn read_model(
         base_url: String::new(),
         api_key: None,
         dialect: Dialect::OpenAi,
+        // The configured window, else the model's known one, else a common one.
         context_length: y
             .number("model.context_length", problems)
-            .unwrap_or(131_072) as usize,
+            .map(|n| n as usize)
+            .or_else(|| {
+                model
+                    .as_deref()
+                    .and_then(crate::llm::catalog::context_window)
+            })
+            .unwrap_or(DEFAULT_CONTEXT_WINDOW),
         max_attempts: y
             .number("model.max_attempts", problems)
             .unwrap_or(4)

@@ -265,7 +265,6 @@ fn compressor(config: &Config) -> Option<Arc<Compressor>> {
         Arc::new(Compressor::new(
             config.compression.clone(),
             Arc::new(LlmClient::new(config.compression.model.clone())),
-            config.model.context_length,
         ))
     })
 }

@@ -5,6 +5,7 @@
 //! classified so the agent knows when to fall back or compress.
 
 mod anthropic;
+pub mod catalog;
 pub mod check;
 pub mod local;
 mod offer;
@@ -55,7 +56,8 @@ pub struct Usage {
     pub cached: u64,
     /// Of `prompt`, written to the provider's prompt cache (Anthropic).
     pub cache_write: u64,
-    /// What it cost, in millionths of a dollar, where the provider says (OpenRouter).
+    /// What it cost, in millionths of a dollar: where the provider says (OpenRouter), else
+    /// at the model's list price where it is known (`catalog`).
     pub cost_micros: u64,
 }
 
@@ -375,7 +377,17 @@ impl LlmClient {
                 } => r,
             };
             match outcome {
-                Ok(completion) => {
+                Ok(mut completion) => {
+                    // Where the provider does not say what a call cost, its list price.
+                    if completion.usage.cost_micros == 0
+                        && let Some(cost) = catalog::list_cost_micros(
+                            &self.config.provider,
+                            &self.config.model,
+                            &completion.usage,
+                        )
+                    {
+                        completion.usage.cost_micros = cost;
+                    }
                     let usage = completion.usage;
                     crate::metrics::llm_tokens(usage.prompt, usage.completion, usage.cached);
                     return Ok(completion);

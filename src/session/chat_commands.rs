@@ -42,6 +42,19 @@ impl ChatSettings {
     }
 }
 
+impl SessionActor {
+    /// The model the chat uses: its `/model` choice where that still resolves, else the
+    /// main one.
+    pub(super) async fn chat_model(&self) -> Arc<crate::llm::LlmClient> {
+        let models = &self.services.agent.models;
+        ChatSettings::load(&self.services.store, &self.key)
+            .await
+            .model
+            .and_then(|name| models.resolve(&name).ok())
+            .unwrap_or_else(|| models.primary.clone())
+    }
+}
+
 fn progress_mode(text: &str) -> Option<ToolProgress> {
     match text.trim().to_ascii_lowercase().as_str() {
         "off" | "false" | "none" => Some(ToolProgress::Off),
@@ -193,12 +206,14 @@ impl SessionActor {
             Ok(id) => id,
             Err(text) => return self.say(inbox_id, &message_id, &text).await,
         };
+        // Against the model the chat uses (its /model choice), as a turn would measure.
+        let context = self.chat_model().await.config().context_length;
         let services = self.services.clone();
         let chat = self.chat.clone();
         let cancel = self.services.work.child_token();
         self.services.tasks.spawn(async move {
             let text = match compressor
-                .compress(&services.store, &session, &cancel, false)
+                .compress(&services.store, &session, &cancel, false, context)
                 .await
             {
                 Ok(crate::agent::Compressed::Done {

@@ -126,11 +126,7 @@ impl SessionActor {
             }
             Err(e) => lines.push(format!("Session: unavailable ({e})")),
         }
-        let chosen = super::chat_commands::ChatSettings::load(store, &self.key)
-            .await
-            .model
-            .and_then(|name| self.services.agent.models.resolve(&name).ok())
-            .unwrap_or_else(|| self.services.agent.models.primary.clone());
+        let chosen = self.chat_model().await;
         lines.push(format!(
             "Model: {}",
             crate::agent::models::describe(&chosen)
@@ -187,8 +183,12 @@ fn usage_line(usage: crate::llm::Usage) -> String {
         ));
     }
     line.push_str(&format!(", {} out", grouped(usage.completion)));
-    if usage.cost_micros > 0 {
-        line.push_str(&format!(", ${:.4}", usage.cost_micros as f64 / 1e6));
+    // The provider's figure or the model's list price (`llm::catalog`); nothing where
+    // neither is known.
+    match usage.cost_micros {
+        0 => {}
+        1..100 => line.push_str(", under $0.0001"),
+        micros => line.push_str(&format!(", ${:.4}", micros as f64 / 1e6)),
     }
     line
 }
