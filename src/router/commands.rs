@@ -255,6 +255,81 @@ pub const COMMANDS: &[Command] = &[
         action: Action::Session(|args| SessionCommand::Verbose(args.to_owned())),
     },
     Command {
+        name: "sessions",
+        aliases: &[],
+        help: Some(Help {
+            args: "[full | search <words>]",
+            text: "this conversation's earlier sessions",
+        }),
+        menu: Some(Menu {
+            description: "List this conversation's earlier sessions",
+            argument: Some("full, or search <words>"),
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
+        action: Action::Session(|args| SessionCommand::Sessions(args.to_owned())),
+    },
+    Command {
+        name: "resume",
+        aliases: &[],
+        help: Some(Help {
+            args: "[number | id | title]",
+            text: "take an earlier session up again",
+        }),
+        menu: Some(Menu {
+            description: "Take an earlier session up again",
+            argument: Some("its number in /resume, its id or its title"),
+        }),
+        while_busy: WhileBusy::Refused,
+        who: Who::AdminsWhenShared,
+        action: Action::Session(|args| SessionCommand::Resume(args.to_owned())),
+    },
+    Command {
+        name: "background",
+        aliases: &["bg", "btw"],
+        help: Some(Help {
+            args: "<prompt>",
+            text: "run a prompt in a separate session; keep chatting meanwhile (also /bg, /btw)",
+        }),
+        menu: Some(Menu {
+            description: "Run a prompt in the background",
+            argument: Some("the prompt"),
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
+        action: Action::Session(|args| SessionCommand::Background(args.to_owned())),
+    },
+    Command {
+        name: "queue",
+        aliases: &["q"],
+        help: Some(Help {
+            args: "<prompt>",
+            text: "a prompt for the next turn, without interrupting",
+        }),
+        menu: Some(Menu {
+            description: "Queue a prompt for the next turn (doesn't interrupt)",
+            argument: Some("the prompt"),
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
+        action: Action::Session(|args| SessionCommand::Queue(args.to_owned())),
+    },
+    Command {
+        name: "steer",
+        aliases: &[],
+        help: Some(Help {
+            args: "<prompt>",
+            text: "words for the running turn, read after its next tool call",
+        }),
+        menu: Some(Menu {
+            description: "Add words to the running turn after its next tool call",
+            argument: Some("the words"),
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
+        action: Action::Session(|args| SessionCommand::Steer(args.to_owned())),
+    },
+    Command {
         name: "sethome",
         aliases: &["set_home"],
         help: Some(Help {

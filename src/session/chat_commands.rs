@@ -74,7 +74,7 @@ fn progress_name(mode: ToolProgress) -> &'static str {
 
 impl SessionActor {
     /// The open session's id (opening one if needed).
-    async fn session_id_for(&mut self, author: &Author) -> Result<String, String> {
+    pub(super) async fn session_id_for(&mut self, author: &Author) -> Result<String, String> {
         match self
             .services
             .store

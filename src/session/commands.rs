@@ -80,6 +80,22 @@ impl SessionActor {
                 let text = self.usage().await;
                 self.say(inbox_id, &message_id, &text).await;
             }
+            SessionCommand::Queue(prompt) => {
+                self.queue(inbox_id, message_id, author, prompt.trim(), running)
+                    .await
+            }
+            SessionCommand::Steer(prompt) => {
+                self.steer(inbox_id, message_id, author, prompt.trim(), running)
+                    .await
+            }
+            SessionCommand::Background(prompt) => {
+                self.background(inbox_id, message_id, author, prompt.trim())
+                    .await
+            }
+            SessionCommand::Sessions(args) => {
+                self.sessions(inbox_id, message_id, author, &args).await
+            }
+            SessionCommand::Resume(args) => self.resume(inbox_id, message_id, author, &args).await,
             other => {
                 self.chat_command(inbox_id, message_id, author, other, running)
                     .await

@@ -81,6 +81,7 @@ impl SessionActor {
                 | TurnOutcome::BudgetExhausted { reply, messages },
                 _,
             ) => {
+                let reply = self.headed(&reply, &inputs);
                 let rows = self.answer_rows(&reply, reply_to).await;
                 self.record_end(end, messages, rows, InboxState::Done, "answered")
                     .await;

@@ -30,7 +30,9 @@ use crate::tools::ToolContext;
 mod actor;
 mod chat_commands;
 mod commands;
+mod earlier;
 mod ending;
+mod side;
 mod starting;
 mod stream;
 
@@ -109,6 +111,16 @@ pub enum SessionCommand {
     Personality(String),
     /// Show or choose how much tool progress the chat sees.
     Verbose(String),
+    /// List this conversation's earlier sessions (`full`, `search <words>`).
+    Sessions(String),
+    /// Take an earlier session up again (its number, id or title).
+    Resume(String),
+    /// Run a prompt in a fresh session beside this one.
+    Background(String),
+    /// A prompt for a turn of its own after the running one.
+    Queue(String),
+    /// Words for the running turn, after its next tool call.
+    Steer(String),
 }
 
 /// Everything actors share.
