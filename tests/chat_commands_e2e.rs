@@ -190,3 +190,86 @@ async fn a_history_edit_waits_for_the_running_turn_and_status_does_not() {
     );
     w.ask("/stop").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_sets_how_much_the_chats_model_thinks() {
+    use hermes_testkit::llm::Reply;
+    let w = World::new(
+        &[
+            "TELEGRAM_ALLOW_ALL_USERS=true",
+            "ANTHROPIC_API_KEY=sk-ant-api03-test-key",
+        ],
+        "",
+    )
+    .await;
+    w.set_model(
+        &format!(
+            "model:\n  provider: anthropic\n  default: claude-sonnet-4-5\n  base_url: {}\n",
+            w.llm.anthropic_base_url()
+        ),
+        "agent:\n  reasoning_effort: medium\n",
+    );
+    let _d = w.start();
+    let shown = visible(w.ask("/reasoning").await.last().unwrap());
+    assert!(
+        shown.contains("Effort: medium") && shown.contains("Scope: global config"),
+        "{shown}"
+    );
+    w.llm.push(Reply::text("thought a lot"));
+    let set = visible(w.ask("/reasoning high").await.last().unwrap());
+    assert!(set.starts_with("🧠 ✓ Reasoning effort set to high"), "{set}");
+    w.ask("think hard").await;
+    let hard = w.llm.requests().last().cloned().unwrap();
+    assert_eq!(hard["thinking"]["budget_tokens"], 16_000, "{hard}");
+    w.ask("/reasoning none").await;
+    w.llm.push(Reply::text("no thinking"));
+    w.ask("quick one").await;
+    let quick = w.llm.requests().last().cloned().unwrap();
+    assert!(quick.get("thinking").is_none(), "{quick}");
+    w.ask("/reasoning reset").await;
+    w.llm.push(Reply::text("back to medium"));
+    w.ask("again").await;
+    let again = w.llm.requests().last().cloned().unwrap();
+    assert_eq!(again["thinking"]["budget_tokens"], 8_000);
+    let bad = visible(w.ask("/reasoning loud").await.last().unwrap());
+    assert!(bad.starts_with("⚠️ Unknown argument: loud"), "{bad}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_shows_what_the_conversation_takes_of_the_window() {
+    let w = World::allow_all().await;
+    let _d = w.start();
+    w.ask(&"a long question ".repeat(200)).await;
+    let shown = visible(w.ask("/context").await.last().unwrap());
+    assert!(shown.starts_with("🧩 Context (estimated)"), "{shown}");
+    assert!(shown.contains("Model: fake-model (custom), 131,072 tokens"), "{shown}");
+    assert!(shown.contains("• Conversation (2 messages): ~"), "{shown}");
+    assert!(shown.contains("tools): ~"), "{shown}");
+    assert!(shown.contains("Compression starts at ~65,536 tokens (50%)"), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_lists_commands_and_skills_a_page_at_a_time() {
+    let w = World::allow_all().await;
+    let skill = w.home.dir.join("skills/research/arxiv");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: arxiv\ndescription: Search arXiv papers\n---\nUse the API.\n",
+    )
+    .unwrap();
+    let _d = w.start();
+    let first = visible(w.ask("/commands").await.last().unwrap());
+    assert!(first.starts_with("📚 Commands ("), "{first}");
+    assert!(first.contains("/commands 2"), "{first}");
+    let mut last = String::new();
+    for page in 2..=5 {
+        last = visible(w.ask(&format!("/commands {page}")).await.last().unwrap());
+        if !last.contains("next →") {
+            break;
+        }
+    }
+    assert!(last.contains("arxiv — Search arXiv papers"), "{last}");
+    let bad = visible(w.ask("/commands two").await.last().unwrap());
+    assert_eq!(bad, "Usage: /commands [page]");
+}

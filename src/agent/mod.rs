@@ -12,6 +12,15 @@ mod sub_agents;
 mod turn;
 
 pub use compress::{Compacted, Compaction, Compressed, Compressor, SUMMARY_OPENING};
+
+/// A text's rough token count, and a stored message's, as turns estimate them.
+pub fn estimated_tokens(text: &str) -> usize {
+    context::estimate_tokens(text)
+}
+
+pub fn estimated_message_tokens(message: &crate::store::StoredMessage) -> usize {
+    context::cost(message)
+}
 pub use models::Models;
 pub use prompt::SystemPrompt;
 

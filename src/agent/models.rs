@@ -84,6 +84,31 @@ impl Models {
     }
 }
 
+impl Models {
+    /// `client` thinking at `effort` (a chat's `/reasoning` level): the same client when it
+    /// already does, else one made once and kept with the `/model` clients.
+    pub fn with_effort(&self, client: &Arc<LlmClient>, effort: &str) -> Arc<LlmClient> {
+        let config = client.config();
+        if config.reasoning_effort.as_deref() == Some(effort) {
+            return client.clone();
+        }
+        let name = format!("{}:{}#effort={effort}", config.provider, config.model);
+        let mut chosen = self.chosen.lock().expect("models lock");
+        if let Some(made) = chosen.get(&name) {
+            return made.clone();
+        }
+        if chosen.len() >= MAX_CHOSEN {
+            chosen.clear();
+        }
+        let made = Arc::new(LlmClient::new(ModelConfig {
+            reasoning_effort: Some(effort.to_owned()),
+            ..config.clone()
+        }));
+        chosen.insert(name, made.clone());
+        made
+    }
+}
+
 /// "claude-sonnet-4 (anthropic)".
 pub fn describe(client: &LlmClient) -> String {
     format!("{} ({})", client.model(), client.config().provider)

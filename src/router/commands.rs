@@ -65,6 +65,8 @@ pub enum Action {
     Deny,
     /// Answered by the router: the person's id and tier here (`/whoami`).
     WhoAmI,
+    /// Answered by the router with a page of [`commands_page`] (`/commands [page]`).
+    Commands,
     /// Handed to the conversation's actor, made from the arguments.
     Session(fn(&str) -> SessionCommand),
 }
@@ -330,6 +332,36 @@ pub const COMMANDS: &[Command] = &[
         action: Action::Session(|args| SessionCommand::Steer(args.to_owned())),
     },
     Command {
+        name: "context",
+        aliases: &[],
+        help: Some(Help {
+            args: "",
+            text: "what this conversation takes of the model's context",
+        }),
+        menu: Some(Menu {
+            description: "What this conversation takes of the model's context",
+            argument: None,
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
+        action: Action::Session(|_| SessionCommand::Context),
+    },
+    Command {
+        name: "reasoning",
+        aliases: &[],
+        help: Some(Help {
+            args: "[none|minimal|low|medium|high|xhigh|max|ultra|reset]",
+            text: "show or set how much the model thinks here",
+        }),
+        menu: Some(Menu {
+            description: "Show or set how much the model thinks",
+            argument: Some("none, minimal, low, medium, high, xhigh, max, ultra or reset"),
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::AdminsWhenShared,
+        action: Action::Session(|args| SessionCommand::Reasoning(args.to_owned())),
+    },
+    Command {
         name: "sethome",
         aliases: &["set_home"],
         help: Some(Help {
@@ -373,6 +405,21 @@ pub const COMMANDS: &[Command] = &[
         while_busy: WhileBusy::Runs,
         who: Who::Anyone,
         action: Action::Deny,
+    },
+    Command {
+        name: "commands",
+        aliases: &[],
+        help: Some(Help {
+            args: "[page]",
+            text: "every command and skill, a page at a time",
+        }),
+        menu: Some(Menu {
+            description: "Browse all commands and skills",
+            argument: Some("the page"),
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Anyone,
+        action: Action::Commands,
     },
     Command {
         name: "whoami",
@@ -435,6 +482,83 @@ pub fn help_text() -> &'static str {
     &TEXT
 }
 
+/// Lines on a page of `/commands` (Hermes: 20; 15 on Telegram, whose messages the
+/// gateway splits when they are long anyway).
+pub const PER_PAGE: usize = 20;
+
+/// One page of `/commands` (Hermes' layout): every command with its arguments, text and
+/// aliases, then the skills (`(name, description)`), `per_page` lines a page. `page`
+/// counts from 1 and is brought into range (and then says so).
+pub fn commands_page(page: usize, per_page: usize, skills: &[(String, String)]) -> String {
+    let mut entries: Vec<String> = COMMANDS
+        .iter()
+        .filter_map(|c| {
+            let help = c.help.as_ref()?;
+            let args = if help.args.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", help.args)
+            };
+            let aliases: Vec<String> = c
+                .aliases
+                .iter()
+                .filter(|a| !a.contains('-'))
+                .map(|a| format!("`/{a}`"))
+                .collect();
+            let aliases = if aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" (alias: {})", aliases.join(", "))
+            };
+            Some(format!("`/{}{args}` -- {}{aliases}", c.name, help.text))
+        })
+        .collect();
+    if !skills.is_empty() {
+        entries.push(String::new());
+        entries.push("⚡ **Skills** (ask for one by name):".to_owned());
+        for (name, description) in skills {
+            let description = if description.is_empty() {
+                "Skill"
+            } else {
+                description
+            };
+            entries.push(format!("`{name}` — {description}"));
+        }
+    }
+    let per_page = per_page.max(1);
+    let pages = entries.len().div_ceil(per_page).max(1);
+    let shown = page.clamp(1, pages);
+    let mut text = format!(
+        "📚 **Commands** ({} total, page {shown}/{pages})\n\n",
+        COMMANDS.iter().filter(|c| c.help.is_some()).count() + skills.len()
+    );
+    text.push_str(
+        &entries
+            .iter()
+            .skip((shown - 1) * per_page)
+            .take(per_page)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    if pages > 1 {
+        let mut nav = Vec::new();
+        if shown > 1 {
+            nav.push(format!("`/commands {}` ← prev", shown - 1));
+        }
+        if shown < pages {
+            nav.push(format!("next → `/commands {}`", shown + 1));
+        }
+        text.push_str(&format!("\n\n{}", nav.join(" | ")));
+    }
+    if shown != page {
+        text.push_str(&format!(
+            "\n_(Requested page {page} was out of range, showing page {shown}.)_"
+        ));
+    }
+    text
+}
+
 /// What the platforms are given for their menus and words: every command with a menu
 /// entry, with its aliases.
 pub fn specs() -> Vec<CommandSpec> {
@@ -485,6 +609,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn commands_come_a_page_at_a_time_with_the_skills_last() {
+        let skills = vec![("arxiv".to_owned(), "Search papers".to_owned())];
+        let first = commands_page(1, 15, &skills);
+        assert!(first.starts_with("📚 **Commands** ("), "{first}");
+        assert!(
+            first.contains("`/new` -- start a fresh conversation"),
+            "{first}"
+        );
+        assert!(first.contains("next → `/commands 2`"), "{first}");
+        assert!(!first.contains("← prev"));
+        let lines = |page: &str| page.lines().filter(|l| l.starts_with('`')).count();
+        assert_eq!(lines(&first), 15);
+        let last = commands_page(99, 15, &skills);
+        assert!(last.contains("`arxiv` — Search papers"), "{last}");
+        assert!(
+            last.contains("Requested page 99 was out of range"),
+            "{last}"
+        );
+        assert!(last.contains("← prev") && !last.contains("next →"));
+        assert!(
+            commands_page(1, 20, &skills).contains("`/background <prompt>` -- run a prompt in a separate session; keep chatting meanwhile (also /bg, /btw) (alias: `/bg`, `/btw`)")
+        );
     }
 
     #[test]

@@ -245,6 +245,35 @@ impl Router {
                     .end(id, InboxState::Done, "help", reply(commands::help_text()))
                     .await;
             }
+            Some((_, Action::Commands)) => {
+                let Ok(page) = (if args.is_empty() {
+                    Ok(1)
+                } else {
+                    args.parse::<usize>()
+                }) else {
+                    return self
+                        .end(
+                            id,
+                            InboxState::Refused,
+                            "bad /commands",
+                            reply("Usage: `/commands [page]`"),
+                        )
+                        .await;
+                };
+                let home = self.config.home.clone();
+                let skills = tokio::task::spawn_blocking(move || {
+                    crate::tools::skills::scan(&home)
+                        .into_iter()
+                        .map(|s| (s.name, s.description))
+                        .collect::<Vec<_>>()
+                })
+                .await
+                .unwrap_or_default();
+                let text = commands::commands_page(page, commands::PER_PAGE, &skills);
+                return self
+                    .end(id, InboxState::Done, "commands", reply(&text))
+                    .await;
+            }
             Some((_, Action::WhoAmI)) => {
                 let text = self
                     .tier(chat, &author.user_id)

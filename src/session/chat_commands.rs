@@ -11,6 +11,12 @@ use crate::store::Undone;
 const MODEL: &str = "model";
 const PERSONALITY: &str = "personality";
 const VERBOSE: &str = "verbose";
+const REASONING: &str = "reasoning";
+
+/// Hermes' reasoning effort levels (`agent.reasoning_effort`, `/reasoning`).
+pub(super) const EFFORTS: &[&str] = &[
+    "none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra",
+];
 
 /// What the chat chose with commands.
 #[derive(Debug, Default)]
@@ -18,6 +24,8 @@ pub(super) struct ChatSettings {
     pub model: Option<String>,
     pub personality: Option<String>,
     pub verbose: Option<ToolProgress>,
+    /// The chat's reasoning effort (`/reasoning`), over `agent.reasoning_effort`.
+    pub reasoning: Option<String>,
 }
 
 impl ChatSettings {
@@ -30,6 +38,7 @@ impl ChatSettings {
                         MODEL => settings.model = Some(value),
                         PERSONALITY => settings.personality = Some(value),
                         VERBOSE => settings.verbose = progress_mode(&value),
+                        REASONING => settings.reasoning = Some(value),
                         _ => {}
                     }
                 }
@@ -119,6 +128,7 @@ impl SessionActor {
             SessionCommand::SetHome => self.set_home(author).await,
             SessionCommand::Personality(name) => self.personality(name.trim()).await,
             SessionCommand::Verbose(mode) => self.verbose(mode.trim()).await,
+            SessionCommand::Reasoning(args) => self.reasoning(args.trim()).await,
             _ => return,
         };
         self.say(inbox_id, &message_id, &text).await;
@@ -409,6 +419,59 @@ impl SessionActor {
                 }
             ),
             Err(e) => store_failed(e),
+        }
+    }
+}
+
+impl SessionActor {
+    /// `/reasoning [level | reset | show | hide]`: the chat's reasoning effort (kept with
+    /// its other settings, for every session of the chat) over `agent.reasoning_effort`.
+    async fn reasoning(&mut self, args: &str) -> String {
+        let store = &self.services.store;
+        let words: Vec<String> = args
+            .split_whitespace()
+            .map(str::to_ascii_lowercase)
+            .collect();
+        if words.iter().any(|w| w == "--global") {
+            return "⚠️ `--global` is not supported here: the gateway does not write config.yaml. Set `agent.reasoning_effort` there (and reload) to change the default.".into();
+        }
+        let chosen = ChatSettings::load(store, &self.key).await.reasoning;
+        let configured = self
+            .services
+            .agent
+            .models
+            .primary
+            .config()
+            .reasoning_effort
+            .clone();
+        match words.first().map(String::as_str) {
+            None => {
+                let (effort, scope) = match (&chosen, &configured) {
+                    (Some(e), _) => (e.clone(), "this chat"),
+                    (None, Some(e)) => (e.clone(), "global config"),
+                    (None, None) => ("medium (default)".to_owned(), "global config"),
+                };
+                format!(
+                    "🧠 **Reasoning Settings**\n\n**Effort:** `{effort}`\n**Scope:** {scope}\n**Display:** off\n\n_Usage:_ `/reasoning <none|minimal|low|medium|high|xhigh|max|ultra|reset>`"
+                )
+            }
+            Some("reset") => match store.set_chat_setting(&self.key, REASONING, None).await {
+                Ok(()) => "🧠 ✓ Session reasoning override cleared; falling back to global config.".into(),
+                Err(e) => store_failed(e),
+            },
+            Some("show" | "on" | "hide" | "off") => "🧠 The model's thinking is not shown in chats here (its display is off); `/reasoning <level>` sets how much it thinks.".into(),
+            Some(level) if EFFORTS.contains(&level) => match store
+                .set_chat_setting(&self.key, REASONING, Some(level.to_owned()))
+                .await
+            {
+                Ok(()) => format!(
+                    "🧠 ✓ Reasoning effort set to `{level}` for this chat\n_(takes effect on next message)_"
+                ),
+                Err(e) => store_failed(e),
+            },
+            Some(other) => format!(
+                "⚠️ Unknown argument: `{other}`\n\n**Valid levels:** none, minimal, low, medium, high, xhigh, max, ultra"
+            ),
         }
     }
 }

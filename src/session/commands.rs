@@ -80,6 +80,10 @@ impl SessionActor {
                 let text = self.usage().await;
                 self.say(inbox_id, &message_id, &text).await;
             }
+            SessionCommand::Context => {
+                let text = self.context_view(author).await;
+                self.say(inbox_id, &message_id, &text).await;
+            }
             SessionCommand::Queue(prompt) => {
                 self.queue(inbox_id, message_id, author, prompt.trim(), running)
                     .await
@@ -210,7 +214,7 @@ fn usage_line(usage: crate::llm::Usage) -> String {
 }
 
 /// 1234567 as "1,234,567".
-fn grouped(n: u64) -> String {
+pub(super) fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

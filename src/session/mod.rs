@@ -30,6 +30,7 @@ use crate::tools::ToolContext;
 mod actor;
 mod chat_commands;
 mod commands;
+mod context_view;
 mod earlier;
 mod ending;
 mod side;
@@ -121,6 +122,10 @@ pub enum SessionCommand {
     Queue(String),
     /// Words for the running turn, after its next tool call.
     Steer(String),
+    /// Show or set the chat's reasoning effort.
+    Reasoning(String),
+    /// What the conversation takes of the model's context.
+    Context,
 }
 
 /// Everything actors share.

@@ -8,10 +8,10 @@ use super::*;
 use crate::store::SessionRow;
 
 /// What the chat chose for its turns, or the defaults.
-struct ChatChoices {
-    model: Option<Arc<crate::llm::LlmClient>>,
-    personality: Option<String>,
-    tool_progress: crate::config::ToolProgress,
+pub(super) struct ChatChoices {
+    pub(super) model: Option<Arc<crate::llm::LlmClient>>,
+    pub(super) personality: Option<String>,
+    pub(super) tool_progress: crate::config::ToolProgress,
 }
 
 /// What shows in the chat while a turn works, started before it.
@@ -151,7 +151,7 @@ impl SessionActor {
     }
 
     /// The session's newest history, as much as the model's context can take.
-    async fn history(&self, session_id: &str) -> Vec<StoredMessage> {
+    pub(super) async fn history(&self, session_id: &str) -> Vec<StoredMessage> {
         self.services
             .store
             .session_tail(session_id, self.services.agent.history_bytes())
@@ -160,7 +160,7 @@ impl SessionActor {
     }
 
     /// The chat's model, personality and tool progress, where it chose them.
-    async fn chat_choices(&self) -> ChatChoices {
+    pub(super) async fn chat_choices(&self) -> ChatChoices {
         let settings =
             super::chat_commands::ChatSettings::load(&self.services.store, &self.key).await;
         let agent = &self.services.agent;
@@ -171,6 +171,14 @@ impl SessionActor {
                 .inspect_err(|e| tracing::warn!(session = %self.key, model = name, error = %e, "session: the chat's model cannot be used; using the default"))
                 .ok()
         });
+        // The chat's reasoning effort applies to whichever model it uses.
+        let model = match settings.reasoning.as_deref() {
+            Some(effort) => {
+                let base = model.unwrap_or_else(|| agent.models.primary.clone());
+                Some(agent.models.with_effort(&base, effort))
+            }
+            None => model,
+        };
         ChatChoices {
             model,
             personality: settings
@@ -184,7 +192,7 @@ impl SessionActor {
     /// The system prompt's context and memories, kept from the session's first turn, and
     /// the user text, named by its author when someone other than the session's opener
     /// wrote it.
-    async fn prompt_parts(
+    pub(super) async fn prompt_parts(
         &self,
         session_id: &str,
         author: &Author,
