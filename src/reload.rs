@@ -70,11 +70,13 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
         let running = daemon::run(config.clone(), intake.clone());
         tokio::pin!(running);
         let mut next: Option<(Config, u64)> = None;
+        let mut stop_asked = false;
         let exit = loop {
             tokio::select! {
                 exit = &mut running => break exit,
                 asked = signals.next() => match asked {
                     Asked::Stop => {
+                        stop_asked = true;
                         if next.take().is_some() {
                             tracing::warn!("a stop was asked during the reload: stopping instead");
                             crate::systemd::reload_abandoned();
@@ -85,7 +87,7 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
                         tracing::info!("SIGHUP while stopping: ignored");
                     }
                     Asked::Reload => {
-                        if let Some(new) = read_again(&home, &config, files).await {
+                        if let Some(new) = read_again(&home, &config, files, false).await {
                             crate::systemd::reloading();
                             next = Some(new);
                             intake.cancel();
@@ -96,6 +98,21 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
         };
         let failed = match exit {
             Ok(Exit::Stopped) => None,
+            // From a chat: the configuration as it reads now, else the one that ran.
+            Ok(Exit::Restart) if stop_asked => {
+                crate::systemd::reload_abandoned();
+                None
+            }
+            Ok(Exit::Restart) => {
+                if next.is_none() {
+                    next = Some(
+                        read_again(&home, &config, files, true)
+                            .await
+                            .unwrap_or_else(|| (config.clone(), files)),
+                    );
+                }
+                None
+            }
             Ok(Exit::ConfigRejected(why)) => Some((EXIT_CONFIG, why)),
             Err(e) => Some((1, format!("{e:#}"))),
         };
@@ -136,9 +153,15 @@ fn fingerprint(home: &Path) -> u64 {
 }
 
 /// The configuration as it reads now, with its fingerprint, if it can run and differs
-/// from `current`; else `None`, with why in the log.
-async fn read_again(home: &Path, current: &Config, files: u64) -> Option<(Config, u64)> {
-    tracing::info!("SIGHUP: reading config.yaml and .env again");
+/// from `current` (or, for a `restart`, even when it does not); else `None`, with why in
+/// the log.
+async fn read_again(
+    home: &Path,
+    current: &Config,
+    files: u64,
+    restart: bool,
+) -> Option<(Config, u64)> {
+    tracing::info!(restart, "reading config.yaml and .env again");
     let dir = home.to_path_buf();
     let (loaded, new_files) = match tokio::task::spawn_blocking(move || {
         (config::load(&dir), fingerprint(&dir))
@@ -177,7 +200,7 @@ async fn read_again(home: &Path, current: &Config, files: u64) -> Option<(Config
     if changed.is_empty() && new_files != files {
         changed.push("values not shown (a secret, or a setting not listed)".into());
     }
-    if changed.is_empty() {
+    if changed.is_empty() && !restart {
         tracing::info!("reload: nothing changed; the gateway keeps running as it is");
         return None;
     }

@@ -11,7 +11,7 @@
 //! * `STOPPING=1` when shutdown begins ([`stopping`]); `RELOADING=1` when SIGHUP restarts it
 //!   in place with a new configuration ([`reloading`]), then `READY=1` again.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,7 +28,7 @@ pub const READY_WAIT: Duration = Duration::from_secs(30);
 const STATUS_EVERY: Duration = Duration::from_secs(10);
 
 /// Platforms that refused their configuration: off, not waited for.
-pub type Refused = Arc<Mutex<HashSet<Platform>>>;
+pub type Refused = Arc<Mutex<HashMap<Platform, String>>>;
 
 /// Tell systemd how the daemon is doing until `intake` stops (then the daemon says
 /// STOPPING itself).
@@ -44,7 +44,7 @@ pub async fn run(adapters: Vec<(Platform, Liveness)>, refused: Refused, intake: 
         let refused = refused.lock().expect("refused lock");
         adapters
             .iter()
-            .filter(|(p, _)| !refused.contains(p))
+            .filter(|(p, _)| !refused.contains_key(p))
             .cloned()
             .collect()
     };
@@ -157,8 +157,8 @@ fn summary(adapters: &[(Platform, Liveness)], refused: &Refused, fresh_within: D
     let parts: Vec<String> = adapters
         .iter()
         .map(|(platform, liveness)| {
-            if refused.contains(platform) {
-                return format!("{platform} off (configuration refused)");
+            if let Some(why) = refused.get(platform) {
+                return format!("{platform} off ({why})");
             }
             match liveness.since_last_beat() {
                 None => format!("{platform} not connected"),
@@ -191,7 +191,10 @@ mod tests {
         let live = Liveness::default();
         live.beat();
         let refused: Refused = Arc::default();
-        refused.lock().unwrap().insert(Platform::Slack);
+        refused
+            .lock()
+            .unwrap()
+            .insert(Platform::Slack, "configuration refused".into());
         let adapters = vec![
             (Platform::Telegram, live),
             (Platform::Discord, Liveness::default()),

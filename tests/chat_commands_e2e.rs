@@ -217,7 +217,10 @@ async fn reasoning_sets_how_much_the_chats_model_thinks() {
     );
     w.llm.push(Reply::text("thought a lot"));
     let set = visible(w.ask("/reasoning high").await.last().unwrap());
-    assert!(set.starts_with("🧠 ✓ Reasoning effort set to high"), "{set}");
+    assert!(
+        set.starts_with("🧠 ✓ Reasoning effort set to high"),
+        "{set}"
+    );
     w.ask("think hard").await;
     let hard = w.llm.requests().last().cloned().unwrap();
     assert_eq!(hard["thinking"]["budget_tokens"], 16_000, "{hard}");
@@ -242,10 +245,16 @@ async fn context_shows_what_the_conversation_takes_of_the_window() {
     w.ask(&"a long question ".repeat(200)).await;
     let shown = visible(w.ask("/context").await.last().unwrap());
     assert!(shown.starts_with("🧩 Context (estimated)"), "{shown}");
-    assert!(shown.contains("Model: fake-model (custom), 131,072 tokens"), "{shown}");
+    assert!(
+        shown.contains("Model: fake-model (custom), 131,072 tokens"),
+        "{shown}"
+    );
     assert!(shown.contains("• Conversation (2 messages): ~"), "{shown}");
     assert!(shown.contains("tools): ~"), "{shown}");
-    assert!(shown.contains("Compression starts at ~65,536 tokens (50%)"), "{shown}");
+    assert!(
+        shown.contains("Compression starts at ~65,536 tokens (50%)"),
+        "{shown}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

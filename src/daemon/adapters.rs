@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_adapter::{Adapter, AdapterError, Backoff, InboundSink, Platform, PlatformSender};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -28,17 +28,39 @@ pub(super) fn build_adapters(config: &Config) -> anyhow::Result<Vec<Arc<dyn Adap
         .collect()
 }
 
-/// Run one adapter until `intake` stops, restarting it with backoff when it stops on an error.
+/// Run one adapter until `intake` stops, restarting it with backoff when it stops on an error;
+/// while `paused` holds `true` (`/platform pause`) it is stopped and not restarted.
 /// Returns the reason when the platform refused the configuration (restarting cannot help).
 async fn supervise(
     adapter: Arc<dyn Adapter>,
     sink: Arc<dyn InboundSink>,
     intake: CancellationToken,
+    mut paused: watch::Receiver<bool>,
 ) -> Option<String> {
     let platform = adapter.platform();
     let mut restart = ADAPTER_RESTART;
     loop {
-        match adapter.run(sink.clone(), intake.clone()).await {
+        // Paused: wait for the word to go on (or the end).
+        while *paused.borrow_and_update() {
+            tokio::select! {
+                _ = intake.cancelled() => return None,
+                changed = paused.changed() => if changed.is_err() { return None },
+            }
+        }
+        let running = intake.child_token();
+        let run = adapter.run(sink.clone(), running.clone());
+        tokio::pin!(run);
+        let result = tokio::select! {
+            result = &mut run => result,
+            _ = until_paused(&mut paused) => {
+                tracing::info!(%platform, "adapter paused (/platform pause)");
+                running.cancel();
+                let _ = run.await;
+                restart = ADAPTER_RESTART;
+                continue;
+            }
+        };
+        match result {
             Ok(()) => return None,
             Err(AdapterError::Config(why)) => {
                 tracing::error!(%platform, "{why}; this platform stays off until the configuration is fixed");
@@ -50,10 +72,18 @@ async fn supervise(
                 tracing::error!(%platform, retry_in = ?wait, "adapter stopped: {why}; restarting");
                 tokio::select! {
                     _ = intake.cancelled() => return None,
+                    _ = until_paused(&mut paused) => {}
                     _ = tokio::time::sleep(wait) => {}
                 }
             }
         }
+    }
+}
+
+/// Returns once `paused` holds `true`; never when its switch is gone.
+async fn until_paused(paused: &mut watch::Receiver<bool>) {
+    if paused.wait_for(|p| *p).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -104,15 +134,19 @@ impl Refusals {
 }
 
 /// Run every adapter under [`supervise`] until `intake` stops; systemd is told how they do.
+/// `paused` has a switch per adapter's platform (`/platform pause`); `off` is where the
+/// platforms that are off are said, with why (shared with the operator).
 pub(super) fn start(
     tasks: &TaskTracker,
     adapters: Vec<Arc<dyn Adapter>>,
     sink: Arc<dyn InboundSink>,
     intake: &CancellationToken,
+    paused: &HashMap<Platform, watch::Sender<bool>>,
+    off: crate::systemd::Refused,
 ) -> Refusals {
     let (rejected, reasons) = mpsc::unbounded_channel::<String>();
     let enabled = adapters.len();
-    let refused = crate::systemd::Refused::default();
+    let refused = off;
     tasks.spawn(crate::systemd::run(
         adapters
             .iter()
@@ -123,11 +157,18 @@ pub(super) fn start(
     ));
     for adapter in adapters {
         let (sink, intake, rejected) = (sink.clone(), intake.clone(), rejected.clone());
+        let switch = match paused.get(&adapter.platform()) {
+            Some(switch) => switch.subscribe(),
+            None => watch::channel(false).1,
+        };
         let refused = refused.clone();
         tasks.spawn(async move {
             let platform = adapter.platform();
-            if let Some(why) = supervise(adapter, sink, intake).await {
-                refused.lock().expect("refused lock").insert(platform);
+            if let Some(why) = supervise(adapter, sink, intake, switch).await {
+                refused
+                    .lock()
+                    .expect("refused lock")
+                    .insert(platform, "configuration refused".into());
                 let _ = rejected.send(why);
             }
         });
@@ -186,6 +227,38 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_paused_adapter_stops_until_it_is_resumed() {
+        let adapter = Arc::new(Flaky {
+            runs: AtomicUsize::new(0),
+            failures: 0,
+            refuse: false,
+        });
+        let (switch, paused) = watch::channel(false);
+        let shutdown = CancellationToken::new();
+        let supervisor = tokio::spawn(supervise(
+            adapter.clone(),
+            Arc::new(crate::testing::RecordingSink::default()),
+            shutdown.clone(),
+            paused,
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(adapter.runs.load(Ordering::SeqCst), 1);
+        switch.send(true).unwrap();
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert_eq!(
+            adapter.runs.load(Ordering::SeqCst),
+            1,
+            "stopped, and not restarted while paused"
+        );
+        assert!(!supervisor.is_finished());
+        switch.send(false).unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(adapter.runs.load(Ordering::SeqCst), 2, "running again");
+        shutdown.cancel();
+        assert_eq!(supervisor.await.unwrap(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn an_adapter_that_stops_on_an_error_is_restarted_and_a_refusal_is_reported() {
         let flaky = Arc::new(Flaky {
             runs: AtomicUsize::new(0),
@@ -197,6 +270,7 @@ mod tests {
             flaky.clone(),
             Arc::new(crate::testing::RecordingSink::default()),
             shutdown.clone(),
+            watch::channel(false).1,
         ));
         // Two failures: restarted after 1 s and 2 s (paused time advances by itself).
         tokio::time::sleep(Duration::from_secs(4)).await;
@@ -221,6 +295,7 @@ mod tests {
             refusing.clone(),
             Arc::new(crate::testing::RecordingSink::default()),
             CancellationToken::new(),
+            watch::channel(false).1,
         )
         .await;
         assert_eq!(why.as_deref(), Some("telegram: token refused"));

@@ -11,6 +11,7 @@
 mod adapters;
 mod background;
 mod console;
+mod operator;
 mod parts;
 mod sink;
 mod work;
@@ -45,6 +46,8 @@ pub enum Exit {
     /// Every platform refused its configuration (exit status 78: systemd must not
     /// restart-loop).
     ConfigRejected(String),
+    /// Asked from a chat (`/restart`) to start again: drained as for a stop.
+    Restart,
 }
 
 /// The three stages of stopping, one token each, named for what they stop; every part
@@ -174,8 +177,53 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         let app = background::http_app(&config, &adapters, sink.clone(), &store, &parts, &cluster);
         tasks.spawn(http::serve(listener, app, stages.intake.clone()));
     }
-    let livenesses = adapters.iter().map(|a| a.liveness()).collect();
-    let mut refusals = adapters::start(&tasks, adapters, sink, &stages.intake);
+    let livenesses: Vec<hermes_adapter::Liveness> = adapters.iter().map(|a| a.liveness()).collect();
+    // `/restart` and `/platform`: the switches each supervisor watches, and where the
+    // platforms that are off are said.
+    let switches: std::collections::HashMap<_, _> = adapters
+        .iter()
+        .map(|a| (a.platform(), tokio::sync::watch::channel(false).0))
+        .collect();
+    let off = crate::systemd::Refused::default();
+    let restart = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let platforms: Vec<_> = adapters
+        .iter()
+        .map(|a| (a.platform(), a.liveness()))
+        .collect();
+    let mut refusals = adapters::start(
+        &tasks,
+        adapters,
+        sink,
+        &stages.intake,
+        &switches,
+        off.clone(),
+    );
+    let _ = parts
+        .services
+        .operator
+        .set(Arc::new(operator::DaemonOperator {
+            store: store.clone(),
+            intake: stages.intake.clone(),
+            restart: restart.clone(),
+            switches,
+            livenesses: platforms,
+            off,
+        }));
+    if let Some(asked) = operator::asked_before_restart(&store).await {
+        let rows = out
+            .delivery
+            .reply_rows(&asked.chat, operator::BACK, Some(asked.message_id));
+        let record = crate::store::TurnRecord::outcome(
+            Vec::new(),
+            crate::store::InboxState::Done,
+            "restarted",
+            rows,
+        )
+        .in_chat(&asked.chat);
+        if let Err(e) = out.delivery.commit(record).await {
+            tracing::warn!(error = %e, "restart: the chat that asked is not told it is back");
+        }
+    }
     let model = if config.model.is_chosen() {
         config.model.model.as_str()
     } else {
@@ -186,7 +234,10 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
 
     // Run until asked to stop, or until every platform has refused its configuration.
     let exit = tokio::select! {
-        _ = stages.intake.cancelled() => Exit::Stopped,
+        _ = stages.intake.cancelled() => match restart.load(std::sync::atomic::Ordering::SeqCst) {
+            true => Exit::Restart,
+            false => Exit::Stopped,
+        },
         why = refusals.all_refused() => Exit::ConfigRejected(why),
     };
     shut_down(

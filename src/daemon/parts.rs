@@ -248,6 +248,7 @@ pub(super) fn agent_and_sessions(
         intake: stages.intake.clone(),
         tasks: TaskTracker::new(),
         confinement: confinement.clone(),
+        operator: std::sync::OnceLock::new(),
     });
     Parts {
         services,

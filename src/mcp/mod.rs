@@ -62,8 +62,23 @@ pub struct Server {
 
 /// Every configured MCP server.
 pub struct Mcp {
-    servers: Vec<Arc<Server>>,
-    stopping: Arc<std::sync::atomic::AtomicBool>,
+    /// Swapped whole by [`Mcp::reload`]; read as a snapshot.
+    servers: Mutex<Arc<Vec<Arc<Server>>>>,
+    /// Set when the servers of now stop (the daemon's end, or a reload replacing them):
+    /// they end without counting as failures.
+    stopping: Mutex<Arc<std::sync::atomic::AtomicBool>>,
+    confinement: Arc<crate::confine::Confinement>,
+}
+
+/// What `/reload_mcp` changed, by server name.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    pub reconnected: Vec<String>,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Servers connected now, and the tools they offer.
+    pub servers: usize,
+    pub tools: usize,
 }
 
 impl Mcp {
@@ -72,28 +87,92 @@ impl Mcp {
         confinement: Arc<crate::confine::Confinement>,
     ) -> Arc<Mcp> {
         let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let servers = Self::servers_for(configs, &confinement, &stopping);
         Arc::new(Mcp {
-            stopping: stopping.clone(),
-            servers: configs
-                .into_iter()
-                .map(|config| {
-                    Arc::new(Server {
-                        config,
-                        confinement: confinement.clone(),
-                        health: Mutex::new(Health::NotStarted),
-                        failures: Mutex::new(0),
-                        connection: tokio::sync::Mutex::new(None),
-                        tools: Mutex::new(Vec::new()),
-                        stopping: stopping.clone(),
-                    })
-                })
-                .collect(),
+            stopping: Mutex::new(stopping),
+            servers: Mutex::new(Arc::new(servers)),
+            confinement,
         })
+    }
+
+    fn servers_for(
+        configs: Vec<McpServerConfig>,
+        confinement: &Arc<crate::confine::Confinement>,
+        stopping: &Arc<std::sync::atomic::AtomicBool>,
+    ) -> Vec<Arc<Server>> {
+        configs
+            .into_iter()
+            .map(|config| {
+                Arc::new(Server {
+                    config,
+                    confinement: confinement.clone(),
+                    health: Mutex::new(Health::NotStarted),
+                    failures: Mutex::new(0),
+                    connection: tokio::sync::Mutex::new(None),
+                    tools: Mutex::new(Vec::new()),
+                    stopping: stopping.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The servers now.
+    fn servers(&self) -> Arc<Vec<Arc<Server>>> {
+        self.servers.lock().expect("mcp servers lock").clone()
+    }
+
+    /// Stop every server and connect `configs` in their place (`/reload_mcp`, with the
+    /// configuration read again), waiting for each within its `connect_timeout`; what
+    /// changed, by name. A turn running meanwhile keeps the tools it was offered (calls to
+    /// a stopped server fail as a stopped server's do).
+    pub async fn reload(&self, configs: Vec<McpServerConfig>) -> Reloaded {
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let new = Arc::new(Self::servers_for(configs, &self.confinement, &stopping));
+        let old = std::mem::replace(
+            &mut *self.servers.lock().expect("mcp servers lock"),
+            new.clone(),
+        );
+        std::mem::replace(
+            &mut *self.stopping.lock().expect("mcp stopping lock"),
+            stopping,
+        )
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+        futures_util::future::join_all(old.iter().map(|s| s.stop())).await;
+        futures_util::future::join_all(new.iter().map(|s| s.ensure())).await;
+        let names = |list: &[Arc<Server>]| -> Vec<String> {
+            list.iter().map(|s| s.config.name.clone()).collect()
+        };
+        let (before, after) = (names(&old), names(&new));
+        let mut reloaded = Reloaded {
+            reconnected: after
+                .iter()
+                .filter(|n| before.contains(n))
+                .cloned()
+                .collect(),
+            added: after
+                .iter()
+                .filter(|n| !before.contains(n))
+                .cloned()
+                .collect(),
+            removed: before
+                .iter()
+                .filter(|n| !after.contains(n))
+                .cloned()
+                .collect(),
+            ..Reloaded::default()
+        };
+        for server in new.iter() {
+            if let Health::Ready(tools) = server.health() {
+                reloaded.servers += 1;
+                reloaded.tools += tools;
+            }
+        }
+        reloaded
     }
 
     /// Connect the servers that start at boot, each in a task of its own.
     pub fn start(self: &Arc<Self>) {
-        for server in self.servers.iter().filter(|s| !s.config.lazy) {
+        for server in self.servers().iter().filter(|s| !s.config.lazy) {
             let server = server.clone();
             tokio::spawn(async move { server.ensure().await });
         }
@@ -109,7 +188,7 @@ impl Mcp {
         let mut first_starts = Vec::new();
         let mut restarts = Vec::new();
         let mut connecting = Vec::new();
-        for server in &self.servers {
+        for server in self.servers().iter() {
             match server.health() {
                 // A server the boot has not reached yet starts now (the boot's own start
                 // then finds it connected): the first turns have its tools.
@@ -144,7 +223,7 @@ impl Mcp {
 
     /// The tools of every server (each says whether it is available now).
     pub fn tools(&self) -> Vec<Arc<McpTool>> {
-        self.servers
+        self.servers()
             .iter()
             .flat_map(|s| s.tools.lock().expect("mcp tools lock").clone())
             .collect()
@@ -152,7 +231,7 @@ impl Mcp {
 
     /// Each server and where it stands, for `/status` and `check-config`.
     pub fn health(&self) -> Vec<(String, Health)> {
-        self.servers
+        self.servers()
             .iter()
             .map(|s| (s.config.name.clone(), s.health()))
             .collect()
@@ -160,7 +239,7 @@ impl Mcp {
 
     /// One line per server for `/status`; `None` without servers.
     pub fn status_line(&self) -> Option<String> {
-        if self.servers.is_empty() {
+        if self.servers().is_empty() {
             return None;
         }
         let parts: Vec<String> = self
@@ -173,26 +252,22 @@ impl Mcp {
 
     /// Connect every server now and wait (`check-config`).
     pub async fn start_all_and_wait(&self) {
-        futures_util::future::join_all(self.servers.iter().map(|s| s.ensure())).await;
+        futures_util::future::join_all(self.servers().iter().map(|s| s.ensure())).await;
     }
 
     /// The daemon begins to stop: servers ending from now on are not failures (no ERROR
     /// on a clean stop).
     pub fn stopping(&self) {
         self.stopping
+            .lock()
+            .expect("mcp stopping lock")
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Stop every server (stdio ones and everything they started).
     pub async fn shutdown(&self) {
         self.stopping();
-        futures_util::future::join_all(self.servers.iter().map(|s| async {
-            if let Some(connection) = s.connection.lock().await.take() {
-                connection.close().await;
-            }
-            s.tools.lock().expect("mcp tools lock").clear();
-        }))
-        .await;
+        futures_util::future::join_all(self.servers().iter().map(|s| s.stop())).await;
     }
 }
 
@@ -207,6 +282,15 @@ pub fn describe(health: &Health) -> String {
 }
 
 impl Server {
+    /// Close its connection (a stdio server stops with everything it started) and drop
+    /// its tools.
+    async fn stop(&self) {
+        if let Some(connection) = self.connection.lock().await.take() {
+            connection.close().await;
+        }
+        self.tools.lock().expect("mcp tools lock").clear();
+    }
+
     pub fn health(&self) -> Health {
         self.health.lock().expect("mcp health lock").clone()
     }
@@ -265,6 +349,10 @@ impl Server {
     async fn ensure(self: &Arc<Self>) {
         let mut connection = self.connection.lock().await;
         if connection.as_ref().is_some_and(|c| !c.is_closed()) {
+            return;
+        }
+        // Stopped for good (the daemon's end, or replaced by a reload): never again.
+        if self.stopping.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
         if let Some(dead) = connection.take() {
@@ -327,7 +415,7 @@ mod tests {
             vec![config],
             Arc::new(crate::confine::Confinement::disabled()),
         )
-        .servers[0]
+        .servers()[0]
             .clone()
     }
 

@@ -377,6 +377,36 @@ pub const COMMANDS: &[Command] = &[
         action: Action::Session(|_| SessionCommand::SetHome),
     },
     Command {
+        name: "restart",
+        aliases: &[],
+        help: Some(Help {
+            args: "",
+            text: "restart the gateway after running turns finish",
+        }),
+        menu: Some(Menu {
+            description: "Restart the gateway after draining running turns",
+            argument: None,
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Admins,
+        action: Action::Session(|_| SessionCommand::Restart),
+    },
+    Command {
+        name: "platform",
+        aliases: &[],
+        help: Some(Help {
+            args: "[list | pause <name> | resume <name>]",
+            text: "the platforms' states; stop or start one",
+        }),
+        menu: Some(Menu {
+            description: "List, pause or resume a platform",
+            argument: Some("list, pause <name> or resume <name>"),
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Admins,
+        action: Action::Session(|args| SessionCommand::Platform(args.to_owned())),
+    },
+    Command {
         name: "approve",
         aliases: &[],
         help: Some(Help {

@@ -80,6 +80,11 @@ impl SessionActor {
                 let text = self.usage().await;
                 self.say(inbox_id, &message_id, &text).await;
             }
+            SessionCommand::Restart => self.restart(inbox_id, message_id).await,
+            SessionCommand::Platform(args) => {
+                let text = self.platform(&args);
+                self.say(inbox_id, &message_id, &text).await;
+            }
             SessionCommand::Context => {
                 let text = self.context_view(author).await;
                 self.say(inbox_id, &message_id, &text).await;

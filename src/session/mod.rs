@@ -26,6 +26,7 @@ use crate::delivery::Delivery;
 use crate::process::ProcessRegistry;
 use crate::store::{InboxState, Kept, NewOutboxRow, Store, StoredMessage, TurnRecord};
 use crate::tools::ToolContext;
+pub use operator::Operator;
 
 mod actor;
 mod chat_commands;
@@ -33,6 +34,7 @@ mod commands;
 mod context_view;
 mod earlier;
 mod ending;
+mod operator;
 mod side;
 mod starting;
 mod stream;
@@ -126,6 +128,10 @@ pub enum SessionCommand {
     Reasoning(String),
     /// What the conversation takes of the model's context.
     Context,
+    /// Drain the daemon and start it again.
+    Restart,
+    /// The platforms' states, or pause or resume one.
+    Platform(String),
 }
 
 /// Everything actors share.
@@ -163,6 +169,8 @@ pub struct SessionServices {
     pub tasks: TaskTracker,
     /// How the agent's commands are confined (`/status` says it).
     pub confinement: Arc<crate::confine::Confinement>,
+    /// The daemon, for `/restart` and `/platform` (set once its adapters run).
+    pub operator: std::sync::OnceLock<Arc<dyn Operator>>,
 }
 
 /// How many inputs wait for an actor before the router waits for it (each conversation is
