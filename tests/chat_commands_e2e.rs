@@ -282,3 +282,43 @@ async fn commands_lists_commands_and_skills_a_page_at_a_time() {
     let bad = visible(w.ask("/commands two").await.last().unwrap());
     assert_eq!(bad, "Usage: /commands [page]");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_skills_finds_new_and_removed_skills_for_later_turns() {
+    let w = World::allow_all().await;
+    let skill = |name: &str| {
+        let dir = w.home.dir.join("skills/tools").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: Does {name}\n---\nbody\n"),
+        )
+        .unwrap();
+        dir
+    };
+    let old = skill("alpha");
+    let _d = w.start();
+    let none = visible(w.ask("/reload_skills").await.last().unwrap());
+    assert_eq!(
+        none,
+        "🔄 Skills Reloaded\n\nNo new skills detected.\n\n📚 1 skill(s) available"
+    );
+    skill("beta");
+    std::fs::remove_dir_all(old).unwrap();
+    let changed = visible(w.ask("/reload-skills").await.last().unwrap());
+    assert!(
+        changed.contains("➕ Added Skills:\n- beta: Does beta")
+            && changed.contains("➖ Removed Skills:\n- alpha: Does alpha")
+            && changed.ends_with("📚 1 skill(s) available"),
+        "{changed}"
+    );
+    w.ask("hello").await;
+    let system = w.llm.requests().last().unwrap()["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("- beta: Does beta") && !system.contains("alpha"),
+        "{system}"
+    );
+}

@@ -326,3 +326,54 @@ async fn the_first_turn_waits_for_a_server_still_connecting() {
         "{names:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_mcp_connects_the_servers_as_the_configuration_now_says() {
+    let w = World::new(&["TELEGRAM_ALLOW_ALL_USERS=true"], &servers("", "")).await;
+    let pidfile = w.home.dir.join("work/first.pid");
+    w.llm.push(call(
+        "mcp__calc__sleep",
+        json!({"ms": 0, "pidfile": pidfile.display().to_string()}),
+    ));
+    w.llm.push(Reply::text("slept"));
+    let d = w.start();
+    w.ask("sleep a moment").await;
+    let first = pid_in(&pidfile).expect("the first server runs");
+    // The operator renames the server and adds a second one.
+    let path = w.home.dir.join("config.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (command, args) = stub_server_command("mcp_stub_server");
+    let more = format!(
+        "  numbers:\n    command: {}\n    args: {}\n    env:\n      {STUB_VAR}: \"1\"\n",
+        json!(command),
+        json!(args)
+    );
+    let text = text.replacen("mcp_servers:\n", &format!("mcp_servers:\n{more}"), 1);
+    std::fs::write(&path, text).unwrap();
+    let reloaded = visible(w.ask("/reload_mcp").await.last().unwrap());
+    assert!(
+        reloaded.starts_with("🔄 MCP Servers Reloaded"),
+        "{reloaded}"
+    );
+    assert!(reloaded.contains("♻️ Reconnected: calc"), "{reloaded}");
+    assert!(reloaded.contains("➕ Added: numbers"), "{reloaded}");
+    assert!(
+        reloaded.contains("tool(s) available from 2 server(s)"),
+        "{reloaded}"
+    );
+    eventually(WAIT, "the first server to stop", || {
+        process_gone(first).then_some(())
+    })
+    .await;
+    w.ask("and now?").await;
+    let tools = offered(w.llm.requests().last().unwrap());
+    assert!(
+        tools.contains(&"mcp__numbers__add".to_owned())
+            && tools.contains(&"mcp__calc__add".to_owned()),
+        "{tools:?}"
+    );
+    // The hyphenated name Hermes users type works too.
+    let again = visible(w.ask("/reload-mcp").await.last().unwrap());
+    assert!(again.contains("♻️ Reconnected: calc, numbers"), "{again}");
+    drop(d);
+}

@@ -47,7 +47,9 @@ async fn restart_drains_starts_again_and_says_it_is_back() {
     assert!(daemon.exited().is_none(), "the same process goes on");
     assert_eq!(daemon.pid(), pid);
     assert!(
-        daemon.log_text().contains("reading config.yaml and .env again"),
+        daemon
+            .log_text()
+            .contains("reading config.yaml and .env again"),
         "the configuration was read again"
     );
     // The conversation goes on, and the /restart is not run a second time.

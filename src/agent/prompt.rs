@@ -1,11 +1,28 @@
 //! The system prompt: a short description of the setting, `SOUL.md` and `AGENTS.md` from
-//! `$HERMES_HOME` when present (as in Hermes), `agent.system_prompt`, and the session context.
+//! `$HERMES_HOME` when present (as in Hermes), `agent.system_prompt`, the skills index, and
+//! the session context.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
-/// The parts of the system prompt that do not change between turns (read once at start).
+use crate::tools::skills::Skill;
+
+/// The parts of the system prompt that do not change between turns (read once at start;
+/// the skills again on `/reload_skills`).
 pub struct SystemPrompt {
     base: String,
+    home: PathBuf,
+    /// The skills found, and their index as the prompt carries it.
+    skills: Mutex<(Vec<Skill>, String)>,
+}
+
+/// What `/reload_skills` found: the names (with descriptions) added and removed, and how
+/// many there are now.
+#[derive(Debug, Default, PartialEq)]
+pub struct SkillsReloaded {
+    pub added: Vec<(String, String)>,
+    pub removed: Vec<(String, String)>,
+    pub total: usize,
 }
 
 impl SystemPrompt {
@@ -27,19 +44,48 @@ impl SystemPrompt {
             base.push_str("\n\n");
             base.push_str(extra.trim());
         }
-        // The skills index, as Hermes shows it (read at start: the prompt stays the same).
-        let skills = crate::tools::skills::index(home);
-        if !skills.is_empty() {
-            base.push_str("\n\n");
-            base.push_str(&skills);
+        // The skills index, as Hermes shows it (read at start, so the prompt stays the
+        // same, and again only when asked).
+        let skills = crate::tools::skills::scan(home);
+        let index = crate::tools::skills::index_of(&skills);
+        SystemPrompt {
+            base,
+            home: home.to_path_buf(),
+            skills: Mutex::new((skills, index)),
         }
-        SystemPrompt { base }
+    }
+
+    /// Scan the skills again (blocking: files): later turns' prompts carry the new index.
+    pub fn reload_skills(&self) -> SkillsReloaded {
+        let found = crate::tools::skills::scan(&self.home);
+        let index = crate::tools::skills::index_of(&found);
+        let mut skills = self.skills.lock().expect("skills lock");
+        let named = |list: &[Skill], other: &[Skill]| -> Vec<(String, String)> {
+            list.iter()
+                .filter(|s| !other.iter().any(|o| o.name == s.name))
+                .map(|s| (s.name.clone(), s.description.clone()))
+                .collect()
+        };
+        let reloaded = SkillsReloaded {
+            added: named(&found, &skills.0),
+            removed: named(&skills.0, &found),
+            total: found.len(),
+        };
+        *skills = (found, index);
+        reloaded
     }
 
     /// The prompt for a session: the same text for the same `context` and `personality`,
     /// byte for byte, so the provider's prompt cache keeps hitting.
     pub fn render(&self, context: &str, personality: Option<&str>, memory: &str) -> String {
         let mut text = self.base.clone();
+        {
+            let skills = self.skills.lock().expect("skills lock");
+            if !skills.1.is_empty() {
+                text.push_str("\n\n");
+                text.push_str(&skills.1);
+            }
+        }
         if let Some(p) = personality {
             text.push_str(&format!("\n\n## Personality\n{}", p.trim()));
         }
@@ -70,5 +116,41 @@ mod tests {
         assert!(text.ends_with("## Current session\nPlatform: telegram."));
         let bare = SystemPrompt::load(&home.path().join("missing"), None).render("x", None, "");
         assert!(bare.starts_with("You are Hermes"));
+    }
+
+    #[test]
+    fn skills_are_read_again_when_asked() {
+        let home = tempfile::tempdir().unwrap();
+        let skill = |name: &str| {
+            let dir = home.path().join("skills/tools").join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("SKILL.md"),
+                format!("---\nname: {name}\ndescription: Does {name}\n---\nbody\n"),
+            )
+            .unwrap();
+            dir
+        };
+        let old = skill("alpha");
+        let prompt = SystemPrompt::load(home.path(), None);
+        assert!(prompt.render("x", None, "").contains("- alpha: Does alpha"));
+        skill("beta");
+        std::fs::remove_dir_all(old).unwrap();
+        assert!(
+            prompt.render("x", None, "").contains("alpha"),
+            "the same prompt until asked"
+        );
+        let reloaded = prompt.reload_skills();
+        assert_eq!(
+            reloaded.added,
+            [("beta".to_owned(), "Does beta".to_owned())]
+        );
+        assert_eq!(
+            reloaded.removed,
+            [("alpha".to_owned(), "Does alpha".to_owned())]
+        );
+        assert_eq!(reloaded.total, 1);
+        let text = prompt.render("x", None, "");
+        assert!(text.contains("- beta: Does beta") && !text.contains("alpha"));
     }
 }

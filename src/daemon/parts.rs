@@ -249,6 +249,7 @@ pub(super) fn agent_and_sessions(
         tasks: TaskTracker::new(),
         confinement: confinement.clone(),
         operator: std::sync::OnceLock::new(),
+        home: config.home.clone(),
     });
     Parts {
         services,

@@ -407,6 +407,36 @@ pub const COMMANDS: &[Command] = &[
         action: Action::Session(|args| SessionCommand::Platform(args.to_owned())),
     },
     Command {
+        name: "reload_mcp",
+        aliases: &["reload-mcp"],
+        help: Some(Help {
+            args: "",
+            text: "connect the MCP servers again from config.yaml",
+        }),
+        menu: Some(Menu {
+            description: "Reload MCP servers from config",
+            argument: None,
+        }),
+        while_busy: WhileBusy::Refused,
+        who: Who::Admins,
+        action: Action::Session(|_| SessionCommand::ReloadMcp),
+    },
+    Command {
+        name: "reload_skills",
+        aliases: &["reload-skills"],
+        help: Some(Help {
+            args: "",
+            text: "scan the skills directory again",
+        }),
+        menu: Some(Menu {
+            description: "Re-scan the skills directory for new or removed skills",
+            argument: None,
+        }),
+        while_busy: WhileBusy::Refused,
+        who: Who::Admins,
+        action: Action::Session(|_| SessionCommand::ReloadSkills),
+    },
+    Command {
         name: "approve",
         aliases: &[],
         help: Some(Help {
@@ -621,12 +651,17 @@ mod tests {
         words.dedup();
         assert_eq!(words.len(), count, "a word names two commands");
         for word in words {
-            // Telegram's and Discord's rules for a command's name.
+            // Telegram's and Discord's rules for a command's name (an alias, never in a
+            // menu, may also be Hermes' hyphenated name).
+            let is_name = COMMANDS.iter().any(|c| c.name == word);
             assert!(
                 (1..=32).contains(&word.len())
-                    && word
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                    && word.chars().all(|c| {
+                        c.is_ascii_lowercase()
+                            || c.is_ascii_digit()
+                            || c == '_'
+                            || (!is_name && c == '-')
+                    }),
                 "{word}"
             );
         }

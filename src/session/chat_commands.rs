@@ -129,6 +129,8 @@ impl SessionActor {
             SessionCommand::Personality(name) => self.personality(name.trim()).await,
             SessionCommand::Verbose(mode) => self.verbose(mode.trim()).await,
             SessionCommand::Reasoning(args) => self.reasoning(args.trim()).await,
+            SessionCommand::ReloadMcp => self.reload_mcp().await,
+            SessionCommand::ReloadSkills => self.reload_skills().await,
             _ => return,
         };
         self.say(inbox_id, &message_id, &text).await;

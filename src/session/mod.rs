@@ -35,6 +35,7 @@ mod context_view;
 mod earlier;
 mod ending;
 mod operator;
+mod reloads;
 mod side;
 mod starting;
 mod stream;
@@ -130,6 +131,10 @@ pub enum SessionCommand {
     Context,
     /// Drain the daemon and start it again.
     Restart,
+    /// Connect the MCP servers again from the configuration as it reads now.
+    ReloadMcp,
+    /// Scan the skills again.
+    ReloadSkills,
     /// The platforms' states, or pause or resume one.
     Platform(String),
 }
@@ -169,6 +174,8 @@ pub struct SessionServices {
     pub tasks: TaskTracker,
     /// How the agent's commands are confined (`/status` says it).
     pub confinement: Arc<crate::confine::Confinement>,
+    /// `$HERMES_HOME` (`/reload_mcp` reads its configuration again).
+    pub home: std::path::PathBuf,
     /// The daemon, for `/restart` and `/platform` (set once its adapters run).
     pub operator: std::sync::OnceLock<Arc<dyn Operator>>,
 }

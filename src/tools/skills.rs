@@ -117,13 +117,17 @@ fn front_matter(text: &str) -> (serde_json::Map<String, Value>, &str) {
 
 /// Hermes' skills index for the system prompt (empty without skills).
 pub fn index(home: &Path) -> String {
-    let skills = scan(home);
+    index_of(&scan(home))
+}
+
+/// The index of `skills` (found by [`scan`]).
+pub fn index_of(skills: &[Skill]) -> String {
     if skills.is_empty() {
         return String::new();
     }
     let mut lines = Vec::new();
     let mut category = None;
-    for skill in &skills {
+    for skill in skills {
         if category != Some(&skill.category) {
             lines.push(format!("  {}:", skill.category));
             category = Some(&skill.category);
