@@ -147,20 +147,65 @@ async fn a_sub_agent_cannot_delegate_again_unless_the_depth_allows() {
         "{told:?}"
     );
 
-    // With delegation.max_spawn_depth: 2 a sub-agent is offered delegate_task.
+    // With delegation.max_spawn_depth: 2 an orchestrator (Hermes' role) is offered
+    // delegate_task; a leaf, the default, still is not.
     let deeper = World::new(
         &["TELEGRAM_ALLOW_ALL_USERS=true"],
         "delegation:\n  max_spawn_depth: 2\n",
     )
     .await;
-    deeper.llm.push(delegate(json!({"goal": "plan a trip"})));
+    deeper.llm.push(delegate(json!({"tasks": [
+        {"goal": "plan a trip", "role": "orchestrator"},
+        {"goal": "pack the bags"}
+    ]})));
     deeper.llm.push(Reply::text("planned"));
+    deeper.llm.push(Reply::text("packed"));
     deeper.llm.push(Reply::text("done"));
     let _d2 = deeper.start();
     deeper.ask("plan my trip").await;
-    let child = &child_requests(&deeper)[0];
-    assert!(offered(child).contains(&"delegate_task".to_owned()));
-    assert!(last_user_text(child).contains("You may delegate parts of it again"));
+    let children = child_requests(&deeper);
+    let of = |goal: &str| {
+        children
+            .iter()
+            .find(|c| last_user_text(c).contains(goal))
+            .unwrap_or_else(|| panic!("a child for {goal}"))
+    };
+    let planner = of("plan a trip");
+    assert!(offered(planner).contains(&"delegate_task".to_owned()));
+    assert!(last_user_text(planner).contains("You are an orchestrator"));
+    assert!(last_user_text(planner).contains("must be leaves"));
+    let packer = of("pack the bags");
+    assert!(!offered(packer).contains(&"delegate_task".to_owned()));
+    assert!(!last_user_text(packer).contains("orchestrator"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_agents_run_on_the_chats_current_model() {
+    let w = World::allow_all().await;
+    let _d = w.start();
+    w.ask("/model custom:bigger-model").await;
+    w.llm.push(delegate(json!({"goal": "count the files"})));
+    w.llm.push(Reply::text("42 files"));
+    w.llm.push(Reply::text("there are 42"));
+    w.ask("how many files?").await;
+    let children = child_requests(&w);
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0]["model"], "bigger-model", "not the main model");
+
+    // delegation.model pins every sub-agent to one model.
+    let pinned = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "delegation:\n  model: cheap-model\n",
+    )
+    .await;
+    let _d2 = pinned.start();
+    pinned
+        .llm
+        .push(delegate(json!({"goal": "count the files"})));
+    pinned.llm.push(Reply::text("42 files"));
+    pinned.llm.push(Reply::text("there are 42"));
+    pinned.ask("how many files?").await;
+    assert_eq!(child_requests(&pinned)[0]["model"], "cheap-model");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,6 +29,18 @@ impl SubAgents for AgentRuntime {
                 compaction: None,
                 max_steps: Some(child.max_steps),
             };
+            // `delegation.model` when set (and usable), else the delegating turn's model.
+            let model = match child.model_name.as_deref() {
+                Some(name) => match self.models.resolve(name) {
+                    Ok(client) => Some(client),
+                    Err(e) => {
+                        tracing::warn!(model = name, error = %e, "delegate: delegation.model cannot be used; the delegating turn's model runs the sub-agent");
+                        child.model.clone()
+                    }
+                },
+                None => child.model.clone(),
+            };
+            let input = TurnInput { model, ..input };
             // Nobody steers a sub-agent.
             let (_steer_tx, mut steer) = mpsc::unbounded_channel();
             let (outcome, messages) = match self.run_turn(input, ctx, &mut steer).await {

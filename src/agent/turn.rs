@@ -262,6 +262,11 @@ impl AgentRuntime {
             turn.reasoning.insert(turn.new_messages.len(), blocks);
         }
         let text = std::mem::take(&mut turn.partial) + &completion.content;
+        // The tools learn which model answers now: sub-agents run on it.
+        let tools_ctx = ToolContext {
+            model: Some(turn.chain[turn.current].clone()),
+            ..tools_ctx.clone()
+        };
         let cancelled = self
             .run_tools(
                 &completion.tool_calls,
@@ -269,7 +274,7 @@ impl AgentRuntime {
                 &mut turn.new_messages,
                 (turn.input.tool_progress, &turn.input.progress),
                 &mut turn.last_tool,
-                tools_ctx,
+                &tools_ctx,
             )
             .await;
         if cancelled {

@@ -673,6 +673,28 @@ fn read_delegation(y: &mut YamlReader, problems: &mut Vec<Problem>) -> Delegatio
             y.number("delegation.background_after_seconds", problems)
                 .unwrap_or(30),
         ),
+        model: {
+            let model = y
+                .string("delegation.model", problems)
+                .filter(|m| !m.trim().is_empty());
+            let provider = y
+                .string("delegation.provider", problems)
+                .filter(|p| !p.trim().is_empty());
+            match (provider, model) {
+                (Some(provider), Some(model)) => Some(format!("{provider}:{model}")),
+                (None, model) => model,
+                (Some(provider), None) => {
+                    problems.push(Problem::warning(
+                        "delegation.provider",
+                        format!("{provider:?} without delegation.model: sub-agents use the delegating turn's model"),
+                    ));
+                    None
+                }
+            }
+        },
+        orchestrator_enabled: y
+            .boolean("delegation.orchestrator_enabled", problems)
+            .unwrap_or(true),
     }
 }
 

@@ -443,6 +443,12 @@ pub struct DelegationConfig {
     /// A delegation still running after this long goes on in the background and reports
     /// back into the conversation (`delegation.background_after_seconds`, 30).
     pub background_after: Duration,
+    /// The model every sub-agent uses (`delegation.provider` and `delegation.model`, as
+    /// `/model` names one); `None`: the model the delegating turn answers with.
+    pub model: Option<String>,
+    /// Whether a child may be an orchestrator that delegates again
+    /// (`delegation.orchestrator_enabled`, default true; within `max_spawn_depth`).
+    pub orchestrator_enabled: bool,
 }
 
 /// Background processes (`processes.*`, `display.background_process_notifications`).

@@ -33,6 +33,8 @@ impl SessionActor {
             attention: CancellationToken::new(),
             usage: Default::default(),
             depth: 0,
+            orchestrator: false,
+            model: None,
         };
         let tools = agent.tools.definitions(&tools_ctx);
         let tool_tokens: usize = tools

@@ -85,6 +85,8 @@ impl SessionActor {
             attention: CancellationToken::new(),
             usage: usage.clone(),
             depth: 0,
+            orchestrator: false,
+            model: None,
         };
         let (cancel, attention) = (tools_ctx.cancel.clone(), tools_ctx.attention.clone());
         let (steer, steer_rx) = mpsc::unbounded_channel();

@@ -38,6 +38,12 @@ pub struct ToolContext {
     /// 0 for a person's turn; a sub-agent's turn is one deeper than the turn that
     /// delegated to it (and is offered fewer tools, see `tools::CHILD_BLOCKED`).
     pub depth: u32,
+    /// A sub-agent given Hermes' `role: orchestrator` (and the depth for it): it may
+    /// delegate again. A leaf may not.
+    pub orchestrator: bool,
+    /// The model the turn answers with now (the chat's choice, or the fallback that took
+    /// over): sub-agents run on it. `None`: the main model.
+    pub model: Option<Arc<crate::llm::LlmClient>>,
 }
 
 impl ToolContext {
@@ -76,6 +82,8 @@ impl ToolContext {
             attention: CancellationToken::new(),
             usage: Default::default(),
             depth: 0,
+            orchestrator: false,
+            model: None,
         }
     }
 }

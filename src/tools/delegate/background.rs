@@ -305,6 +305,8 @@ pub async fn resume(
             attention: CancellationToken::new(),
             usage: Default::default(),
             depth: 0,
+            orchestrator: false,
+            model: None,
         };
         let batch = delegations.spawn(run_batch(agent, config.clone(), tasks, parent));
         delegations.adopt(record, cancel, batch, runs - 1).await;

@@ -45,6 +45,10 @@ pub struct ChildTurn {
     pub usage: Arc<std::sync::Mutex<UsageByModel>>,
     /// Tool steps it may take (`delegation.max_iterations`).
     pub max_steps: u32,
+    /// The model it runs on: `delegation.model` (a name, resolved as `/model` resolves
+    /// one) when set, else the delegating turn's model now (`None`: the main one).
+    pub model_name: Option<String>,
+    pub model: Option<Arc<crate::llm::LlmClient>>,
 }
 
 /// How a sub-agent's turn ended.
@@ -72,6 +76,19 @@ pub struct Task {
     pub goal: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// This task's role, over the call's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+}
+
+/// Hermes' sub-agent roles: a `leaf` (the default) works and cannot delegate; an
+/// `orchestrator` may delegate again, within `delegation.max_spawn_depth` (else it is a
+/// leaf, as in Hermes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Leaf,
+    Orchestrator,
 }
 
 /// What a batch of children came to.
@@ -179,6 +196,9 @@ pub struct DelegateArgs {
     context: Option<String>,
     /// Several tasks run together, in place of goal/context.
     tasks: Option<Vec<Task>>,
+    /// leaf (default): a worker that cannot delegate; orchestrator: may use delegate_task
+    /// for workers of its own.
+    role: Option<Role>,
 }
 
 impl TypedTool for DelegateTool {
@@ -187,17 +207,30 @@ impl TypedTool for DelegateTool {
     const TOOLSET: &'static str = "delegation";
 
     fn description(&self) -> String {
+        let nesting = if self.config.max_spawn_depth >= 2 && self.config.orchestrator_enabled {
+            format!(
+                "Nesting is on (max_spawn_depth={}): role='orchestrator' children may delegate again.",
+                self.config.max_spawn_depth
+            )
+        } else {
+            format!(
+                "Nesting is off (max_spawn_depth={}); role='orchestrator' is forced to 'leaf'. Raise delegation.max_spawn_depth in config.yaml to enable.",
+                self.config.max_spawn_depth
+            )
+        };
         format!(
             "Hand a self-contained sub-task to a fresh agent (or up to {} tasks to agents that work at the same time). \
              Each starts with no memory of this conversation: put everything it needs in `context`. It has the \
              terminal, file, web and skills tools but cannot ask the person anything. You get back each agent's \
-             short summary. Long delegations go on in the background and report back into this conversation.",
+             short summary. Long delegations go on in the background and report back into this conversation. \
+             Sub-agents run on your current model. role: 'leaf' (default) = focused worker, cannot delegate further; \
+             'orchestrator' = can use delegate_task to spawn its own workers. {nesting}",
             self.config.max_concurrent_children
         )
     }
 
     fn offered_to(&self, ctx: &ToolContext) -> bool {
-        ctx.depth < self.config.max_spawn_depth
+        ctx.depth < self.config.max_spawn_depth && (ctx.depth == 0 || ctx.orchestrator)
     }
 
     fn call<'a>(&'a self, args: DelegateArgs, ctx: &'a ToolContext) -> BoxFuture<'a, ToolResult> {
@@ -207,11 +240,19 @@ impl TypedTool for DelegateTool {
 
 /// The tasks asked for: `tasks`, or `goal` with `context`.
 fn tasks_from(args: DelegateArgs, max: usize) -> Result<Vec<Task>, String> {
+    let role = args.role;
     let tasks: Vec<Task> = match (args.tasks, args.goal) {
-        (Some(tasks), _) if !tasks.is_empty() => tasks,
+        (Some(tasks), _) if !tasks.is_empty() => tasks
+            .into_iter()
+            .map(|t| Task {
+                role: t.role.or(role),
+                ..t
+            })
+            .collect(),
         (_, Some(goal)) => vec![Task {
             goal,
             context: args.context,
+            role,
         }],
         _ => return Err("give a goal (with its context) or a list of tasks".into()),
     };
@@ -268,16 +309,24 @@ async fn run_child(
     let started = Instant::now();
     let usage = Arc::new(std::sync::Mutex::new(UsageByModel::default()));
     let cancel = parent.cancel.child_token();
+    let depth = parent.depth + 1;
+    // Hermes: an orchestrator only where nesting is on and deep enough; else a leaf.
+    let orchestrator = task.role == Some(Role::Orchestrator)
+        && config.orchestrator_enabled
+        && depth < config.max_spawn_depth;
     let ctx = ToolContext {
         session_id: format!("{}/{}", parent.session_id, index + 1),
         cancel: cancel.clone(),
         attention: CancellationToken::new(),
         usage: usage.clone(),
-        depth: parent.depth + 1,
+        depth,
+        orchestrator,
         ..parent.clone()
     };
     let child = ChildTurn {
-        prompt: child_prompt(task, parent.depth + 1, config.max_spawn_depth),
+        prompt: child_prompt(task, depth, config.max_spawn_depth, orchestrator),
+        model_name: config.model.clone(),
+        model: parent.model.clone(),
         context: format!(
             "You are a sub-agent working for {} (through {}); you cannot talk to them.",
             parent.author.display_name, parent.chat.platform
@@ -340,14 +389,21 @@ async fn run_child(
 }
 
 /// What a child is told (Hermes' ephemeral prompt for a sub-agent).
-fn child_prompt(task: &Task, depth: u32, max_depth: u32) -> String {
+fn child_prompt(task: &Task, depth: u32, max_depth: u32, orchestrator: bool) -> String {
     let mut text = String::from(
         "[You are a sub-agent: another agent handed you this task. Nobody can answer questions, so decide \
          for yourself. Work on it with your tools, then answer with a short summary, outcome first: what you \
          did, what you found, which files you changed, and any problem left.",
     );
-    if depth < max_depth {
-        text.push_str(" You may delegate parts of it again with delegate_task.");
+    if orchestrator {
+        text.push_str(&format!(
+            " You are an orchestrator: split the work and hand parts to workers of your own with \
+             delegate_task when that is faster or clearer than doing it yourself. You are at depth {depth}; \
+             the delegation tree stops at max_spawn_depth={max_depth}."
+        ));
+        if depth + 1 >= max_depth {
+            text.push_str(" Your own workers must be leaves (role 'leaf').");
+        }
     }
     text.push_str("]\n\nTask: ");
     text.push_str(task.goal.trim());
@@ -383,9 +439,19 @@ mod tests {
             one,
             [Task {
                 goal: "look".into(),
-                context: Some("in /tmp".into())
+                context: Some("in /tmp".into()),
+                role: None,
             }]
         );
+        // A task's role wins over the call's.
+        let roles = tasks_from(
+            json!({"role": "orchestrator", "tasks": [{"goal": "a"}, {"goal": "b", "role": "leaf"}]}),
+            3,
+        )
+        .unwrap();
+        assert_eq!(roles[0].role, Some(Role::Orchestrator));
+        assert_eq!(roles[1].role, Some(Role::Leaf));
+        assert!(tasks_from(json!({"goal": "a", "role": "boss"}), 3).is_err());
         let many = tasks_from(
             json!({"goal": "ignored", "tasks": [{"goal": "a"}, {"goal": "b", "context": "c"}]}),
             3,
