@@ -4,6 +4,8 @@
 mod common;
 
 use common::*;
+use std::time::Duration;
+
 use hermes_testkit::llm::{Reply, last_user_text};
 
 fn said(request: &serde_json::Value, text: &str) -> bool {
@@ -321,4 +323,62 @@ async fn reload_skills_finds_new_and_removed_skills_for_later_turns() {
         system.contains("- beta: Does beta") && !system.contains("alpha"),
         "{system}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_titled_after_its_first_exchange_unless_the_person_titled_it() {
+    let titling = |request: &serde_json::Value| {
+        request["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("Generate a short, descriptive title"))
+    };
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "auxiliary:\n  title_generation:\n    enabled: true\n",
+    )
+    .await;
+    for _ in 0..8 {
+        w.llm.push(Reply::computed(move |request| {
+            if titling(request) {
+                Reply::text("\"Trip to Lisbon\"")
+            } else {
+                Reply::text(format!("echo: {}", last_user_text(request)))
+            }
+        }));
+    }
+    let _d = w.start();
+    w.ask("plan the trip to Lisbon").await;
+    hermes_testkit::eventually(WAIT, "the session to be titled", || {
+        w.llm.requests().iter().any(titling).then_some(())
+    })
+    .await;
+    let asked = w.llm.requests().into_iter().find(|r| titling(r)).unwrap();
+    assert_eq!(
+        last_user_text(&asked),
+        "User: plan the trip to Lisbon\n\nAssistant: echo: plan the trip to Lisbon"
+    );
+    hermes_testkit::eventually(WAIT, "the title to be kept", || {
+        let db = rusqlite::Connection::open(w.home.dir.join("gateway.db")).ok()?;
+        db.query_row("SELECT title FROM sessions", [], |r| {
+            r.get::<_, Option<String>>(0)
+        })
+        .ok()
+        .flatten()
+    })
+    .await;
+    let title = visible(w.ask("/title").await.last().unwrap());
+    assert!(title.contains("Trip to Lisbon"), "{title}");
+
+    // A session the person titled first is not titled again.
+    w.ask("/new").await;
+    w.ask("/title Mine").await;
+    let before = w.llm.requests().iter().filter(|r| titling(r)).count();
+    w.ask("something else").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        w.llm.requests().iter().filter(|r| titling(r)).count(),
+        before
+    );
+    let mine = visible(w.ask("/title").await.last().unwrap());
+    assert!(mine.contains("Mine"), "{mine}");
 }

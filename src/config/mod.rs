@@ -18,8 +18,8 @@ mod yaml;
 pub use env::{EnvSource, EnvVars, is_truthy};
 pub use mcp::{McpServerConfig, McpTransport};
 pub use models::{
-    CompressionConfig, Dialect, ModelSpec, PROVIDERS, ProviderInfo, ProviderKeys, dialect_for,
-    is_loopback_url, provider, resolve as resolve_model,
+    CompressionConfig, Dialect, ModelSpec, PROVIDERS, ProviderInfo, ProviderKeys, TitleConfig,
+    dialect_for, is_loopback_url, provider, resolve as resolve_model,
 };
 pub use pg_target::{PgTarget, is_postgres_url};
 pub use types::*;

@@ -539,6 +539,36 @@ fn read_auxiliary(
     (model, configured)
 }
 
+/// Sessions titled automatically after their first exchanges
+/// (`auxiliary.title_generation.*`, Hermes' names).
+#[derive(Debug, Clone)]
+pub struct TitleConfig {
+    /// `auxiliary.title_generation.enabled` (default true).
+    pub enabled: bool,
+    /// The model that writes titles when one is configured; `None`: the chat's own.
+    pub model: Option<ModelConfig>,
+    /// `auxiliary.title_generation.language`: titles in this language, else the person's.
+    pub language: Option<String>,
+}
+
+pub(super) fn read_titles(
+    y: &mut YamlReader,
+    main: &ModelConfig,
+    problems: &mut Vec<Problem>,
+) -> TitleConfig {
+    let enabled = y
+        .boolean("auxiliary.title_generation.enabled", problems)
+        .unwrap_or(true);
+    let (model, configured) = read_auxiliary(y, "title_generation", main, problems);
+    TitleConfig {
+        enabled,
+        model: configured.then_some(model),
+        language: y
+            .string("auxiliary.title_generation.language", problems)
+            .filter(|l| !l.trim().is_empty()),
+    }
+}
+
 /// `auxiliary.vision.*`.
 pub(super) fn read_vision(
     y: &mut YamlReader,

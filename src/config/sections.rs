@@ -122,6 +122,14 @@ pub(super) fn read_agent(
             }
         },
         memory_limits: read_memory_limits(y, problems),
+        titles: match model {
+            Some(main) => models::read_titles(y, main, problems),
+            None => TitleConfig {
+                enabled: false,
+                model: None,
+                language: None,
+            },
+        },
         image_input: match y.string("agent.image_input_mode", problems) {
             None => ImageInputMode::Auto,
             Some(mode) => ImageInputMode::parse(&mode).unwrap_or_else(|| {

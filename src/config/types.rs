@@ -204,6 +204,8 @@ pub struct AgentConfig {
     pub streaming: Option<StreamingConfig>,
     /// How much each memory file holds (`memory.memory_char_limit`, `memory.user_char_limit`).
     pub memory_limits: crate::tools::memory::MemoryLimits,
+    /// Sessions titled automatically (`auxiliary.title_generation.*`).
+    pub titles: super::TitleConfig,
 }
 
 /// `streaming.*` (Hermes names): the answer appears as one message edited in place.

@@ -249,6 +249,15 @@ pub(super) fn agent_and_sessions(
         tasks: TaskTracker::new(),
         confinement: confinement.clone(),
         operator: std::sync::OnceLock::new(),
+        titles: config.agent.titles.enabled.then(|| crate::session::Titles {
+            model: config
+                .agent
+                .titles
+                .model
+                .clone()
+                .map(|m| Arc::new(LlmClient::new(m))),
+            language: config.agent.titles.language.clone(),
+        }),
         home: config.home.clone(),
     });
     Parts {

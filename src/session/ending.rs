@@ -81,10 +81,12 @@ impl SessionActor {
                 | TurnOutcome::BudgetExhausted { reply, messages },
                 _,
             ) => {
+                let asked = joined_text(&inputs);
                 let reply = self.headed(&reply, &inputs);
                 let rows = self.answer_rows(&reply, reply_to).await;
                 self.record_end(end, messages, rows, InboxState::Done, "answered")
                     .await;
+                self.title_later(&asked, &reply);
             }
             (TurnOutcome::Failed { notice, messages }, _) => {
                 // Keep what the person said, so the conversation goes on from it.

@@ -27,6 +27,7 @@ use crate::process::ProcessRegistry;
 use crate::store::{InboxState, Kept, NewOutboxRow, Store, StoredMessage, TurnRecord};
 use crate::tools::ToolContext;
 pub use operator::Operator;
+pub use titles::Titles;
 
 mod actor;
 mod chat_commands;
@@ -39,6 +40,7 @@ mod reloads;
 mod side;
 mod starting;
 mod stream;
+mod titles;
 
 /// How long an actor without work lives on: as long as an idle delivery lane. It keeps
 /// nothing a turn needs (each turn opens its session from the store), so an idle one is
@@ -174,6 +176,8 @@ pub struct SessionServices {
     pub tasks: TaskTracker,
     /// How the agent's commands are confined (`/status` says it).
     pub confinement: Arc<crate::confine::Confinement>,
+    /// How sessions are titled automatically; `None`: they are not.
+    pub titles: Option<titles::Titles>,
     /// `$HERMES_HOME` (`/reload_mcp` reads its configuration again).
     pub home: std::path::PathBuf,
     /// The daemon, for `/restart` and `/platform` (set once its adapters run).

@@ -207,6 +207,44 @@ impl Store {
         .await
     }
 
+    /// Whether session `session_id` is still to be titled automatically: it has no title
+    /// and the person has written once or twice (Hermes titles the first exchanges).
+    pub async fn session_wants_title(&self, session_id: &str) -> Result<bool, StoreError> {
+        let session_id = session_id.to_owned();
+        self.call(move |conn| {
+            let found = conn
+                .prepare_cached(
+                    "SELECT title, (SELECT count(*) FROM (SELECT 1 FROM messages m
+                        WHERE m.session_id = s.id AND m.role = 'user' LIMIT 3) AS asked)
+                     FROM sessions s WHERE s.id = ?1",
+                )?
+                .query_row([session_id], |r| {
+                    Ok((r.get::<_, Option<String>>(0)?, r.get::<_, i64>(1)?))
+                })
+                .optional()?;
+            Ok(matches!(found, Some((None, 1..=2))))
+        })
+        .await
+    }
+
+    /// Title session `session_id` unless it has a title already (a person's `/title`, set
+    /// while this one was written, stands); whether it was set.
+    pub async fn session_title_if_none(
+        &self,
+        session_id: &str,
+        title: &str,
+    ) -> Result<bool, StoreError> {
+        let session_id = session_id.to_owned();
+        let title = title.to_owned();
+        self.call(move |conn| {
+            let n = conn
+                .prepare_cached("UPDATE sessions SET title = ?1 WHERE id = ?2 AND title IS NULL")?
+                .execute(params![title, session_id])?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
     pub async fn session_set_title(&self, session_id: &str, title: &str) -> Result<(), StoreError> {
         let session_id = session_id.to_owned();
         let title = title.to_owned();

@@ -91,9 +91,28 @@ impl Home {
                 extra_yaml,
             ),
         };
+        // Sessions are not titled (that is a model call of its own, which would take the
+        // replies tests queue), unless a test's `auxiliary:` speaks of titles.
+        let (auxiliary, extra_yaml) = match extra_yaml.find("auxiliary:\n") {
+            Some(_) if extra_yaml.contains("title_generation") => (String::new(), extra_yaml),
+            Some(at) if at == 0 || extra_yaml[..at].ends_with('\n') => {
+                let after = at + "auxiliary:\n".len();
+                let merged = format!(
+                    "{}  title_generation:\n    enabled: false\n{}",
+                    &extra_yaml[..after],
+                    &extra_yaml[after..]
+                );
+                (String::new(), merged)
+            }
+            _ => (
+                "auxiliary:\n  title_generation:\n    enabled: false\n".to_owned(),
+                extra_yaml,
+            ),
+        };
         let yaml = format!(
             "model:\n  provider: custom\n  default: fake-model\n  base_url: {llm_url}\n  api_key: sk-test-secret\n  context_length: 131072\n  max_attempts: 3\n\
              {security}\
+             {auxiliary}\
              http:\n  listen: 127.0.0.1:0\n\
              {terminal}\
              platforms:\n{platform_yaml}{extra_yaml}"
