@@ -142,10 +142,6 @@ const DEVIATIONS: &[(&str, &str)] = &[
         "delegate_task: only Hermes has background",
         "deprecated and ignored by Hermes too; a delegation goes to the background by itself",
     ),
-    (
-        "delegate_task: only Hermes has role",
-        "no orchestrator role: children cannot delegate above delegation.max_spawn_depth",
-    ),
 ];
 
 fn load(path: &str) -> Value {

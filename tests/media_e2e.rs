@@ -273,7 +273,14 @@ async fn an_album_is_one_message() {
 fn configure(w: &World, yaml: &str) {
     let config = w.home.dir.join("config.yaml");
     let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str(yaml);
+    // An `auxiliary:` the home has already (it turns titles off) takes the new lines.
+    match yaml.split_once("auxiliary:\n") {
+        Some((before, auxiliary)) if text.contains("\nauxiliary:\n") => {
+            text = text.replacen("\nauxiliary:\n", &format!("\nauxiliary:\n{auxiliary}"), 1);
+            text.push_str(before);
+        }
+        _ => text.push_str(yaml),
+    }
     std::fs::write(&config, text).unwrap();
 }
 

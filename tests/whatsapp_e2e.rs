@@ -481,3 +481,47 @@ async fn a_refused_access_token_is_named() {
     .await;
     assert!(!log.contains("EAAwrong"), "the token is not logged: {log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spoken_reply_is_a_voice_note() {
+    let kit = Kit::new(
+        FakeWhatsApp::start().await,
+        BIN,
+        &[
+            "WHATSAPP_CLOUD_ALLOW_ALL_USERS=true".to_owned(),
+            "VOICE_TOOLS_OPENAI_KEY=sk-voice".to_owned(),
+        ],
+        "",
+    )
+    .await;
+    let path = kit.home.dir.join("config.yaml");
+    let yaml = std::fs::read_to_string(&path).unwrap()
+        + &format!(
+            "tts:\n  provider: openai\n  openai:\n    base_url: {}\n",
+            kit.llm.base_url()
+        );
+    std::fs::write(&path, yaml).unwrap();
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    kit.fake.text(&alice, "/voice tts");
+    kit.shown(&alice, 1).await;
+    kit.fake.text(&alice, "hello");
+    let sent = eventually(WAIT, "the voice note", || {
+        kit.fake
+            .sent(&alice)
+            .into_iter()
+            .find(|m| matches!(m.kind, SentKind::Media { .. }))
+    })
+    .await;
+    let SentKind::Media {
+        media_type, voice, ..
+    } = sent.kind
+    else {
+        unreachable!()
+    };
+    assert_eq!((media_type.as_str(), voice), ("audio", true));
+    let uploads = kit.fake.uploads();
+    assert_eq!(uploads[0].mime, "audio/ogg");
+    assert!(uploads[0].bytes.starts_with(b"OggS"));
+    assert!(texts(&kit.fake, &alice).contains(&"echo: hello".to_owned()));
+}

@@ -227,7 +227,7 @@ pub fn resolve(
     let context_length = if model == like.model {
         like.context_length
     } else {
-        crate::llm::catalog::context_window(&model).unwrap_or(DEFAULT_CONTEXT_WINDOW)
+        super::catalog::context_window(&model).unwrap_or(DEFAULT_CONTEXT_WINDOW)
     };
     Ok(ModelConfig {
         provider: info.name.to_owned(),
@@ -242,7 +242,7 @@ pub fn resolve(
     })
 }
 
-/// A model's context window when neither the configuration nor `llm::catalog` knows it.
+/// A model's context window when neither the configuration nor `config::catalog` knows it.
 pub const DEFAULT_CONTEXT_WINDOW: usize = 131_072;
 
 /// `model.*` (with `HERMES_MODEL` and the older flat `model: name`).
@@ -276,11 +276,7 @@ pub(super) fn read_model(
         context_length: y
             .number("model.context_length", problems)
             .map(|n| n as usize)
-            .or_else(|| {
-                model
-                    .as_deref()
-                    .and_then(crate::llm::catalog::context_window)
-            })
+            .or_else(|| model.as_deref().and_then(super::catalog::context_window))
             .unwrap_or(DEFAULT_CONTEXT_WINDOW),
         max_attempts: y
             .number("model.max_attempts", problems)

@@ -108,6 +108,7 @@ pub(super) fn read_agent(
         }),
         personalities,
         stt: read_stt(y, env, model.map(|m| m.provider.as_str()), problems),
+        tts: read_tts(y, env, model.map(|m| m.provider.as_str()), problems),
         streaming: read_streaming(y, problems),
         tool_progress: match y.string("display.tool_progress", problems).as_deref() {
             None | Some("off") | Some("false") => ToolProgress::Off,
@@ -145,11 +146,8 @@ pub(super) fn read_agent(
 
 /// `memory.memory_char_limit` and `memory.user_char_limit` (Hermes' defaults 2,200 and
 /// 1,375 characters). Below 100 an entry hardly fits: such a value is refused.
-fn read_memory_limits(
-    y: &mut YamlReader,
-    problems: &mut Vec<Problem>,
-) -> crate::tools::memory::MemoryLimits {
-    let defaults = crate::tools::memory::MemoryLimits::default();
+fn read_memory_limits(y: &mut YamlReader, problems: &mut Vec<Problem>) -> MemoryLimits {
+    let defaults = MemoryLimits::default();
     let mut limit = |key: &str, default: usize| match y.number(key, problems) {
         None => default,
         Some(n) if n >= 100 => n.min(1_000_000) as usize,
@@ -163,7 +161,7 @@ fn read_memory_limits(
             default
         }
     };
-    crate::tools::memory::MemoryLimits {
+    MemoryLimits {
         memory: limit("memory.memory_char_limit", defaults.memory),
         user: limit("memory.user_char_limit", defaults.user),
     }

@@ -252,20 +252,110 @@ fn speech_to_text_needs_the_openai_provider_and_a_key() {
         (
             openai.base_url.as_str(),
             openai.model.as_str(),
-            openai.api_key.expose()
+            openai.api_key.as_ref().unwrap().expose()
         ),
         ("http://stt/v1", "gpt-4o-mini-transcribe", "sk-v")
     );
     assert!(!stt.echo_transcripts);
 
-    let local = load("stt:\n  provider: local\n", &[("OPENAI_API_KEY", "sk-o")]);
+    // Groq: its own key and Hermes' default model.
+    let groq = load("stt:\n  provider: groq\n", &[("GROQ_API_KEY", "gsk-1")])
+        .config
+        .unwrap()
+        .agent
+        .stt
+        .openai
+        .unwrap();
+    assert_eq!(
+        (groq.base_url.as_str(), groq.model.as_str()),
+        ("https://api.groq.com/openai/v1", "whisper-large-v3-turbo")
+    );
     assert!(
-        local
+        load("stt:\n  provider: groq\n", &[])
+            .config
+            .unwrap()
+            .agent
+            .stt
+            .openai
+            .unwrap_err()
+            .contains("GROQ_API_KEY")
+    );
+    // Local: a Whisper-compatible server on this machine, no key.
+    let local = load(
+        "stt:\n  provider: local\n  local:\n    base_url: http://127.0.0.1:9000/v1\n    language: pt\n",
+        &[("OPENAI_API_KEY", "sk-o")],
+    )
+    .config
+    .unwrap()
+    .agent
+    .stt
+    .openai
+    .unwrap();
+    assert_eq!(local.base_url, "http://127.0.0.1:9000/v1");
+    assert_eq!(
+        (local.model.as_str(), local.language.as_deref()),
+        ("base", Some("pt"))
+    );
+    assert!(local.api_key.is_none(), "no key goes to a local server");
+
+    let other = load("stt:\n  provider: mistral\n", &[]);
+    assert!(
+        other
             .problems
             .iter()
             .any(|p| p.key == "stt.provider" && p.severity == Severity::Warning)
     );
-    assert!(local.config.unwrap().agent.stt.openai.is_err());
+    let why = other.config.unwrap().agent.stt.openai.unwrap_err();
+    assert!(why.contains("\"mistral\" is not available here"), "{why}");
+}
+
+#[test]
+fn text_to_speech_is_the_openai_compatible_provider_or_said_plainly() {
+    let base = "model:\n  default: m\n  base_url: http://x/v1\n";
+    let load = |yaml: &str, vars: &[(&str, &str)]| {
+        load_from(Path::new("/h"), &format!("{base}{yaml}"), &env(vars))
+    };
+    let unset = load("", &[]).config.unwrap().agent.tts.speech.unwrap_err();
+    assert!(unset.contains("tts.provider: openai"), "{unset}");
+    let tts = load(
+        "tts:\n  provider: openai\n  speed: 1.5\n  openai:\n    base_url: http://speech/v1/\n    voice: nova\n",
+        &[("VOICE_TOOLS_OPENAI_KEY", "sk-v")],
+    )
+    .config
+    .unwrap()
+    .agent
+    .tts
+    .speech
+    .unwrap();
+    assert_eq!(
+        (
+            tts.base_url.as_str(),
+            tts.model.as_str(),
+            tts.voice.as_str(),
+            tts.speed,
+            tts.max_text_length
+        ),
+        (
+            "http://speech/v1",
+            "gpt-4o-mini-tts",
+            "nova",
+            Some(1.5),
+            4_096
+        )
+    );
+    // A custom endpoint's OPENAI_API_KEY never goes to OpenAI with a person's words.
+    let keyless = load(
+        "tts:\n  provider: openai\n",
+        &[("OPENAI_API_KEY", "sk-for-the-custom-endpoint")],
+    );
+    assert!(keyless.config.unwrap().agent.tts.speech.is_err());
+    let edge = load("tts:\n  provider: edge\n", &[]);
+    assert!(edge.problems.iter().any(|p| p.key == "tts.provider"));
+    let why = edge.config.unwrap().agent.tts.speech.unwrap_err();
+    assert!(
+        why.contains("\"edge\" is not built into hermes-gateway"),
+        "{why}"
+    );
 }
 
 #[test]

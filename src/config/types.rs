@@ -198,12 +198,14 @@ pub struct AgentConfig {
     pub image_input: ImageInputMode,
     /// Speech-to-text for voice messages (`stt.*`).
     pub stt: SttConfig,
+    /// Text-to-speech for voice replies and `text_to_speech` (`tts.*`).
+    pub tts: TtsConfig,
     /// Tool calls shown in the chat as they start (`display.tool_progress`).
     pub tool_progress: ToolProgress,
     /// Answers shown as they are written (`streaming.*`); `None` when off.
     pub streaming: Option<StreamingConfig>,
     /// How much each memory file holds (`memory.memory_char_limit`, `memory.user_char_limit`).
-    pub memory_limits: crate::tools::memory::MemoryLimits,
+    pub memory_limits: MemoryLimits,
     /// Sessions titled automatically (`auxiliary.title_generation.*`).
     pub titles: super::TitleConfig,
 }
@@ -229,10 +231,12 @@ pub enum ToolProgress {
     All,
 }
 
-/// Speech-to-text (`stt.*`, Hermes names). Only the OpenAI-compatible provider is built in.
+/// Speech-to-text (`stt.*`, Hermes names). The providers built in all speak OpenAI's
+/// `/audio/transcriptions`: `openai`, `groq`, and `local` (a Whisper-compatible server on
+/// this machine, such as faster-whisper-server).
 #[derive(Debug, Clone)]
 pub struct SttConfig {
-    /// Usable: enabled, the `openai` provider, and a key. Otherwise why not, for the person.
+    /// Usable: enabled, a provider built in, and its key. Otherwise why not, for the person.
     pub openai: Result<SttOpenAi, String>,
     /// Echo the transcript to the person (`stt.echo_transcripts`, default true).
     pub echo_transcripts: bool,
@@ -241,9 +245,37 @@ pub struct SttConfig {
 /// An OpenAI-compatible `/audio/transcriptions` endpoint.
 #[derive(Debug, Clone)]
 pub struct SttOpenAi {
+    /// The provider's name (`openai`, `groq`, `local`).
+    pub provider: String,
+    pub base_url: String,
+    /// `None`: a local server that takes none.
+    pub api_key: Option<Secret>,
+    pub model: String,
+    /// The spoken language when known (`stt.local.language`, `stt.language`).
+    pub language: Option<String>,
+}
+
+/// Text-to-speech (`tts.*`, Hermes names). Built in: `openai`, any OpenAI-compatible
+/// `/audio/speech` endpoint.
+#[derive(Debug, Clone)]
+pub struct TtsConfig {
+    /// Usable: the `openai` provider and its key. Otherwise why not, for the person.
+    pub speech: Result<TtsOpenAi, String>,
+}
+
+/// An OpenAI-compatible `/audio/speech` endpoint (`tts.openai.*`).
+#[derive(Debug, Clone)]
+pub struct TtsOpenAi {
     pub base_url: String,
     pub api_key: Secret,
+    /// `tts.openai.model` (gpt-4o-mini-tts).
     pub model: String,
+    /// `tts.openai.voice` (alloy).
+    pub voice: String,
+    /// `tts.openai.speed` (or `tts.speed`), sent when not 1.
+    pub speed: Option<f64>,
+    /// The most text spoken at once (`tts.openai.max_text_length`, 4096).
+    pub max_text_length: usize,
 }
 
 /// The `terminal` tool.
@@ -672,5 +704,30 @@ impl ImageInputMode {
             "text" => Some(ImageInputMode::Text),
             _ => None,
         }
+    }
+}
+
+/// How many characters each memory file may hold (`memory.memory_char_limit`,
+/// `memory.user_char_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryLimits {
+    pub memory: usize,
+    pub user: usize,
+}
+
+impl Default for MemoryLimits {
+    /// Hermes' defaults.
+    fn default() -> Self {
+        MemoryLimits {
+            memory: 2_200,
+            user: 1_375,
+        }
+    }
+}
+
+impl MemoryLimits {
+    /// The limit of the memory file `index` (0: the agent's notes, 1: about the person).
+    pub fn of(&self, index: usize) -> usize {
+        if index == 0 { self.memory } else { self.user }
     }
 }

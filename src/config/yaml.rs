@@ -160,6 +160,21 @@ impl YamlReader {
         parsed
     }
 
+    /// A finite number (`1.25`, or a whole one).
+    pub fn float(&mut self, path: &str, problems: &mut Vec<Problem>) -> Option<f64> {
+        let text = self.string(path, problems)?;
+        match text.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() => Some(v),
+            _ => {
+                problems.push(Problem::error(
+                    path,
+                    format!("expected a number, found {text:?}"),
+                ));
+                None
+            }
+        }
+    }
+
     /// A list of strings (a YAML list, or one comma-separated string).
     pub fn list(&mut self, path: &str, problems: &mut Vec<Problem>) -> Option<Vec<String>> {
         match self.get(path)? {

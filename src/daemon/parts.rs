@@ -173,6 +173,7 @@ pub(super) fn agent_and_sessions(
         config.agent.image_input,
         config.home.join("cache").join("documents"),
         &config.agent.stt,
+        &config.agent.tts,
         out.scene.clone(),
         describer.clone(),
     ));

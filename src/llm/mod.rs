@@ -5,7 +5,6 @@
 //! classified so the agent knows when to fall back or compress.
 
 mod anthropic;
-pub mod catalog;
 pub mod check;
 pub mod local;
 mod offer;
@@ -57,7 +56,7 @@ pub struct Usage {
     /// Of `prompt`, written to the provider's prompt cache (Anthropic).
     pub cache_write: u64,
     /// What it cost, in millionths of a dollar: where the provider says (OpenRouter), else
-    /// at the model's list price where it is known (`catalog`).
+    /// at the model's list price where it is known (`config::catalog`).
     pub cost_micros: u64,
 }
 
@@ -380,10 +379,15 @@ impl LlmClient {
                 Ok(mut completion) => {
                     // Where the provider does not say what a call cost, its list price.
                     if completion.usage.cost_micros == 0
-                        && let Some(cost) = catalog::list_cost_micros(
+                        && let Some(cost) = crate::config::catalog::list_cost_micros(
                             &self.config.provider,
                             &self.config.model,
-                            &completion.usage,
+                            &crate::config::catalog::Tokens {
+                                prompt: completion.usage.prompt,
+                                cached: completion.usage.cached,
+                                cache_write: completion.usage.cache_write,
+                                completion: completion.usage.completion,
+                            },
                         )
                     {
                         completion.usage.cost_micros = cost;

@@ -8,6 +8,7 @@
 mod documents;
 mod outgoing;
 mod stt;
+pub mod tts;
 mod vision;
 
 use std::path::PathBuf;
@@ -57,6 +58,8 @@ pub struct MediaPreparer {
     scene: crate::approval::Scene,
     /// Describes images in `text` mode.
     describer: Option<Arc<Describer>>,
+    /// Text-to-speech, or why there is none (told to the person).
+    pub speaker: Result<Arc<tts::Speaker>, String>,
 }
 
 impl MediaPreparer {
@@ -64,10 +67,15 @@ impl MediaPreparer {
         image_input: ImageInputMode,
         documents_dir: PathBuf,
         stt: &crate::config::SttConfig,
+        tts: &crate::config::TtsConfig,
         scene: crate::approval::Scene,
         describer: Option<Arc<Describer>>,
     ) -> Self {
         MediaPreparer {
+            speaker: tts
+                .speech
+                .clone()
+                .map(|config| Arc::new(tts::Speaker::new(config))),
             image_input,
             documents: Documents::new(documents_dir),
             stt: stt.openai.clone().map(Transcriber::new),
@@ -89,10 +97,21 @@ impl MediaPreparer {
         let Ok((mut cleaned, files)) = taken else {
             return (text.to_owned(), Vec::new());
         };
+        // Hermes' `[[audio_as_voice]]`: the reply's audio goes as voice messages.
+        let as_voice = cleaned.contains(VOICE_DIRECTIVE);
+        if as_voice {
+            cleaned = cleaned.replace(VOICE_DIRECTIVE, "");
+        }
         let mut sendable = Vec::new();
         for file in files {
             match file {
-                Ok(file) => sendable.push(file),
+                Ok(mut file) => {
+                    if as_voice && let Some(told) = as_voice_message(&mut file) {
+                        cleaned.push_str("\n\n");
+                        cleaned.push_str(&told);
+                    }
+                    sendable.push(file)
+                }
                 Err(why) => {
                     cleaned.push_str("\n\n");
                     cleaned.push_str(&why);
@@ -100,6 +119,41 @@ impl MediaPreparer {
             }
         }
         (cleaned.trim().to_owned(), sendable)
+    }
+
+    /// Where spoken replies are kept until sent (`$HERMES_HOME/cache/audio`).
+    fn audio_dir(&self) -> PathBuf {
+        self.scene.hermes_home.join("cache").join("audio")
+    }
+
+    /// Where the agent's own audio goes (`text_to_speech`): the working directory's
+    /// `audio/`, from where its files may be sent.
+    pub fn agent_audio_dir(&self) -> PathBuf {
+        self.scene.cwd.join("audio")
+    }
+
+    /// A spoken reply as a voice message (with what the person must know when it can only
+    /// go as an audio file), or why there is none (for the person).
+    pub async fn spoken(
+        &self,
+        text: &str,
+    ) -> Result<(hermes_adapter::OutboundFile, Option<String>), String> {
+        let speaker = self.speaker.as_ref().map_err(Clone::clone)?;
+        let spoken = speaker.speak(text, &self.audio_dir()).await?;
+        let mut file = hermes_adapter::OutboundFile {
+            name: spoken
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "voice.ogg".into()),
+            path: spoken.path,
+            mime: Some(spoken.encoding.file_kind().1.to_owned()),
+            caption: None,
+            // Only once checked to be Ogg/Opus.
+            voice: false,
+        };
+        let told = as_voice_message(&mut file);
+        Ok((file, told))
     }
 
     /// Fetch and convert every attachment (one at a time; a cancelled turn stops here).
@@ -317,6 +371,42 @@ impl MediaPreparer {
             }
         }
     }
+}
+
+/// Hermes' directive: the reply's audio files go as voice messages.
+pub const VOICE_DIRECTIVE: &str = "[[audio_as_voice]]";
+
+/// Mark an audio file to go as a voice message. A voice message is Ogg/Opus: a file of
+/// another kind goes as an audio file, and what is returned says so (never silently).
+fn as_voice_message(file: &mut hermes_adapter::OutboundFile) -> Option<String> {
+    use std::io::Read;
+    let mut head = vec![0; 512];
+    let read = std::fs::File::open(&file.path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    head.truncate(read);
+    let encoding = tts::Encoding::of(&head);
+    let audio = matches!(
+        encoding,
+        tts::Encoding::OggOpus
+            | tts::Encoding::OggOther
+            | tts::Encoding::Mp3
+            | tts::Encoding::Wav
+            | tts::Encoding::Flac
+    );
+    if !audio {
+        return None; // not audio: sent as what it is
+    }
+    if encoding == tts::Encoding::OggOpus {
+        file.voice = true;
+        file.mime = Some("audio/ogg".into());
+        return None;
+    }
+    Some(format!(
+        "🔊 {} goes as an audio file, not a voice message: a voice message needs Ogg/Opus audio, and this is {}.",
+        file.name,
+        encoding.describe()
+    ))
 }
 
 /// Fetch with a cap; the error says what to tell the person.

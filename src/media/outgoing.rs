@@ -116,6 +116,7 @@ fn sendable(raw: &str, scene: &Scene, copies: &Path) -> Result<OutboundFile, Str
         name,
         mime: None,
         caption: None,
+        voice: false,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Speech-to-text through an OpenAI-compatible `/audio/transcriptions` endpoint (Hermes
-//! `stt.provider: openai`): the voice note goes up as a multipart form, the transcript comes
-//! back as text (`whisper-1`) or JSON (`{"text": …}`). Bounded in time and size.
+//! `stt.provider: openai`, `groq`, or `local`: a Whisper-compatible server on this
+//! machine): the voice note goes up as a multipart form, the transcript comes back as text
+//! (`whisper-1`) or JSON (`{"text": …}`). Bounded in time and size.
 
 use std::time::Duration;
 
@@ -43,6 +44,9 @@ impl Transcriber {
             );
         };
         field(&mut body, "model", &self.config.model);
+        if let Some(language) = &self.config.language {
+            field(&mut body, "language", language);
+        }
         field(
             &mut body,
             "response_format",
@@ -61,10 +65,13 @@ impl Transcriber {
         body.extend_from_slice(&audio);
         body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
 
-        let response = self
+        let mut request = self
             .http
-            .post(format!("{}/audio/transcriptions", self.config.base_url))
-            .bearer_auth(self.config.api_key.expose())
+            .post(format!("{}/audio/transcriptions", self.config.base_url));
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key.expose());
+        }
+        let response = request
             .header(
                 reqwest::header::CONTENT_TYPE,
                 format!("multipart/form-data; boundary={boundary}"),

@@ -362,6 +362,21 @@ pub const COMMANDS: &[Command] = &[
         action: Action::Session(|args| SessionCommand::Reasoning(args.to_owned())),
     },
     Command {
+        name: "voice",
+        aliases: &[],
+        help: Some(Help {
+            args: "[on|off|tts|status]",
+            text: "spoken replies: to voice messages (on), to everything (tts), or none",
+        }),
+        menu: Some(Menu {
+            description: "Toggle voice replies",
+            argument: Some("on, off, tts or status"),
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::AdminsWhenShared,
+        action: Action::Session(|args| SessionCommand::Voice(args.to_owned())),
+    },
+    Command {
         name: "sethome",
         aliases: &["set_home"],
         help: Some(Help {

@@ -26,6 +26,8 @@ pub(super) struct ChatSettings {
     pub verbose: Option<ToolProgress>,
     /// The chat's reasoning effort (`/reasoning`), over `agent.reasoning_effort`.
     pub reasoning: Option<String>,
+    /// When the chat hears its replies (`/voice`).
+    pub voice: super::voice::VoiceMode,
 }
 
 impl ChatSettings {
@@ -39,6 +41,9 @@ impl ChatSettings {
                         PERSONALITY => settings.personality = Some(value),
                         VERBOSE => settings.verbose = progress_mode(&value),
                         REASONING => settings.reasoning = Some(value),
+                        super::voice::VOICE => {
+                            settings.voice = super::voice::VoiceMode::read(&value)
+                        }
                         _ => {}
                     }
                 }
@@ -131,6 +136,7 @@ impl SessionActor {
             SessionCommand::Reasoning(args) => self.reasoning(args.trim()).await,
             SessionCommand::ReloadMcp => self.reload_mcp().await,
             SessionCommand::ReloadSkills => self.reload_skills().await,
+            SessionCommand::Voice(args) => self.voice(&args).await,
             _ => return,
         };
         self.say(inbox_id, &message_id, &text).await;

@@ -208,7 +208,7 @@ fn usage_line(usage: crate::llm::Usage) -> String {
         ));
     }
     line.push_str(&format!(", {} out", grouped(usage.completion)));
-    // The provider's figure or the model's list price (`llm::catalog`); nothing where
+    // The provider's figure or the model's list price (`config::catalog`); nothing where
     // neither is known.
     match usage.cost_micros {
         0 => {}

@@ -82,8 +82,23 @@ impl SessionActor {
                 _,
             ) => {
                 let asked = joined_text(&inputs);
-                let reply = self.headed(&reply, &inputs);
-                let rows = self.answer_rows(&reply, reply_to).await;
+                let reply = super::voice::with_speech(&self.headed(&reply, &inputs), &messages);
+                let (voice, unspoken) = self
+                    .spoken_reply(turn.voice, &reply, &inputs, &messages)
+                    .await;
+                let shown = match unspoken {
+                    Some(why) => format!("{reply}\n\n{why}"),
+                    None => reply.clone(),
+                };
+                let mut rows = self.answer_rows(&shown, reply_to).await;
+                if let Some(voice) = voice {
+                    rows.extend(self.services.delivery.rows_with_files(
+                        &self.chat,
+                        "",
+                        vec![voice],
+                        None,
+                    ));
+                }
                 self.record_end(end, messages, rows, InboxState::Done, "answered")
                     .await;
                 self.title_later(&asked, &reply);
@@ -220,7 +235,11 @@ impl SessionActor {
     }
 
     /// The agent's answer: its text, then the files it named with `MEDIA:` tags, in order.
-    async fn answer_rows(&self, markdown: &str, reply_to: Option<String>) -> Vec<NewOutboxRow> {
+    pub(super) async fn answer_rows(
+        &self,
+        markdown: &str,
+        reply_to: Option<String>,
+    ) -> Vec<NewOutboxRow> {
         let (text, files) = self.services.media.outgoing(markdown).await;
         self.services
             .delivery

@@ -41,6 +41,7 @@ mod side;
 mod starting;
 mod stream;
 mod titles;
+mod voice;
 
 /// How long an actor without work lives on: as long as an idle delivery lane. It keeps
 /// nothing a turn needs (each turn opens its session from the store), so an idle one is
@@ -129,6 +130,8 @@ pub enum SessionCommand {
     Steer(String),
     /// Show or set the chat's reasoning effort.
     Reasoning(String),
+    /// Show or set when the chat hears its replies.
+    Voice(String),
     /// What the conversation takes of the model's context.
     Context,
     /// Drain the daemon and start it again.
@@ -296,6 +299,8 @@ struct RunningTurn {
     stream: Option<JoinHandle<stream::Streamed>>,
     /// The tokens its model calls took, added up as they end.
     usage: Arc<std::sync::Mutex<crate::llm::UsageByModel>>,
+    /// When the chat hears its replies (`/voice`), as the turn started.
+    voice: voice::VoiceMode,
     started: Instant,
     task: JoinHandle<(TurnOutcome, mpsc::UnboundedReceiver<String>)>,
     /// Counts in [`SessionServices::tasks`] until the turn's end is recorded, so shutdown

@@ -12,6 +12,7 @@ pub(super) struct ChatChoices {
     pub(super) model: Option<Arc<crate::llm::LlmClient>>,
     pub(super) personality: Option<String>,
     pub(super) tool_progress: crate::config::ToolProgress,
+    pub(super) voice: super::voice::VoiceMode,
 }
 
 /// What shows in the chat while a turn works, started before it.
@@ -101,6 +102,7 @@ impl SessionActor {
             stop_commands: Vec::new(),
             stream: shown.streamed,
             usage,
+            voice: choices.voice,
             started: Instant::now(),
             task,
             _recording: self.services.tasks.token(),
@@ -188,6 +190,7 @@ impl SessionActor {
                 .as_deref()
                 .and_then(|name| agent.personalities.get(name).cloned()),
             tool_progress: settings.verbose.unwrap_or(agent.tool_progress),
+            voice: settings.voice,
         }
     }
 

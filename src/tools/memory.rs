@@ -32,30 +32,7 @@ const TARGETS: [(&str, &str, &str); 2] = [
     ("user", "USER.md", "About the person"),
 ];
 
-/// How many characters each memory file may hold (`memory.memory_char_limit`,
-/// `memory.user_char_limit`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoryLimits {
-    pub memory: usize,
-    pub user: usize,
-}
-
-impl Default for MemoryLimits {
-    /// Hermes' defaults.
-    fn default() -> Self {
-        MemoryLimits {
-            memory: 2_200,
-            user: 1_375,
-        }
-    }
-}
-
-impl MemoryLimits {
-    /// The limit of `TARGETS[index]`.
-    fn of(&self, index: usize) -> usize {
-        if index == 0 { self.memory } else { self.user }
-    }
-}
+pub use crate::config::MemoryLimits;
 
 pub struct MemoryTool {
     places: MemoryPlaces,

@@ -18,6 +18,7 @@ mod send_message;
 mod session_search;
 mod shell_tools;
 pub mod skills;
+pub mod speech;
 pub mod terminal;
 mod todo;
 pub mod web;
@@ -160,6 +161,8 @@ impl Toolbox {
             media,
             confinement,
         } = deps;
+        let speaker = media.speaker.clone();
+        let audio_dir = media.agent_audio_dir();
         let confined = Confined {
             confinement,
             delivery: delivery.clone(),
@@ -217,6 +220,12 @@ impl Toolbox {
             toolsets.clone(),
         );
         tools.push(Arc::new(execute_code));
+        if let Ok(speaker) = &speaker {
+            tools.push(Arc::new(speech::TextToSpeechTool {
+                speaker: speaker.clone(),
+                dir: audio_dir,
+            }));
+        }
         tools.push(Arc::new(delegate::DelegateTool {
             config: delegation,
             agent,

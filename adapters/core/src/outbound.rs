@@ -83,6 +83,10 @@ pub struct OutboundFile {
     pub name: String,
     pub mime: Option<String>,
     pub caption: Option<String>,
+    /// Audio meant as a voice message (Hermes' `[[audio_as_voice]]`, a spoken reply): a
+    /// voice bubble where the platform has one (it is Ogg/Opus then), else an audio file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub voice: bool,
 }
 
 /// What lets a platform take one message once, though the gateway may send it twice: after

@@ -292,6 +292,10 @@ enum FileKind {
 
 impl FileKind {
     fn of(file: &OutboundFile) -> FileKind {
+        // Marked a voice message by the gateway: Ogg/Opus, checked (`sendVoice`).
+        if file.voice {
+            return FileKind::Voice;
+        }
         let extension = std::path::Path::new(&file.name)
             .extension()
             .and_then(|e| e.to_str())

@@ -327,6 +327,10 @@ impl WhatsAppSender {
         if kind == "document" {
             media["filename"] = json!(file.name);
         }
+        // A voice message (Ogg/Opus, checked by the gateway): Meta's voice-note bubble.
+        if kind == "audio" && file.voice {
+            media["voice"] = json!(true);
+        }
         let mut message = json!({"type": kind});
         message[kind] = media;
         if let Some(id) = reply_to.filter(|id| !is_handle(id)) {

@@ -142,6 +142,9 @@ struct Inner {
     /// What `/audio/transcriptions` answers (`None`: a 500).
     transcript: Option<String>,
     transcriptions: Vec<Transcription>,
+    /// How `/audio/speech` answers.
+    voice: Voice,
+    speeches: Vec<Speech>,
     /// What an empty script answers (the echo when `None`).
     default: Option<Responder>,
     /// Until when every request is answered with this HTTP status (a provider outage).
@@ -188,12 +191,51 @@ impl Inner {
     }
 }
 
+/// How the fake `/audio/speech` answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Voice {
+    /// In the format asked for: Ogg/Opus for `opus`, else MP3.
+    #[default]
+    AsAsked,
+    /// MP3, whatever was asked (a provider that ignores `response_format`).
+    AlwaysMp3,
+    /// HTTP 500.
+    Failing,
+}
+
+/// One `/audio/speech` request (its JSON body and key).
+#[derive(Debug, Clone)]
+pub struct Speech {
+    pub authorization: Option<String>,
+    pub body: Value,
+}
+
+/// The start of an Ogg/Opus file: an Ogg page holding the `OpusHead` packet, then audio
+/// bytes (enough for a client that checks what it was given).
+pub fn ogg_opus(extra: usize) -> Vec<u8> {
+    let mut bytes = b"OggS\x00\x02".to_vec();
+    bytes.extend_from_slice(&[0; 20]);
+    bytes.extend_from_slice(&[1, 19]);
+    bytes.extend_from_slice(b"OpusHead\x01\x01\x38\x01\x80\xbb\x00\x00\x00\x00\x00");
+    bytes.extend((0..extra).map(|i| (i % 251) as u8));
+    bytes
+}
+
+/// The start of an MP3 file (an ID3 tag, then frames).
+pub fn mp3(extra: usize) -> Vec<u8> {
+    let mut bytes = b"ID3\x04\x00\x00\x00\x00\x00\x00".to_vec();
+    bytes.extend_from_slice(&[0xff, 0xfb, 0x90, 0x64]);
+    bytes.extend((0..extra).map(|i| (i % 251) as u8));
+    bytes
+}
+
 /// One `/audio/transcriptions` request, from its multipart form.
 #[derive(Debug, Clone, Default)]
 pub struct Transcription {
     pub authorization: Option<String>,
     pub model: Option<String>,
     pub response_format: Option<String>,
+    pub language: Option<String>,
     /// The bytes of the `file` part.
     pub audio: Vec<u8>,
 }
@@ -220,6 +262,7 @@ impl FakeLlm {
             .route("/v1/chat/completions", post(openai::complete))
             .route("/v1/models", axum::routing::get(models))
             .route("/v1/audio/transcriptions", post(transcribe))
+            .route("/v1/audio/speech", post(speak))
             .route("/anthropic/v1/messages", post(anthropic::messages))
             .with_state(fake.clone());
         tokio::spawn(async move {
@@ -245,6 +288,16 @@ impl FakeLlm {
 
     pub fn transcriptions(&self) -> Vec<Transcription> {
         self.inner.lock().unwrap().transcriptions.clone()
+    }
+
+    /// How `/audio/speech` answers from now on.
+    pub fn speak_as(&self, voice: Voice) {
+        self.inner.lock().unwrap().voice = voice;
+    }
+
+    /// The `/audio/speech` requests so far.
+    pub fn speeches(&self) -> Vec<Speech> {
+        self.inner.lock().unwrap().speeches.clone()
     }
 
     pub fn push(&self, reply: Reply) {
@@ -349,6 +402,7 @@ async fn transcribe(State(fake): State<FakeLlm>, headers: HeaderMap, body: Bytes
             "file" => call.audio = part.bytes.clone(),
             "model" => call.model = Some(part.text()),
             "response_format" => call.response_format = Some(part.text()),
+            "language" => call.language = Some(part.text()),
             _ => {}
         }
     }
@@ -360,6 +414,40 @@ async fn transcribe(State(fake): State<FakeLlm>, headers: HeaderMap, body: Bytes
         (Some(text), Some("text")) => (StatusCode::OK, text).into_response(),
         (Some(text), _) => Json(json!({"text": text})).into_response(),
     }
+}
+
+/// `POST /audio/speech` (OpenAI's JSON: `model`, `voice`, `input`, `response_format`).
+async fn speak(State(fake): State<FakeLlm>, headers: HeaderMap, body: Bytes) -> Response {
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, "not JSON").into_response();
+    };
+    let mut inner = fake.inner.lock().unwrap();
+    let format = body["response_format"].as_str().unwrap_or("mp3").to_owned();
+    let missing = ["model", "voice", "input"]
+        .iter()
+        .any(|k| !body[*k].is_string());
+    inner.speeches.push(Speech {
+        authorization: headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        body,
+    });
+    if missing {
+        return (
+            StatusCode::BAD_REQUEST,
+            "model, voice and input are required",
+        )
+            .into_response();
+    }
+    let (content_type, bytes) = match (inner.voice, format.as_str()) {
+        (Voice::Failing, _) => {
+            return (StatusCode::INTERNAL_SERVER_ERROR, "speech failed").into_response();
+        }
+        (Voice::AsAsked, "opus") => ("audio/ogg", ogg_opus(2_000)),
+        _ => ("audio/mpeg", mp3(2_000)),
+    };
+    ([(header::CONTENT_TYPE, content_type)], bytes).into_response()
 }
 
 /// A reply without its `Delayed` wrappers, and their delays added up.

@@ -143,6 +143,8 @@ pub enum SentKind {
         source: MediaSource,
         caption: Option<String>,
         filename: Option<String>,
+        /// Audio sent as a voice note (`"voice": true`).
+        voice: bool,
     },
 }
 

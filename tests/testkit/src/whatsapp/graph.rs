@@ -524,6 +524,12 @@ fn media(inner: &Inner, kind: &str, object: &Value) -> Result<Draft, Answer> {
     if caption.is_some() && matches!(kind, "audio" | "sticker") {
         return Err(invalid(&format!("Param {kind}['caption'] is not allowed")));
     }
+    // Meta's voice note: audio only, a boolean.
+    if let Some(voice) = object.get("voice")
+        && (kind != "audio" || !voice.is_boolean())
+    {
+        return Err(invalid(&format!("Param {kind}['voice'] is not valid")));
+    }
     let filename = object["filename"].as_str().map(str::to_owned);
     if filename.is_some() && kind != "document" {
         return Err(invalid(&format!("Param {kind}['filename'] is not allowed")));
@@ -534,6 +540,7 @@ fn media(inner: &Inner, kind: &str, object: &Value) -> Result<Draft, Answer> {
         source,
         caption,
         filename,
+        voice: object["voice"].as_bool().unwrap_or(false),
     };
     Ok(draft(kind, &text))
 }

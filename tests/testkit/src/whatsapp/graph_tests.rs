@@ -252,6 +252,7 @@ async fn media_goes_up_by_form_and_comes_down_by_id_with_the_token() {
         source: MediaSource::Id(id.clone()),
         caption: Some("the *chart*".into()),
         filename: None,
+        voice: false,
     };
     assert_eq!((sent.kind, sent.text.as_str()), (expected, "the *chart*"));
     let unknown = json!({"messaging_product": "whatsapp", "to": alice, "type": "image", "image": {"id": "999"}});

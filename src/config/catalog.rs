@@ -4,7 +4,17 @@
 //! provider does not state a call's cost as OpenRouter does). The figures are Hermes 0.19's
 //! (`agent/model_metadata.py`, `agent/usage_pricing.py`).
 
-use super::Usage;
+/// The tokens of a call, as `list_cost_micros` prices them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tokens {
+    /// Everything read, the cache included.
+    pub prompt: u64,
+    /// Of `prompt`, read from the provider's cache.
+    pub cached: u64,
+    /// Of `prompt`, written to the provider's cache.
+    pub cache_write: u64,
+    pub completion: u64,
+}
 
 /// Context windows, tokens: a key matches when it is part of the (normalised) model name;
 /// the longest matching key wins, so `gpt-4.1` is not taken for `gpt-4`.
@@ -112,7 +122,7 @@ const OPENAI: &[(&str, Price)] = &[
 
 /// What `usage` cost on `provider`'s `model` at its list price, in millionths of a dollar;
 /// `None` where the price is not known (another provider, a model not in the table).
-pub fn list_cost_micros(provider: &str, model: &str, usage: &Usage) -> Option<u64> {
+pub fn list_cost_micros(provider: &str, model: &str, usage: &Tokens) -> Option<u64> {
     let table = match provider {
         "anthropic" => ANTHROPIC,
         "openai" => OPENAI,
@@ -209,22 +219,20 @@ mod tests {
     #[test]
     fn a_turn_is_priced_at_the_list_price_with_its_cache() {
         // Sonnet 4.6: $3 in, $15 out, $0.30 cache read, $3.75 cache write per million.
-        let usage = Usage {
+        let usage = Tokens {
             prompt: 1_000_000 + 2_000_000 + 100_000,
             cached: 2_000_000,
             cache_write: 100_000,
             completion: 10_000,
-            cost_micros: 0,
         };
         let micros = list_cost_micros("anthropic", "claude-sonnet-4-6", &usage).unwrap();
         assert_eq!(micros, 3_000_000 + 600_000 + 375_000 + 150_000);
         // OpenAI prices no cache write apart: those tokens count as input.
-        let openai = Usage {
+        let openai = Tokens {
             prompt: 1_000,
             cached: 0,
             cache_write: 1_000,
             completion: 0,
-            cost_micros: 0,
         };
         assert_eq!(
             list_cost_micros("openai", "gpt-4o-mini", &openai),
@@ -235,9 +243,9 @@ mod tests {
 
     #[test]
     fn names_are_matched_as_the_providers_write_them() {
-        let one_in = Usage {
+        let one_in = Tokens {
             prompt: 1_000_000,
-            ..Usage::default()
+            ..Tokens::default()
         };
         let cost = |provider, model| list_cost_micros(provider, model, &one_in);
         assert_eq!(cost("anthropic", "claude-opus-4.7"), Some(5_000_000));
