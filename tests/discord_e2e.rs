@@ -261,7 +261,14 @@ async fn a_press_is_a_deferred_update_and_the_prompt_then_shows_the_outcome() {
     .await;
     let labels: Vec<&str> = prompt.choices.iter().map(|(l, _)| l.as_str()).collect();
     assert!(labels.contains(&"Deny"), "{labels:?}");
-    let deny = &kit.fake.raw_messages(GROUP_CHANNEL)[0].components[0]["components"];
+    // The prompt (on Discord tool progress shows too, as in Hermes).
+    let shown = kit
+        .fake
+        .raw_messages(GROUP_CHANNEL)
+        .into_iter()
+        .find(|m| m.id == prompt.message_id)
+        .expect("the prompt's message");
+    let deny = &shown.components[0]["components"];
     let styles: Vec<_> = deny
         .as_array()
         .unwrap()

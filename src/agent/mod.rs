@@ -48,7 +48,7 @@ pub struct AgentRuntime {
     pub image_input: crate::media::ImageInputMode,
     /// Tool calls shown in the chat as they start (`display.tool_progress`; a chat may
     /// choose otherwise with `/verbose`).
-    pub tool_progress: crate::config::ToolProgress,
+    pub tool_progress: crate::config::ProgressDefaults,
     /// Where each person's memories are (the system prompt carries the person's).
     pub memory: crate::tools::memory::MemoryPlaces,
     /// `agent.personalities` (`/personality`).

@@ -110,18 +110,7 @@ pub(super) fn read_agent(
         stt: read_stt(y, env, model.map(|m| m.provider.as_str()), problems),
         tts: read_tts(y, env, model.map(|m| m.provider.as_str()), problems),
         streaming: read_streaming(y, problems),
-        tool_progress: match y.string("display.tool_progress", problems).as_deref() {
-            None | Some("off") | Some("false") => ToolProgress::Off,
-            Some("new") => ToolProgress::New,
-            Some("all") | Some("verbose") | Some("true") => ToolProgress::All,
-            Some(other) => {
-                problems.push(Problem::error(
-                    "display.tool_progress",
-                    format!("{other:?} is not a progress mode; use off, new or all"),
-                ));
-                ToolProgress::Off
-            }
-        },
+        tool_progress: read_tool_progress(y, problems),
         memory_limits: read_memory_limits(y, problems),
         titles: match model {
             Some(main) => models::read_titles(y, main, problems),
@@ -141,6 +130,39 @@ pub(super) fn read_agent(
                 ImageInputMode::Auto
             }),
         },
+    }
+}
+
+/// `display.tool_progress` and `display.platforms.<platform>.tool_progress` (Hermes'
+/// values: off, new, all, verbose; `true`/`false`).
+fn read_tool_progress(y: &mut YamlReader, problems: &mut Vec<Problem>) -> ProgressDefaults {
+    let mut mode = |y: &mut YamlReader, key: &str| match y.string(key, problems).as_deref() {
+        None => None,
+        Some("off") | Some("false") => Some(ToolProgress::Off),
+        Some("new") => Some(ToolProgress::New),
+        Some("all") | Some("verbose") | Some("true") | Some("log") => Some(ToolProgress::All),
+        Some(other) => {
+            problems.push(Problem::error(
+                key,
+                format!("{other:?} is not a progress mode; use off, new or all"),
+            ));
+            None
+        }
+    };
+    let global = mode(y, "display.tool_progress");
+    let per_platform = hermes_adapter::Platform::ALL
+        .iter()
+        .filter_map(|p| {
+            mode(
+                y,
+                &format!("display.platforms.{}.tool_progress", p.as_str()),
+            )
+            .map(|m| (*p, m))
+        })
+        .collect();
+    ProgressDefaults {
+        global,
+        per_platform,
     }
 }
 

@@ -811,3 +811,36 @@ fn the_store_is_sqlite_unless_a_postgres_url_is_given_and_its_password_is_a_secr
     );
     assert!(loaded.problems.iter().any(|p| p.key == "store.lease_renew"));
 }
+
+#[test]
+fn tool_progress_defaults_per_platform_as_hermes_has_them() {
+    use hermes_adapter::Platform;
+    let base = "model:\n  provider: custom\n  default: m\n  base_url: http://127.0.0.1:9/v1\n";
+    let defaults = with_model(base, &[])
+        .config
+        .expect("loads")
+        .agent
+        .tool_progress;
+    assert_eq!(defaults.for_platform(Platform::Telegram), ToolProgress::Off);
+    assert_eq!(defaults.for_platform(Platform::Slack), ToolProgress::Off);
+    assert_eq!(defaults.for_platform(Platform::WhatsApp), ToolProgress::Off);
+    assert_eq!(defaults.for_platform(Platform::Discord), ToolProgress::All);
+    let set = with_model(
+        &format!("{base}display:\n  tool_progress: new\n  platforms:\n    slack:\n      tool_progress: all\n"),
+        &[],
+    )
+    .config
+    .expect("loads")
+    .agent
+    .tool_progress;
+    assert_eq!(
+        set.for_platform(Platform::Slack),
+        ToolProgress::All,
+        "the platform's own first"
+    );
+    assert_eq!(
+        set.for_platform(Platform::Discord),
+        ToolProgress::New,
+        "then the global one"
+    );
+}

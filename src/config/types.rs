@@ -200,8 +200,8 @@ pub struct AgentConfig {
     pub stt: SttConfig,
     /// Text-to-speech for voice replies and `text_to_speech` (`tts.*`).
     pub tts: TtsConfig,
-    /// Tool calls shown in the chat as they start (`display.tool_progress`).
-    pub tool_progress: ToolProgress,
+    /// Tool calls shown in the chat as they start (`display.tool_progress`, per platform).
+    pub tool_progress: ProgressDefaults,
     /// Answers shown as they are written (`streaming.*`); `None` when off.
     pub streaming: Option<StreamingConfig>,
     /// How much each memory file holds (`memory.memory_char_limit`, `memory.user_char_limit`).
@@ -220,6 +220,28 @@ pub struct StreamingConfig {
     pub buffer_threshold: usize,
     /// Shown at the end while the answer is being written (`streaming.cursor`).
     pub cursor: String,
+}
+
+/// Which tool calls each platform's chats see unless a chat chose (`/verbose`): Hermes'
+/// order, `display.platforms.<platform>.tool_progress`, then `display.tool_progress`, then
+/// the platform's own default (Telegram, Slack and WhatsApp off: a progress message there
+/// is one more message; Discord and the rest all).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProgressDefaults {
+    pub global: Option<ToolProgress>,
+    pub per_platform: Vec<(Platform, ToolProgress)>,
+}
+
+impl ProgressDefaults {
+    pub fn for_platform(&self, platform: Platform) -> ToolProgress {
+        if let Some((_, mode)) = self.per_platform.iter().find(|(p, _)| *p == platform) {
+            return *mode;
+        }
+        self.global.unwrap_or(match platform {
+            Platform::Telegram | Platform::Slack | Platform::WhatsApp => ToolProgress::Off,
+            _ => ToolProgress::All,
+        })
+    }
 }
 
 /// `display.tool_progress` (Hermes semantics): one message per turn, edited as its tools

@@ -228,7 +228,7 @@ pub(super) fn agent_and_sessions(
         outage_wait: config.agent.provider_outage_wait,
         context_tokens: config.model.context_length,
         image_input: config.agent.image_input,
-        tool_progress: config.agent.tool_progress,
+        tool_progress: config.agent.tool_progress.clone(),
         describer,
     });
     let services = Arc::new(SessionServices {

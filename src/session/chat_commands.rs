@@ -400,7 +400,12 @@ impl SessionActor {
         let current = ChatSettings::load(store, &self.key)
             .await
             .verbose
-            .unwrap_or(self.services.agent.tool_progress);
+            .unwrap_or(
+                self.services
+                    .agent
+                    .tool_progress
+                    .for_platform(self.chat.platform),
+            );
         let next = if mode.is_empty() {
             match current {
                 ToolProgress::Off => ToolProgress::New,

@@ -189,7 +189,9 @@ impl SessionActor {
                 .personality
                 .as_deref()
                 .and_then(|name| agent.personalities.get(name).cloned()),
-            tool_progress: settings.verbose.unwrap_or(agent.tool_progress),
+            tool_progress: settings
+                .verbose
+                .unwrap_or(agent.tool_progress.for_platform(self.chat.platform)),
             voice: settings.voice,
         }
     }
