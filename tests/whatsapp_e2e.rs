@@ -213,7 +213,7 @@ async fn status_callbacks_land_on_the_outbox_and_a_failure_is_logged_with_metas_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_approval_shows_three_buttons_and_its_outcome_follows_as_a_short_message() {
+async fn an_approval_shows_its_four_choices_as_a_list_and_its_outcome_follows_as_a_short_message() {
     let kit = kit(FakeWhatsApp::start().await).await;
     let target = kit.victim("approved");
     kit.llm
@@ -226,8 +226,24 @@ async fn an_approval_shows_three_buttons_and_its_outcome_follows_as_a_short_mess
         kit.fake.prompts(&alice).first().cloned()
     })
     .await;
+    // Four choices are more than three reply buttons: an interactive list (as in Hermes).
     let titles: Vec<&str> = prompt.choices.iter().map(|(t, _)| t.as_str()).collect();
-    assert_eq!(titles, ["Allow once", "Always allow", "Deny"]);
+    assert_eq!(
+        titles,
+        [
+            "Allow once",
+            "Allow for this session",
+            "Always allow",
+            "Deny"
+        ]
+    );
+    let raw = kit
+        .fake
+        .sent(&alice)
+        .into_iter()
+        .find(|m| m.wamid == prompt.message_id)
+        .expect("the prompt's message");
+    assert_eq!(raw.kind, SentKind::Interactive { list: true });
     assert!(prompt.text.contains("/approve session"), "{}", prompt.text);
     kit.fake.press(&alice, &alice, &prompt, "Allow once");
     eventually(WAIT, "the command", || (!target.exists()).then_some(())).await;

@@ -30,6 +30,17 @@ const BUTTONS: ChoiceLimits = ChoiceLimits {
     max: 3,
     label_len: 20,
 };
+/// More choices than buttons go in an interactive list (Hermes does the same): its rows,
+/// and the longest row title (the rest of a longer label is the row's description).
+const LIST: ChoiceLimits = ChoiceLimits {
+    max: 10,
+    label_len: 24,
+};
+/// A row's description, at most.
+const LIST_DESCRIPTION_LEN: usize = 72;
+/// The list's button and its one section (Hermes' words).
+const LIST_BUTTON: &str = "Choose";
+const LIST_SECTION: &str = "Options";
 /// The typing indicator fades after 25 s; shown again before that.
 const TYPING_REFRESH: Duration = Duration::from_secs(20);
 /// What sits above the buttons when the prompt itself went out as a text message first.
@@ -64,7 +75,7 @@ impl WhatsAppSender {
             capabilities: Capabilities {
                 max_message_len: MAX_MESSAGE_LEN,
                 length_unit: LengthUnit::Chars,
-                choices: BUTTONS,
+                choices: LIST,
                 edits: false,
                 working: Some(WorkingIndicator {
                     refresh: Some(TYPING_REFRESH),
@@ -191,16 +202,37 @@ impl WhatsAppSender {
         let context = reply_to
             .filter(|id| !is_handle(id) && !id.is_empty())
             .map(|id| json!({"message_id": id}));
-        let buttons: Vec<Value> = choices
-            .iter()
-            .filter_map(|choice| {
-                let title = choice.label_within(BUTTONS.label_len)?;
-                Some(json!({"type": "reply", "reply": {"id": choice.id, "title": title}}))
+        // Up to three short choices as reply buttons; more, or longer ones, as a list.
+        let as_buttons: Option<Vec<Value>> = (choices.len() <= BUTTONS.max)
+            .then(|| {
+                choices
+                    .iter()
+                    .map(|choice| {
+                        let title = choice.label_within(BUTTONS.label_len)?;
+                        Some(json!({"type": "reply", "reply": {"id": choice.id, "title": title}}))
+                    })
+                    .collect()
             })
-            .take(BUTTONS.max)
-            .collect();
-        let mut message = if buttons.is_empty() {
+            .flatten();
+        let rows: Vec<Value> = match &as_buttons {
+            Some(_) => Vec::new(),
+            None => choices.iter().take(LIST.max).map(list_row).collect(),
+        };
+        let buttons = as_buttons.unwrap_or_default();
+        let mut message = if buttons.is_empty() && rows.is_empty() {
             json!({"type": "text", "text": {"body": text, "preview_url": false}})
+        } else if !rows.is_empty() {
+            let body_text = if text.chars().count() <= BUTTONS_BODY_LEN {
+                text.to_owned()
+            } else {
+                self.send_prompt_text(to, text, context.clone()).await?;
+                BUTTONS_LEAD.to_owned()
+            };
+            json!({"type": "interactive", "interactive": {
+                "type": "list",
+                "body": {"text": body_text},
+                "action": {"button": LIST_BUTTON, "sections": [{"title": LIST_SECTION, "rows": rows}]},
+            }})
         } else {
             let body_text = if text.chars().count() <= BUTTONS_BODY_LEN {
                 text.to_owned()
@@ -218,7 +250,7 @@ impl WhatsAppSender {
             message["context"] = context;
         }
         let wamid = self.post_message(to, message).await?;
-        if !buttons.is_empty() {
+        if !buttons.is_empty() || !rows.is_empty() {
             self.prompt_texts_sent
                 .lock()
                 .expect("prompt lock")
@@ -341,6 +373,23 @@ impl WhatsAppSender {
             message_id: Some(wamid),
         })
     }
+}
+
+/// A choice as a list row: its label as the title when it fits in 24 characters; else its
+/// short label (or the label cut) as the title and the whole label as the description.
+fn list_row(choice: &Choice) -> Value {
+    let full = choice.label.chars().count() <= LIST.label_len;
+    let title: String = match (full, &choice.short_label) {
+        (true, _) => choice.label.clone(),
+        (false, Some(short)) if short.chars().count() <= LIST.label_len => short.clone(),
+        _ => choice.label.chars().take(LIST.label_len).collect(),
+    };
+    let mut row = json!({"id": choice.id, "title": title});
+    if !full {
+        let description: String = choice.label.chars().take(LIST_DESCRIPTION_LEN).collect();
+        row["description"] = json!(description);
+    }
+    row
 }
 
 /// A file's MIME type by its extension (Meta checks the type an upload declares).
