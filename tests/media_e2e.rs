@@ -435,3 +435,25 @@ async fn a_turn_carries_at_most_ten_images() {
         .count();
     assert_eq!(images, 10);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_photo_telegram_refuses_goes_as_a_document() {
+    let w = World::allow_all().await;
+    let panorama = w.home.dir.join("work").join("panorama.png");
+    std::fs::write(&panorama, b"\x89PNG a very wide picture").unwrap();
+    w.llm.push(Reply::text(format!(
+        "Here it is.\nMEDIA:{}",
+        panorama.display()
+    )));
+    w.telegram
+        .fail_next("sendphoto", hermes_testkit::telegram::Fault::PhotoInvalid);
+    let _d = w.start();
+    w.ask("send the panorama").await;
+    let sent = hermes_testkit::eventually(WAIT, "the picture as a document", || {
+        w.telegram.sent_files(ALICE).into_iter().next()
+    })
+    .await;
+    assert_eq!(sent.method, "senddocument");
+    assert_eq!(sent.bytes, b"\x89PNG a very wide picture");
+    assert_eq!(w.telegram.calls("sendphoto").len(), 1, "the photo was tried first");
+}

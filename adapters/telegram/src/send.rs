@@ -236,7 +236,7 @@ impl TelegramSender {
             )));
         }
         let chat_id = chat_id(chat)?;
-        let input = InputFile::file(file.path.clone()).file_name(file.name.clone());
+        let input = || InputFile::file(file.path.clone()).file_name(file.name.clone());
         let reply = reply_to
             .and_then(|r| r.parse().ok())
             .map(|id| ReplyParameters::new(MessageId(id)).allow_sending_without_reply());
@@ -244,25 +244,33 @@ impl TelegramSender {
         let caption = file.caption.clone();
         macro_rules! send_as {
             ($method:ident) => {{
-                let mut request = self.files_bot.$method(chat_id, input);
-                if let Some(caption) = caption {
+                let mut request = self.files_bot.$method(chat_id, input());
+                if let Some(caption) = caption.clone() {
                     request = request.caption(caption);
                 }
-                if let Some(reply) = reply {
+                if let Some(reply) = reply.clone() {
                     request = request.reply_parameters(reply);
                 }
                 if let Some(thread) = thread {
                     request = request.message_thread_id(thread);
                 }
-                request.send().await.map_err(map_error)?
+                request.send().await.map_err(map_error)
             }};
         }
         let sent = match FileKind::of(file) {
-            FileKind::Photo => send_as!(send_photo),
+            // A picture Telegram will not take as a photo (its size, its proportions) goes
+            // as a document, as in Hermes; anything else that failed is not retried here.
+            FileKind::Photo => match send_as!(send_photo) {
+                Err(SendError::Rejected(why)) => {
+                    tracing::info!(file = %file.name, why = %why, "telegram: the photo was refused; sending it as a document");
+                    send_as!(send_document)
+                }
+                sent => sent,
+            },
             FileKind::Voice => send_as!(send_voice),
             FileKind::Audio => send_as!(send_audio),
             FileKind::Document => send_as!(send_document),
-        };
+        }?;
         Ok(Delivered {
             message_id: Some(sent.id.0.to_string()),
         })

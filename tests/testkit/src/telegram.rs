@@ -37,6 +37,8 @@ pub enum Fault {
     ServerError,
     /// HTTP 401 Unauthorized (a revoked or wrong token).
     Unauthorized,
+    /// HTTP 400 for a photo Telegram cannot take as a photo (too wide, too tall).
+    PhotoInvalid,
 }
 
 #[derive(Default)]
@@ -510,6 +512,10 @@ async fn handle(
         (Some(Fault::ServerError), _) => Some((
             StatusCode::INTERNAL_SERVER_ERROR,
             json!({"ok": false, "error_code": 500, "description": "Internal Server Error"}),
+        )),
+        (Some(Fault::PhotoInvalid), _) => Some((
+            StatusCode::BAD_REQUEST,
+            json!({"ok": false, "error_code": 400, "description": "Bad Request: PHOTO_INVALID_DIMENSIONS"}),
         )),
         (Some(Fault::RejectMarkup), Some(_)) => Some((
             StatusCode::BAD_REQUEST,
