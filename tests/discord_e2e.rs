@@ -813,3 +813,30 @@ async fn a_reply_whose_answer_is_lost_to_a_connection_reset_shows_once() {
         "the post's connection was reset"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_past_discords_upload_limit_is_not_uploaded_and_the_person_is_told() {
+    let kit = open_kit().await;
+    let big = kit.home.dir.join("work").join("big.bin");
+    std::fs::write(&big, vec![7u8; 11 * 1024 * 1024]).unwrap();
+    kit.llm.push(Reply::text(format!(
+        "Here is the dump.\nMEDIA:{}",
+        big.display()
+    )));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "send the dump", true);
+    let fake = kit.fake.clone();
+    let told = eventually(WAIT, "the notice", || {
+        fake.shown(&dm)
+            .into_iter()
+            .find(|t| t.contains("could not send the file big.bin"))
+    })
+    .await;
+    assert!(
+        told.contains("it is 11 MB, and Discord takes files up to 10 MB from a bot"),
+        "{told}"
+    );
+    assert!(kit.fake.sent_files(&dm).is_empty(), "nothing was uploaded");
+}

@@ -455,5 +455,9 @@ async fn a_photo_telegram_refuses_goes_as_a_document() {
     .await;
     assert_eq!(sent.method, "senddocument");
     assert_eq!(sent.bytes, b"\x89PNG a very wide picture");
-    assert_eq!(w.telegram.calls("sendphoto").len(), 1, "the photo was tried first");
+    assert_eq!(
+        w.telegram.calls("sendphoto").len(),
+        1,
+        "the photo was tried first"
+    );
 }

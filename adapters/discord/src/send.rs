@@ -23,6 +23,9 @@ use crate::rest::{Body, Rest, Upload};
 /// Discord's limit on a message's content, in characters.
 pub const MAX_MESSAGE_LEN: usize = 2000;
 /// Buttons in one action row, and a button label's length.
+/// The largest file Discord takes from a bot in any server (10 MiB since 2024; boosted
+/// servers take more, which the bot cannot count on).
+const MAX_UPLOAD_BYTES: u64 = 10 * 1024 * 1024;
 const BUTTONS_PER_ROW: usize = 5;
 const LABEL_LEN: usize = 80;
 /// Discord's flag for a message only the person sees.
@@ -212,6 +215,19 @@ impl DiscordSender {
         reply_to: Option<&str>,
         once: Option<&SendOnce>,
     ) -> Result<Delivered, SendError> {
+        // Checked before the upload: Discord refuses a file past the server's limit only
+        // after taking all of it.
+        let size = tokio::fs::metadata(&file.path)
+            .await
+            .map_err(|e| SendError::Rejected(format!("cannot read {}: {e}", file.path.display())))?
+            .len();
+        if size > MAX_UPLOAD_BYTES {
+            return Err(SendError::Rejected(format!(
+                "it is {} MB, and Discord takes files up to {} MB from a bot",
+                size.div_ceil(1024 * 1024),
+                MAX_UPLOAD_BYTES / (1024 * 1024)
+            )));
+        }
         let bytes = tokio::fs::read(&file.path).await.map_err(|e| {
             SendError::Rejected(format!("cannot read {}: {e}", file.path.display()))
         })?;
