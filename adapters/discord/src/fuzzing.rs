@@ -28,6 +28,7 @@ pub fn frame(bytes: &[u8]) -> Vec<Inbound> {
         free_response_channels: vec!["300000000000000004".into()],
         allowed: vec!["100000000000000009".into()],
         allow_all: false,
+        ignore_no_mention: true,
     };
     let places = [
         Place::Direct,

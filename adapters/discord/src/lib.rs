@@ -100,6 +100,7 @@ impl DiscordAdapter {
             identity,
             reading: Reading {
                 free_response_channels: settings.free_response_channels.clone(),
+                ignore_no_mention: settings.ignore_no_mention,
                 allowed: settings
                     .common
                     .access

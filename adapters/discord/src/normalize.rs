@@ -49,6 +49,9 @@ pub struct Reading {
     pub allowed: Vec<String>,
     /// Everyone is allowed (`…_ALLOW_ALL_USERS`).
     pub allow_all: bool,
+    /// `DISCORD_IGNORE_NO_MENTION` (Hermes' default true): in a server, a message that
+    /// mentions people but not the bot is not for it, outside free-response channels.
+    pub ignore_no_mention: bool,
 }
 
 impl Reading {
@@ -111,11 +114,24 @@ pub fn message(msg: &Message, me: &Identity, place: &Place, reading: &Reading) -
     }
     let channel = msg.channel_id.to_string();
     let mentioned = mentions(msg, me);
+    let free = |id: &str| reading.free_response_channels.iter().any(|c| c == id);
+    // Hermes' admission: in a server, a message mentioning another bot and not this one is
+    // that bot's; one mentioning only people and not the bot is theirs (unless the channel
+    // is free, or `DISCORD_IGNORE_NO_MENTION` is off).
+    if place != &Place::Direct && !mentioned && !msg.mentions.is_empty() {
+        let free_here = match place {
+            Place::Thread { parent, .. } => free(&channel) || free(parent),
+            _ => free(&channel),
+        };
+        let another_bot = msg.mentions.iter().any(|u| u.bot);
+        if another_bot || (reading.ignore_no_mention && !free_here) {
+            return None;
+        }
+    }
     let replied_to_bot = msg
         .referenced_message
         .as_ref()
         .is_some_and(|m| m.author.id.to_string() == me.user_id);
-    let free = |id: &str| reading.free_response_channels.iter().any(|c| c == id);
     let addressed = match place {
         Place::Direct => true,
         Place::Channel => mentioned || replied_to_bot || free(&channel),
@@ -341,6 +357,41 @@ mod tests {
         };
         assert!(m.addressed);
         assert_eq!(m.text, "hello");
+    }
+
+    #[test]
+    fn a_server_message_mentioning_others_but_not_the_bot_is_theirs() {
+        let strict = Reading {
+            ignore_no_mention: true,
+            free_response_channels: vec!["51".into()],
+            ..Reading::default()
+        };
+        let person = json!({"id": "7", "username": "bob", "discriminator": "0", "avatar": null});
+        let other_bot = json!({"id": "8", "username": "helper", "discriminator": "0", "avatar": null, "bot": true});
+        let to_bob = msg(json!({"guild_id": "3", "content": "<@7> lunch?", "mentions": [person]}));
+        assert!(message(&to_bob, &me(), &Place::Channel, &strict).is_none());
+        assert!(
+            message(&to_bob, &me(), &Place::Channel, &Reading::default()).is_some(),
+            "with DISCORD_IGNORE_NO_MENTION off it is read as any message"
+        );
+        assert!(
+            message(&to_bob, &me(), &Place::Direct, &strict).is_some(),
+            "never in a DM"
+        );
+        let in_free = msg(
+            json!({"guild_id": "3", "channel_id": "51", "content": "<@7> lunch?", "mentions": [person]}),
+        );
+        assert!(message(&in_free, &me(), &Place::Channel, &strict).is_some());
+        let to_bot = msg(
+            json!({"guild_id": "3", "channel_id": "50", "content": "<@8> run", "mentions": [other_bot]}),
+        );
+        assert!(
+            message(&to_bot, &me(), &Place::Channel, &Reading::default()).is_none(),
+            "another bot's, always"
+        );
+        let both = msg(json!({"guild_id": "3", "content": "<@900> <@7> hi",
+            "mentions": [person, {"id": "900", "username": "hermes", "discriminator": "0", "avatar": null, "bot": true}]}));
+        assert!(message(&both, &me(), &Place::Channel, &strict).is_some());
     }
 
     #[test]

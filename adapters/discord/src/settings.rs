@@ -27,6 +27,9 @@ pub struct DiscordSettings {
     pub api_base_url: String,
     /// Channels where the bot answers without being mentioned.
     pub free_response_channels: Vec<String>,
+    /// `DISCORD_IGNORE_NO_MENTION` (default true): a server message that mentions people
+    /// but not the bot is not for it.
+    pub ignore_no_mention: bool,
     /// A mention in a server channel opens a thread from the message; the conversation goes
     /// on there.
     pub auto_thread: bool,
@@ -64,6 +67,10 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         .var("DISCORD_FREE_RESPONSE_CHANNELS")
         .map(|v| split_list(&v))
         .unwrap_or_default();
+    let ignore_no_mention = source
+        .var("DISCORD_IGNORE_NO_MENTION")
+        .map(|v| is_truthy(&v))
+        .unwrap_or(true);
     let auto_thread = source
         .boolean("platforms.discord.extra.auto_thread")
         .or_else(|| source.var("DISCORD_AUTO_THREAD").map(|v| is_truthy(&v)))
@@ -122,6 +129,7 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         token,
         api_base_url,
         free_response_channels,
+        ignore_no_mention,
         auto_thread,
         common: Common {
             access,
