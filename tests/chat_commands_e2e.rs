@@ -8,14 +8,6 @@ use std::time::Duration;
 
 use hermes_testkit::llm::{Reply, last_user_text};
 
-fn said(request: &serde_json::Value, text: &str) -> bool {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|m| m["content"].as_str().is_some_and(|c| c.contains(text)))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_shows_and_switches_the_chats_model() {
     let w = World::allow_all().await;

@@ -11,14 +11,6 @@ use hermes_testkit::llm::{Reply, last_user_text};
 /// Another person, in a direct chat of their own.
 const BOB: i64 = 5151;
 
-fn said(request: &serde_json::Value, text: &str) -> bool {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|m| m["content"].as_str().is_some_and(|c| c.contains(text)))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn earlier_sessions_are_listed_searched_and_resumed() {
     let w = World::allow_all().await;
@@ -188,20 +180,13 @@ async fn background_runs_beside_the_conversation_and_answers_headed() {
     let w = World::allow_all().await;
     let _d = w.start();
     w.ask("remember the code word tangerine").await;
-    let before = w.telegram.sent_texts(ALICE).len();
-    w.telegram.dm(ALICE, "/bg what is the code word?");
-    let replies: Vec<String> = w
-        .replies(ALICE, before + 2)
-        .await
-        .iter()
-        .map(|t| visible(t))
-        .collect();
+    let replies = w.said_after("/bg what is the code word?", 2).await;
     assert!(
-        replies[before].starts_with("🔄 Background task started: \"what is the code word?\""),
+        replies[0].starts_with("🔄 Background task started: \"what is the code word?\""),
         "{replies:?}"
     );
     assert_eq!(
-        replies[before + 1],
+        replies[1],
         "✅ Background task complete\nPrompt: \"what is the code word?\"\n\necho: what is the code word?"
     );
     let background = w.llm.requests().last().cloned().unwrap();

@@ -61,6 +61,17 @@ impl World {
         Daemon::start(BIN, &self.home, &[])
     }
 
+    /// Send `text` as Alice and return what the bot said after it (as shown, tags taken
+    /// off), once it said `count` things.
+    pub async fn said_after(&self, text: &str, count: usize) -> Vec<String> {
+        let before = self.telegram.sent_texts(ALICE).len();
+        self.telegram.dm(ALICE, text);
+        self.replies(ALICE, before + count).await[before..]
+            .iter()
+            .map(|t| visible(t))
+            .collect()
+    }
+
     pub async fn replies(&self, chat: i64, count: usize) -> Vec<String> {
         let t = self.telegram.clone();
         eventually(WAIT, &format!("{count} replies in chat {chat}"), || {
@@ -245,4 +256,13 @@ pub fn give_to(dir: &std::path::Path, uid: u32) {
         .status()
         .expect("chown runs");
     assert!(status.success(), "chown -R {uid} {}", dir.display());
+}
+
+/// Whether any message of a model request holds `text`.
+pub fn said(request: &serde_json::Value, text: &str) -> bool {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["content"].as_str().is_some_and(|c| c.contains(text)))
 }

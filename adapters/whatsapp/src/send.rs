@@ -221,29 +221,26 @@ impl WhatsAppSender {
         let buttons = as_buttons.unwrap_or_default();
         let mut message = if buttons.is_empty() && rows.is_empty() {
             json!({"type": "text", "text": {"body": text, "preview_url": false}})
-        } else if !rows.is_empty() {
-            let body_text = if text.chars().count() <= BUTTONS_BODY_LEN {
-                text.to_owned()
-            } else {
-                self.send_prompt_text(to, text, context.clone()).await?;
-                BUTTONS_LEAD.to_owned()
-            };
-            json!({"type": "interactive", "interactive": {
-                "type": "list",
-                "body": {"text": body_text},
-                "action": {"button": LIST_BUTTON, "sections": [{"title": LIST_SECTION, "rows": rows}]},
-            }})
         } else {
+            // A prompt too long to sit above its choices goes first as a text of its own.
             let body_text = if text.chars().count() <= BUTTONS_BODY_LEN {
                 text.to_owned()
             } else {
                 self.send_prompt_text(to, text, context.clone()).await?;
                 BUTTONS_LEAD.to_owned()
             };
+            let (kind, action) = if rows.is_empty() {
+                ("button", json!({"buttons": buttons}))
+            } else {
+                (
+                    "list",
+                    json!({"button": LIST_BUTTON, "sections": [{"title": LIST_SECTION, "rows": rows}]}),
+                )
+            };
             json!({"type": "interactive", "interactive": {
-                "type": "button",
+                "type": kind,
                 "body": {"text": body_text},
-                "action": {"buttons": buttons},
+                "action": action,
             }})
         };
         if let Some(context) = context {
