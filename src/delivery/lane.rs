@@ -239,6 +239,12 @@ impl Lane {
                 _ = inner.sending.cancelled() => return self.release(&row).await,
                 _ = self.delivery.wait_budget(&row.chat) => {}
             }
+            // A method the platform limits apart, told to wait: only its calls wait.
+            let method = sender.method_of(&attempt.action);
+            tokio::select! {
+                _ = inner.sending.cancelled() => return self.release(&row).await,
+                _ = self.delivery.wait_method(row.chat.platform, method) => {}
+            }
             // A row may have been settled since its last attempt: send what it says now.
             if !std::mem::take(&mut first) {
                 self.refresh(&row, &mut attempt.action, attempt.plain_only)

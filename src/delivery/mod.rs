@@ -57,6 +57,8 @@ struct Inner {
     chat_budgets: Mutex<HashMap<ChatKey, TokenBucket>>,
     /// Per-bot budgets, for platforms that declare one.
     bot_budgets: Mutex<HashMap<Platform, TokenBucket>>,
+    /// Until when a platform's API method may not be called (`RateScope::Method`).
+    method_holds: Mutex<HashMap<(Platform, &'static str), Instant>>,
     /// Places for sends in flight, per platform (`delivery.max_concurrent_sends`).
     send_places: HashMap<Platform, Arc<Semaphore>>,
     /// The last stage of stopping (`daemon::Stages::sending`): lanes stop sending.
@@ -123,6 +125,7 @@ impl Delivery {
                 lanes: Mutex::new(HashMap::new()),
                 chat_budgets: Mutex::new(HashMap::new()),
                 bot_budgets: Mutex::new(HashMap::new()),
+                method_holds: Mutex::new(HashMap::new()),
                 sending,
                 tasks: TaskTracker::new(),
                 unsure: Mutex::new(HashSet::new()),
@@ -609,15 +612,53 @@ impl Delivery {
                 .unwrap_or(true)
     }
 
-    /// The platform said to wait: hold back the chat, or the whole bot.
+    /// The platform said to wait: hold back the chat, one API method of the bot (when
+    /// the adapter names its actions' methods), or the whole bot.
     fn block(&self, chat: &ChatRef, scope: &RateScope, wait: Duration) {
         let now = Instant::now();
+        if let RateScope::Method(method) = scope
+            && let Some(method) = self.known_method(chat.platform, method)
+        {
+            let until = now + wait;
+            let mut holds = self.inner.method_holds.lock().expect("holds lock");
+            let held = holds.entry((chat.platform, method)).or_insert(until);
+            *held = (*held).max(until);
+            return;
+        }
         let bot_wide = matches!(scope, RateScope::Bot | RateScope::Method(_))
             && self
                 .with_bot_bucket(chat.platform, |b| b.block_for(wait, now))
                 .is_some();
         if !bot_wide {
             self.with_chat_bucket(chat, |b| b.block_for(wait, now));
+        }
+    }
+
+    /// `method` as the adapter names its actions' methods, when it names them: a method
+    /// it never names (or none at all) holds the whole bot instead.
+    fn known_method(&self, platform: Platform, method: &str) -> Option<&'static str> {
+        self.sender(platform)?
+            .methods()
+            .iter()
+            .copied()
+            .find(|m| *m == method)
+    }
+
+    /// Wait until `method` of `platform` may be called again (a 429 on it).
+    async fn wait_method(&self, platform: Platform, method: Option<&'static str>) {
+        let Some(method) = method else { return };
+        loop {
+            let until = self
+                .inner
+                .method_holds
+                .lock()
+                .expect("holds lock")
+                .get(&(platform, method))
+                .copied();
+            match until {
+                Some(until) if until > Instant::now() => tokio::time::sleep_until(until).await,
+                _ => return,
+            }
         }
     }
 

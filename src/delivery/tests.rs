@@ -29,6 +29,8 @@ struct ScriptedPlatform {
     gate: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
     /// Sends running now, and the most ever at once.
     in_flight: Mutex<(u32, u32)>,
+    /// Each chat's messages go by a method of their own (to test per-method waits).
+    method_per_chat: bool,
 }
 
 impl ScriptedPlatform {
@@ -55,6 +57,7 @@ impl ScriptedPlatform {
             attempts: Mutex::new(0),
             gate: Mutex::new(None),
             in_flight: Mutex::new((0, 0)),
+            method_per_chat: false,
         })
     }
 
@@ -84,6 +87,21 @@ impl PlatformSender for ScriptedPlatform {
 
     fn capabilities(&self) -> &Capabilities {
         &self.capabilities
+    }
+
+    fn method_of(&self, action: &Outbound) -> Option<&'static str> {
+        if !self.method_per_chat {
+            return None;
+        }
+        Some(if action.chat().chat_id == "42" {
+            "chat.postMessage"
+        } else {
+            "chat.update"
+        })
+    }
+
+    fn methods(&self) -> &'static [&'static str] {
+        &["chat.postMessage", "chat.update"]
     }
 
     /// One body per paragraph (enough to make a reply of several parts).
@@ -261,6 +279,53 @@ async fn rate_limits_and_a_refused_token_wait_too() {
     let (state, attempts) = settled(&store, ids[0], Duration::from_secs(3 * 3600)).await;
     assert_eq!((state.as_str(), attempts), ("sent", 24));
     assert_eq!(platform.accepted(), ["the answer"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_on_one_method_holds_only_that_methods_calls() {
+    let mut platform = ScriptedPlatform::new();
+    {
+        let scripted = Arc::get_mut(&mut platform).unwrap();
+        scripted.method_per_chat = true;
+        // A bot-wide budget: before methods were told apart, a method's wait held it all.
+        scripted.capabilities.per_bot_rate = Some(RateLimit {
+            per_second: 1000.0,
+            burst: 1000,
+        });
+    }
+    // Chat 42's message (its method) is told to wait ten minutes.
+    platform.fail_next(
+        1,
+        SendError::RateLimited {
+            retry_after: Duration::from_secs(600),
+            scope: hermes_adapter::RateScope::Method("chat.postMessage".into()),
+        },
+    );
+    let (delivery, store) = delivery(&platform, Duration::from_secs(24 * 3600));
+    delivery.start();
+    let start = tokio::time::Instant::now();
+    let held = delivery.reply(&chat(), "held", None).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let other = ChatRef {
+        chat_id: "43".into(),
+        ..chat()
+    };
+    let free = delivery.reply(&other, "free", None).await.unwrap();
+    let (state, _) = settled(&store, free[0], Duration::from_secs(30)).await;
+    assert_eq!(state, "sent");
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "another method is not held: {:?}",
+        start.elapsed()
+    );
+    let (state, _) = settled(&store, held[0], Duration::from_secs(3600)).await;
+    assert_eq!(state, "sent");
+    assert!(
+        start.elapsed() >= Duration::from_secs(600),
+        "the told method waited: {:?}",
+        start.elapsed()
+    );
+    assert_eq!(platform.accepted(), ["free", "held"]);
 }
 
 #[tokio::test(start_paused = true)]

@@ -101,6 +101,19 @@ pub trait PlatformSender: Send + Sync {
         Err(FetchError::Unsupported)
     }
 
+    /// The API method `action` is sent with, where the platform limits each method apart
+    /// (Slack's tiers): a [`RateScope::Method`] wait then holds only the actions of that
+    /// method. `None`: one limit for everything.
+    fn method_of(&self, action: &Outbound) -> Option<&'static str> {
+        let _ = action;
+        None
+    }
+
+    /// Every method [`PlatformSender::method_of`] names.
+    fn methods(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Show the daemon's commands in the platform's command menu, where it has one.
     async fn register_commands(&self, commands: &[CommandSpec]) -> Result<(), SendError> {
         let _ = commands;

@@ -496,6 +496,42 @@ impl PlatformSender for SlackSender {
         }
     }
 
+    /// Slack limits each Web API method apart (its tiers): a 429 on `chat.update` (Tier 3)
+    /// must not hold new messages (`chat.postMessage`), nor the other way round.
+    fn method_of(&self, action: &Outbound) -> Option<&'static str> {
+        match action {
+            // A private answer goes to its response URL: no Web API method.
+            Outbound::Text { reply_to, .. }
+                if reply_to
+                    .as_deref()
+                    .and_then(handle_id)
+                    .is_some_and(|(_, private)| private) =>
+            {
+                None
+            }
+            Outbound::Text { .. } => Some("chat.postMessage"),
+            Outbound::Edit { .. } => Some("chat.update"),
+            Outbound::Working {
+                phase: WorkingPhase::Done,
+                ..
+            } => Some("reactions.remove"),
+            Outbound::Working { .. } => Some("reactions.add"),
+            Outbound::PressNotice { .. } => Some("chat.postEphemeral"),
+            Outbound::File { .. } => Some("files upload"),
+        }
+    }
+
+    fn methods(&self) -> &'static [&'static str] {
+        &[
+            "chat.postMessage",
+            "chat.update",
+            "reactions.add",
+            "reactions.remove",
+            "chat.postEphemeral",
+            "files upload",
+        ]
+    }
+
     /// A file a person sent: `url_private_download` with the bot token, from Slack's file
     /// host (or the configured API host) only, so the token never goes elsewhere.
     async fn fetch_media(
