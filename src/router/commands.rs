@@ -452,6 +452,21 @@ pub const COMMANDS: &[Command] = &[
         action: Action::Session(|_| SessionCommand::ReloadSkills),
     },
     Command {
+        name: "profile",
+        aliases: &[],
+        help: Some(Help {
+            args: "",
+            text: "this profile's name and home directory",
+        }),
+        menu: Some(Menu {
+            description: "Show the active profile's name and home directory",
+            argument: None,
+        }),
+        while_busy: WhileBusy::Runs,
+        who: Who::Admins,
+        action: Action::Session(|_| SessionCommand::Profile),
+    },
+    Command {
         name: "approve",
         aliases: &[],
         help: Some(Help {

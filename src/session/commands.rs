@@ -81,6 +81,10 @@ impl SessionActor {
                 self.say(inbox_id, &message_id, &text).await;
             }
             SessionCommand::Restart => self.restart(inbox_id, message_id).await,
+            SessionCommand::Profile => {
+                let text = profile_text(&self.services.home, std::env::var_os("HOME"));
+                self.say(inbox_id, &message_id, &text).await;
+            }
             SessionCommand::Platform(args) => {
                 let text = self.platform(&args);
                 self.say(inbox_id, &message_id, &text).await;
@@ -192,6 +196,24 @@ impl SessionActor {
     }
 }
 
+/// `/profile` (Hermes' text): the profile is named by its home, `…/profiles/<name>` as
+/// Hermes keeps them, else `default`; the home shown with `~` for the user's home.
+fn profile_text(home: &std::path::Path, user_home: Option<std::ffi::OsString>) -> String {
+    let name = match (home.parent(), home.file_name()) {
+        (Some(parent), Some(name)) if parent.file_name().is_some_and(|p| p == "profiles") => {
+            name.to_string_lossy().into_owned()
+        }
+        _ => "default".to_owned(),
+    };
+    let shown = match user_home.map(std::path::PathBuf::from) {
+        Some(user) if home.starts_with(&user) => {
+            format!("~/{}", home.strip_prefix(&user).unwrap_or(home).display())
+        }
+        _ => home.display().to_string(),
+    };
+    format!("👤 **Profile:** `{name}`\n📂 **Home:** `{shown}`")
+}
+
 /// "1,234 tokens in (600 from the cache), 56 out".
 fn usage_line(usage: crate::llm::Usage) -> String {
     if usage == crate::llm::Usage::default() {
@@ -229,4 +251,25 @@ pub(super) fn grouped(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::profile_text;
+    use std::path::Path;
+
+    #[test]
+    fn the_profile_is_named_by_its_home_as_hermes_keeps_them() {
+        assert_eq!(
+            profile_text(Path::new("/home/ada/.hermes"), Some("/home/ada".into())),
+            "👤 **Profile:** `default`\n📂 **Home:** `~/.hermes`"
+        );
+        assert_eq!(
+            profile_text(
+                Path::new("/srv/hermes/profiles/work"),
+                Some("/home/ada".into())
+            ),
+            "👤 **Profile:** `work`\n📂 **Home:** `/srv/hermes/profiles/work`"
+        );
+    }
 }

@@ -136,6 +136,8 @@ pub enum SessionCommand {
     Context,
     /// Drain the daemon and start it again.
     Restart,
+    /// The profile's name and home.
+    Profile,
     /// Connect the MCP servers again from the configuration as it reads now.
     ReloadMcp,
     /// Scan the skills again.
