@@ -281,7 +281,9 @@ async fn rate_limits_and_a_refused_token_wait_too() {
     assert_eq!(platform.accepted(), ["the answer"]);
 }
 
-#[tokio::test(start_paused = true)]
+// On the real clock: the paused one jumps ahead whenever the runtime waits for the store's
+// thread, which makes "sent before the other's wait was over" unmeasurable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_on_one_method_holds_only_that_methods_calls() {
     let mut platform = ScriptedPlatform::new();
     {
@@ -293,39 +295,61 @@ async fn a_wait_on_one_method_holds_only_that_methods_calls() {
             burst: 1000,
         });
     }
-    // Chat 42's message (its method) is told to wait ten minutes.
+    // Chat 42's message (its method) is told to wait three seconds.
     platform.fail_next(
         1,
         SendError::RateLimited {
-            retry_after: Duration::from_secs(600),
+            retry_after: Duration::from_secs(3),
             scope: hermes_adapter::RateScope::Method("chat.postMessage".into()),
         },
     );
     let (delivery, store) = delivery(&platform, Duration::from_secs(24 * 3600));
     delivery.start();
-    let start = tokio::time::Instant::now();
+    let start = std::time::Instant::now();
     let held = delivery.reply(&chat(), "held", None).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Until chat 42 was told to wait.
+    while platform.attempts() == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "the first send happens"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let other = ChatRef {
         chat_id: "43".into(),
         ..chat()
     };
     let free = delivery.reply(&other, "free", None).await.unwrap();
-    let (state, _) = settled(&store, free[0], Duration::from_secs(30)).await;
-    assert_eq!(state, "sent");
+    while platform.accepted().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the other chat is sent"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(platform.accepted(), ["free"]);
     assert!(
-        start.elapsed() < Duration::from_secs(60),
+        start.elapsed() < Duration::from_millis(2_500),
         "another method is not held: {:?}",
         start.elapsed()
     );
-    let (state, _) = settled(&store, held[0], Duration::from_secs(3600)).await;
+    let (state, _) = settled(&store, free[0], Duration::from_secs(5)).await;
     assert_eq!(state, "sent");
+    while platform.accepted().len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the held one goes after its wait"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
-        start.elapsed() >= Duration::from_secs(600),
+        start.elapsed() >= Duration::from_secs(3),
         "the told method waited: {:?}",
         start.elapsed()
     );
     assert_eq!(platform.accepted(), ["free", "held"]);
+    let (state, _) = settled(&store, held[0], Duration::from_secs(5)).await;
+    assert_eq!(state, "sent");
 }
 
 #[tokio::test(start_paused = true)]

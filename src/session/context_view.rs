@@ -24,18 +24,13 @@ impl SessionActor {
         let system = agent
             .prompt
             .render(&context, choices.personality.as_deref(), &memory);
-        let tools_ctx = ToolContext {
-            session_key: self.key.clone(),
-            session_id: session.clone(),
-            chat: self.chat.clone(),
-            author: author.clone(),
-            cancel: CancellationToken::new(),
-            attention: CancellationToken::new(),
-            usage: Default::default(),
-            depth: 0,
-            orchestrator: false,
-            model: None,
-        };
+        let tools_ctx = ToolContext::person_turn(
+            self.key.clone(),
+            session.clone(),
+            self.chat.clone(),
+            author.clone(),
+            CancellationToken::new(),
+        );
         let tools = agent.tools.definitions(&tools_ctx);
         let tool_tokens: usize = tools
             .values()

@@ -78,16 +78,14 @@ impl SessionActor {
             max_steps: None,
         };
         let tools_ctx = ToolContext {
-            session_key: self.key.clone(),
-            session_id: session.id.clone(),
-            chat: self.chat.clone(),
-            author,
-            cancel: self.services.work.child_token(),
-            attention: CancellationToken::new(),
             usage: usage.clone(),
-            depth: 0,
-            orchestrator: false,
-            model: None,
+            ..ToolContext::person_turn(
+                self.key.clone(),
+                session.id.clone(),
+                self.chat.clone(),
+                author,
+                self.services.work.child_token(),
+            )
         };
         let (cancel, attention) = (tools_ctx.cancel.clone(), tools_ctx.attention.clone());
         let (steer, steer_rx) = mpsc::unbounded_channel();

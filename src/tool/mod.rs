@@ -47,6 +47,29 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
+    /// A person's turn (depth 0, on the main model until the turn says otherwise) in
+    /// session `session_id` under `session_key`, cancelled by `cancel`.
+    pub fn person_turn(
+        session_key: String,
+        session_id: String,
+        chat: ChatRef,
+        author: Author,
+        cancel: CancellationToken,
+    ) -> ToolContext {
+        ToolContext {
+            session_key,
+            session_id,
+            chat,
+            author,
+            cancel,
+            attention: CancellationToken::new(),
+            usage: Default::default(),
+            depth: 0,
+            orchestrator: false,
+            model: None,
+        }
+    }
+
     /// What the approval broker needs to know of this turn, for work in `workdir`.
     pub fn check<'a>(&'a self, workdir: &'a std::path::Path, background: bool) -> CheckContext<'a> {
         CheckContext {
@@ -62,29 +85,24 @@ impl ToolContext {
     /// A turn in a Telegram DM, for tests of single tools.
     #[cfg(test)]
     pub(crate) fn for_tests() -> ToolContext {
-        ToolContext {
-            session_key: "test".into(),
-            session_id: "s-test".into(),
-            chat: ChatRef {
+        ToolContext::person_turn(
+            "test".into(),
+            "s-test".into(),
+            ChatRef {
                 platform: hermes_adapter::Platform::Telegram,
                 account: None,
                 chat_id: "1".into(),
                 thread_id: None,
                 kind: hermes_adapter::ChatKind::Direct,
             },
-            author: Author {
+            Author {
                 user_id: "1".into(),
                 display_name: "Tess".into(),
                 username: None,
                 is_bot: false,
             },
-            cancel: CancellationToken::new(),
-            attention: CancellationToken::new(),
-            usage: Default::default(),
-            depth: 0,
-            orchestrator: false,
-            model: None,
-        }
+            CancellationToken::new(),
+        )
     }
 }
 

@@ -296,18 +296,13 @@ pub async fn resume(
         let Some(agent) = agent.upgrade() else { return };
         tracing::info!(delegation = %record.id, tasks = tasks.len(), "delegate: running again a delegation the last run left unfinished");
         let cancel = delegations.token();
-        let parent = ToolContext {
-            session_key: record.session_key.clone(),
-            session_id: format!("{}/{}", record.session_id, record.id),
-            chat: record.chat.clone(),
-            author: record.author.clone(),
-            cancel: cancel.clone(),
-            attention: CancellationToken::new(),
-            usage: Default::default(),
-            depth: 0,
-            orchestrator: false,
-            model: None,
-        };
+        let parent = ToolContext::person_turn(
+            record.session_key.clone(),
+            format!("{}/{}", record.session_id, record.id),
+            record.chat.clone(),
+            record.author.clone(),
+            cancel.clone(),
+        );
         let batch = delegations.spawn(run_batch(agent, config.clone(), tasks, parent));
         delegations.adopt(record, cancel, batch, runs - 1).await;
     }
