@@ -93,32 +93,37 @@ impl MediaPreparer {
         }
         let (owned, scene) = (text.to_owned(), self.scene.clone());
         let copies = self.scene.hermes_home.join("cache").join("outgoing");
-        let taken = tokio::task::spawn_blocking(move || take_media(&owned, &scene, &copies)).await;
-        let Ok((mut cleaned, files)) = taken else {
-            return (text.to_owned(), Vec::new());
-        };
-        // Hermes' `[[audio_as_voice]]`: the reply's audio goes as voice messages.
-        let as_voice = cleaned.contains(VOICE_DIRECTIVE);
-        if as_voice {
-            cleaned = cleaned.replace(VOICE_DIRECTIVE, "");
-        }
-        let mut sendable = Vec::new();
-        for file in files {
-            match file {
-                Ok(mut file) => {
-                    if as_voice && let Some(told) = as_voice_message(&mut file) {
-                        cleaned.push_str("\n\n");
-                        cleaned.push_str(&told);
+        // Off the async threads: the files are copied, and read again for what they are.
+        let taken = tokio::task::spawn_blocking(move || {
+            let (mut cleaned, files) = take_media(&owned, &scene, &copies);
+            // Hermes' `[[audio_as_voice]]`: the reply's audio goes as voice messages.
+            let as_voice = cleaned.contains(VOICE_DIRECTIVE);
+            if as_voice {
+                cleaned = cleaned.replace(VOICE_DIRECTIVE, "");
+            }
+            let mut sendable = Vec::new();
+            for file in files {
+                match file {
+                    Ok(mut file) => {
+                        let encoding = as_voice.then(|| encoding_of(&file.path));
+                        if let Some(encoding) = encoding
+                            && let Some(told) = as_voice_message(&mut file, encoding)
+                        {
+                            cleaned.push_str("\n\n");
+                            cleaned.push_str(&told);
+                        }
+                        sendable.push(file)
                     }
-                    sendable.push(file)
-                }
-                Err(why) => {
-                    cleaned.push_str("\n\n");
-                    cleaned.push_str(&why);
+                    Err(why) => {
+                        cleaned.push_str("\n\n");
+                        cleaned.push_str(&why);
+                    }
                 }
             }
-        }
-        (cleaned.trim().to_owned(), sendable)
+            (cleaned.trim().to_owned(), sendable)
+        })
+        .await;
+        taken.unwrap_or_else(|_| (text.to_owned(), Vec::new()))
     }
 
     /// Where spoken replies are kept until sent (`$HERMES_HOME/cache/audio`).
@@ -149,10 +154,11 @@ impl MediaPreparer {
             path: spoken.path,
             mime: Some(spoken.encoding.file_kind().1.to_owned()),
             caption: None,
-            // Only once checked to be Ogg/Opus.
+            // Set by `as_voice_message` when it is Ogg/Opus.
             voice: false,
         };
-        let told = as_voice_message(&mut file);
+        // What it is was found as it was made: not read again.
+        let told = as_voice_message(&mut file, spoken.encoding);
         Ok((file, told))
     }
 
@@ -376,16 +382,24 @@ impl MediaPreparer {
 /// Hermes' directive: the reply's audio files go as voice messages.
 pub const VOICE_DIRECTIVE: &str = "[[audio_as_voice]]";
 
-/// Mark an audio file to go as a voice message. A voice message is Ogg/Opus: a file of
-/// another kind goes as an audio file, and what is returned says so (never silently).
-fn as_voice_message(file: &mut hermes_adapter::OutboundFile) -> Option<String> {
+/// What a file's first bytes say it is (blocking: a read).
+fn encoding_of(path: &std::path::Path) -> tts::Encoding {
     use std::io::Read;
     let mut head = vec![0; 512];
-    let read = std::fs::File::open(&file.path)
+    let read = std::fs::File::open(path)
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     head.truncate(read);
-    let encoding = tts::Encoding::of(&head);
+    tts::Encoding::of(&head)
+}
+
+/// Mark an audio file encoded as `encoding` to go as a voice message. A voice message is
+/// Ogg/Opus: a file of another kind goes as an audio file, and what is returned says so
+/// (never silently).
+fn as_voice_message(
+    file: &mut hermes_adapter::OutboundFile,
+    encoding: tts::Encoding,
+) -> Option<String> {
     let audio = matches!(
         encoding,
         tts::Encoding::OggOpus
