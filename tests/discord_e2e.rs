@@ -109,12 +109,79 @@ async fn with_auto_thread_a_mention_opens_a_thread_where_the_conversation_goes_o
         second.contains("help me plan a trip"),
         "one session: {second}"
     );
+    // The reactions are on the question, which stays in the channel.
+    let fake = kit.fake.clone();
+    eventually(WAIT, "✅ on the question", || {
+        (fake.reactions(&thread) == ["✅"]).then_some(())
+    })
+    .await;
     // A stranger's mention does not make the bot open threads.
     let mallory = kit.fake.person(3);
     kit.fake
         .message(GROUP_CHANNEL, &mallory, "open a thread for me", true);
     settle().await;
     assert_eq!(kit.fake.threads_created().len(), 1);
+}
+
+/// Wait until the bot's reactions on message `mid` changed as `expected`.
+async fn reacted(kit: &Kit<FakeDiscord>, mid: &str, expected: &[&str]) {
+    let fake = kit.fake.clone();
+    eventually(WAIT, &format!("the reactions {expected:?}"), || {
+        (fake.reaction_changes(mid) == expected).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_shows_as_eyes_then_a_check_a_cross_or_nothing_after_a_stop() {
+    let kit = open_kit().await;
+    kit.llm.push(Reply::text("done"));
+    kit.llm.push(Reply::ErrorSaying {
+        status: 401,
+        message: "invalid api key".into(),
+    });
+    kit.llm.push(Reply::Delayed(
+        Duration::from_secs(60),
+        Box::new(Reply::text("too late")),
+    ));
+    let _d = kit.start();
+    // Three people, each in a DM of their own: 👀 is shown only when the chat's sending
+    // budget has room to spare, which one chat's quick exchanges would use up.
+    let (alice, bob, carol) = (kit.fake.person(1), kit.fake.person(2), kit.fake.person(3));
+    let dm = kit.fake.dm_chat(&alice);
+    let answered = kit.fake.message(&dm, &alice, "hello", true);
+    kit.shown(&dm, 1).await;
+    reacted(&kit, &answered, &["+👀", "-👀", "+✅"]).await;
+    let dm = kit.fake.dm_chat(&bob);
+    let failed = kit.fake.message(&dm, &bob, "again", true);
+    kit.shown(&dm, 1).await;
+    reacted(&kit, &failed, &["+👀", "-👀", "+❌"]).await;
+    let dm = kit.fake.dm_chat(&carol);
+    let stopped = kit.fake.message(&dm, &carol, "think for long", true);
+    asked(&kit, 3).await;
+    reacted(&kit, &stopped, &["+👀"]).await;
+    kit.fake.message(&dm, &carol, "/stop", true);
+    reacted(&kit, &stopped, &["+👀", "-👀"]).await;
+    settle().await;
+    assert_eq!(
+        kit.fake.reactions(&stopped),
+        Vec::<String>::new(),
+        "no mark after a stop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_reactions_off_a_turn_leaves_no_reaction() {
+    let kit = kit_with(FakeDiscord::start().await, &["DISCORD_REACTIONS=false"], "").await;
+    kit.llm.push(Reply::text("done"));
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    let dm = kit.fake.dm_chat(&alice);
+    let asked = kit.fake.message(&dm, &alice, "hello", true);
+    kit.shown(&dm, 1).await;
+    settle().await;
+    assert!(kit.fake.reaction_changes(&asked).is_empty());
+    assert!(!kit.fake.calls("/typing").is_empty(), "typing still shows");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -509,11 +509,11 @@ impl Delivery {
         let Some(indicator) = sender.capabilities().working else {
             return;
         };
-        if phase == WorkingPhase::Done && !indicator.needs_done {
+        let owed = matches!(phase, WorkingPhase::Done(_));
+        if owed && !indicator.needs_done {
             return;
         }
         // Taking an indicator down is owed to the person: it waits for a token.
-        let owed = phase == WorkingPhase::Done;
         if !owed && !self.try_spare(chat) {
             return;
         }

@@ -12,8 +12,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_adapter::{Author, ChatRef, WorkingPhase};
-use tokio::sync::mpsc;
+use hermes_adapter::{Author, ChatRef, TurnEnd, WorkingPhase};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

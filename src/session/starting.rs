@@ -331,7 +331,6 @@ impl SessionActor {
             services.delivery.clone(),
             self.chat.clone(),
             regarding.clone(),
-            tools_ctx.cancel.clone(),
         );
         let media = TurnMedia {
             attachments: inputs.iter().flat_map(|i| i.attachments.clone()).collect(),
@@ -342,13 +341,15 @@ impl SessionActor {
             cancel: tools_ctx.cancel.clone(),
         };
         services.tasks.spawn(async move {
-            // Dropped however the turn ends, a panic included: the indicator never outlives it.
-            let _working = working.drop_guard();
-            let input = match media.prepare(input).await {
-                Ok(input) => input,
-                Err(nothing_to_read) => return (nothing_to_read, steer_rx),
+            // Dropped however the turn ends, a panic included (read as a failure): the
+            // indicator never outlives it.
+            let outcome = match media.prepare(input).await {
+                Ok(input) => agent.run_turn(input, tools_ctx, &mut steer_rx).await,
+                Err(nothing_to_read) => nothing_to_read,
             };
-            let outcome = agent.run_turn(input, tools_ctx, &mut steer_rx).await;
+            if let Some(working) = working {
+                let _ = working.send(turn_end(&outcome));
+            }
             (outcome, steer_rx)
         })
     }
@@ -551,25 +552,22 @@ fn spawn_notices(
 }
 
 /// Show the working indicator for the message being answered, refresh it as the platform
-/// needs, and take it down when the returned token is cancelled.
+/// needs, and take it down (showing how the turn ended, where the platform does) when the
+/// returned sender is given the turn's end or dropped (a failure). `None` when the platform
+/// shows none.
 fn spawn_working(
     tasks: &TaskTracker,
     delivery: Delivery,
     chat: ChatRef,
     regarding: Option<String>,
-    turn: CancellationToken,
-) -> CancellationToken {
-    let stop = turn.child_token();
-    let Some(indicator) = delivery
+) -> Option<oneshot::Sender<TurnEnd>> {
+    let indicator = delivery
         .sender(chat.platform)
-        .and_then(|s| s.capabilities().working)
-    else {
-        return stop;
-    };
-    let done = stop.clone();
+        .and_then(|s| s.capabilities().working)?;
+    let (ended, mut end) = oneshot::channel();
     tasks.spawn(async move {
         delivery.working(&chat, regarding.clone(), WorkingPhase::Start);
-        loop {
+        let end = loop {
             let refresh = async {
                 match indicator.refresh {
                     Some(every) => tokio::time::sleep(every).await,
@@ -577,11 +575,21 @@ fn spawn_working(
                 }
             };
             tokio::select! {
-                _ = done.cancelled() => break,
+                end = &mut end => break end.unwrap_or(TurnEnd::Failed),
                 _ = refresh => delivery.working(&chat, regarding.clone(), WorkingPhase::Refresh),
             }
-        }
-        delivery.working(&chat, regarding, WorkingPhase::Done);
+        };
+        delivery.working(&chat, regarding, WorkingPhase::Done(end));
     });
-    stop
+    Some(ended)
+}
+
+/// How the working indicator shows a turn's end: a reply is an answer (the budget running
+/// out says so in one), a stop is no mark.
+fn turn_end(outcome: &TurnOutcome) -> TurnEnd {
+    match outcome {
+        TurnOutcome::Answered { .. } | TurnOutcome::BudgetExhausted { .. } => TurnEnd::Answered,
+        TurnOutcome::Failed { .. } => TurnEnd::Failed,
+        TurnOutcome::Cancelled { .. } => TurnEnd::Stopped,
+    }
 }

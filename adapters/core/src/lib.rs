@@ -68,7 +68,7 @@ pub use inbound::{
 };
 pub use outbound::{
     Choice, ChoiceStyle, CommandSpec, Delivered, MessageBody, Outbound, OutboundFile, SendOnce,
-    WorkingPhase,
+    TurnEnd, WorkingPhase,
 };
 pub use record::{record_batch, record_until_done};
 pub use settings::{

@@ -71,9 +71,21 @@ pub enum WorkingPhase {
     Start,
     /// Still working; sent every [`crate::WorkingIndicator::refresh`].
     Refresh,
-    /// The turn ended: remove what `Start` put up (a reaction, a status). Platforms whose
+    /// The turn ended, and how: remove what `Start` put up (a reaction, a status), and
+    /// show how it ended where the platform does (Discord's ✅ or ❌). Platforms whose
     /// indicator fades by itself do nothing.
-    Done,
+    Done(TurnEnd),
+}
+
+/// How a turn ended, for the indicator that showed it working.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The person got an answer.
+    Answered,
+    /// The model or the provider failed, or the turn broke.
+    Failed,
+    /// Stopped or interrupted: no mark.
+    Stopped,
 }
 
 /// A file to send.

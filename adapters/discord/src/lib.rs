@@ -93,6 +93,7 @@ impl DiscordAdapter {
                 rest.clone(),
                 interactions.clone(),
                 identity_rx,
+                settings.reactions,
             )),
             rest,
             liveness: Liveness::default(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use hermes_adapter::{
     Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, ChoiceStyle, CommandSpec, Delivered,
     FetchError, LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender,
-    RateLimit, SendError, SendOnce, WorkingIndicator, WorkingPhase, async_trait,
+    RateLimit, SendError, SendOnce, TurnEnd, WorkingIndicator, WorkingPhase, async_trait,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -32,6 +32,10 @@ const LABEL_LEN: usize = 80;
 const EPHEMERAL: u64 = 1 << 6;
 /// How long a notice or an answer waits for its interaction to be acknowledged.
 const ACK_WAIT: Duration = Duration::from_secs(5);
+/// The reactions that show a turn: working, answered, failed (Hermes' own), URL-encoded.
+const REACTION_WORKING: &str = "%F0%9F%91%80"; // 👀
+const REACTION_ANSWERED: &str = "%E2%9C%85"; // ✅
+const REACTION_FAILED: &str = "%E2%9D%8C"; // ❌
 /// How long command registration waits for the gateway to say who the bot is.
 const IDENTITY_WAIT: Duration = Duration::from_secs(120);
 
@@ -41,6 +45,8 @@ pub struct DiscordSender {
     capabilities: Capabilities,
     interactions: Interactions,
     identity: watch::Receiver<Option<Identity>>,
+    /// `DISCORD_REACTIONS`: a turn shows as reactions on the message it answers.
+    reactions: bool,
 }
 
 impl DiscordSender {
@@ -48,11 +54,13 @@ impl DiscordSender {
         rest: Arc<Rest>,
         interactions: Interactions,
         identity: watch::Receiver<Option<Identity>>,
+        reactions: bool,
     ) -> Self {
         DiscordSender {
             rest,
             interactions,
             identity,
+            reactions,
             capabilities: Capabilities {
                 max_message_len: MAX_MESSAGE_LEN,
                 length_unit: LengthUnit::Chars,
@@ -61,10 +69,11 @@ impl DiscordSender {
                     label_len: LABEL_LEN,
                 },
                 edits: true,
-                // Typing shows for about ten seconds or until the bot's next message.
+                // Typing shows for about ten seconds or until the bot's next message; the 👀
+                // reaction stays until taken down.
                 working: Some(WorkingIndicator {
                     refresh: Some(Duration::from_secs(8)),
-                    needs_done: false,
+                    needs_done: reactions,
                 }),
                 threads: true,
                 // Discord: five messages per five seconds in a channel; about fifty requests
@@ -91,6 +100,47 @@ impl DiscordSender {
             .borrow()
             .as_ref()
             .map(|i| i.application_id.clone())
+    }
+
+    /// Typing while the turn runs (it fades by itself); with reactions on, 👀 on the message
+    /// being answered, replaced by ✅ or ❌ when the turn ends (nothing after a stop).
+    async fn working(
+        &self,
+        chat: &ChatRef,
+        regarding: Option<&str>,
+        phase: WorkingPhase,
+    ) -> Result<Delivered, SendError> {
+        if !matches!(phase, WorkingPhase::Done(_)) {
+            let typing = format!("/channels/{}/typing", channel_of(chat));
+            self.rest.call(Method::POST, &typing, Body::Empty).await?;
+        }
+        let Some(reactions) = regarding
+            .filter(|_| self.reactions)
+            .and_then(|id| reactions_of(chat, id))
+        else {
+            return Ok(Delivered::default());
+        };
+        match phase {
+            WorkingPhase::Start => {
+                let working = format!("{reactions}/{REACTION_WORKING}/@me");
+                self.rest.call(Method::PUT, &working, Body::Empty).await?;
+            }
+            WorkingPhase::Refresh => {}
+            WorkingPhase::Done(end) => {
+                // The mark is shown even when taking 👀 down failed.
+                let working = format!("{reactions}/{REACTION_WORKING}/@me");
+                let removed = self.rest.call(Method::DELETE, &working, Body::Empty).await;
+                let mark = match end {
+                    TurnEnd::Answered => REACTION_ANSWERED,
+                    TurnEnd::Failed => REACTION_FAILED,
+                    TurnEnd::Stopped => return removed.map(|_| Delivered::default()),
+                };
+                let marked = format!("{reactions}/{mark}/@me");
+                self.rest.call(Method::PUT, &marked, Body::Empty).await?;
+                removed?;
+            }
+        }
+        Ok(Delivered::default())
     }
 
     async fn text(
@@ -324,20 +374,11 @@ impl PlatformSender for DiscordSender {
                 message_id,
                 body,
             } => self.edit(&chat, &message_id, &body).await,
-            Outbound::Working { chat, phase, .. } => match phase {
-                WorkingPhase::Start | WorkingPhase::Refresh => {
-                    self.rest
-                        .call(
-                            Method::POST,
-                            &format!("/channels/{}/typing", channel_of(&chat)),
-                            Body::Empty,
-                        )
-                        .await?;
-                    Ok(Delivered::default())
-                }
-                // Typing fades by itself.
-                WorkingPhase::Done => Ok(Delivered::default()),
-            },
+            Outbound::Working {
+                chat,
+                regarding,
+                phase,
+            } => self.working(&chat, regarding.as_deref(), phase).await,
             Outbound::PressNotice { press_id, text, .. } => self.notice(&press_id, &text).await,
             Outbound::File {
                 chat,
@@ -469,6 +510,21 @@ fn delivered(sent: &Value) -> Delivered {
     Delivered {
         message_id: sent.get("id").and_then(Value::as_str).map(str::to_owned),
     }
+}
+
+/// Where the reactions of message `id` are (`/channels/{channel}/messages/{id}/reactions`):
+/// the message a thread was opened from lives in the parent channel. `None` for what is
+/// not a message id (a slash command's handle).
+fn reactions_of(chat: &ChatRef, id: &str) -> Option<String> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let channel = if chat.thread_id.as_deref() == Some(id) {
+        &chat.chat_id
+    } else {
+        channel_of(chat)
+    };
+    Some(format!("/channels/{channel}/messages/{id}/reactions"))
 }
 
 /// Whether a message can carry a reply to `id`: a message id, and not the message a thread

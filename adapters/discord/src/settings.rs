@@ -3,7 +3,8 @@
 //! `DISCORD_REQUIRE_MENTION` (default true in server channels),
 //! `DISCORD_FREE_RESPONSE_CHANNELS` (channel ids where every message is for the bot),
 //! `DISCORD_HOME_CHANNEL`, `DISCORD_AUTO_THREAD` (default false: Hermes turned it on
-//! silently once and broke bot-to-bot setups, issues #7184/#20243), and
+//! silently once and broke bot-to-bot setups, issues #7184/#20243), `DISCORD_REACTIONS`
+//! (or `discord.reactions`; default true: 👀 on the message being answered, then ✅ or ❌), and
 //! `platforms.discord.extra.api_base_url` (the REST root; how tests reach the fake and how an
 //! operator points the bot at a proxy).
 
@@ -13,6 +14,14 @@ use hermes_adapter::{
     Access, Adapter, AdapterError, Common, Platform, PlatformSettings, SettingsSource, is_truthy,
     mask, split_list,
 };
+
+/// Hermes' reading of `DISCORD_REACTIONS`: on unless it says no.
+fn is_falsy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "false" | "0" | "no" | "off"
+    )
+}
 
 use crate::DiscordAdapter;
 
@@ -33,6 +42,9 @@ pub struct DiscordSettings {
     /// A mention in a server channel opens a thread from the message; the conversation goes
     /// on there.
     pub auto_thread: bool,
+    /// 👀 on the message being answered while the turn runs, then ✅ (answered) or ❌
+    /// (failed); nothing after a stop. As Hermes does.
+    pub reactions: bool,
     /// Who may talk to it, the mention rule, the home channel.
     pub common: Common,
     /// The gateway-wide allowlist (`GATEWAY_ALLOWED_USERS` / `GATEWAY_ALLOW_ALL_USERS`),
@@ -75,6 +87,11 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         .boolean("platforms.discord.extra.auto_thread")
         .or_else(|| source.var("DISCORD_AUTO_THREAD").map(|v| is_truthy(&v)))
         .unwrap_or(false);
+    let reactions = source
+        .boolean("platforms.discord.extra.reactions")
+        .or_else(|| source.boolean("discord.reactions"))
+        .or_else(|| source.var("DISCORD_REACTIONS").map(|v| !is_falsy(&v)))
+        .unwrap_or(true);
     let home_channel = source
         .var("DISCORD_HOME_CHANNEL")
         .or_else(|| source.string("platforms.discord.home_channel.chat_id"));
@@ -131,6 +148,7 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         free_response_channels,
         ignore_no_mention,
         auto_thread,
+        reactions,
         common: Common {
             access,
             require_mention,
@@ -163,6 +181,7 @@ impl PlatformSettings for DiscordSettings {
                 },
             ),
             ("auto_thread".into(), self.auto_thread.to_string()),
+            ("reactions".into(), self.reactions.to_string()),
             self.common.home_channel_line(),
         ]
     }

@@ -306,7 +306,7 @@ impl SlackSender {
     ) -> Result<Delivered, SendError> {
         let status = match phase {
             WorkingPhase::Start | WorkingPhase::Refresh => "is thinking…",
-            WorkingPhase::Done => "",
+            WorkingPhase::Done(_) => "",
         };
         if let Some(thread) = &chat.thread_id
             && self.assistant.load(Ordering::Relaxed) != NO
@@ -357,7 +357,7 @@ impl SlackSender {
                     .await
                     .map(|_| ())
             }
-            WorkingPhase::Done => {
+            WorkingPhase::Done(_) => {
                 let remove = SlackApiReactionsRemoveRequest::new(WORKING_REACTION.into())
                     .with_channel(chat.chat_id.as_str().into())
                     .with_timestamp(ts.into());
@@ -512,7 +512,7 @@ impl PlatformSender for SlackSender {
             Outbound::Text { .. } => Some("chat.postMessage"),
             Outbound::Edit { .. } => Some("chat.update"),
             Outbound::Working {
-                phase: WorkingPhase::Done,
+                phase: WorkingPhase::Done(_),
                 ..
             } => Some("reactions.remove"),
             Outbound::Working { .. } => Some("reactions.add"),

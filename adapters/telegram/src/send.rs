@@ -144,7 +144,7 @@ impl PlatformSender for TelegramSender {
             }
             // Typing fades by itself after five seconds or with the next message.
             Outbound::Working {
-                phase: WorkingPhase::Done,
+                phase: WorkingPhase::Done(_),
                 ..
             } => Ok(Delivered::default()),
             Outbound::Working { chat, .. } => {

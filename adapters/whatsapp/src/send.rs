@@ -485,7 +485,7 @@ impl PlatformSender for WhatsAppSender {
                 WorkingPhase::Start | WorkingPhase::Refresh => {
                     self.typing(regarding.as_deref()).await
                 }
-                WorkingPhase::Done => Ok(Delivered::default()),
+                WorkingPhase::Done(_) => Ok(Delivered::default()),
             },
             // A chat is one person: the notice is a message to them, quoting their press.
             Outbound::PressNotice {

@@ -213,6 +213,10 @@ struct Inner {
     downloads: HashMap<String, usize>,
     commands: Vec<Value>,
     typing: Vec<(String, Instant)>,
+    /// The bot's reactions now: (message id, emoji).
+    reactions: Vec<(String, String)>,
+    /// Each reaction the bot put on (`+👀`) or took off (`-👀`): (message id, change).
+    reaction_log: Vec<(String, String)>,
     /// POSTs whose path contains the text answer after the delay (their effect is at once).
     slow: Vec<(String, Duration)>,
     /// Messages not posted again because their nonce was seen (`enforce_nonce`).
@@ -304,6 +308,8 @@ impl FakeDiscord {
                 downloads: HashMap::new(),
                 commands: Vec::new(),
                 typing: Vec::new(),
+                reactions: Vec::new(),
+                reaction_log: Vec::new(),
                 slow: Vec::new(),
                 nonce_hits: 0,
                 gw: gateway::State::new(shards),
@@ -565,6 +571,20 @@ impl FakeDiscord {
     pub fn downloads(&self, attachment_id: &str) -> usize {
         let inner = self.lock();
         inner.downloads.get(attachment_id).copied().unwrap_or(0)
+    }
+
+    /// The bot's reactions on message `mid` now, in the order put on.
+    pub fn reactions(&self, mid: &str) -> Vec<String> {
+        let inner = self.lock();
+        let on = inner.reactions.iter().filter(|(m, _)| m == mid);
+        on.map(|(_, emoji)| emoji.clone()).collect()
+    }
+
+    /// How the bot's reactions on message `mid` changed: `+👀`, `-👀`, `+✅`, in order.
+    pub fn reaction_changes(&self, mid: &str) -> Vec<String> {
+        let inner = self.lock();
+        let changes = inner.reaction_log.iter().filter(|(m, _)| m == mid);
+        changes.map(|(_, change)| change.clone()).collect()
     }
 
     /// Threads the bot started from messages (their ids), in order.

@@ -254,7 +254,12 @@ async fn cdn(State(fake): State<FakeDiscord>, uri: Uri) -> axum::response::Respo
 impl Inner {
     /// A scripted fault for this path, used up by one.
     fn scripted(&mut self, path: &str) -> Option<Answer> {
-        let at = self.faults.iter().position(|f| path.contains(&f.path))?;
+        // A reaction takes only a fault scripted for reactions, so one meant for a
+        // channel's messages reaches them.
+        let at = self.faults.iter().position(|f| {
+            path.contains(&f.path)
+                && (!path.contains("/reactions/") || f.path.contains("/reactions"))
+        })?;
         let fault = &mut self.faults[at];
         fault.left = fault.left.saturating_sub(1);
         let kind = fault.kind.clone();
@@ -373,6 +378,11 @@ impl Inner {
             ("POST", ["channels", id, "typing"]) => {
                 self.known(id)?;
                 self.typing.push((id.to_string(), Instant::now()));
+                Ok((204, None))
+            }
+            ("PUT" | "DELETE", ["channels", id, "messages", mid, "reactions", emoji, "@me"]) => {
+                let mid = self.message_in(id, mid)?.to_string();
+                self.react(m == "PUT", mid, emoji)?;
                 Ok((204, None))
             }
             ("POST", ["channels", id, "messages", mid, "threads"]) => {
@@ -599,6 +609,33 @@ impl Inner {
     }
 
     /// `POST /channels/{id}/messages/{mid}/threads`: a public thread whose id is the message's.
+    /// The bot's own reaction `emoji` (URL-encoded, as in the path) put on or taken off
+    /// message `mid`.
+    fn react(&mut self, add: bool, mid: String, emoji: &str) -> Result<(), Failure> {
+        let decoded: Vec<u8> = form_urlencoded::parse(format!("e={emoji}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned().into_bytes())
+            .unwrap_or_default();
+        let emoji = String::from_utf8(decoded).unwrap_or_default();
+        // A unicode emoji is short and not plain text; a custom one is `name:id`.
+        if emoji.is_empty() || emoji.chars().count() > 8 || emoji.is_ascii() && !emoji.contains(':')
+        {
+            return Err(error(400, 10014, "Unknown Emoji"));
+        }
+        let mine = (mid.clone(), emoji.clone());
+        let had = self.reactions.contains(&mine);
+        if add && !had {
+            self.reactions.push(mine);
+        } else if !add {
+            self.reactions.retain(|r| *r != mine);
+        }
+        if add != had {
+            let sign = if add { '+' } else { '-' };
+            self.reaction_log.push((mid, format!("{sign}{emoji}")));
+        }
+        Ok(())
+    }
+
     fn start_thread(&mut self, chat: &str, mid: &str, body: &Value) -> Result<Value, Failure> {
         match self.known(chat)? {
             Chan::Text => {}
