@@ -123,6 +123,46 @@ async fn with_auto_thread_a_mention_opens_a_thread_where_the_conversation_goes_o
     assert_eq!(kit.fake.threads_created().len(), 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auto_thread_a_person_approved_by_pairing_gets_a_thread_too() {
+    let fake = FakeDiscord::start().await;
+    let allowed = format!("DISCORD_ALLOWED_USERS={}", fake.person(1));
+    let kit = Kit::new(fake, BIN, &["DISCORD_AUTO_THREAD=true".into(), allowed], "").await;
+    kit.llm.push(Reply::text("a thread for you"));
+    let _d = kit.start();
+    let bob = kit.fake.person(2);
+    let dm = kit.fake.dm_chat(&bob);
+    kit.fake.message(&dm, &bob, "let me in", true);
+    let told = kit.shown(&dm, 1).await.remove(0);
+    let code = told
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find(|w| {
+            w.len() == 8
+                && w.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        })
+        .unwrap_or_else(|| panic!("a pairing code in {told:?}"))
+        .to_owned();
+    // Not yet approved: a mention opens no thread.
+    kit.fake
+        .message(GROUP_CHANNEL, &bob, "before approval", true);
+    settle().await;
+    assert!(kit.fake.threads_created().is_empty());
+    let out = std::process::Command::new(BIN)
+        .args(["pairing", "approve", "discord", &code, "--home"])
+        .arg(&kit.home.dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let question = kit.fake.message(GROUP_CHANNEL, &bob, "plan my week", true);
+    assert_eq!(kit.shown(&question, 1).await, ["a thread for you"]);
+    assert_eq!(kit.fake.threads_created(), [question]);
+}
+
 /// Wait until the bot's reactions on message `mid` changed as `expected`.
 async fn reacted(kit: &Kit<FakeDiscord>, mid: &str, expected: &[&str]) {
     let fake = kit.fake.clone();

@@ -111,6 +111,20 @@ impl InboundSink for GatewaySink {
         self.record(event).await
     }
 
+    async fn is_paired(&self, platform: Platform, user_id: &str) -> bool {
+        match self
+            .store
+            .pairing_is_approved(platform.as_str(), user_id)
+            .await
+        {
+            Ok(paired) => paired,
+            Err(e) => {
+                tracing::warn!(error = %e, "inbox: cannot check pairing; taken as not paired");
+                false
+            }
+        }
+    }
+
     /// Each event recorded in order without waiting for the disk, then one sync for all of
     /// them; only then are the new ones dispatched (and the adapter acknowledges them).
     async fn accept_batch(&self, mut events: Vec<Inbound>) -> Vec<Result<Accepted, SinkError>> {

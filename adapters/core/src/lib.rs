@@ -201,6 +201,14 @@ pub trait InboundSink: Send + Sync {
         None
     }
 
+    /// Whether the operator approved `user_id` on `platform` by pairing (`/pair`,
+    /// `hermes-gateway pairing approve`): an adapter that acts for listed people on its own
+    /// (Discord opening a thread) acts for them too. `false` where nobody is paired.
+    async fn is_paired(&self, platform: Platform, user_id: &str) -> bool {
+        let _ = (platform, user_id);
+        false
+    }
+
     /// What only one node may do at a time (`telegram:<bot>:poll`): always this node's
     /// where the gateway is one node.
     fn exclusive(&self, name: &str) -> Arc<dyn Exclusive> {

@@ -62,7 +62,7 @@ impl Recorder {
                                 continue;
                             }
                             msg.guild_id = from.guild.filter(|g| *g != 0).map(GuildId::new);
-                            self.message(msg, &mut batch).await;
+                            self.message(msg, sink, &mut batch).await;
                         }
                         Err(e) => {
                             tracing::warn!(%channel, error = %e, "discord: a missed message could not be read; skipped")

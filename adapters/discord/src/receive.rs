@@ -128,7 +128,7 @@ impl Recorder {
             self.liveness.beat();
             let mut batch = Batch::default();
             for event in events_read {
-                self.take(event, &mut batch).await;
+                self.take(event, sink.as_ref(), &mut batch).await;
             }
             let catch_up = batch.catch_up.take();
             if !self.commit(sink.as_ref(), batch, &shutdown).await {
@@ -200,7 +200,7 @@ impl Recorder {
 
     /// One gateway event: what it teaches about the bot and its channels, and the inbound
     /// event it makes, if any.
-    async fn take(&self, event: Event, batch: &mut Batch) {
+    async fn take(&self, event: Event, sink: &dyn InboundSink, batch: &mut Batch) {
         match event {
             Event::Ready(ready) => {
                 let known = self
@@ -228,7 +228,7 @@ impl Recorder {
             Event::ChannelCreate(created) => self.learn(&created.channel),
             Event::ThreadCreate(created) => self.learn(&created.thread),
             Event::ThreadUpdate(updated) => self.learn(&updated.thread),
-            Event::MessageCreate(created) => self.message(created.message, batch).await,
+            Event::MessageCreate(created) => self.message(created.message, sink, batch).await,
             Event::InteractionCreate(created) => match created.interaction {
                 Interaction::Component(press) => {
                     let place = self
@@ -275,7 +275,7 @@ impl Recorder {
     }
 
     /// A message from the gateway or fetched after a gap.
-    pub(crate) async fn message(&self, msg: Message, batch: &mut Batch) {
+    pub(crate) async fn message(&self, msg: Message, sink: &dyn InboundSink, batch: &mut Batch) {
         let Some(me) = self.identity.borrow().clone() else {
             return;
         };
@@ -289,17 +289,24 @@ impl Recorder {
             return;
         };
         // A thread is opened for a mention (not a reply or a free channel), and only for
-        // someone on an allowlist: strangers cannot make the bot open threads.
+        // someone on an allowlist or approved by pairing: strangers cannot make the bot open
+        // threads.
         if self.auto_thread
             && place == Place::Channel
             && normalize::mentions(&msg, &me)
-            && self.reading.is_allowed(&event.author.user_id)
+            && self.may_act_for(&event.author.user_id, sink).await
             && let Some(thread) = self.open_thread(&channel, &event, &me).await
         {
             // The thread's id is the message's: the answer and the conversation go there.
             event.chat = normalize::chat_ref(&thread, &msg.id.to_string(), event.chat.account);
         }
         batch.inbound.push(event);
+    }
+
+    /// Whether the adapter may act on its own for `user` (open a thread): listed, or
+    /// approved by pairing.
+    async fn may_act_for(&self, user: &str, sink: &dyn InboundSink) -> bool {
+        self.reading.is_allowed(user) || sink.is_paired(Platform::Discord, user).await
     }
 
     /// Remember what a channel announced by the gateway is.
