@@ -163,6 +163,43 @@ async fn with_auto_thread_a_person_approved_by_pairing_gets_a_thread_too() {
     assert_eq!(kit.fake.threads_created(), [question]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_override_gives_the_channel_and_its_threads_their_model_and_prompt() {
+    let yaml = format!(
+        "agent:\n  system_prompt: Follow the house rules.\n\
+         discord:\n  channel_overrides:\n    \"{GROUP_CHANNEL}\":\n      model: channel-model\n      \
+         system_prompt: You serve the dev channel.\n"
+    );
+    let kit = kit_with(FakeDiscord::start().await, &[], &yaml).await;
+    for _ in 0..3 {
+        kit.llm.push(Reply::text("ok"));
+    }
+    let _d = kit.start();
+    let alice = kit.fake.person(1);
+    kit.fake
+        .message(GROUP_CHANNEL, &alice, "in the channel", true);
+    kit.shown(GROUP_CHANNEL, 1).await;
+    kit.fake
+        .message(THREAD_CHANNEL, &alice, "in its thread", true);
+    kit.shown(THREAD_CHANNEL, 1).await;
+    let dm = kit.fake.dm_chat(&alice);
+    kit.fake.message(&dm, &alice, "in private", true);
+    kit.shown(&dm, 1).await;
+    let requests = kit.llm.requests();
+    let system = |r: &serde_json::Value| r["messages"][0]["content"].to_string();
+    for (asked, place) in requests[..2].iter().zip(["the channel", "its thread"]) {
+        assert_eq!(asked["model"], "channel-model", "{place}");
+        assert!(
+            system(asked).contains("You serve the dev channel."),
+            "{place}"
+        );
+        assert!(!system(asked).contains("house rules"), "{place}: replaced");
+    }
+    assert_eq!(requests[2]["model"], "fake-model", "a DM has no override");
+    assert!(system(&requests[2]).contains("Follow the house rules."));
+    assert!(!system(&requests[2]).contains("dev channel"));
+}
+
 /// Wait until the bot's reactions on message `mid` changed as `expected`.
 async fn reacted(kit: &Kit<FakeDiscord>, mid: &str, expected: &[&str]) {
     let fake = kit.fake.clone();

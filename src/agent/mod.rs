@@ -144,6 +144,9 @@ pub struct TurnInput {
     pub model: Option<std::sync::Arc<LlmClient>>,
     /// The chat's personality text (`/personality`), for the system prompt.
     pub personality: Option<String>,
+    /// The channel's own system prompt (`channel_overrides`), in place of
+    /// `agent.system_prompt`.
+    pub instructions: Option<String>,
     /// The memories the session's system prompt carries (taken at its first turn).
     pub memory: String,
     /// Which tool calls are shown (`display.tool_progress`, or the chat's `/verbose`).

@@ -11,6 +11,8 @@ use crate::tools::skills::Skill;
 /// the skills again on `/reload_skills`).
 pub struct SystemPrompt {
     base: String,
+    /// `agent.system_prompt`, unless a channel has its own.
+    instructions: Option<String>,
     home: PathBuf,
     /// The skills found, and their index as the prompt carries it.
     skills: Mutex<(Vec<Skill>, String)>,
@@ -40,16 +42,16 @@ impl SystemPrompt {
                 base.push_str(text.trim());
             }
         }
-        if let Some(extra) = extra.filter(|e| !e.trim().is_empty()) {
-            base.push_str("\n\n");
-            base.push_str(extra.trim());
-        }
         // The skills index, as Hermes shows it (read at start, so the prompt stays the
         // same, and again only when asked).
         let skills = crate::tools::skills::scan(home);
         let index = crate::tools::skills::index_of(&skills);
         SystemPrompt {
             base,
+            instructions: extra
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(str::to_owned),
             home: home.to_path_buf(),
             skills: Mutex::new((skills, index)),
         }
@@ -76,9 +78,24 @@ impl SystemPrompt {
     }
 
     /// The prompt for a session: the same text for the same `context` and `personality`,
-    /// byte for byte, so the provider's prompt cache keeps hitting.
-    pub fn render(&self, context: &str, personality: Option<&str>, memory: &str) -> String {
+    /// byte for byte, so the provider's prompt cache keeps hitting. `instructions` (a
+    /// channel's own system prompt) stand in place of `agent.system_prompt`.
+    pub fn render(
+        &self,
+        context: &str,
+        personality: Option<&str>,
+        instructions: Option<&str>,
+        memory: &str,
+    ) -> String {
         let mut text = self.base.clone();
+        if let Some(instructions) = instructions
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+            .or(self.instructions.as_deref())
+        {
+            text.push_str("\n\n");
+            text.push_str(instructions);
+        }
         {
             let skills = self.skills.lock().expect("skills lock");
             if !skills.1.is_empty() {
@@ -108,14 +125,19 @@ mod tests {
         std::fs::write(home.path().join("SOUL.md"), "You are cheerful.\n").unwrap();
         std::fs::write(home.path().join("AGENTS.md"), "Use metric units.").unwrap();
         let prompt = SystemPrompt::load(home.path(), Some("Answer briefly."));
-        let text = prompt.render("Platform: telegram.", None, "");
+        let text = prompt.render("Platform: telegram.", None, None, "");
         let soul = text.find("You are cheerful.").unwrap();
         let agents = text.find("Use metric units.").unwrap();
         let extra = text.find("Answer briefly.").unwrap();
         assert!(soul < agents && agents < extra);
         assert!(text.ends_with("## Current session\nPlatform: telegram."));
-        let bare = SystemPrompt::load(&home.path().join("missing"), None).render("x", None, "");
+        let bare =
+            SystemPrompt::load(&home.path().join("missing"), None).render("x", None, None, "");
         assert!(bare.starts_with("You are Hermes"));
+        // A channel's own system prompt stands in place of the configured one.
+        let channel = prompt.render("Platform: discord.", None, Some("You serve #dev."), "");
+        assert!(channel.contains("You are cheerful.") && channel.contains("You serve #dev."));
+        assert!(!channel.contains("Answer briefly."));
     }
 
     #[test]
@@ -133,11 +155,15 @@ mod tests {
         };
         let old = skill("alpha");
         let prompt = SystemPrompt::load(home.path(), None);
-        assert!(prompt.render("x", None, "").contains("- alpha: Does alpha"));
+        assert!(
+            prompt
+                .render("x", None, None, "")
+                .contains("- alpha: Does alpha")
+        );
         skill("beta");
         std::fs::remove_dir_all(old).unwrap();
         assert!(
-            prompt.render("x", None, "").contains("alpha"),
+            prompt.render("x", None, None, "").contains("alpha"),
             "the same prompt until asked"
         );
         let reloaded = prompt.reload_skills();
@@ -150,7 +176,7 @@ mod tests {
             [("alpha".to_owned(), "Does alpha".to_owned())]
         );
         assert_eq!(reloaded.total, 1);
-        let text = prompt.render("x", None, "");
+        let text = prompt.render("x", None, None, "");
         assert!(text.contains("- beta: Does beta") && !text.contains("alpha"));
     }
 }

@@ -23,6 +23,7 @@ impl SubAgents for AgentRuntime {
                 usage: child.usage,
                 model: None,
                 personality: None,
+                instructions: None,
                 memory: String::new(),
                 tool_progress: crate::config::ToolProgress::Off,
                 notices: None,

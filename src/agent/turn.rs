@@ -144,9 +144,12 @@ impl AgentRuntime {
         let cancel = tools_ctx.cancel.clone();
         let mut new_messages = std::mem::take(&mut input.carried);
         new_messages.push(StoredMessage::user(std::mem::take(&mut input.user_text)));
-        let system =
-            self.prompt
-                .render(&input.context, input.personality.as_deref(), &input.memory);
+        let system = self.prompt.render(
+            &input.context,
+            input.personality.as_deref(),
+            input.instructions.as_deref(),
+            &input.memory,
+        );
         self.tools.prepare(&cancel).await;
         let tools = self.tools.definitions(tools_ctx);
         let first = input

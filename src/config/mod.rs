@@ -4,6 +4,7 @@
 //! Loading never stops at the first problem: it collects every [`Problem`] with the key path
 //! (or variable name) it concerns, so `check-config` can explain all of them at once.
 
+mod channels;
 pub mod edit;
 mod env;
 mod known_keys;
@@ -15,6 +16,7 @@ mod source;
 mod types;
 mod yaml;
 
+pub use channels::{ChannelOverride, ChannelOverrides};
 pub use env::{EnvSource, EnvVars, is_truthy};
 pub use mcp::{McpServerConfig, McpTransport};
 pub mod catalog;

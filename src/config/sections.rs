@@ -82,6 +82,7 @@ pub(super) fn read_agent(
             .unwrap_or(90)
             .max(1),
         system_prompt: y.string("agent.system_prompt", problems),
+        channel_overrides: super::channels::read_channel_overrides(y, problems),
         toolsets: read_toolsets(y, problems),
         web: read_web(y, env, problems),
         cron_min_interval: y.number("cron.min_interval", problems).unwrap_or(60).max(1) as i64,

@@ -844,3 +844,58 @@ fn tool_progress_defaults_per_platform_as_hermes_has_them() {
         "then the global one"
     );
 }
+
+#[test]
+fn channel_overrides_are_read_as_hermes_writes_them_thread_first() {
+    use hermes_adapter::{ChatKind, ChatRef, Platform};
+    let base = "model:\n  provider: custom\n  default: m\n  base_url: http://127.0.0.1:9/v1\n";
+    let yaml = format!(
+        "{base}discord:\n  channel_overrides:\n    \"100\":\n      model: big\n      system_prompt: Channel.\n    \
+         200:\n      provider: anthropic\n      model: claude-sonnet-4\n      toolsets: [web]\n    \
+         \"300\":\n      provider: openrouter\n    \"400\": not a mapping\n\
+         gateway:\n  platforms:\n    discord:\n      channel_overrides:\n        \"100\":\n          model: hidden\n"
+    );
+    let loaded = with_model(&yaml, &[]);
+    let overrides = loaded.config.expect("loads").agent.channel_overrides;
+    let chat = |chat_id: &str, thread_id: Option<&str>| ChatRef {
+        platform: Platform::Discord,
+        account: None,
+        chat_id: chat_id.into(),
+        thread_id: thread_id.map(Into::into),
+        kind: ChatKind::Group,
+    };
+    let channel = overrides
+        .for_chat(&chat("100", None))
+        .expect("the channel's");
+    assert_eq!(
+        channel.model.as_deref(),
+        Some("big"),
+        "the top-level block wins whole"
+    );
+    assert_eq!(channel.system_prompt.as_deref(), Some("Channel."));
+    // A thread inherits its channel's; its own entry comes first.
+    assert_eq!(overrides.for_chat(&chat("100", Some("999"))), Some(channel));
+    let own = overrides
+        .for_chat(&chat("100", Some("200")))
+        .expect("the thread's own");
+    assert_eq!(own.model.as_deref(), Some("anthropic:claude-sonnet-4"));
+    assert_eq!(own.system_prompt, None);
+    assert_eq!(
+        overrides.for_chat(&chat("300", None)),
+        None,
+        "a provider alone is not used"
+    );
+    let slack = ChatRef {
+        platform: Platform::Slack,
+        ..chat("100", None)
+    };
+    assert_eq!(overrides.for_chat(&slack), None, "per platform");
+    let said = |key: &str| loaded.problems.iter().any(|p| p.key == key);
+    assert!(
+        said("discord.channel_overrides.200.toolsets"),
+        "{:?}",
+        loaded.problems
+    );
+    assert!(said("discord.channel_overrides.300.provider"));
+    assert!(said("discord.channel_overrides.400"));
+}

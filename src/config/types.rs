@@ -179,6 +179,8 @@ pub struct AgentConfig {
     pub max_turns: u32,
     /// Extra system prompt text (`agent.system_prompt`).
     pub system_prompt: Option<String>,
+    /// Per channel a model and a system prompt (`<platform>.channel_overrides`).
+    pub channel_overrides: super::ChannelOverrides,
     /// Which toolsets are offered where.
     pub toolsets: ToolsetsConfig,
     /// The web search service (`web.backend`, else the first key found).

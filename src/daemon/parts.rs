@@ -244,6 +244,7 @@ pub(super) fn agent_and_sessions(
         delegations: delegations.clone(),
         mcp: mcp.clone(),
         streaming: config.agent.streaming.clone(),
+        channel_overrides: config.agent.channel_overrides.clone(),
         media,
         work: stages.work.clone(),
         intake: stages.intake.clone(),

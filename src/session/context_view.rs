@@ -21,9 +21,12 @@ impl SessionActor {
         let (context, memory, _) = self
             .prompt_parts(&session, author, &[], String::new())
             .await;
-        let system = agent
-            .prompt
-            .render(&context, choices.personality.as_deref(), &memory);
+        let system = agent.prompt.render(
+            &context,
+            choices.personality.as_deref(),
+            choices.instructions.as_deref(),
+            &memory,
+        );
         let tools_ctx = ToolContext::person_turn(
             self.key.clone(),
             session.clone(),

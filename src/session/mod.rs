@@ -169,6 +169,8 @@ pub struct SessionServices {
     pub model_chosen: bool,
     /// Answers shown as they are written (`streaming.*`), where the platform edits.
     pub streaming: Option<crate::config::StreamingConfig>,
+    /// Per channel a model and a system prompt (`channel_overrides`).
+    pub channel_overrides: crate::config::ChannelOverrides,
     /// The daemon's `work` stage: cancelled at shutdown once running turns had their time
     /// to finish; every turn's token is a child of it.
     pub work: CancellationToken,

@@ -11,6 +11,8 @@ use crate::store::SessionRow;
 pub(super) struct ChatChoices {
     pub(super) model: Option<Arc<crate::llm::LlmClient>>,
     pub(super) personality: Option<String>,
+    /// The channel's own system prompt (`channel_overrides`).
+    pub(super) instructions: Option<String>,
     pub(super) tool_progress: crate::config::ToolProgress,
     pub(super) voice: super::voice::VoiceMode,
 }
@@ -71,6 +73,7 @@ impl SessionActor {
             usage: usage.clone(),
             model: choices.model,
             personality: choices.personality,
+            instructions: choices.instructions,
             memory,
             tool_progress: choices.tool_progress,
             notices: Some(shown.notices),
@@ -166,7 +169,13 @@ impl SessionActor {
         let settings =
             super::chat_commands::ChatSettings::load(&self.services.store, &self.key).await;
         let agent = &self.services.agent;
-        let model = settings.model.as_deref().and_then(|name| {
+        let channel = self.services.channel_overrides.for_chat(&self.chat);
+        // The chat's `/model` first, then its channel's, then the main model.
+        let model = settings
+            .model
+            .as_deref()
+            .or(channel.and_then(|c| c.model.as_deref()));
+        let model = model.and_then(|name| {
             agent
                 .models
                 .resolve(name)
@@ -187,6 +196,7 @@ impl SessionActor {
                 .personality
                 .as_deref()
                 .and_then(|name| agent.personalities.get(name).cloned()),
+            instructions: channel.and_then(|c| c.system_prompt.clone()),
             tool_progress: settings
                 .verbose
                 .unwrap_or(agent.tool_progress.for_platform(self.chat.platform)),
