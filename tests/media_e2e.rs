@@ -109,6 +109,77 @@ async fn a_short_text_document_is_inlined_and_a_binary_one_saved_for_the_tools()
     assert_eq!(std::fs::read(path).unwrap(), pdf);
 }
 
+/// Where the model was told the document of request `n` is kept.
+fn saved_path(w: &World, n: usize) -> std::path::PathBuf {
+    let text = user_content(w, n).as_str().unwrap().to_owned();
+    let path = text
+        .split("saved at ")
+        .nth(1)
+        .and_then(|rest| rest.split(".]").next())
+        .unwrap_or_else(|| panic!("{text}"));
+    path.into()
+}
+
+/// A 21 MB document: past the public Bot API's 20 MB and what the gateway holds in memory.
+fn big_document(w: &World) -> (Vec<u8>, Value) {
+    let bytes: Vec<u8> = (0..21 * 1024 * 1024u32).map(|i| (i % 253) as u8).collect();
+    let doc = w
+        .telegram
+        .document("dataset.bin", "application/octet-stream", bytes.clone());
+    (bytes, doc)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_a_local_bot_api_server_a_document_past_20_mb_is_kept_on_disk() {
+    let w = World::allow_all().await;
+    w.telegram.act_as_local_server(None);
+    let _d = w.start();
+    let (bytes, doc) = big_document(&w);
+    let file_id = doc["document"]["file_id"].as_str().unwrap().to_owned();
+    w.telegram.dm_with(ALICE, Some("load it"), doc);
+    w.replies(ALICE, 1).await;
+    let path = saved_path(&w, 0);
+    assert!(path.starts_with(w.home.dir.join("cache/documents")));
+    assert!(
+        std::fs::read(&path).unwrap() == bytes,
+        "the whole file, as sent"
+    );
+    assert_eq!(w.telegram.downloads(&file_id), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_local_mode_the_servers_file_is_read_from_disk() {
+    // `local_mode` joins the `extra:` of the Telegram section the home writes.
+    let w = World::new(
+        &["TELEGRAM_ALLOW_ALL_USERS=true"],
+        "      local_mode: true\n",
+    )
+    .await;
+    let server_files = w.home.dir.join("bot-api-server");
+    w.telegram.act_as_local_server(Some(server_files.clone()));
+    let _d = w.start();
+    let (bytes, doc) = big_document(&w);
+    let file_id = doc["document"]["file_id"].as_str().unwrap().to_owned();
+    w.telegram.dm_with(ALICE, Some("load it"), doc);
+    w.replies(ALICE, 1).await;
+    let path = saved_path(&w, 0);
+    assert!(path.starts_with(w.home.dir.join("cache/documents")));
+    assert!(
+        std::fs::read(&path).unwrap() == bytes,
+        "the whole file, as the server has it"
+    );
+    assert_eq!(
+        w.telegram.downloads(&file_id),
+        0,
+        "read from disk, not downloaded"
+    );
+    // A small photo goes the same way.
+    let photo = w.telegram.photo(hermes_testkit::sample_jpeg());
+    w.telegram.dm_with(ALICE, Some("and this"), photo);
+    let replies = w.replies(ALICE, 2).await;
+    assert!(!replies[1].contains("could not"), "{replies:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_cannot_be_read_gets_a_plain_answer_and_no_model_call() {
     let w = World::allow_all().await;

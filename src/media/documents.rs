@@ -13,6 +13,8 @@ const KEEP_FOR: Duration = Duration::from_secs(24 * 3600);
 /// At most this many saved documents, and this many bytes of them; the oldest go first.
 const KEEP_FILES: usize = 200;
 const KEEP_BYTES: u64 = 512 * 1024 * 1024;
+/// A document written as it comes is refused when it would leave less than this free.
+const DISK_RESERVE: u64 = 1024 * 1024 * 1024;
 
 /// File extensions read as text whatever the MIME type says.
 const TEXT_EXTENSIONS: &[&str] = &[
@@ -51,16 +53,70 @@ impl Documents {
         }
         let dir = self.dir.clone();
         let file_name = kept_name(name);
-        let size = bytes.len();
+        let size = bytes.len() as u64;
         let path = tokio::task::spawn_blocking(move || save(&dir, &file_name, &bytes))
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("saving it failed: {e}"))?;
-        Ok(format!(
-            "[The person sent the file {name} ({size} bytes); it is saved at {}.]",
-            path.display()
-        ))
+        Ok(saved_note(name, size, &path))
     }
+
+    /// A new file (0600) for a document of `size` bytes that is written as it comes (too
+    /// large to hold): room is made first, and it is refused when the disk would be left
+    /// with less than [`DISK_RESERVE`] free (the store lives there too).
+    pub async fn create(
+        &self,
+        name: &str,
+        size: u64,
+    ) -> Result<(PathBuf, tokio::fs::File), String> {
+        let dir = self.dir.clone();
+        let file_name = kept_name(name);
+        let made = tokio::task::spawn_blocking(move || {
+            private_dir(&dir).map_err(|e| format!("saving it failed: {e}"))?;
+            prune(&dir, size);
+            if let Some(free) = free_bytes(&dir)
+                && free < size.saturating_add(DISK_RESERVE)
+            {
+                return Err(format!(
+                    "there is not enough free disk space to keep it ({} MB free)",
+                    free / (1024 * 1024)
+                ));
+            }
+            let path = dir.join(file_name);
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| format!("saving it failed: {e}"))?;
+            Ok((path, file))
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        Ok((made.0, tokio::fs::File::from_std(made.1)))
+    }
+}
+
+/// What the model is told about a document kept on disk.
+pub fn saved_note(name: &str, size: u64, path: &std::path::Path) -> String {
+    format!(
+        "[The person sent the file {name} ({size} bytes); it is saved at {}.]",
+        path.display()
+    )
+}
+
+/// Bytes free for the gateway on the file system of `dir`; `None` when it cannot tell.
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: statvfs fills the struct on success, and only then is it read.
+    if unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: initialised by the successful call.
+    let stat = unsafe { stat.assume_init() };
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 /// Create `dir` (0700) if needed and make sure it is a directory of its own, not a link

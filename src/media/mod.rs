@@ -309,6 +309,20 @@ impl MediaPreparer {
         cancel: &CancellationToken,
         prepared: &mut Prepared,
     ) {
+        // Larger than the gateway holds in memory, where the platform serves that much
+        // (Telegram's local Bot API server): written to disk as it comes.
+        if let Some(max) = sender.large_downloads().filter(|&max| max > MAX_FILE_BYTES)
+            && attachment.size.is_none_or(|size| size > MAX_FILE_BYTES)
+        {
+            match self
+                .keep_large_document(sender, attachment, max, cancel)
+                .await
+            {
+                Ok(note) => prepared.text.push(note),
+                Err(why) => prepared.notices.push(could_not_open(what, &why)),
+            }
+            return;
+        }
         match fetch(sender, attachment, MAX_FILE_BYTES, cancel).await {
             Ok(bytes) => {
                 let name = attachment.name.as_deref().unwrap_or("document");
@@ -324,6 +338,38 @@ impl MediaPreparer {
                 }
             }
             Err(why) => prepared.notices.push(could_not_open(what, &why)),
+        }
+    }
+
+    /// A document past what is held in memory, written to a file of its own as it comes
+    /// (up to `max`); what the model is told, or why it could not be kept (a file left half
+    /// written is removed).
+    async fn keep_large_document(
+        &self,
+        sender: &Arc<dyn PlatformSender>,
+        attachment: &Attachment,
+        max: u64,
+        cancel: &CancellationToken,
+    ) -> Result<String, String> {
+        let name = attachment.name.as_deref().unwrap_or("document");
+        let size = attachment.size.unwrap_or(0);
+        if size > max {
+            return Err(too_large(size, max));
+        }
+        let (path, mut file) = self.documents.create(name, size).await?;
+        let written = tokio::select! {
+            r = sender.fetch_media_to(attachment, max, &mut file) => r.map_err(fetch_failed),
+            _ = cancel.cancelled() => Err("the turn was stopped".into()),
+        };
+        drop(file);
+        match written {
+            Ok(written) => Ok(documents::saved_note(name, written, &path)),
+            Err(why) => {
+                if let Err(e) = tokio::fs::remove_file(&path).await {
+                    tracing::warn!(path = %path.display(), error = %e, "media: a half-written document could not be removed");
+                }
+                Err(why)
+            }
         }
     }
 
@@ -434,18 +480,27 @@ async fn fetch(
         r = sender.fetch_media(attachment, max) => r,
         _ = cancel.cancelled() => return Err("the turn was stopped".into()),
     };
-    fetched.map_err(|e| match e {
-        FetchError::TooLarge { size, max } => format!(
-            "it is too large ({}; the limit is {})",
-            megabytes(size),
-            megabytes(max)
-        ),
+    fetched.map_err(fetch_failed)
+}
+
+/// What to tell the person about a fetch that failed.
+fn fetch_failed(e: FetchError) -> String {
+    match e {
+        FetchError::TooLarge { size, max } => too_large(size, max),
         FetchError::Unsupported => "this platform's files cannot be fetched".into(),
         FetchError::Failed(e) => {
             tracing::warn!(error = %e, "media: a download failed");
             format!("the download failed: {e}")
         }
-    })
+    }
+}
+
+fn too_large(size: u64, max: u64) -> String {
+    format!(
+        "it is too large ({}; the limit is {})",
+        megabytes(size),
+        megabytes(max)
+    )
 }
 
 fn could_not_open(what: &str, why: &str) -> String {

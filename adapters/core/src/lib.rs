@@ -57,7 +57,7 @@ pub use backoff::Backoff;
 pub use capabilities::{
     Capabilities, ChoiceLimits, LengthUnit, RateLimit, RateScope, WorkingIndicator,
 };
-pub use capped::read_capped;
+pub use capped::{copy_capped, read_capped};
 pub use chat::{Author, ChatKind, ChatRef, Platform, WORK_SHARES, work_share};
 pub use console::{Console, LocalModelServer, ModelChoice, ModelSetup, ProviderOffer};
 pub use error::{AdapterError, FetchError, SendError, SinkError};
@@ -99,6 +99,29 @@ pub trait PlatformSender: Send + Sync {
     ) -> Result<Vec<u8>, FetchError> {
         let _ = (attachment, max_bytes);
         Err(FetchError::Unsupported)
+    }
+
+    /// The largest file the platform lets the bot download, where that is more than the
+    /// gateway holds in memory (Telegram's local Bot API server: 2 GiB): a document that
+    /// large is written to disk as it comes ([`PlatformSender::fetch_media_to`]). `None`:
+    /// the gateway's own caps apply.
+    fn large_downloads(&self) -> Option<u64> {
+        None
+    }
+
+    /// An inbound attachment written to `out` as it comes, refusing more than `max_bytes`;
+    /// how many bytes were written. What was written before a failure is the caller's to
+    /// remove.
+    async fn fetch_media_to(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+        out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+    ) -> Result<u64, FetchError> {
+        use tokio::io::AsyncWriteExt;
+        let bytes = self.fetch_media(attachment, max_bytes).await?;
+        out.write_all(&bytes).await.map_err(capped::write_failed)?;
+        Ok(bytes.len() as u64)
     }
 
     /// The API method `action` is sent with, where the platform limits each method apart

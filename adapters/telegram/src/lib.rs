@@ -29,7 +29,7 @@ pub use html::render as render_html;
 pub use normalize::{BotIdentity, normalize};
 pub use press::ACK_WINDOW;
 pub use send::TelegramSender;
-pub use settings::{TelegramSettings, WebhookSettings, settings};
+pub use settings::{FileLimits, TelegramSettings, WebhookSettings, settings};
 
 use press::OpenPresses;
 
@@ -69,13 +69,32 @@ impl TelegramAdapter {
         let files_client = reqwest::Client::builder()
             .pool_max_idle_per_host(hermes_adapter::IDLE_CONNECTIONS_PER_HOST)
             .connect_timeout(Duration::from_secs(10))
-            .timeout(FILE_TIMEOUT)
+            .timeout(if settings.files == FileLimits::PUBLIC {
+                FILE_TIMEOUT
+            } else {
+                LOCAL_FILE_TIMEOUT
+            })
             .build()
             .map_err(|e| AdapterError::Config(format!("cannot build the HTTP client: {e}")))?;
         let files_bot = Bot::with_client(settings.token.clone(), files_client).set_api_url(url);
+        let files_url = reqwest::Url::parse(&settings.files_url).map_err(|e| {
+            AdapterError::Config(format!(
+                "bad Telegram file URL {:?}: {e}",
+                settings.files_url
+            ))
+        })?;
+        let downloads = files_bot.clone().set_api_url(files_url);
         let presses = OpenPresses::default();
         Ok(TelegramAdapter {
-            sender: Arc::new(TelegramSender::new(bot.clone(), files_bot, presses.clone())),
+            sender: Arc::new(TelegramSender::new(
+                bot.clone(),
+                send::Files {
+                    bot: files_bot,
+                    downloads,
+                    limits: settings.files,
+                },
+                presses.clone(),
+            )),
             bot,
             liveness: Liveness::default(),
             poll_timeout: settings.poll_timeout,
@@ -420,6 +439,8 @@ fn webhook_is_set(error: &ApiError) -> bool {
 
 /// How long one file upload or download may take.
 const FILE_TIMEOUT: Duration = Duration::from_secs(300);
+/// The same through a local Bot API server, which moves up to 2 GB.
+const LOCAL_FILE_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// How long to wait for the rest of an album, and how many times.
 const ALBUM_WAIT: Duration = Duration::from_millis(800);

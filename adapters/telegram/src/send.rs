@@ -8,7 +8,7 @@ use std::time::Duration;
 use hermes_adapter::{
     Attachment, Capabilities, ChatRef, Choice, ChoiceLimits, CommandSpec, Delivered, FetchError,
     LengthUnit, MessageBody, Outbound, OutboundFile, Platform, PlatformSender, RateLimit,
-    RateScope, SendError, WorkingIndicator, WorkingPhase, async_trait, read_capped,
+    RateScope, SendError, WorkingIndicator, WorkingPhase, async_trait, copy_capped,
 };
 use teloxide_core::payloads::{
     EditMessageTextSetters, SendAudioSetters, SendChatActionSetters, SendDocumentSetters,
@@ -23,6 +23,7 @@ use teloxide_core::{ApiError, RequestError};
 
 use crate::html;
 use crate::press::OpenPresses;
+use crate::settings::FileLimits;
 
 /// Telegram's limit, in UTF-16 code units of the rendered text.
 const MAX_MESSAGE_LEN: usize = 4096;
@@ -30,17 +31,24 @@ const MAX_MESSAGE_LEN: usize = 4096;
 /// The sending half of the Telegram adapter.
 pub struct TelegramSender {
     bot: Bot,
-    /// The same bot with a client for files (longer timeouts).
-    files_bot: Bot,
+    files: Files,
     capabilities: Capabilities,
     presses: OpenPresses,
 }
 
+/// How files move: the bot with a client for files (longer timeouts), the same bot at the
+/// root files are downloaded from, and what the Bot API in use allows.
+pub(crate) struct Files {
+    pub(crate) bot: Bot,
+    pub(crate) downloads: Bot,
+    pub(crate) limits: FileLimits,
+}
+
 impl TelegramSender {
-    pub(crate) fn new(bot: Bot, files_bot: Bot, presses: OpenPresses) -> Self {
+    pub(crate) fn new(bot: Bot, files: Files, presses: OpenPresses) -> Self {
         TelegramSender {
             bot,
-            files_bot,
+            files,
             presses,
             capabilities: Capabilities {
                 max_message_len: MAX_MESSAGE_LEN,
@@ -181,8 +189,28 @@ impl PlatformSender for TelegramSender {
         attachment: &Attachment,
         max_bytes: u64,
     ) -> Result<Vec<u8>, FetchError> {
+        let mut bytes = Vec::new();
+        self.fetch_media_to(attachment, max_bytes, &mut bytes)
+            .await?;
+        Ok(bytes)
+    }
+
+    fn large_downloads(&self) -> Option<u64> {
+        let limits = self.files.limits;
+        (limits != FileLimits::PUBLIC).then_some(limits.download_max)
+    }
+
+    /// `getFile`, then the download (or, in local mode, the server's file read from disk)
+    /// written to `out`, stopped as soon as it passes `max_bytes`.
+    async fn fetch_media_to(
+        &self,
+        attachment: &Attachment,
+        max_bytes: u64,
+        out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+    ) -> Result<u64, FetchError> {
         use teloxide_core::net::Download;
 
+        let max_bytes = max_bytes.min(self.files.limits.download_max);
         if let Some(size) = attachment.size.filter(|&s| s > max_bytes) {
             return Err(FetchError::TooLarge {
                 size,
@@ -190,16 +218,31 @@ impl PlatformSender for TelegramSender {
             });
         }
         let file = self
-            .files_bot
+            .files
+            .bot
             .get_file(FileId(attachment.handle.clone()))
             .send()
             .await
-            .map_err(map_error)?;
+            .map_err(|e| match e {
+                // Telegram's own API past 20 MB (a `base_url` that is not a local server).
+                RequestError::Api(ApiError::Unknown(why)) if why.contains("file is too big") => {
+                    FetchError::TooLarge {
+                        size: attachment.size.unwrap_or(0),
+                        max: FileLimits::PUBLIC.download_max,
+                    }
+                }
+                e => FetchError::Failed(map_error(e)),
+            })?;
+        let declared = Some(u64::from(file.meta.size)).filter(|&s| s > 0);
+        if self.files.limits.local_mode {
+            return copy_local(&file.path, declared, max_bytes, out).await;
+        }
         // The URL names the token: keep it out of the error.
-        read_capped(
-            self.files_bot.download_file_stream(&file.path),
-            Some(u64::from(file.meta.size)),
+        copy_capped(
+            self.files.downloads.download_file_stream(&file.path),
+            declared,
             max_bytes,
+            out,
             |e| SendError::Transient(format!("the download failed: {}", e.without_url())),
         )
         .await
@@ -235,6 +278,20 @@ impl TelegramSender {
                 file.name
             )));
         }
+        let size = std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0);
+        let max = self.files.limits.upload_max;
+        if size > max {
+            return Err(SendError::Rejected(format!(
+                "it is {} MB, and {} takes files up to {} MB from a bot",
+                size.div_ceil(1024 * 1024),
+                if self.files.limits == FileLimits::PUBLIC {
+                    "Telegram"
+                } else {
+                    "the local Bot API server"
+                },
+                max / (1024 * 1024)
+            )));
+        }
         let chat_id = chat_id(chat)?;
         let input = || InputFile::file(file.path.clone()).file_name(file.name.clone());
         let reply = reply_to
@@ -244,7 +301,7 @@ impl TelegramSender {
         let caption = file.caption.clone();
         macro_rules! send_as {
             ($method:ident) => {{
-                let mut request = self.files_bot.$method(chat_id, input());
+                let mut request = self.files.bot.$method(chat_id, input());
                 if let Some(caption) = caption.clone() {
                     request = request.caption(caption);
                 }
@@ -369,6 +426,41 @@ pub(crate) fn map_error(error: RequestError) -> SendError {
     }
 }
 
+/// A local Bot API server's file (`--local`: `getFile` names a path on its disk) copied
+/// to `out`, refusing more than `max_bytes`. Only an absolute path without `..` is read:
+/// the server names its own files, nothing else.
+async fn copy_local(
+    path: &str,
+    declared: Option<u64>,
+    max_bytes: u64,
+    out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send),
+) -> Result<u64, FetchError> {
+    let path = std::path::Path::new(path);
+    let plain = path.is_absolute()
+        && path
+            .components()
+            .all(|c| !matches!(c, std::path::Component::ParentDir));
+    if !plain {
+        return Err(FetchError::Failed(SendError::Rejected(format!(
+            "the local Bot API server named {path:?}, which is not a path of its files (is `local_mode` right?)"
+        ))));
+    }
+    let file = tokio::fs::File::open(path).await.map_err(|e| {
+        SendError::Rejected(format!(
+            "the local Bot API server's file could not be read ({e}); local mode needs its files on this machine"
+        ))
+    })?;
+    let on_disk = file.metadata().await.map(|m| m.len()).ok();
+    copy_capped(
+        tokio_util::io::ReaderStream::new(file),
+        on_disk.or(declared),
+        max_bytes,
+        out,
+        |e| SendError::Transient(format!("reading the file failed: {e}")),
+    )
+    .await
+}
+
 fn looks_transient(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
     [
@@ -380,4 +472,61 @@ fn looks_transient(text: &str) -> bool {
     ]
     .iter()
     .any(|needle| lower.contains(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sender(limits: FileLimits) -> TelegramSender {
+        let bot = Bot::new("123:TEST").set_api_url("http://127.0.0.1:9".parse().unwrap());
+        let files = Files {
+            bot: bot.clone(),
+            downloads: bot.clone(),
+            limits,
+        };
+        TelegramSender::new(bot, files, OpenPresses::default())
+    }
+
+    fn file_of(dir: &std::path::Path, size: u64) -> OutboundFile {
+        let path = dir.join("dump.bin");
+        // Sparse: the size without the bytes.
+        std::fs::File::create(&path).unwrap().set_len(size).unwrap();
+        OutboundFile {
+            path,
+            name: "dump.bin".into(),
+            mime: None,
+            caption: None,
+            voice: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_past_the_bot_apis_upload_limit_is_refused_before_sending() {
+        let dir = tempfile::tempdir().unwrap();
+        let chat = ChatRef {
+            platform: Platform::Telegram,
+            account: None,
+            chat_id: "1".into(),
+            thread_id: None,
+            kind: hermes_adapter::ChatKind::Direct,
+        };
+        let public = sender(FileLimits::PUBLIC);
+        let big = file_of(dir.path(), 51 * 1024 * 1024);
+        let refused = public.send_file(&chat, &big, None).await;
+        let Err(SendError::Rejected(why)) = refused else {
+            panic!("{refused:?}")
+        };
+        assert!(
+            why.contains("it is 51 MB, and Telegram takes files up to 50 MB"),
+            "{why}"
+        );
+        // A local server takes it: the upload is tried (and fails: nothing listens).
+        let local = sender(FileLimits::local(false));
+        let tried = local.send_file(&chat, &big, None).await;
+        assert!(
+            !matches!(&tried, Err(SendError::Rejected(why)) if why.contains("takes files")),
+            "{tried:?}"
+        );
+    }
 }

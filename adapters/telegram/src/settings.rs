@@ -3,7 +3,9 @@
 //! (numeric user ids), `TELEGRAM_REQUIRE_MENTION` (or `platforms.telegram.extra.
 //! require_mention`), `TELEGRAM_HOME_CHANNEL`, `TELEGRAM_WEBHOOK_URL` and
 //! `TELEGRAM_WEBHOOK_SECRET` (webhook mode), and `platforms.telegram.extra.base_url` (the
-//! Bot API root; how tests reach the fake) and `.poll_timeout`.
+//! Bot API root: a local Bot API server, or the fake in tests), `.base_file_url` (where
+//! files are downloaded, when not from the same root), `.local_mode` (the local server runs
+//! with `--local`: files are read from its disk) and `.poll_timeout`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +23,10 @@ pub struct TelegramSettings {
     pub token: String,
     /// Bot API root without `/bot` (`https://api.telegram.org`, or a fake in tests).
     pub api_url: String,
+    /// Root files are downloaded from (`base_file_url`; else `api_url`).
+    pub files_url: String,
+    /// What a local Bot API server allows.
+    pub files: FileLimits,
     /// How long one `getUpdates` call may wait for news.
     pub poll_timeout: Duration,
     /// Who may talk to it, the mention rule, the home channel.
@@ -28,6 +34,36 @@ pub struct TelegramSettings {
     /// Receiving through a webhook instead of `getUpdates`, when `TELEGRAM_WEBHOOK_URL` is
     /// set.
     pub webhook: Option<WebhookSettings>,
+}
+
+/// The files the bot may move, and how it gets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileLimits {
+    /// The largest download (`getFile`): 20 MB from the public Bot API, 2 GiB from a local
+    /// server (as Hermes counts it).
+    pub download_max: u64,
+    /// The largest upload: 50 MB to the public Bot API, 2,000 MB to a local server.
+    pub upload_max: u64,
+    /// The local server runs with `--local`: `getFile` names a path on its disk, which is
+    /// read from there (the same machine, or a shared mount) instead of downloaded.
+    pub local_mode: bool,
+}
+
+impl FileLimits {
+    pub const PUBLIC: FileLimits = FileLimits {
+        download_max: 20 * 1024 * 1024,
+        upload_max: 50 * 1024 * 1024,
+        local_mode: false,
+    };
+
+    /// A local Bot API server's limits (any `base_url` other than Telegram's own).
+    pub fn local(local_mode: bool) -> FileLimits {
+        FileLimits {
+            download_max: 2 * 1024 * 1024 * 1024,
+            upload_max: 2000 * 1024 * 1024,
+            local_mode,
+        }
+    }
 }
 
 /// Telegram's webhook mode.
@@ -59,6 +95,10 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
     let env_token = source.var("TELEGRAM_BOT_TOKEN");
     let token = source.string("platforms.telegram.token").or(env_token);
     let base_url = source.string("platforms.telegram.extra.base_url");
+    let base_file_url = source.string("platforms.telegram.extra.base_file_url");
+    let local_mode = source
+        .boolean("platforms.telegram.extra.local_mode")
+        .unwrap_or(false);
     let require_mention = source
         .boolean("platforms.telegram.extra.require_mention")
         .or_else(|| source.boolean("telegram.require_mention"))
@@ -124,7 +164,7 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
         );
     }
     let api_url = match base_url {
-        None => "https://api.telegram.org".to_owned(),
+        None => PUBLIC_API.to_owned(),
         Some(url) => match api_root(&url) {
             Ok(root) => root,
             Err(e) => {
@@ -133,9 +173,32 @@ pub fn settings(source: &mut dyn SettingsSource) -> Option<Box<dyn PlatformSetti
             }
         },
     };
+    let files_url = match base_file_url {
+        None => api_url.clone(),
+        Some(url) => match files_root(&url) {
+            Ok(root) => root,
+            Err(e) => {
+                source.error("platforms.telegram.extra.base_file_url", e);
+                return None;
+            }
+        },
+    };
+    let files = if api_url == PUBLIC_API {
+        if local_mode {
+            source.warning(
+                "platforms.telegram.extra.local_mode",
+                "needs a local Bot API server (`base_url`); not used with Telegram's own".into(),
+            );
+        }
+        FileLimits::PUBLIC
+    } else {
+        FileLimits::local(local_mode)
+    };
     Some(Box::new(TelegramSettings {
         token,
         api_url,
+        files_url,
+        files,
         poll_timeout: Duration::from_secs(poll_timeout as u64),
         common: Common {
             access,
@@ -207,6 +270,20 @@ impl PlatformSettings for TelegramSettings {
         vec![
             ("token".into(), mask(&self.token)),
             ("api_url".into(), self.api_url.clone()),
+            (
+                "files".into(),
+                format!(
+                    "from {}{}, up to {} MB down and {} MB up",
+                    self.files_url,
+                    if self.files.local_mode {
+                        " (local mode: read from disk)"
+                    } else {
+                        ""
+                    },
+                    self.files.download_max / (1024 * 1024),
+                    self.files.upload_max / (1024 * 1024)
+                ),
+            ),
             self.common.require_mention_line(),
             self.common.home_channel_line(),
             match &self.webhook {
@@ -225,9 +302,20 @@ impl PlatformSettings for TelegramSettings {
 }
 
 /// Accept the python-telegram-bot form (`…/bot`) and the bare root; return the bare root.
+/// Telegram's own Bot API root.
+const PUBLIC_API: &str = "https://api.telegram.org";
+
 fn api_root(url: &str) -> Result<String, String> {
     let root = hermes_adapter::http_root(url)?;
     Ok(root.strip_suffix("/bot").unwrap_or(&root).to_owned())
+}
+
+/// The root of `base_file_url`, which python-telegram-bot writes as `…/file/bot` (the token
+/// and the file's path follow).
+fn files_root(url: &str) -> Result<String, String> {
+    let root = hermes_adapter::http_root(url)?;
+    let root = root.strip_suffix("/bot").unwrap_or(&root);
+    Ok(root.strip_suffix("/file").unwrap_or(root).to_owned())
 }
 
 #[cfg(test)]
@@ -240,5 +328,13 @@ mod tests {
         assert_eq!(api_root("http://h:1/bot/").unwrap(), "http://h:1");
         assert!(api_root("ftp://h").is_err());
         assert!(api_root("not a url").is_err());
+    }
+
+    #[test]
+    fn a_file_root_is_taken_in_python_telegram_bots_form_too() {
+        assert_eq!(files_root("http://h:1/file/bot").unwrap(), "http://h:1");
+        assert_eq!(files_root("http://h:1/file/bot/").unwrap(), "http://h:1");
+        assert_eq!(files_root("http://h:1").unwrap(), "http://h:1");
+        assert!(files_root("file:///srv").is_err());
     }
 }

@@ -68,7 +68,15 @@ struct Inner {
     sent_files: Vec<SentFile>,
     /// `getUpdates` hangs without answering (a platform alive but deaf).
     stalled: bool,
+    /// It acts as a local Bot API server: `getFile` serves files past 20 MB.
+    local_server: bool,
+    /// ... started with `--local`: `getFile` names an absolute path under this directory,
+    /// where the file is written, and nothing is served over HTTP.
+    local_files: Option<std::path::PathBuf>,
 }
+
+/// The public Bot API's `getFile` limit.
+const PUBLIC_DOWNLOAD_LIMIT: usize = 20 * 1024 * 1024;
 
 /// A file the bot sent (`sendPhoto`, `sendDocument`, `sendVoice`, `sendAudio`).
 #[derive(Debug, Clone)]
@@ -225,6 +233,15 @@ impl FakeTelegram {
     }
 
     /// How many times a file was downloaded.
+    /// Act as a local Bot API server from now on: files past 20 MB are served; with
+    /// `files_dir` (its `--local` mode) `getFile` writes the file under it and names its
+    /// absolute path, and HTTP downloads answer 404, as the real server's do.
+    pub fn act_as_local_server(&self, files_dir: Option<std::path::PathBuf>) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.local_server = true;
+        inner.local_files = files_dir;
+    }
+
     pub fn downloads(&self, file_id: &str) -> usize {
         self.inner
             .lock()
@@ -555,8 +572,27 @@ async fn handle(
         "getfile" => {
             let id = params["file_id"].as_str().unwrap_or_default().to_owned();
             match inner.files.get(&id) {
-                Some(bytes) => json!({"file_id": id, "file_unique_id": format!("u-{id}"),
-                                      "file_size": bytes.len(), "file_path": format!("documents/{id}")}),
+                Some(bytes) if bytes.len() > PUBLIC_DOWNLOAD_LIMIT && !inner.local_server => {
+                    return (
+                        StatusCode::BAD_REQUEST,
+                        Json(
+                            json!({"ok": false, "error_code": 400, "description": "Bad Request: file is too big"}),
+                        ),
+                    );
+                }
+                Some(bytes) => {
+                    let path = match &inner.local_files {
+                        Some(dir) => {
+                            let path = dir.join("documents").join(&id);
+                            std::fs::create_dir_all(dir.join("documents")).unwrap();
+                            std::fs::write(&path, bytes).unwrap();
+                            path.display().to_string()
+                        }
+                        None => format!("documents/{id}"),
+                    };
+                    json!({"file_id": id, "file_unique_id": format!("u-{id}"),
+                           "file_size": bytes.len(), "file_path": path})
+                }
                 None => {
                     return (
                         StatusCode::BAD_REQUEST,
@@ -610,6 +646,9 @@ async fn download(
     let id = path.rsplit('/').next().unwrap_or_default().to_owned();
     let mut inner = fake.inner.lock().unwrap();
     *inner.downloads.entry(id.clone()).or_default() += 1;
+    if inner.local_files.is_some() {
+        return (axum::http::StatusCode::NOT_FOUND, Vec::new());
+    }
     match inner.files.get(&id) {
         Some(bytes) => (axum::http::StatusCode::OK, bytes.clone()),
         None => (axum::http::StatusCode::NOT_FOUND, Vec::new()),
