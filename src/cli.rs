@@ -366,6 +366,12 @@ async fn run(home: PathBuf) -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     };
+    if config.multiplex_profiles {
+        if let Some(login) = &login {
+            say_web_url(login);
+        }
+        return crate::profiles::serve(crate::profiles::gather(&home, config)).await;
+    }
     if !config.has_platform() {
         eprintln!(
             "hermes-gateway: no chat platform is configured.\n\
@@ -522,7 +528,11 @@ fn print_agent_and_terminal(
     scrubbed_println!("  terminal.cwd = {}", c.terminal.cwd.display());
     scrubbed_println!("  terminal.timeout = {}s", c.terminal.timeout.as_secs());
     // Tried for real: a jail is made and a command run in it.
-    let confinement = std::sync::Arc::new(crate::confine::Confinement::new(&c.terminal, &c.home));
+    let confinement = std::sync::Arc::new(crate::confine::Confinement::new(
+        &c.terminal,
+        &c.home,
+        &c.serving.other_homes,
+    ));
     let level = runtime.block_on(confinement.level()).clone();
     scrubbed_println!(
         "  terminal.sandbox = {} ({})",

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod nofollow;
 pub mod platforms;
 pub mod process;
+pub mod profiles;
 pub mod reload;
 pub mod router;
 pub mod secrets;

@@ -61,7 +61,11 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    crate::systemd::keep_watchdog_during_reloads();
+    // One gateway tells systemd about the process (the others are profiles beside it).
+    let speaks = config.serving.speaks_for_process;
+    if speaks {
+        crate::systemd::keep_watchdog_during_reloads();
+    }
     let mut files = fingerprint(&home);
     // The configuration that ran before a reload, to go back to if the new one fails.
     let mut previous: Option<(Config, u64)> = None;
@@ -79,7 +83,9 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
                         stop_asked = true;
                         if next.take().is_some() {
                             tracing::warn!("a stop was asked during the reload: stopping instead");
-                            crate::systemd::reload_abandoned();
+                            if speaks {
+                                crate::systemd::reload_abandoned();
+                            }
                         }
                         intake.cancel();
                     }
@@ -88,7 +94,9 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
                     }
                     Asked::Reload => {
                         if let Some(new) = read_again(&home, &config, files, false).await {
-                            crate::systemd::reloading();
+                            if speaks {
+                                crate::systemd::reloading();
+                            }
                             next = Some(new);
                             intake.cancel();
                         }
@@ -100,7 +108,9 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
             Ok(Exit::Stopped) => None,
             // From a chat: the configuration as it reads now, else the one that ran.
             Ok(Exit::Restart) if stop_asked => {
-                crate::systemd::reload_abandoned();
+                if speaks {
+                    crate::systemd::reload_abandoned();
+                }
                 None
             }
             Ok(Exit::Restart) => {
@@ -127,7 +137,9 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
                     error = %secrets::scrub(&why),
                     "reload: the new configuration did not start; going back to the previous one"
                 );
-                crate::systemd::reloading();
+                if speaks {
+                    crate::systemd::reloading();
+                }
                 config = old;
                 files = old_files;
             }
@@ -184,6 +196,14 @@ async fn read_again(
         );
         return None;
     };
+    // Its place among the process's gateways stays; which profiles run is decided at start.
+    let mut new = new;
+    new.serving = current.serving.clone();
+    if new.multiplex_profiles != current.multiplex_profiles {
+        tracing::warn!(
+            "reload: multiplex_profiles changed; the profiles served change at the next start"
+        );
+    }
     if !new.has_platform() {
         tracing::error!(
             "reload refused: the new configuration enables no chat platform; the running one stays"

@@ -182,6 +182,7 @@ const KNOWN_VARIABLES: &[&str] = &[
     "HERMES_STORE_URL",
     "HERMES_STORE_PASSWORD",
     "HERMES_NODE_ID",
+    "GATEWAY_MULTIPLEX_PROFILES",
 ];
 
 /// Read the configuration from text (testable without files): each section in turn,
@@ -222,6 +223,7 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
     let code_execution = read_code_execution(&mut y, p);
     let delegation = read_delegation(&mut y, p);
     let fix_permissions = y.boolean("security.fix_permissions", p).unwrap_or(true);
+    let multiplex_profiles = sections::read_multiplex(&mut y, env, p);
     sections::check_allowlists(&access, &platforms, p);
     let provider = models.main.as_ref().map(|m| m.provider.as_str());
     sections::check_placeholders(env, &platform_vars, &platforms, provider, p);
@@ -273,6 +275,8 @@ pub fn load_from(home: &Path, yaml_text: &str, env: &EnvVars) -> Loaded {
             mcp_servers,
             secret_env_names,
             fix_permissions,
+            multiplex_profiles,
+            serving: Serving::default(),
         }),
         _ => None,
     };

@@ -167,6 +167,28 @@ fn read_tool_progress(y: &mut YamlReader, problems: &mut Vec<Problem>) -> Progre
     }
 }
 
+/// `GATEWAY_MULTIPLEX_PROFILES` (Hermes' truthy and falsy words; anything else is
+/// ignored, and said), then `multiplex_profiles`, then `gateway.multiplex_profiles`.
+pub(super) fn read_multiplex(
+    y: &mut YamlReader,
+    env: &EnvVars,
+    problems: &mut Vec<Problem>,
+) -> bool {
+    if let Some(value) = env.value("GATEWAY_MULTIPLEX_PROFILES") {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => return true,
+            "0" | "false" | "no" | "off" => return false,
+            _ => problems.push(Problem::warning(
+                "GATEWAY_MULTIPLEX_PROFILES",
+                format!("{value:?} is neither true nor false; ignored"),
+            )),
+        }
+    }
+    let top = y.boolean("multiplex_profiles", problems);
+    top.or_else(|| y.boolean("gateway.multiplex_profiles", problems))
+        .unwrap_or(false)
+}
+
 /// `memory.memory_char_limit` and `memory.user_char_limit` (Hermes' defaults 2,200 and
 /// 1,375 characters). Below 100 an entry hardly fits: such a value is refused.
 fn read_memory_limits(y: &mut YamlReader, problems: &mut Vec<Problem>) -> MemoryLimits {

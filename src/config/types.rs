@@ -634,6 +634,34 @@ pub struct Config {
     /// daemon's user that others can read is made private (0700/0600), and the operator
     /// told; off, only told.
     pub fix_permissions: bool,
+    /// `gateway.multiplex_profiles` (or `GATEWAY_MULTIPLEX_PROFILES`): this home's daemon
+    /// also serves every profile under `profiles/`, each with its own configuration.
+    pub multiplex_profiles: bool,
+    /// What this configuration is in the process (set when profiles share it).
+    pub serving: Serving,
+}
+
+/// Where a configuration stands among the gateways one process runs (Hermes'
+/// `gateway.multiplex_profiles`): each profile is a gateway of its own, home and all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Serving {
+    /// The profile's name; `None` for the home the process was started with.
+    pub profile: Option<String>,
+    /// The homes of the other gateways in this process: hidden from this one's agent as
+    /// its own home is (its tools, its commands, the files it may send).
+    pub other_homes: Vec<PathBuf>,
+    /// This gateway tells systemd how the process is doing (one of them does).
+    pub speaks_for_process: bool,
+}
+
+impl Default for Serving {
+    fn default() -> Self {
+        Serving {
+            profile: None,
+            other_homes: Vec::new(),
+            speaks_for_process: true,
+        }
+    }
 }
 
 impl Config {

@@ -54,6 +54,8 @@ pub struct Facts {
     pub hermes_home: PathBuf,
     /// `$HERMES_HOME` as the daemon was given it (it may go through links).
     pub given_home: PathBuf,
+    /// The other gateways' homes in this process (profiles), resolved: covered whole too.
+    pub other_homes: Vec<PathBuf>,
     /// The daemon's `$HOME`, resolved.
     pub person_home: Option<PathBuf>,
     /// The daemon's `$HOME` as its environment says.
@@ -191,6 +193,7 @@ impl Facts {
         Facts {
             hermes_home: resolved(hermes_home),
             given_home: absolute(hermes_home),
+            other_homes: Vec::new(),
             person_home: env_path("HOME").map(|h| resolved(&h)),
             given_person_home: env_path("HOME"),
             config_home: env_path("XDG_CONFIG_HOME"),
@@ -208,6 +211,15 @@ impl Facts {
         }
     }
 
+    /// The same, in a process that also runs gateways at `other_homes`.
+    pub fn with_other_homes(mut self, other_homes: &[PathBuf]) -> Facts {
+        self.other_homes = other_homes
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .collect();
+        self
+    }
+
     /// Whether the operator hands `path` in on purpose (`terminal.sandbox_expose`).
     fn exposes(&self, path: &Path) -> bool {
         self.exposed.iter().any(|e| path.starts_with(e))
@@ -223,7 +235,10 @@ impl Layout {
     /// Work the layout out from `facts`, looking at what exists on disk.
     pub fn work_out(facts: &Facts) -> Layout {
         let mut layout = Layout {
-            covered: vec![facts.hermes_home.clone()],
+            covered: std::iter::once(&facts.hermes_home)
+                .chain(&facts.other_homes)
+                .cloned()
+                .collect(),
             ..Layout::default()
         };
         layout.hand_in(facts);
@@ -497,6 +512,38 @@ mod tests {
             writable: false
         }));
         assert!(!layout.hides(&f.cwd));
+    }
+
+    #[test]
+    fn a_profiles_jail_covers_every_other_home_and_hands_back_only_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = facts(dir.path()).hermes_home;
+        let (own, other) = (root.join("profiles/work"), root.join("profiles/home"));
+        for home in [&own, &other] {
+            std::fs::create_dir_all(home.join("cache/documents")).unwrap();
+            std::fs::create_dir_all(home.join("workspace")).unwrap();
+        }
+        let f = Facts {
+            hermes_home: own.clone(),
+            given_home: own.clone(),
+            cwd: own.join("workspace"),
+            ..facts(dir.path())
+        }
+        .with_other_homes(&[root.clone(), other.clone()]);
+        let layout = Layout::work_out(&f);
+        assert!(layout.hides(&root.join(".env")), "the home it lives in");
+        assert!(
+            layout.hides(&other.join("memories/MEMORY.md")),
+            "a sibling profile"
+        );
+        assert!(layout.hides(&other.join("cache/documents/x.pdf")));
+        assert!(layout.hides(&own.join(".env")), "its own secrets too");
+        assert!(!layout.hides(&own.join("workspace/notes.txt")));
+        assert!(!layout.hides(&own.join("cache/documents/x.pdf")));
+        assert!(
+            layout.hides(&root.join("cache/documents/x.pdf")),
+            "the default profile's documents"
+        );
     }
 
     #[test]

@@ -222,6 +222,8 @@ impl Sandbox {
 #[derive(Clone)]
 struct Inputs {
     hermes_home: PathBuf,
+    /// The other gateways' homes in this process (profiles): covered as the own one.
+    other_homes: Vec<PathBuf>,
     cwd: PathBuf,
     allowed_roots: Vec<PathBuf>,
     exposed: Vec<PathBuf>,
@@ -230,12 +232,15 @@ struct Inputs {
 impl Inputs {
     /// The layout now.
     fn layout(&self) -> Layout {
-        Layout::work_out(&Facts::of_this_process(
-            &self.hermes_home,
-            &self.cwd,
-            &self.allowed_roots,
-            &self.exposed,
-        ))
+        Layout::work_out(
+            &Facts::of_this_process(
+                &self.hermes_home,
+                &self.cwd,
+                &self.allowed_roots,
+                &self.exposed,
+            )
+            .with_other_homes(&self.other_homes),
+        )
     }
 }
 
@@ -267,8 +272,13 @@ pub struct Confinement {
 }
 
 impl Confinement {
-    /// The confinement `terminal` asks for, for a daemon whose home is `hermes_home`.
-    pub fn new(terminal: &TerminalConfig, hermes_home: &Path) -> Confinement {
+    /// The confinement `terminal` asks for, for a daemon whose home is `hermes_home`, in a
+    /// process that also runs gateways at `other_homes` (profiles).
+    pub fn new(
+        terminal: &TerminalConfig,
+        hermes_home: &Path,
+        other_homes: &[PathBuf],
+    ) -> Confinement {
         if terminal.sandbox != SandboxMode::Off {
             layout::make_protectable(hermes_home);
         }
@@ -299,6 +309,7 @@ impl Confinement {
             network: terminal.network,
             inputs: Inputs {
                 hermes_home: hermes_home.to_path_buf(),
+                other_homes: other_homes.to_vec(),
                 cwd: terminal.cwd.clone(),
                 allowed_roots: terminal.allowed_roots.clone(),
                 exposed: terminal.sandbox_expose.clone(),
@@ -321,6 +332,7 @@ impl Confinement {
             network: true,
             inputs: Inputs {
                 hermes_home: std::env::temp_dir(),
+                other_homes: Vec::new(),
                 cwd: std::env::temp_dir(),
                 allowed_roots: Vec::new(),
                 exposed: Vec::new(),

@@ -133,7 +133,8 @@ impl Refusals {
     }
 }
 
-/// Run every adapter under [`supervise`] until `intake` stops; systemd is told how they do.
+/// Run every adapter under [`supervise`] until `intake` stops; systemd is told how they do
+/// (by the gateway that speaks for the process, when profiles share it).
 /// `paused` has a switch per adapter's platform (`/platform pause`); `off` is where the
 /// platforms that are off are said, with why (shared with the operator).
 pub(super) fn start(
@@ -143,18 +144,21 @@ pub(super) fn start(
     intake: &CancellationToken,
     paused: &HashMap<Platform, watch::Sender<bool>>,
     off: crate::systemd::Refused,
+    speaks_for_process: bool,
 ) -> Refusals {
     let (rejected, reasons) = mpsc::unbounded_channel::<String>();
     let enabled = adapters.len();
     let refused = off;
-    tasks.spawn(crate::systemd::run(
-        adapters
-            .iter()
-            .map(|a| (a.platform(), a.liveness()))
-            .collect(),
-        refused.clone(),
-        intake.clone(),
-    ));
+    if speaks_for_process {
+        tasks.spawn(crate::systemd::run(
+            adapters
+                .iter()
+                .map(|a| (a.platform(), a.liveness()))
+                .collect(),
+            refused.clone(),
+            intake.clone(),
+        ));
+    }
     for adapter in adapters {
         let (sink, intake, rejected) = (sink.clone(), intake.clone(), rejected.clone());
         let switch = match paused.get(&adapter.platform()) {

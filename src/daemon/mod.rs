@@ -197,6 +197,7 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         &stages.intake,
         &switches,
         off.clone(),
+        config.serving.speaks_for_process,
     );
     let _ = parts
         .services
@@ -208,6 +209,7 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
             switches,
             livenesses: platforms,
             off,
+            speaks_for_process: config.serving.speaks_for_process,
         }));
     if let Some(asked) = operator::asked_before_restart(&store).await {
         let rows = out
@@ -240,6 +242,10 @@ pub async fn run(config: Config, intake: CancellationToken) -> anyhow::Result<Ex
         },
         why = refusals.all_refused() => Exit::ConfigRejected(why),
     };
+    // systemd hears of the stop from the gateway that speaks for the process.
+    if config.serving.speaks_for_process {
+        crate::systemd::stopping();
+    }
     shut_down(
         &stages,
         &out.processes,
@@ -266,7 +272,6 @@ async fn shut_down(
     delivery: &Delivery,
     store: &Store,
 ) {
-    crate::systemd::stopping();
     stages.intake.cancel();
     sessions.mcp.stopping();
     // A turn waiting for an approval waits for a press that cannot come now: it is

@@ -42,6 +42,8 @@ pub(super) struct DaemonOperator {
     pub livenesses: Vec<(Platform, Liveness)>,
     /// The platforms that are off, with why (also systemd's status).
     pub off: crate::systemd::Refused,
+    /// This gateway tells systemd how the process is doing (see `Serving`).
+    pub speaks_for_process: bool,
 }
 
 impl DaemonOperator {
@@ -65,6 +67,7 @@ impl crate::session::Operator for DaemonOperator {
             self.intake.clone(),
             self.restart.clone(),
         );
+        let speaks_for_process = self.speaks_for_process;
         tokio::spawn(async move {
             let value = serde_json::to_string(&asked).unwrap_or_default();
             let kept = NOTICE_KEPT.as_millis() as i64;
@@ -72,8 +75,11 @@ impl crate::session::Operator for DaemonOperator {
                 tracing::warn!(error = %e, "restart: whom to tell once back is not kept; restarting anyway");
             }
             restart.store(true, Ordering::SeqCst);
-            // systemd hears a reload, not a stop.
-            crate::systemd::reloading();
+            // systemd hears a reload, not a stop (from the gateway that speaks for the
+            // process; another profile's restart is its own business).
+            if speaks_for_process {
+                crate::systemd::reloading();
+            }
             intake.cancel();
         });
     }

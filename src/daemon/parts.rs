@@ -103,7 +103,8 @@ pub(super) async fn way_out(
         stages.sending.clone(),
     );
     let scene =
-        crate::approval::Scene::of_this_process(config.home.clone(), config.terminal.cwd.clone());
+        crate::approval::Scene::of_this_process(config.home.clone(), config.terminal.cwd.clone())
+            .with_other_homes(&config.serving.other_homes);
     let approvals = Arc::new(ApprovalBroker::new(
         store.clone(),
         delivery.clone(),
@@ -185,7 +186,11 @@ pub(super) fn agent_and_sessions(
             .collect(),
     );
     let delegations = Delegations::new(store.clone(), stages.work.clone());
-    let confinement = Arc::new(Confinement::new(&config.terminal, &config.home));
+    let confinement = Arc::new(Confinement::new(
+        &config.terminal,
+        &config.home,
+        &config.serving.other_homes,
+    ));
     let mcp = Mcp::new(config.mcp_servers.clone(), confinement.clone());
     let memory = MemoryPlaces::new(
         &config.home,

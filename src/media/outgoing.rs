@@ -37,6 +37,7 @@ pub fn take_media(
     let scene = &Scene {
         home: canonical(&scene.home),
         hermes_home: canonical(&scene.hermes_home),
+        other_homes: scene.other_homes.iter().map(|h| canonical(h)).collect(),
         cwd: canonical(&scene.cwd),
         ..scene.clone()
     };
@@ -89,9 +90,12 @@ fn sendable(raw: &str, scene: &Scene, copies: &Path) -> Result<OutboundFile, Str
     let meta = file
         .metadata()
         .map_err(|e| format!("⚠️ I could not send `{shown}`: {e}."))?;
-    let secret_inode = [".env", "config.yaml", "gateway.db", "auth.json"]
-        .iter()
-        .filter_map(|name| std::fs::metadata(scene.hermes_home.join(name)).ok())
+    let secret_inode = scene
+        .gateway_homes()
+        .flat_map(|home| {
+            [".env", "config.yaml", "gateway.db", "auth.json"].map(|name| home.join(name))
+        })
+        .filter_map(|path| std::fs::metadata(path).ok())
         .any(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
     if secret_inode || refused_place(&opened, scene).is_some() {
         tracing::warn!(path = %opened.display(), "media: refused to send a protected file");
@@ -150,12 +154,9 @@ fn refused_place(path: &Path, scene: &Scene) -> Option<Place> {
     {
         return Some(Place::ProcessMemory);
     }
-    // Nothing of the gateway's own home (its secrets, its database, other chats' files),
-    // unless it is in a working directory for commands set up inside it.
-    let in_workdir = scene.cwd != scene.hermes_home
-        && scene.cwd.starts_with(&scene.hermes_home)
-        && path.starts_with(&scene.cwd);
-    if path.starts_with(&scene.hermes_home) && !in_workdir {
+    // Nothing of a gateway's home (its secrets, its database, other chats' files),
+    // unless it is in a working directory for commands set up inside its own.
+    if scene.in_gateway_home(path) {
         return Some(Place::GatewaySecret);
     }
     const PRIVATE: &[&str] = &[

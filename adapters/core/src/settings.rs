@@ -111,6 +111,12 @@ pub trait PlatformSettings: Send + Sync + fmt::Debug {
     fn address(&self) -> Option<String> {
         None
     }
+    /// What names the bot to its platform (its token; WhatsApp's phone number id): two
+    /// gateways in one process must not serve one bot (a token cannot be polled twice).
+    /// Compared, never shown. `None` for a platform served on this machine only.
+    fn credential(&self) -> Option<&str> {
+        None
+    }
     /// The adapter these settings make.
     fn build(&self) -> Result<Arc<dyn Adapter>, AdapterError>;
 }

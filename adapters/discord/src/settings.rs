@@ -163,6 +163,10 @@ impl PlatformSettings for DiscordSettings {
         Platform::Discord
     }
 
+    fn credential(&self) -> Option<&str> {
+        Some(&self.token)
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }

@@ -145,6 +145,10 @@ impl PlatformSettings for SlackSettings {
         Platform::Slack
     }
 
+    fn credential(&self) -> Option<&str> {
+        Some(&self.bot_token)
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }

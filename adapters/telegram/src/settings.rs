@@ -262,6 +262,10 @@ impl PlatformSettings for TelegramSettings {
         Platform::Telegram
     }
 
+    fn credential(&self) -> Option<&str> {
+        Some(&self.token)
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }

@@ -174,6 +174,10 @@ impl PlatformSettings for WhatsAppSettings {
         Platform::WhatsApp
     }
 
+    fn credential(&self) -> Option<&str> {
+        Some(&self.phone_number_id)
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }

@@ -124,6 +124,11 @@ enum Ending {
 }
 
 impl ApprovalBroker {
+    /// Where commands are judged: the homes they must keep out of among it.
+    pub fn scene(&self) -> &Scene {
+        &self.scene
+    }
+
     pub fn new(store: Store, delivery: Delivery, config: ApprovalConfig, scene: Scene) -> Self {
         ApprovalBroker {
             store,

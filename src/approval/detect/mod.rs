@@ -21,7 +21,7 @@ mod tests;
 
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use classes::{Class, named};
 pub use paths::{Place, protected_places};
@@ -69,6 +69,9 @@ pub struct Scene {
     pub cwd: PathBuf,
     pub home: PathBuf,
     pub hermes_home: PathBuf,
+    /// The homes of the other gateways this process runs (profiles): as off limits as
+    /// the own one.
+    pub other_homes: Vec<PathBuf>,
     /// The gateway's own process id (`$PPID` of the command).
     pub gateway_pid: u32,
     /// The gateway executable's file name.
@@ -89,9 +92,30 @@ impl Scene {
             cwd,
             home,
             hermes_home,
+            other_homes: Vec::new(),
             gateway_pid: std::process::id(),
             gateway_name,
         }
+    }
+
+    /// The same, with the homes of the other gateways this process runs.
+    pub fn with_other_homes(mut self, other_homes: &[PathBuf]) -> Scene {
+        self.other_homes = other_homes.to_vec();
+        self
+    }
+
+    /// Every gateway home of this process, the own one first.
+    pub fn gateway_homes(&self) -> impl Iterator<Item = &PathBuf> {
+        std::iter::once(&self.hermes_home).chain(&self.other_homes)
+    }
+
+    /// Whether `path` lies in a gateway's home (its secrets, its database, its chats'
+    /// files) and not in the working directory set up inside this gateway's own home.
+    pub fn in_gateway_home(&self, path: &Path) -> bool {
+        let in_workdir = self.cwd != self.hermes_home
+            && self.cwd.starts_with(&self.hermes_home)
+            && path.starts_with(&self.cwd);
+        !in_workdir && self.gateway_homes().any(|home| path.starts_with(home))
     }
 }
 

@@ -115,11 +115,9 @@ pub fn protected_places(path: &Path, scene: &Scene) -> Vec<Place> {
 fn exact_places(path: &Path, scene: &Scene) -> Vec<Place> {
     let mut found = Vec::new();
     let text = path.to_string_lossy();
-    if path == scene.hermes_home
-        || GATEWAY_SECRETS
-            .iter()
-            .any(|name| path == scene.hermes_home.join(name))
-    {
+    let secret =
+        |home: &PathBuf| path == home || GATEWAY_SECRETS.iter().any(|name| path == home.join(name));
+    if scene.gateway_homes().any(secret) {
         found.push(Place::GatewaySecret);
     }
     let parts: Vec<&str> = text.split('/').collect();
@@ -186,9 +184,11 @@ fn under(path: &Path, dir: &str) -> bool {
 /// Example paths for each place: a pattern that matches one may point at that place.
 fn examples(scene: &Scene) -> Vec<(PathBuf, Place)> {
     let mut out = Vec::new();
-    out.push((scene.hermes_home.clone(), Place::GatewaySecret));
-    for name in GATEWAY_SECRETS {
-        out.push((scene.hermes_home.join(name), Place::GatewaySecret));
+    for home in scene.gateway_homes() {
+        out.push((home.clone(), Place::GatewaySecret));
+        for name in GATEWAY_SECRETS {
+            out.push((home.join(name), Place::GatewaySecret));
+        }
     }
     out.push((
         PathBuf::from(format!("/proc/{}/environ", scene.gateway_pid)),

@@ -10,6 +10,7 @@ fn scene() -> Scene {
         cwd: PathBuf::from("/srv/work"),
         home: PathBuf::from("/home/ann"),
         hermes_home: PathBuf::from("/home/ann/.hermes"),
+        other_homes: Vec::new(),
         gateway_pid: 4242,
         gateway_name: "hermes-gateway".into(),
     }

@@ -50,6 +50,13 @@ impl Files {
         let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let mut scene = Scene::of_this_process(real(&hermes_home), real(&cwd));
         scene.home = real(&scene.home);
+        // The other gateways' homes in this process (profiles) are as off limits.
+        scene.other_homes = approvals
+            .scene()
+            .other_homes
+            .iter()
+            .map(|h| real(h))
+            .collect();
         Files {
             cwd: scene.cwd.clone(),
             approvals,
@@ -168,10 +175,7 @@ fn refusal(path: &Path, access: Access, scene: &Scene) -> Option<&'static str> {
     {
         return Some("system pseudo-files and devices");
     }
-    let in_workdir = scene.cwd != scene.hermes_home
-        && scene.cwd.starts_with(&scene.hermes_home)
-        && path.starts_with(&scene.cwd);
-    if path.starts_with(&scene.hermes_home) && !in_workdir {
+    if scene.in_gateway_home(path) {
         return Some("the gateway's own files (its secrets, database, memories)");
     }
     const PRIVATE: &[&str] = &[
