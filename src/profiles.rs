@@ -6,17 +6,19 @@
 //!
 //! Nothing is shared but the process. Each gateway's agent finds the other homes hidden as
 //! its own is (`Serving::other_homes`: the confinement covers them, the file tools refuse
-//! them, no file of theirs is sent to a chat). One gateway speaks to systemd. A bot named
-//! by two profiles (one token cannot be polled twice), or a PostgreSQL store named by two,
-//! is refused for the later one, with why.
+//! them, no file of theirs is sent to a chat), and a profile's commands work in its own
+//! `workspace` unless it names a place of its own. One gateway speaks to systemd, and the
+//! process lives as long as that one. What one profile holds is refused to the others, at
+//! start and at every reload, with why: a bot (one token cannot be polled twice), a
+//! PostgreSQL store (conversations would mix), an HTTP address.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::config::{self, Config, Serving};
+use crate::config::{self, Config, Serving, Taken};
 use crate::secrets;
 
 /// The default profile's name (the home the process was started with).
@@ -84,80 +86,71 @@ pub fn gather(root: &Path, default: Config) -> Vec<Profile> {
             ),
         }
     }
-    refuse_shared_bots(&mut profiles);
-    refuse_shared_stores(&mut profiles);
-    profiles.retain(|p| {
-        let runs = p.config.has_platform();
-        if !runs && p.name != DEFAULT {
-            eprintln!(
-                "hermes-gateway: profile {} is not started: it enables no chat platform",
-                p.name
-            );
-        }
-        runs
-    });
-    place(root, &mut profiles);
-    profiles
+    let profiles = keep_apart(profiles);
+    place(root, profiles)
 }
 
-/// A bot named by two profiles is left to the first (the default, then by name): the later
-/// one runs without that platform.
-fn refuse_shared_bots(profiles: &mut [Profile]) {
-    let mut owners: HashMap<(hermes_adapter::Platform, String), String> = HashMap::new();
-    for profile in profiles.iter_mut() {
-        let name = profile.name.clone();
-        profile.config.platforms.retain(|settings| {
-            let Some(credential) = settings.credential() else {
-                return true;
-            };
-            let platform = settings.platform();
-            let key = (platform, credential.to_owned());
-            match owners.get(&key) {
-                Some(first) => {
-                    eprintln!(
-                        "hermes-gateway: profiles {first} and {name} both configure {platform} with the same credential; {platform} is not started for {name} (one bot cannot be served twice). Give each profile its own."
-                    );
-                    false
-                }
-                None => {
-                    owners.insert(key, name.clone());
-                    true
+/// Each profile in turn keeps off what the ones before it hold (the default first, then
+/// by name): a bot served already is dropped from the later profile, a PostgreSQL store
+/// or an HTTP address it needs for webhooks leaves it out; one enabling no platform then is
+/// not started. Each is then told what all the others hold, for its reloads.
+fn keep_apart(profiles: Vec<Profile>) -> Vec<Profile> {
+    let mut kept: Vec<Profile> = Vec::new();
+    for mut profile in profiles {
+        let mut taken = Taken::default();
+        for earlier in &kept {
+            let holds = earlier.config.holds();
+            taken.bots.extend(holds.bots);
+            taken.stores.extend(holds.stores);
+            taken.listen.extend(holds.listen);
+        }
+        profile.config.serving.taken = taken;
+        match profile.config.keep_apart() {
+            Ok(said) => {
+                for line in said {
+                    eprintln!("hermes-gateway: profile {}: {line}", profile.name);
                 }
             }
-        });
-    }
-}
-
-/// A PostgreSQL store named by two profiles would mix their conversations: the later
-/// profile is not started. (SQLite stores live in each home, apart by nature.)
-fn refuse_shared_stores(profiles: &mut Vec<Profile>) {
-    let mut owners: HashMap<String, String> = HashMap::new();
-    profiles.retain(|profile| {
-        let Some(target) = &profile.config.store.postgres else {
-            return true;
-        };
-        let shown = target.shown().to_owned();
-        match owners.get(&shown) {
-            Some(first) => {
+            Err(why) => {
                 eprintln!(
-                    "hermes-gateway: profile {} is not started: its store ({shown}) is profile {first}'s too, and conversations would mix. Give each profile a database of its own.",
+                    "hermes-gateway: profile {} is not started: {why}",
                     profile.name
                 );
-                false
-            }
-            None => {
-                owners.insert(shown, profile.name.clone());
-                true
+                continue;
             }
         }
-    });
+        if !profile.config.has_platform() {
+            if profile.name != DEFAULT {
+                eprintln!(
+                    "hermes-gateway: profile {} is not started: it enables no chat platform",
+                    profile.name
+                );
+            }
+            continue;
+        }
+        kept.push(profile);
+    }
+    let holds: Vec<Taken> = kept.iter().map(|p| p.config.holds()).collect();
+    for (i, profile) in kept.iter_mut().enumerate() {
+        let mut taken = Taken::default();
+        for (_, other) in holds.iter().enumerate().filter(|(j, _)| *j != i) {
+            taken.bots.extend(other.bots.iter().copied());
+            taken.stores.extend(other.stores.iter().cloned());
+            taken.listen.extend(other.listen.iter().copied());
+        }
+        profile.config.serving.taken = taken;
+    }
+    kept
 }
 
 /// Tell each gateway its place: its name, the homes it must keep out of (the root's,
 /// which holds every profile, and each other profile's), and whether it speaks to systemd
-/// (the first that runs: the default, unless it enables no platform).
-fn place(root: &Path, profiles: &mut [Profile]) {
+/// (the first that runs: the default, unless it enables no platform). A profile whose
+/// commands would work in the daemon's `$HOME` or another gateway's home works in its own
+/// `workspace` instead.
+fn place(root: &Path, mut profiles: Vec<Profile>) -> Vec<Profile> {
     let homes: Vec<PathBuf> = profiles.iter().map(|p| p.home.clone()).collect();
+    let person_home = std::env::var_os("HOME").map(PathBuf::from);
     for (i, profile) in profiles.iter_mut().enumerate() {
         let mut others: Vec<PathBuf> = homes
             .iter()
@@ -167,12 +160,24 @@ fn place(root: &Path, profiles: &mut [Profile]) {
         if profile.home != root && !others.iter().any(|h| h == root) {
             others.insert(0, root.to_path_buf());
         }
+        let terminal = &mut profile.config.terminal;
+        let own = terminal.cwd.starts_with(&profile.home);
+        let shared_cwd = !own
+            && (Some(&terminal.cwd) == person_home.as_ref()
+                || others.iter().any(|h| terminal.cwd.starts_with(h)));
+        if profile.name != DEFAULT && shared_cwd {
+            terminal.cwd = profile.home.join(crate::home::WORKSPACE);
+            terminal.cwd_was_home = false;
+        }
+        let taken = std::mem::take(&mut profile.config.serving.taken);
         profile.config.serving = Serving {
             profile: (profile.name != DEFAULT).then(|| profile.name.clone()),
             other_homes: others,
             speaks_for_process: i == 0,
+            taken,
         };
     }
+    profiles
 }
 
 /// Run every gateway until each has stopped (the process's signals reach them all; each
@@ -187,20 +192,32 @@ pub async fn serve(profiles: Vec<Profile>) -> ExitCode {
     }
     let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
     tracing::info!(profiles = %names.join(", "), "serving several profiles in this process");
+    // The process lives as long as the gateway that speaks to systemd: when it ends, the
+    // others are stopped too (systemd would otherwise see a process that stopped
+    // reporting, and restart it whole anyway).
+    let stop = CancellationToken::new();
     let mut running = tokio::task::JoinSet::new();
     for profile in profiles {
         let span = tracing::info_span!("profile", name = %profile.name);
-        let name = profile.name.clone();
+        let speaks = profile.config.serving.speaks_for_process;
+        let (name, stop) = (profile.name.clone(), stop.clone());
         running.spawn(
-            async move { (name, crate::reload::run(profile.home, profile.config).await) }
-                .instrument(span),
+            async move {
+                let code =
+                    crate::reload::run_until(profile.home, profile.config, stop.clone()).await;
+                if speaks {
+                    stop.cancel();
+                }
+                (name, code)
+            }
+            .instrument(span),
         );
     }
     let mut status = ExitCode::SUCCESS;
     while let Some(ended) = running.join_next().await {
         match ended {
             Ok((name, code)) if code != ExitCode::SUCCESS => {
-                tracing::error!(profile = %name, "a profile's gateway stopped with an error");
+                tracing::error!(profile = %name, "a profile's gateway stopped with an error; the others go on");
                 if status == ExitCode::SUCCESS {
                     status = code;
                 }
@@ -265,5 +282,33 @@ mod tests {
         assert_eq!(default.other_homes, [root.join("profiles/alpha")]);
         assert_eq!(alpha.profile.as_deref(), Some("alpha"));
         assert_eq!(alpha.other_homes, [root.to_path_buf()]);
+        // Both would listen on the default address: the later one goes without.
+        assert!(profiles[0].config.http.listen.is_some());
+        assert_eq!(profiles[1].config.http.listen, None);
+        // Its commands work in its own workspace, not in the daemon's `$HOME`.
+        assert_eq!(
+            profiles[1].config.terminal.cwd,
+            root.join("profiles/alpha/workspace")
+        );
+    }
+
+    #[test]
+    fn a_reload_keeps_off_what_the_other_profiles_hold() {
+        let root = tempfile::tempdir().unwrap();
+        home(root.path(), "1:ROOT");
+        let mut config = config::load(root.path()).config.expect("loads");
+        let addr = config.http.listen.expect("the default address");
+        config.serving.taken = Taken {
+            bots: vec![config::bot_fingerprint(
+                hermes_adapter::Platform::Telegram,
+                "1:ROOT",
+            )],
+            stores: Vec::new(),
+            listen: vec![addr],
+        };
+        let said = config.keep_apart().expect("kept apart");
+        assert!(!config.has_platform(), "the other profile's bot is dropped");
+        assert_eq!(config.http.listen, None);
+        assert_eq!(said.len(), 2, "{said:?}");
     }
 }

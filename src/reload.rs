@@ -53,7 +53,13 @@ impl Signals {
 }
 
 /// Run the daemon with `config` from `home` until it is stopped, applying reloads.
-pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
+pub async fn run(home: PathBuf, config: Config) -> ExitCode {
+    run_until(home, config, CancellationToken::new()).await
+}
+
+/// The same, stopped also when `stop` is cancelled (the process's other gateways end it:
+/// see `profiles::serve`).
+pub async fn run_until(home: PathBuf, mut config: Config, stop: CancellationToken) -> ExitCode {
     let mut signals = match Signals::new() {
         Ok(signals) => signals,
         Err(e) => {
@@ -78,6 +84,11 @@ pub async fn run(home: PathBuf, mut config: Config) -> ExitCode {
         let exit = loop {
             tokio::select! {
                 exit = &mut running => break exit,
+                _ = stop.cancelled(), if !stop_asked => {
+                    stop_asked = true;
+                    next = None;
+                    intake.cancel();
+                }
                 asked = signals.next() => match asked {
                     Asked::Stop => {
                         stop_asked = true;
@@ -196,9 +207,21 @@ async fn read_again(
         );
         return None;
     };
-    // Its place among the process's gateways stays; which profiles run is decided at start.
+    // Its place among the process's gateways stays; which profiles run is decided at start,
+    // and what the others hold stays theirs.
     let mut new = new;
     new.serving = current.serving.clone();
+    match new.keep_apart() {
+        Ok(said) => {
+            for line in said {
+                tracing::warn!("reload: {line}");
+            }
+        }
+        Err(why) => {
+            tracing::error!("reload refused: {why}; the running configuration stays");
+            return None;
+        }
+    }
     if new.multiplex_profiles != current.multiplex_profiles {
         tracing::warn!(
             "reload: multiplex_profiles changed; the profiles served change at the next start"

@@ -22,8 +22,12 @@ const BOB: i64 = 5151;
 const ALICES_MEMORY: &str = "zebra-7731";
 /// What only Alice's conversation holds.
 const ALICES_WORDS: &str = "pineapple-plan";
-/// The default home's bot token (`Home::new`) and model key: its secrets.
+/// The default home's bot token (`Home::new`) and model key: its secrets. (The log and
+/// tool output scrub every profile's secrets, so these checks are the last line; the
+/// canary below is what shows a file of the default home was read.)
 const DEFAULT_SECRETS: [&str; 2] = ["TEST-TOKEN", "sk-test-secret"];
+/// A line of the default home's `config.yaml` that is no secret (nothing scrubs it).
+const ROOT_CANARY: &str = "cobalt-5512";
 /// Printed before each name a listing of the default home shows.
 const LISTED: &str = "LISTED:";
 
@@ -58,7 +62,7 @@ impl Process {
                 &format!("TELEGRAM_ALLOWED_USERS={ALICE}"),
                 "GATEWAY_MULTIPLEX_PROFILES=true",
             ],
-            "",
+            &format!("agent:\n  system_prompt: The house word is {ROOT_CANARY}.\n"),
         );
         std::fs::create_dir_all(root.dir.join("memories")).unwrap();
         std::fs::write(
@@ -125,8 +129,8 @@ async fn a_person_of_one_profile_reaches_nothing_of_another() {
     replies(&p.alices, ALICE, 1).await;
     let alices_prompt = p.llm.requests()[0].to_string();
     assert!(
-        alices_prompt.contains(ALICES_MEMORY),
-        "her memory is in her own prompt: {alices_prompt}"
+        alices_prompt.contains(ALICES_MEMORY) && alices_prompt.contains(ROOT_CANARY),
+        "her memory and her home's prompt are in her own prompt: {alices_prompt}"
     );
     let ran = p.scratch.join("ran");
     p.llm.push(Reply::terminal(&format!(
@@ -202,6 +206,7 @@ async fn a_person_of_one_profile_reaches_nothing_of_another() {
     for (what, secret) in [
         ("Alice's memory", ALICES_MEMORY),
         ("Alice's words", ALICES_WORDS),
+        ("the default home's config.yaml", ROOT_CANARY),
         ("the default bot's token", DEFAULT_SECRETS[0]),
         ("the default model key", DEFAULT_SECRETS[1]),
     ] {

@@ -52,13 +52,7 @@ fn the_hermes_example_config_runs_as_is() {
     assert!(telegram.access().allow_all);
     assert_eq!(config.agent.max_turns, 90);
     assert_eq!(config.busy_mode, BusyMode::Interrupt);
-    assert_eq!(
-        loaded.unused,
-        vec![
-            "platforms.telegram.extra.base_file_url".to_string(),
-            "security.tirith_enabled".to_string()
-        ]
-    );
+    assert_eq!(loaded.unused, vec!["security.tirith_enabled".to_string()]);
 }
 
 #[test]

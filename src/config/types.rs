@@ -652,6 +652,18 @@ pub struct Serving {
     pub other_homes: Vec<PathBuf>,
     /// This gateway tells systemd how the process is doing (one of them does).
     pub speaks_for_process: bool,
+    /// What the other gateways hold, which this one must not take, at its start and at
+    /// every reload: their bots (by [`bot_fingerprint`]), PostgreSQL stores and HTTP
+    /// addresses.
+    pub taken: Taken,
+}
+
+/// What other gateways of the process hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Taken {
+    pub bots: Vec<u64>,
+    pub stores: Vec<String>,
+    pub listen: Vec<std::net::SocketAddr>,
 }
 
 impl Default for Serving {
@@ -660,7 +672,86 @@ impl Default for Serving {
             profile: None,
             other_homes: Vec::new(),
             speaks_for_process: true,
+            taken: Taken::default(),
         }
+    }
+}
+
+/// A bot's credential as the process compares it (salted per process: never shown, never
+/// the same twice across runs).
+pub fn bot_fingerprint(platform: Platform, credential: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static SALT: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    SALT.get_or_init(Default::default)
+        .hash_one((platform.as_str(), credential))
+}
+
+impl Config {
+    /// What this gateway holds that another may not: its bots' fingerprints, its
+    /// PostgreSQL store, its HTTP address (port 0 is anyone's).
+    pub fn holds(&self) -> Taken {
+        Taken {
+            bots: self
+                .platforms
+                .iter()
+                .filter_map(|s| Some(bot_fingerprint(s.platform(), s.credential()?)))
+                .collect(),
+            stores: self
+                .store
+                .postgres
+                .iter()
+                .map(|t| t.shown().to_owned())
+                .collect(),
+            listen: self
+                .http
+                .listen
+                .into_iter()
+                .filter(|a| a.port() != 0)
+                .collect(),
+        }
+    }
+
+    /// Keep off what the other gateways of the process hold (`serving.taken`): a bot of
+    /// theirs is dropped from this configuration, their HTTP address leaves this one
+    /// without an HTTP server; what cannot be kept apart is the error. What was dropped is
+    /// said, one line each.
+    pub fn keep_apart(&mut self) -> Result<Vec<String>, String> {
+        let taken = self.serving.taken.clone();
+        if let Some(store) = self.store.postgres.as_ref().map(|t| t.shown().to_owned())
+            && taken.stores.contains(&store)
+        {
+            return Err(format!(
+                "its store ({store}) is another profile's too, and conversations would mix; give each profile a database of its own"
+            ));
+        }
+        let mut said = Vec::new();
+        self.platforms.retain(|settings| {
+            let theirs = settings
+                .credential()
+                .is_some_and(|c| taken.bots.contains(&bot_fingerprint(settings.platform(), c)));
+            if theirs {
+                said.push(format!(
+                    "{} is not started: another profile serves the same bot (one bot cannot be served twice); give each profile its own",
+                    settings.platform()
+                ));
+            }
+            !theirs
+        });
+        if let Some(addr) = self.http.listen.filter(|a| taken.listen.contains(a)) {
+            if let Some(needs) = self.platforms.iter().find(|s| s.needs_http()) {
+                return Err(format!(
+                    "its HTTP address {addr} ({}) is another profile's, and {} needs it for webhooks; give it an address of its own",
+                    self.http.listen_key,
+                    needs.platform()
+                ));
+            }
+            self.http.listen = None;
+            said.push(format!(
+                "its HTTP server is off: {addr} is another profile's (set http.listen for health checks and metrics of its own)"
+            ));
+        }
+        Ok(said)
     }
 }
 

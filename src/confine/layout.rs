@@ -290,7 +290,13 @@ impl Layout {
     /// (with a database's journal files, which SQLite keeps beside the file the link leads
     /// to).
     fn cover_link_targets(&mut self, facts: &Facts) {
-        let home = &facts.hermes_home;
+        // The other gateways' homes' links too (profiles): their secrets are as secret.
+        for home in std::iter::once(&facts.hermes_home).chain(&facts.other_homes) {
+            self.cover_links_of(home, facts);
+        }
+    }
+
+    fn cover_links_of(&mut self, home: &Path, facts: &Facts) {
         for entry in std::fs::read_dir(home).into_iter().flatten().flatten() {
             if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
                 continue;

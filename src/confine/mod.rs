@@ -287,12 +287,19 @@ impl Confinement {
             &terminal.cwd,
             &terminal.allowed_roots,
             &terminal.sandbox_expose,
-        );
-        let agent_home = facts
-            .person_home
-            .as_ref()
-            .filter(|home| home.starts_with(&facts.hermes_home))
-            .map(|_| facts.cwd.clone());
+        )
+        .with_other_homes(other_homes);
+        // Commands' `$HOME` is their working directory when the daemon's lies in a
+        // gateway's home (the system service's), or when a profile works in its own
+        // workspace (its files apart from the others').
+        let in_a_gateway_home = |path: &PathBuf| {
+            path.starts_with(&facts.hermes_home)
+                || facts.other_homes.iter().any(|h| path.starts_with(h))
+        };
+        let works_apart = !facts.other_homes.is_empty()
+            && facts.cwd == facts.hermes_home.join(crate::home::WORKSPACE);
+        let agent_home = (facts.person_home.as_ref().is_some_and(in_a_gateway_home) || works_apart)
+            .then(|| facts.cwd.clone());
         let (uid, gid) = (
             nix::unistd::getuid().as_raw(),
             nix::unistd::getgid().as_raw(),

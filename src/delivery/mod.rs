@@ -501,33 +501,35 @@ impl Delivery {
     }
 
     /// Show, refresh or end the working indicator, if the budget has room to spare; never
-    /// waits, never fails.
-    pub fn working(&self, chat: &ChatRef, regarding: Option<String>, phase: WorkingPhase) {
-        let Some(sender) = self.sender(chat.platform).cloned() else {
-            return;
-        };
-        let Some(indicator) = sender.capabilities().working else {
-            return;
-        };
+    /// waits, never fails. The task that shows it, when one was started (an end waits for
+    /// its start, so a reaction is never put up after it was taken down).
+    pub fn working(
+        &self,
+        chat: &ChatRef,
+        regarding: Option<String>,
+        phase: WorkingPhase,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let sender = self.sender(chat.platform).cloned()?;
+        let indicator = sender.capabilities().working?;
         let owed = matches!(phase, WorkingPhase::Done(_));
         if owed && !indicator.needs_done {
-            return;
+            return None;
         }
         // Taking an indicator down is owed to the person: it waits for a token.
         if !owed && !self.try_spare(chat) {
-            return;
+            return None;
         }
         // A place among the sends in flight too; one only nice to have is not shown when
         // every place is taken.
         let place = match self.inner.send_places.get(&chat.platform) {
             Some(places) if !owed => match places.clone().try_acquire_owned() {
                 Ok(place) => Some(place),
-                Err(_) => return,
+                Err(_) => return None,
             },
             _ => None,
         };
         let (chat, this) = (chat.clone(), self.clone());
-        self.inner.tasks.spawn(async move {
+        Some(self.inner.tasks.spawn(async move {
             let _place = match place {
                 Some(place) => Some(place),
                 None => {
@@ -543,7 +545,7 @@ impl Delivery {
             if let Err(e) = sender.send(action).await {
                 tracing::debug!(error = %e, "delivery: working indicator not shown");
             }
-        });
+        }))
     }
 
     fn chat_limit(&self, chat: &ChatRef) -> RateLimit {

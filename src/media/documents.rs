@@ -15,6 +15,8 @@ const KEEP_FILES: usize = 200;
 const KEEP_BYTES: u64 = 512 * 1024 * 1024;
 /// A document written as it comes is refused when it would leave less than this free.
 const DISK_RESERVE: u64 = 1024 * 1024 * 1024;
+/// Where documents written as they come are kept (pruned after a day only).
+const LARGE: &str = "large";
 
 /// File extensions read as text whatever the MIME type says.
 const TEXT_EXTENSIONS: &[&str] = &[
@@ -62,24 +64,25 @@ impl Documents {
     }
 
     /// A new file (0600) for a document of `size` bytes that is written as it comes (too
-    /// large to hold): room is made first, and it is refused when the disk would be left
-    /// with less than [`DISK_RESERVE`] free (the store lives there too).
+    /// large to hold), in `large/` (kept a day, outside the count and size the others are
+    /// kept within, so one such file does not push every other document out, nor the next
+    /// one it); and how many bytes it may take: what leaves [`DISK_RESERVE`] free (the
+    /// store lives on that disk too). Refused when `size` does not fit that.
     pub async fn create(
         &self,
         name: &str,
         size: u64,
-    ) -> Result<(PathBuf, tokio::fs::File), String> {
-        let dir = self.dir.clone();
+    ) -> Result<(PathBuf, tokio::fs::File, u64), String> {
+        let dir = self.dir.join(LARGE);
         let file_name = kept_name(name);
         let made = tokio::task::spawn_blocking(move || {
             private_dir(&dir).map_err(|e| format!("saving it failed: {e}"))?;
-            prune(&dir, size);
-            if let Some(free) = free_bytes(&dir)
-                && free < size.saturating_add(DISK_RESERVE)
-            {
+            prune_old(&dir);
+            let room = free_bytes(&dir).map_or(u64::MAX, |free| free.saturating_sub(DISK_RESERVE));
+            if size > room {
                 return Err(format!(
-                    "there is not enough free disk space to keep it ({} MB free)",
-                    free / (1024 * 1024)
+                    "there is not enough free disk space to keep it ({} MB can be used)",
+                    room / (1024 * 1024)
                 ));
             }
             let path = dir.join(file_name);
@@ -89,11 +92,11 @@ impl Documents {
                 .mode(0o600)
                 .open(&path)
                 .map_err(|e| format!("saving it failed: {e}"))?;
-            Ok((path, file))
+            Ok((path, file, room))
         })
         .await
         .map_err(|e| e.to_string())??;
-        Ok((made.0, tokio::fs::File::from_std(made.1)))
+        Ok((made.0, tokio::fs::File::from_std(made.1), made.2))
     }
 }
 
@@ -171,6 +174,20 @@ fn save(dir: &std::path::Path, file_name: &str, bytes: &[u8]) -> std::io::Result
         .open(&path)?;
     std::io::Write::write_all(&mut file, bytes)?;
     Ok(path)
+}
+
+/// Remove documents older than a day (only files the gateway named).
+fn prune_old(dir: &std::path::Path) {
+    let now = SystemTime::now();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let old = entry.metadata().is_ok_and(|meta| {
+            let modified = meta.modified().unwrap_or(now);
+            meta.is_file() && now.duration_since(modified).unwrap_or_default() > KEEP_FOR
+        });
+        if old && ours(&entry.file_name().to_string_lossy()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Remove documents older than a day, then the oldest until one more of `incoming` bytes

@@ -356,9 +356,9 @@ impl MediaPreparer {
         if size > max {
             return Err(too_large(size, max));
         }
-        let (path, mut file) = self.documents.create(name, size).await?;
+        let (path, mut file, room) = self.documents.create(name, size).await?;
         let written = tokio::select! {
-            r = sender.fetch_media_to(attachment, max, &mut file) => r.map_err(fetch_failed),
+            r = sender.fetch_media_to(attachment, max.min(room), &mut file) => r.map_err(fetch_failed),
             _ = cancel.cancelled() => Err("the turn was stopped".into()),
         };
         drop(file);
@@ -496,6 +496,10 @@ fn fetch_failed(e: FetchError) -> String {
 }
 
 fn too_large(size: u64, max: u64) -> String {
+    if size == 0 {
+        // The platform refused it by its size, which it did not say.
+        return format!("it is too large (the limit is {})", megabytes(max));
+    }
     format!(
         "it is too large ({}; the limit is {})",
         megabytes(size),

@@ -170,18 +170,20 @@ impl SessionActor {
             super::chat_commands::ChatSettings::load(&self.services.store, &self.key).await;
         let agent = &self.services.agent;
         let channel = self.services.channel_overrides.for_chat(&self.chat);
-        // The chat's `/model` first, then its channel's, then the main model.
-        let model = settings
-            .model
-            .as_deref()
-            .or(channel.and_then(|c| c.model.as_deref()));
-        let model = model.and_then(|name| {
+        // The chat's `/model` first, then its channel's, then the main model (as
+        // `chat_model` has it).
+        let usable = |name: &str| {
             agent
                 .models
                 .resolve(name)
-                .inspect_err(|e| tracing::warn!(session = %self.key, model = name, error = %e, "session: the chat's model cannot be used; using the default"))
+                .inspect_err(|e| tracing::warn!(session = %self.key, model = name, error = %e, "session: a model chosen for this chat cannot be used; falling back"))
                 .ok()
-        });
+        };
+        let model = settings
+            .model
+            .as_deref()
+            .and_then(usable)
+            .or_else(|| channel.and_then(|c| c.model.as_deref()).and_then(usable));
         // The chat's reasoning effort applies to whichever model it uses.
         let model = match settings.reasoning.as_deref() {
             Some(effort) => {
@@ -341,6 +343,7 @@ impl SessionActor {
             services.delivery.clone(),
             self.chat.clone(),
             regarding.clone(),
+            tools_ctx.cancel.clone(),
         );
         let media = TurnMedia {
             attachments: inputs.iter().flat_map(|i| i.attachments.clone()).collect(),
@@ -562,33 +565,43 @@ fn spawn_notices(
 }
 
 /// Show the working indicator for the message being answered, refresh it as the platform
-/// needs, and take it down (showing how the turn ended, where the platform does) when the
-/// returned sender is given the turn's end or dropped (a failure). `None` when the platform
-/// shows none.
+/// needs until the turn ends or is stopped, and take it down (showing how the turn ended,
+/// where the platform does) when the returned sender is given the turn's end or dropped (a
+/// failure). `None` when the platform shows none.
 fn spawn_working(
     tasks: &TaskTracker,
     delivery: Delivery,
     chat: ChatRef,
     regarding: Option<String>,
+    stopped: CancellationToken,
 ) -> Option<oneshot::Sender<TurnEnd>> {
     let indicator = delivery
         .sender(chat.platform)
         .and_then(|s| s.capabilities().working)?;
     let (ended, mut end) = oneshot::channel();
     tasks.spawn(async move {
-        delivery.working(&chat, regarding.clone(), WorkingPhase::Start);
+        let started = delivery.working(&chat, regarding.clone(), WorkingPhase::Start);
+        let mut refreshing = true;
         let end = loop {
             let refresh = async {
                 match indicator.refresh {
-                    Some(every) => tokio::time::sleep(every).await,
-                    None => std::future::pending().await,
+                    Some(every) if refreshing => tokio::time::sleep(every).await,
+                    _ => std::future::pending().await,
                 }
             };
             tokio::select! {
                 end = &mut end => break end.unwrap_or(TurnEnd::Failed),
-                _ = refresh => delivery.working(&chat, regarding.clone(), WorkingPhase::Refresh),
+                // Stopped: no more "typing", though the end is still to come.
+                _ = stopped.cancelled(), if refreshing => refreshing = false,
+                _ = refresh => {
+                    delivery.working(&chat, regarding.clone(), WorkingPhase::Refresh);
+                }
             }
         };
+        // An end never overtakes its start (a reaction put up after it was taken down).
+        if let Some(started) = started {
+            let _ = started.await;
+        }
         delivery.working(&chat, regarding, WorkingPhase::Done(end));
     });
     Some(ended)

@@ -117,6 +117,10 @@ pub trait PlatformSettings: Send + Sync + fmt::Debug {
     fn credential(&self) -> Option<&str> {
         None
     }
+    /// Whether the platform reaches the bot through the daemon's HTTP server (webhooks).
+    fn needs_http(&self) -> bool {
+        false
+    }
     /// The adapter these settings make.
     fn build(&self) -> Result<Arc<dyn Adapter>, AdapterError>;
 }

@@ -47,7 +47,15 @@ pub struct DiscordSender {
     identity: watch::Receiver<Option<Identity>>,
     /// `DISCORD_REACTIONS`: a turn shows as reactions on the message it answers.
     reactions: bool,
+    /// Channels where the bot may not react (Missing Permissions): not tried again there,
+    /// so a turn does not cost three refused calls.
+    unreactive: std::sync::Mutex<std::collections::HashSet<String>>,
 }
+
+/// Discord's "Missing Permissions" and "Missing Access".
+const NOT_ALLOWED: [&str; 2] = ["(code 50013)", "(code 50001)"];
+/// At most this many channels are remembered as refusing reactions.
+const UNREACTIVE_KEPT: usize = 10_000;
 
 impl DiscordSender {
     pub(crate) fn new(
@@ -61,6 +69,7 @@ impl DiscordSender {
             interactions,
             identity,
             reactions,
+            unreactive: Default::default(),
             capabilities: Capabilities {
                 max_message_len: MAX_MESSAGE_LEN,
                 length_unit: LengthUnit::Chars,
@@ -102,6 +111,11 @@ impl DiscordSender {
             .map(|i| i.application_id.clone())
     }
 
+    fn refuses_reactions(&self, channel: &str) -> bool {
+        let unreactive = self.unreactive.lock().unwrap_or_else(|e| e.into_inner());
+        unreactive.contains(channel)
+    }
+
     /// Typing while the turn runs (it fades by itself); with reactions on, 👀 on the message
     /// being answered, replaced by ✅ or ❌ when the turn ends (nothing after a stop).
     async fn working(
@@ -120,10 +134,27 @@ impl DiscordSender {
         else {
             return Ok(Delivered::default());
         };
+        let channel = channel_of(chat).to_owned();
+        if self.refuses_reactions(&channel) {
+            return Ok(Delivered::default());
+        }
         match phase {
             WorkingPhase::Start => {
                 let working = format!("{reactions}/{REACTION_WORKING}/@me");
-                self.rest.call(Method::PUT, &working, Body::Empty).await?;
+                if let Err(e) = self.rest.call(Method::PUT, &working, Body::Empty).await {
+                    if let SendError::Rejected(why) = &e
+                        && NOT_ALLOWED.iter().any(|code| why.ends_with(code))
+                    {
+                        tracing::info!(%channel, "discord: the bot may not add reactions here; a turn shows as typing only");
+                        let mut unreactive =
+                            self.unreactive.lock().unwrap_or_else(|e| e.into_inner());
+                        if unreactive.len() >= UNREACTIVE_KEPT {
+                            unreactive.clear();
+                        }
+                        unreactive.insert(channel);
+                    }
+                    return Err(e);
+                }
             }
             WorkingPhase::Refresh => {}
             WorkingPhase::Done(end) => {

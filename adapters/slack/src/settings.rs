@@ -149,6 +149,10 @@ impl PlatformSettings for SlackSettings {
         Some(&self.bot_token)
     }
 
+    fn needs_http(&self) -> bool {
+        self.mode == Mode::Events
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }

@@ -440,7 +440,17 @@ async fn copy_local(
         && path
             .components()
             .all(|c| !matches!(c, std::path::Component::ParentDir));
-    if !plain {
+    // A server that names a gateway's own file (or the kernel's) is not believed.
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let secret = [".env", "config.yaml", "state.key", "auth.json", "web-token"].contains(&name)
+        || name.starts_with("gateway.db")
+        || ["/proc", "/sys", "/dev"]
+            .iter()
+            .any(|p| path.starts_with(p));
+    if !plain || secret {
         return Err(FetchError::Failed(SendError::Rejected(format!(
             "the local Bot API server named {path:?}, which is not a path of its files (is `local_mode` right?)"
         ))));

@@ -266,6 +266,10 @@ impl PlatformSettings for TelegramSettings {
         Some(&self.token)
     }
 
+    fn needs_http(&self) -> bool {
+        self.webhook.is_some()
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }

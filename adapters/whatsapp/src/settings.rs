@@ -178,6 +178,10 @@ impl PlatformSettings for WhatsAppSettings {
         Some(&self.phone_number_id)
     }
 
+    fn needs_http(&self) -> bool {
+        true
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }

@@ -139,15 +139,18 @@ pub fn script_dangers(script: &str, scene: &Scene) -> Vec<Danger> {
     });
     static PROC: std::sync::LazyLock<regex::Regex> =
         std::sync::LazyLock::new(|| regex::Regex::new(r"/proc/").expect("valid regex"));
-    let home = scene.hermes_home.to_string_lossy().into_owned();
     let workdir = scene.cwd.to_string_lossy().into_owned();
-    let home_mention = (!home.is_empty())
-        .then(|| {
+    // Every gateway home of the process (profiles): a mention of one that is not the way
+    // into this gateway's own working directory.
+    let home_mention = scene
+        .gateway_homes()
+        .map(|home| home.to_string_lossy().into_owned())
+        .filter(|home| !home.is_empty())
+        .find_map(|home| {
             script.match_indices(home.as_str()).find(|(at, _)| {
                 !(scene.cwd.starts_with(&scene.hermes_home) && script[*at..].starts_with(&workdir))
             })
         })
-        .flatten()
         .map(|(at, text)| at..at + text.len());
     let by_name = SECRET_NAMES.find(script).map(|m| m.range());
     let span = |bytes: std::ops::Range<usize>| {

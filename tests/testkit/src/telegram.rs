@@ -232,7 +232,6 @@ impl FakeTelegram {
             .collect()
     }
 
-    /// How many times a file was downloaded.
     /// Act as a local Bot API server from now on: files past 20 MB are served; with
     /// `files_dir` (its `--local` mode) `getFile` writes the file under it and names its
     /// absolute path, and HTTP downloads answer 404, as the real server's do.
@@ -242,6 +241,7 @@ impl FakeTelegram {
         inner.local_files = files_dir;
     }
 
+    /// How many times a file was downloaded.
     pub fn downloads(&self, file_id: &str) -> usize {
         self.inner
             .lock()
