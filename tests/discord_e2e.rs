@@ -148,16 +148,7 @@ async fn with_auto_thread_a_person_approved_by_pairing_gets_a_thread_too() {
         .message(GROUP_CHANNEL, &bob, "before approval", true);
     settle().await;
     assert!(kit.fake.threads_created().is_empty());
-    let out = std::process::Command::new(BIN)
-        .args(["pairing", "approve", "discord", &code, "--home"])
-        .arg(&kit.home.dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    kit.home.approve_pairing(BIN, "discord", &code);
     let question = kit.fake.message(GROUP_CHANNEL, &bob, "plan my week", true);
     assert_eq!(kit.shown(&question, 1).await, ["a thread for you"]);
     assert_eq!(kit.fake.threads_created(), [question]);

@@ -120,13 +120,20 @@ fn saved_path(w: &World, n: usize) -> std::path::PathBuf {
     path.into()
 }
 
-/// A 21 MB document: past the public Bot API's 20 MB and what the gateway holds in memory.
-fn big_document(w: &World) -> (Vec<u8>, Value) {
+/// Alice sends a 21 MB document (past the public Bot API's 20 MB and what the gateway
+/// holds in memory); once answered, it is kept whole under `cache/documents`. Its file id.
+async fn a_big_document_is_kept_whole(w: &World) -> String {
     let bytes: Vec<u8> = (0..21 * 1024 * 1024u32).map(|i| (i % 253) as u8).collect();
     let doc = w
         .telegram
         .document("dataset.bin", "application/octet-stream", bytes.clone());
-    (bytes, doc)
+    let file_id = doc["document"]["file_id"].as_str().unwrap().to_owned();
+    w.telegram.dm_with(ALICE, Some("load it"), doc);
+    w.replies(ALICE, 1).await;
+    let path = saved_path(w, 0);
+    assert!(path.starts_with(w.home.dir.join("cache/documents")));
+    assert!(std::fs::read(&path).unwrap() == bytes, "the whole file");
+    file_id
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,16 +141,7 @@ async fn through_a_local_bot_api_server_a_document_past_20_mb_is_kept_on_disk() 
     let w = World::allow_all().await;
     w.telegram.act_as_local_server(None);
     let _d = w.start();
-    let (bytes, doc) = big_document(&w);
-    let file_id = doc["document"]["file_id"].as_str().unwrap().to_owned();
-    w.telegram.dm_with(ALICE, Some("load it"), doc);
-    w.replies(ALICE, 1).await;
-    let path = saved_path(&w, 0);
-    assert!(path.starts_with(w.home.dir.join("cache/documents")));
-    assert!(
-        std::fs::read(&path).unwrap() == bytes,
-        "the whole file, as sent"
-    );
+    let file_id = a_big_document_is_kept_whole(&w).await;
     assert_eq!(w.telegram.downloads(&file_id), 1);
 }
 
@@ -158,16 +156,7 @@ async fn in_local_mode_the_servers_file_is_read_from_disk() {
     let server_files = w.home.dir.join("bot-api-server");
     w.telegram.act_as_local_server(Some(server_files.clone()));
     let _d = w.start();
-    let (bytes, doc) = big_document(&w);
-    let file_id = doc["document"]["file_id"].as_str().unwrap().to_owned();
-    w.telegram.dm_with(ALICE, Some("load it"), doc);
-    w.replies(ALICE, 1).await;
-    let path = saved_path(&w, 0);
-    assert!(path.starts_with(w.home.dir.join("cache/documents")));
-    assert!(
-        std::fs::read(&path).unwrap() == bytes,
-        "the whole file, as the server has it"
-    );
+    let file_id = a_big_document_is_kept_whole(&w).await;
     assert_eq!(
         w.telegram.downloads(&file_id),
         0,

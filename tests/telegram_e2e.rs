@@ -125,16 +125,7 @@ async fn an_unknown_person_gets_a_pairing_code_and_the_owner_can_approve_it() {
         "nothing from a stranger reaches the model"
     );
 
-    let out = std::process::Command::new(BIN)
-        .args(["pairing", "approve", "telegram", &code, "--home"])
-        .arg(&w.home.dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    w.home.approve_pairing(BIN, "telegram", &code);
     w.telegram.dm(stranger, "now?");
     let replies = w.replies(stranger, 2).await;
     assert_eq!(replies[1], "echo: now?");

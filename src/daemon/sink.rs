@@ -111,18 +111,8 @@ impl InboundSink for GatewaySink {
         self.record(event).await
     }
 
-    async fn is_paired(&self, platform: Platform, user_id: &str) -> bool {
-        match self
-            .store
-            .pairing_is_approved(platform.as_str(), user_id)
-            .await
-        {
-            Ok(paired) => paired,
-            Err(e) => {
-                tracing::warn!(error = %e, "inbox: cannot check pairing; taken as not paired");
-                false
-            }
-        }
+    async fn lets_in(&self, platform: Platform, user_id: &str) -> bool {
+        self.router.is_allowed(platform, user_id).await
     }
 
     /// Each event recorded in order without waiting for the disk, then one sync for all of

@@ -92,7 +92,9 @@ impl Router {
         self.end(id, state, note, reply).await;
     }
 
-    pub(super) async fn is_allowed(&self, platform: Platform, user_id: &str) -> bool {
+    /// Whether `user_id` may talk to the bot on `platform`: allowed by an allowlist (or
+    /// everyone is), or paired (false, logged, when the store cannot say).
+    pub async fn is_allowed(&self, platform: Platform, user_id: &str) -> bool {
         let gateway = &self.config.access;
         let here = self.config.platform(platform).map(|p| p.access());
         if gateway.gateway_allow_all || here.is_some_and(|a| a.allow_all) {

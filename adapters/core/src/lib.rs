@@ -224,10 +224,10 @@ pub trait InboundSink: Send + Sync {
         None
     }
 
-    /// Whether the operator approved `user_id` on `platform` by pairing (`/pair`,
-    /// `hermes-gateway pairing approve`): an adapter that acts for listed people on its own
-    /// (Discord opening a thread) acts for them too. `false` where nobody is paired.
-    async fn is_paired(&self, platform: Platform, user_id: &str) -> bool {
+    /// Whether the gateway lets `user_id` on `platform` in: on an allowlist, or approved
+    /// by pairing (`hermes-gateway pairing approve`). An adapter that acts on its own for
+    /// people (Discord opening a thread) asks this. `false` where the sink cannot say.
+    async fn lets_in(&self, platform: Platform, user_id: &str) -> bool {
         let _ = (platform, user_id);
         false
     }

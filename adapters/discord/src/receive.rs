@@ -303,10 +303,10 @@ impl Recorder {
         batch.inbound.push(event);
     }
 
-    /// Whether the adapter may act on its own for `user` (open a thread): listed, or
-    /// approved by pairing.
+    /// Whether the adapter may act on its own for `user` (open a thread): listed here, or
+    /// let in by the gateway (approved by pairing among them).
     async fn may_act_for(&self, user: &str, sink: &dyn InboundSink) -> bool {
-        self.reading.is_allowed(user) || sink.is_paired(Platform::Discord, user).await
+        self.reading.is_allowed(user) || sink.lets_in(Platform::Discord, user).await
     }
 
     /// Remember what a channel announced by the gateway is.

@@ -19,6 +19,21 @@ impl Home {
         .await
     }
 
+    /// The owner approves pairing `code` on `platform` with `binary pairing approve`, as a
+    /// person at the terminal would; panics with its error when refused.
+    pub fn approve_pairing(&self, binary: &str, platform: &str, code: &str) {
+        let out = Command::new(binary)
+            .args(["pairing", "approve", platform, code, "--home"])
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Outbox rows not yet marked sent (`pending` or `sending`); `None` while the database
     /// cannot be read (not made yet, or locked).
     pub fn outbox_open(&self) -> Option<i64> {
