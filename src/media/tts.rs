@@ -151,12 +151,33 @@ impl Speaker {
         let (dir, file, bytes) = (dir.to_path_buf(), path.clone(), audio);
         tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&dir)?;
+            prune_spoken(&dir);
             crate::home::write_private(&file, &bytes)
         })
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("cannot keep the audio: {e}"))?;
         Ok(Spoken { path, encoding })
+    }
+}
+
+/// Spoken replies are kept this long: well past the time a reply waits to be sent
+/// (`delivery.max_age`, a day unless set longer).
+const KEEP_SPOKEN: std::time::Duration = std::time::Duration::from_secs(8 * 24 * 3600);
+
+/// Remove the spoken replies (`tts_*` files) older than [`KEEP_SPOKEN`] from `dir`.
+fn prune_spoken(dir: &std::path::Path) {
+    let now = std::time::SystemTime::now();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let ours = name.to_string_lossy().starts_with("tts_");
+        let old = entry.metadata().is_ok_and(|meta| {
+            let modified = meta.modified().unwrap_or(now);
+            meta.is_file() && now.duration_since(modified).unwrap_or_default() > KEEP_SPOKEN
+        });
+        if ours && old {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 
@@ -213,6 +234,25 @@ pub fn speakable(markdown: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spoken_replies_are_pruned_after_a_week_and_nothing_else_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let aged = |name: &str, age: std::time::Duration| {
+            let path = dir.path().join(name);
+            let file = std::fs::File::create(&path).unwrap();
+            file.set_modified(std::time::SystemTime::now() - age)
+                .unwrap();
+            path
+        };
+        let day = std::time::Duration::from_secs(24 * 3600);
+        let old = aged("tts_1_00000001.ogg", 9 * day);
+        let recent = aged("tts_2_00000002.ogg", 2 * day);
+        let not_ours = aged("notes.ogg", 30 * day);
+        prune_spoken(dir.path());
+        assert!(!old.exists());
+        assert!(recent.exists() && not_ours.exists());
+    }
 
     #[test]
     fn audio_is_known_by_its_first_bytes() {
