@@ -439,6 +439,9 @@ fn check_config(home: PathBuf, online: bool, runtime: &tokio::runtime::Runtime) 
             runtime.block_on(online::check(c, &mut problems));
         }
     }
+    if loaded.config.as_ref().is_some_and(|c| c.multiplex_profiles) {
+        print_profiles(&home);
+    }
     let unchosen = loaded.config.as_ref().is_some_and(|c| !c.model.is_chosen());
     if unchosen || (loaded.config.is_none() && problems.iter().any(|p| p.key == "model.default")) {
         runtime.block_on(offer_local_servers());
@@ -450,6 +453,40 @@ fn check_config(home: PathBuf, online: bool, runtime: &tokio::runtime::Runtime) 
     } else {
         scrubbed_println!("\nOK");
         ExitCode::SUCCESS
+    }
+}
+
+/// With `multiplex_profiles`: each profile this home's daemon would serve, and whether
+/// it can (each is checked in full with `check-config --home <its directory>`).
+fn print_profiles(home: &std::path::Path) {
+    scrubbed_println!("\nProfiles served beside this home (multiplex_profiles):");
+    let found = crate::profiles::discover(home);
+    if found.is_empty() {
+        scrubbed_println!(
+            "  none yet: a directory under {}/profiles/ is one",
+            home.display()
+        );
+    }
+    for (name, dir) in found {
+        let loaded = config::load(&dir);
+        loaded.remember_secrets();
+        let errors = loaded.errors().count();
+        let state = match &loaded.config {
+            None => format!(
+                "not started: {errors} error(s); run `hermes-gateway check-config --home {}`",
+                dir.display()
+            ),
+            Some(c) if !c.has_platform() => "not started: it enables no chat platform".into(),
+            Some(c) => {
+                let platforms: Vec<String> = c
+                    .platforms
+                    .iter()
+                    .map(|p| p.platform().to_string())
+                    .collect();
+                format!("serves {}", platforms.join(", "))
+            }
+        };
+        scrubbed_println!("  {name} ({}): {state}", dir.display());
     }
 }
 

@@ -247,3 +247,47 @@ async fn with_no_model_check_config_offers_the_servers_running_here() {
     let out = String::from_utf8_lossy(&none.stdout);
     assert!(out.contains("No model server answers"), "{out}");
 }
+
+/// With `multiplex_profiles`, check-config lists the profiles the daemon would serve and
+/// whether each can run.
+#[test]
+fn check_config_lists_the_profiles_served_beside_the_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = "model:\n  default: m\n  base_url: http://127.0.0.1:9/v1\n";
+    let home = dir.path();
+    std::fs::write(
+        home.join("config.yaml"),
+        format!("{model}gateway:\n  multiplex_profiles: true\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".env"),
+        "TELEGRAM_BOT_TOKEN=1:ROOT\nTELEGRAM_ALLOWED_USERS=1\n",
+    )
+    .unwrap();
+    for (name, config) in [("work", model), ("broken", "model: [")] {
+        let profile = home.join("profiles").join(name);
+        std::fs::create_dir_all(&profile).unwrap();
+        std::fs::write(profile.join("config.yaml"), config).unwrap();
+        std::fs::write(
+            profile.join(".env"),
+            "TELEGRAM_BOT_TOKEN=2:WORK\nTELEGRAM_ALLOWED_USERS=2\n",
+        )
+        .unwrap();
+    }
+    let check = std::process::Command::new(BIN)
+        .args(["check-config", "--home"])
+        .arg(home)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(out.contains("Profiles served beside this home"), "{out}");
+    assert!(
+        out.contains("work (") && out.contains("serves telegram"),
+        "{out}"
+    );
+    assert!(
+        out.contains("broken (") && out.contains("not started"),
+        "{out}"
+    );
+}
