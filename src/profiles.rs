@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::config::{self, Config, Serving, Taken};
+use crate::config::{self, Config, Holdings, Serving};
 use crate::secrets;
 
 /// The default profile's name (the home the process was started with).
@@ -86,26 +86,42 @@ pub fn gather(root: &Path, default: Config) -> Vec<Profile> {
             ),
         }
     }
-    let profiles = keep_apart(profiles);
-    place(root, profiles)
+    take_places(root, profiles)
 }
 
-/// Each profile in turn keeps off what the ones before it hold (the default first, then
-/// by name): a bot served already is dropped from the later profile, a PostgreSQL store
-/// or an HTTP address it needs for webhooks leaves it out; one enabling no platform then is
-/// not started. Each is then told what all the others hold, for its reloads.
-fn keep_apart(profiles: Vec<Profile>) -> Vec<Profile> {
+/// Each profile in turn takes its place (the default first, then by name): it keeps off
+/// what the ones before it hold (`Config::take_place`: a bot served already is dropped, a
+/// PostgreSQL store, or an HTTP address its webhooks need, leaves it out) and holds the
+/// rest, which the later ones and every reload keep off in turn; one enabling no platform
+/// then is not started. Each is told the homes it must keep out of (the root's, which holds
+/// every profile, and each other profile's); a profile whose commands would work in the
+/// daemon's `$HOME` or another gateway's home works in its own `workspace`; the first that
+/// runs speaks to systemd.
+fn take_places(root: &Path, profiles: Vec<Profile>) -> Vec<Profile> {
+    let homes: Vec<PathBuf> = profiles.iter().map(|p| p.home.clone()).collect();
+    let person_home = std::env::var_os("HOME").map(PathBuf::from);
+    let held = Holdings::default();
     let mut kept: Vec<Profile> = Vec::new();
     for mut profile in profiles {
-        let mut taken = Taken::default();
-        for earlier in &kept {
-            let holds = earlier.config.holds();
-            taken.bots.extend(holds.bots);
-            taken.stores.extend(holds.stores);
-            taken.listen.extend(holds.listen);
+        let mut others: Vec<PathBuf> = homes
+            .iter()
+            .filter(|h| **h != profile.home)
+            .cloned()
+            .collect();
+        if profile.home != root && !others.iter().any(|h| h == root) {
+            others.insert(0, root.to_path_buf());
         }
-        profile.config.serving.taken = taken;
-        match profile.config.keep_apart() {
+        let cwd = &profile.config.terminal.cwd;
+        let shared_cwd = !cwd.starts_with(&profile.home)
+            && (Some(cwd) == person_home.as_ref() || others.iter().any(|h| cwd.starts_with(h)));
+        profile.config.serving = Serving {
+            profile: (profile.name != DEFAULT).then(|| profile.name.clone()),
+            other_homes: others,
+            speaks_for_process: false,
+            works_apart: profile.name != DEFAULT && shared_cwd,
+            held: held.clone(),
+        };
+        match profile.config.take_place() {
             Ok(said) => {
                 for line in said {
                     eprintln!("hermes-gateway: profile {}: {line}", profile.name);
@@ -126,58 +142,15 @@ fn keep_apart(profiles: Vec<Profile>) -> Vec<Profile> {
                     profile.name
                 );
             }
+            held.set(profile.config.serving.name(), None);
             continue;
         }
         kept.push(profile);
     }
-    let holds: Vec<Taken> = kept.iter().map(|p| p.config.holds()).collect();
-    for (i, profile) in kept.iter_mut().enumerate() {
-        let mut taken = Taken::default();
-        for (_, other) in holds.iter().enumerate().filter(|(j, _)| *j != i) {
-            taken.bots.extend(other.bots.iter().copied());
-            taken.stores.extend(other.stores.iter().cloned());
-            taken.listen.extend(other.listen.iter().copied());
-        }
-        profile.config.serving.taken = taken;
+    if let Some(first) = kept.first_mut() {
+        first.config.serving.speaks_for_process = true;
     }
     kept
-}
-
-/// Tell each gateway its place: its name, the homes it must keep out of (the root's,
-/// which holds every profile, and each other profile's), and whether it speaks to systemd
-/// (the first that runs: the default, unless it enables no platform). A profile whose
-/// commands would work in the daemon's `$HOME` or another gateway's home works in its own
-/// `workspace` instead.
-fn place(root: &Path, mut profiles: Vec<Profile>) -> Vec<Profile> {
-    let homes: Vec<PathBuf> = profiles.iter().map(|p| p.home.clone()).collect();
-    let person_home = std::env::var_os("HOME").map(PathBuf::from);
-    for (i, profile) in profiles.iter_mut().enumerate() {
-        let mut others: Vec<PathBuf> = homes
-            .iter()
-            .filter(|h| **h != profile.home)
-            .cloned()
-            .collect();
-        if profile.home != root && !others.iter().any(|h| h == root) {
-            others.insert(0, root.to_path_buf());
-        }
-        let terminal = &mut profile.config.terminal;
-        let own = terminal.cwd.starts_with(&profile.home);
-        let shared_cwd = !own
-            && (Some(&terminal.cwd) == person_home.as_ref()
-                || others.iter().any(|h| terminal.cwd.starts_with(h)));
-        if profile.name != DEFAULT && shared_cwd {
-            terminal.cwd = profile.home.join(crate::home::WORKSPACE);
-            terminal.cwd_was_home = false;
-        }
-        let taken = std::mem::take(&mut profile.config.serving.taken);
-        profile.config.serving = Serving {
-            profile: (profile.name != DEFAULT).then(|| profile.name.clone()),
-            other_homes: others,
-            speaks_for_process: i == 0,
-            taken,
-        };
-    }
-    profiles
 }
 
 /// Run every gateway until each has stopped (the process's signals reach them all; each
@@ -200,14 +173,17 @@ pub async fn serve(profiles: Vec<Profile>) -> ExitCode {
     for profile in profiles {
         let span = tracing::info_span!("profile", name = %profile.name);
         let speaks = profile.config.serving.speaks_for_process;
+        let held = profile.config.serving.held.clone();
         let (name, stop) = (profile.name.clone(), stop.clone());
         running.spawn(
             async move {
-                let code =
-                    crate::reload::run_until(profile.home, profile.config, stop.clone()).await;
-                if speaks {
-                    stop.cancel();
-                }
+                // However it ends (a panic too), the end of the one that speaks for the
+                // process ends the others.
+                let _ends_all = speaks.then(|| stop.clone().drop_guard());
+                let me = profile.config.serving.name().to_owned();
+                let code = crate::reload::run_until(profile.home, profile.config, stop).await;
+                // What it held is free again.
+                held.set(&me, None);
                 (name, code)
             }
             .instrument(span),
@@ -217,7 +193,7 @@ pub async fn serve(profiles: Vec<Profile>) -> ExitCode {
     while let Some(ended) = running.join_next().await {
         match ended {
             Ok((name, code)) if code != ExitCode::SUCCESS => {
-                tracing::error!(profile = %name, "a profile's gateway stopped with an error; the others go on");
+                tracing::error!(profile = %name, "a profile's gateway stopped with an error");
                 if status == ExitCode::SUCCESS {
                     status = code;
                 }
@@ -279,9 +255,11 @@ mod tests {
         let (default, alpha) = (&profiles[0].config.serving, &profiles[1].config.serving);
         assert_eq!(default.profile, None);
         assert!(default.speaks_for_process && !alpha.speaks_for_process);
-        assert_eq!(default.other_homes, [root.join("profiles/alpha")]);
+        // The homes of profiles that do not run are kept out of too.
+        let (alpha_home, beta_home) = (root.join("profiles/alpha"), root.join("profiles/beta"));
+        assert_eq!(default.other_homes, [alpha_home, beta_home.clone()]);
         assert_eq!(alpha.profile.as_deref(), Some("alpha"));
-        assert_eq!(alpha.other_homes, [root.to_path_buf()]);
+        assert_eq!(alpha.other_homes, [root.to_path_buf(), beta_home]);
         // Both would listen on the default address: the later one goes without.
         assert!(profiles[0].config.http.listen.is_some());
         assert_eq!(profiles[1].config.http.listen, None);
@@ -293,22 +271,36 @@ mod tests {
     }
 
     #[test]
-    fn a_reload_keeps_off_what_the_other_profiles_hold() {
+    fn a_reload_keeps_off_what_the_other_profiles_hold_now() {
         let root = tempfile::tempdir().unwrap();
         home(root.path(), "1:ROOT");
         let mut config = config::load(root.path()).config.expect("loads");
         let addr = config.http.listen.expect("the default address");
-        config.serving.taken = Taken {
-            bots: vec![config::bot_fingerprint(
-                hermes_adapter::Platform::Telegram,
-                "1:ROOT",
-            )],
-            stores: Vec::new(),
-            listen: vec![addr],
-        };
-        let said = config.keep_apart().expect("kept apart");
+        let held = Holdings::default();
+        config.serving.held = held.clone();
+        config.serving.profile = Some("later".into());
+        // Another profile took the same bot and address since this one started.
+        held.set(
+            "other",
+            Some(config::Taken {
+                bots: vec![config::bot_fingerprint(
+                    hermes_adapter::Platform::Telegram,
+                    "1:ROOT",
+                )],
+                stores: Vec::new(),
+                listen: vec![addr],
+            }),
+        );
+        let said = config.take_place().expect("kept apart");
         assert!(!config.has_platform(), "the other profile's bot is dropped");
         assert_eq!(config.http.listen, None);
         assert_eq!(said.len(), 2, "{said:?}");
+        // Once the other stops, what it held is free.
+        held.set("other", None);
+        let mut again = config::load(root.path()).config.expect("loads");
+        again.serving.held = held.clone();
+        again.serving.profile = Some("later".into());
+        assert!(again.take_place().expect("taken").is_empty());
+        assert!(again.has_platform());
     }
 }

@@ -148,6 +148,8 @@ pub async fn run_until(home: PathBuf, mut config: Config, stop: CancellationToke
                     error = %secrets::scrub(&why),
                     "reload: the new configuration did not start; going back to the previous one"
                 );
+                // What the new one would have held is the previous one's again.
+                old.serving.held.set(old.serving.name(), Some(old.holds()));
                 if speaks {
                     crate::systemd::reloading();
                 }
@@ -211,7 +213,7 @@ async fn read_again(
     // and what the others hold stays theirs.
     let mut new = new;
     new.serving = current.serving.clone();
-    match new.keep_apart() {
+    match new.take_place() {
         Ok(said) => {
             for line in said {
                 tracing::warn!("reload: {line}");

@@ -652,18 +652,12 @@ pub struct Serving {
     pub other_homes: Vec<PathBuf>,
     /// This gateway tells systemd how the process is doing (one of them does).
     pub speaks_for_process: bool,
-    /// What the other gateways hold, which this one must not take, at its start and at
-    /// every reload: their bots (by [`bot_fingerprint`]), PostgreSQL stores and HTTP
-    /// addresses.
-    pub taken: Taken,
-}
-
-/// What other gateways of the process hold.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Taken {
-    pub bots: Vec<u64>,
-    pub stores: Vec<String>,
-    pub listen: Vec<std::net::SocketAddr>,
+    /// Its commands work in its own `workspace`: the daemon's `$HOME` and the other homes
+    /// are not theirs (a profile's, unless it names a place of its own).
+    pub works_apart: bool,
+    /// What every gateway of the process holds now, kept current as each starts and
+    /// reloads: what the others hold, this one must not take.
+    pub held: Holdings,
 }
 
 impl Default for Serving {
@@ -672,10 +666,68 @@ impl Default for Serving {
             profile: None,
             other_homes: Vec::new(),
             speaks_for_process: true,
-            taken: Taken::default(),
+            works_apart: false,
+            held: Holdings::default(),
         }
     }
 }
+
+impl Serving {
+    /// The gateway's name among the process's: its profile's, or `default`.
+    pub fn name(&self) -> &str {
+        self.profile.as_deref().unwrap_or("default")
+    }
+}
+
+/// What gateways of the process hold: bots (by [`bot_fingerprint`]), PostgreSQL stores,
+/// addresses listened on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Taken {
+    pub bots: Vec<u64>,
+    pub stores: Vec<String>,
+    pub listen: Vec<std::net::SocketAddr>,
+}
+
+/// What each gateway of the process holds, by name (shared by all of them).
+#[derive(Clone, Default)]
+pub struct Holdings(Arc<std::sync::Mutex<std::collections::BTreeMap<String, Taken>>>);
+
+impl Holdings {
+    /// What every gateway but `me` holds.
+    pub fn others_than(&self, me: &str) -> Taken {
+        let held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut taken = Taken::default();
+        for (_, theirs) in held.iter().filter(|(name, _)| *name != me) {
+            taken.bots.extend(theirs.bots.iter().copied());
+            taken.stores.extend(theirs.stores.iter().cloned());
+            taken.listen.extend(theirs.listen.iter().copied());
+        }
+        taken
+    }
+
+    /// `me` holds `taken` now (`None`: nothing: it stopped).
+    pub fn set(&self, me: &str, taken: Option<Taken>) {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match taken {
+            Some(taken) => held.insert(me.to_owned(), taken),
+            None => held.remove(me),
+        };
+    }
+}
+
+impl fmt::Debug for Holdings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Holdings(..)")
+    }
+}
+
+impl PartialEq for Holdings {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Holdings {}
 
 /// A bot's credential as the process compares it (salted per process: never shown, never
 /// the same twice across runs).
@@ -689,7 +741,7 @@ pub fn bot_fingerprint(platform: Platform, credential: &str) -> u64 {
 
 impl Config {
     /// What this gateway holds that another may not: its bots' fingerprints, its
-    /// PostgreSQL store, its HTTP address (port 0 is anyone's).
+    /// PostgreSQL store, the addresses it listens on (port 0 is anyone's).
     pub fn holds(&self) -> Taken {
         Taken {
             bots: self
@@ -707,17 +759,21 @@ impl Config {
                 .http
                 .listen
                 .into_iter()
+                .chain(self.platforms.iter().filter_map(|s| s.own_listener()))
                 .filter(|a| a.port() != 0)
                 .collect(),
         }
     }
 
-    /// Keep off what the other gateways of the process hold (`serving.taken`): a bot of
-    /// theirs is dropped from this configuration, their HTTP address leaves this one
-    /// without an HTTP server; what cannot be kept apart is the error. What was dropped is
-    /// said, one line each.
-    pub fn keep_apart(&mut self) -> Result<Vec<String>, String> {
-        let taken = self.serving.taken.clone();
+    /// Take this configuration's place among the process's gateways, at a start or a
+    /// reload: keep off what the others hold now (`serving.held`: a bot of theirs is
+    /// dropped, a platform listening where they do is dropped, their HTTP address leaves
+    /// this one without an HTTP server), work in the own workspace where `works_apart`
+    /// says so, and hold what is left. What cannot be kept apart is the error (nothing is
+    /// held then); what was dropped is said, one line each.
+    pub fn take_place(&mut self) -> Result<Vec<String>, String> {
+        let me = self.serving.name().to_owned();
+        let taken = self.serving.held.others_than(&me);
         if let Some(store) = self.store.postgres.as_ref().map(|t| t.shown().to_owned())
             && taken.stores.contains(&store)
         {
@@ -727,16 +783,22 @@ impl Config {
         }
         let mut said = Vec::new();
         self.platforms.retain(|settings| {
-            let theirs = settings
+            let bot = settings
                 .credential()
                 .is_some_and(|c| taken.bots.contains(&bot_fingerprint(settings.platform(), c)));
-            if theirs {
+            let address = settings.own_listener().filter(|a| taken.listen.contains(a));
+            if bot {
                 said.push(format!(
                     "{} is not started: another profile serves the same bot (one bot cannot be served twice); give each profile its own",
                     settings.platform()
                 ));
+            } else if let Some(addr) = address {
+                said.push(format!(
+                    "{} is not started: {addr} is another profile's; give it an address of its own",
+                    settings.platform()
+                ));
             }
-            !theirs
+            !bot && address.is_none()
         });
         if let Some(addr) = self.http.listen.filter(|a| taken.listen.contains(a)) {
             if let Some(needs) = self.platforms.iter().find(|s| s.needs_http()) {
@@ -751,6 +813,11 @@ impl Config {
                 "its HTTP server is off: {addr} is another profile's (set http.listen for health checks and metrics of its own)"
             ));
         }
+        if self.serving.works_apart {
+            self.terminal.cwd = self.home.join(crate::home::WORKSPACE);
+            self.terminal.cwd_was_home = false;
+        }
+        self.serving.held.set(&me, Some(self.holds()));
         Ok(said)
     }
 }

@@ -73,10 +73,14 @@ impl Documents {
         name: &str,
         size: u64,
     ) -> Result<(PathBuf, tokio::fs::File, u64), String> {
-        let dir = self.dir.join(LARGE);
+        let (documents, dir) = (self.dir.clone(), self.dir.join(LARGE));
         let file_name = kept_name(name);
         let made = tokio::task::spawn_blocking(move || {
-            private_dir(&dir).map_err(|e| format!("saving it failed: {e}"))?;
+            // Both directories the gateway's own, not links elsewhere (what is pruned in
+            // them is deleted).
+            private_dir(&documents)
+                .and_then(|()| private_dir(&dir))
+                .map_err(|e| format!("saving it failed: {e}"))?;
             prune_old(&dir);
             let room = free_bytes(&dir).map_or(u64::MAX, |free| free.saturating_sub(DISK_RESERVE));
             if size > room {

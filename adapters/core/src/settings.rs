@@ -117,6 +117,11 @@ pub trait PlatformSettings: Send + Sync + fmt::Debug {
     fn credential(&self) -> Option<&str> {
         None
     }
+    /// An address the platform listens on by itself (the web chat's page), which no other
+    /// gateway of the process may take.
+    fn own_listener(&self) -> Option<std::net::SocketAddr> {
+        None
+    }
     /// Whether the platform reaches the bot through the daemon's HTTP server (webhooks).
     fn needs_http(&self) -> bool {
         false

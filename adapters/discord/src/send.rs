@@ -135,7 +135,8 @@ impl DiscordSender {
             return Ok(Delivered::default());
         };
         let channel = channel_of(chat).to_owned();
-        if self.refuses_reactions(&channel) {
+        // Not asked again where refused; an end still takes down a 👀 put up before.
+        if self.refuses_reactions(&channel) && phase == WorkingPhase::Start {
             return Ok(Delivered::default());
         }
         match phase {

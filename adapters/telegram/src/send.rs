@@ -426,6 +426,17 @@ pub(crate) fn map_error(error: RequestError) -> SendError {
     }
 }
 
+/// Files of the gateway's and Hermes' own that a local Bot API server never names.
+const SECRET_NAMES: &[&str] = &[
+    ".env",
+    "config.yaml",
+    "state.key",
+    "auth.json",
+    "web-token",
+    ".anthropic_oauth.json",
+    "honcho.json",
+];
+
 /// A local Bot API server's file (`--local`: `getFile` names a path on its disk) copied
 /// to `out`, refusing more than `max_bytes`. Only an absolute path without `..` is read:
 /// the server names its own files, nothing else.
@@ -440,22 +451,24 @@ async fn copy_local(
         && path
             .components()
             .all(|c| !matches!(c, std::path::Component::ParentDir));
-    // A server that names a gateway's own file (or the kernel's) is not believed.
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    let secret = [".env", "config.yaml", "state.key", "auth.json", "web-token"].contains(&name)
-        || name.starts_with("gateway.db")
-        || ["/proc", "/sys", "/dev"]
-            .iter()
-            .any(|p| path.starts_with(p));
+    // A server that names a gateway's own file, a key, or the kernel's files is not
+    // believed: the path is judged where it really leads too.
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let secret = [path, real.as_path()].iter().any(|p| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        SECRET_NAMES.contains(&name)
+            || name.starts_with("gateway.db")
+            || name.starts_with("state.db")
+            || p.components()
+                .any(|c| c.as_os_str() == ".ssh" || c.as_os_str() == ".hermes")
+            || ["/proc", "/sys", "/dev"].iter().any(|k| p.starts_with(k))
+    });
     if !plain || secret {
         return Err(FetchError::Failed(SendError::Rejected(format!(
             "the local Bot API server named {path:?}, which is not a path of its files (is `local_mode` right?)"
         ))));
     }
-    let file = tokio::fs::File::open(path).await.map_err(|e| {
+    let file = tokio::fs::File::open(&real).await.map_err(|e| {
         SendError::Rejected(format!(
             "the local Bot API server's file could not be read ({e}); local mode needs its files on this machine"
         ))

@@ -130,6 +130,10 @@ impl PlatformSettings for WebSettings {
         Platform::Web
     }
 
+    fn own_listener(&self) -> Option<std::net::SocketAddr> {
+        Some(self.listen)
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }
