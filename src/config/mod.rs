@@ -12,6 +12,7 @@ mod mcp;
 mod models;
 mod pg_target;
 mod sections;
+mod serving;
 mod source;
 mod types;
 mod yaml;
@@ -26,6 +27,7 @@ pub use models::{
     dialect_for, is_loopback_url, provider, resolve as resolve_model,
 };
 pub use pg_target::{PgTarget, is_postgres_url};
+pub use serving::{Holdings, Serving, Taken, bot_fingerprint};
 pub use types::*;
 use voice::{read_stt, read_tts};
 
