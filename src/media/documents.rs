@@ -81,7 +81,7 @@ impl Documents {
             private_dir(&documents)
                 .and_then(|()| private_dir(&dir))
                 .map_err(|e| format!("saving it failed: {e}"))?;
-            prune_old(&dir);
+            remove_older_than(&dir, KEEP_FOR, ours);
             let room = free_bytes(&dir).map_or(u64::MAX, |free| free.saturating_sub(DISK_RESERVE));
             if size > room {
                 return Err(format!(
@@ -180,13 +180,18 @@ fn save(dir: &std::path::Path, file_name: &str, bytes: &[u8]) -> std::io::Result
     Ok(path)
 }
 
-/// Remove documents older than a day (only files the gateway named).
-fn prune_old(dir: &std::path::Path) {
+/// Remove the files of `dir` older than `keep` whose names `ours` recognises (what the
+/// gateway named; nothing else is ever deleted).
+pub(super) fn remove_older_than(
+    dir: &std::path::Path,
+    keep: Duration,
+    ours: impl Fn(&str) -> bool,
+) {
     let now = SystemTime::now();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let old = entry.metadata().is_ok_and(|meta| {
             let modified = meta.modified().unwrap_or(now);
-            meta.is_file() && now.duration_since(modified).unwrap_or_default() > KEEP_FOR
+            meta.is_file() && now.duration_since(modified).unwrap_or_default() > keep
         });
         if old && ours(&entry.file_name().to_string_lossy()) {
             let _ = std::fs::remove_file(entry.path());

@@ -167,18 +167,7 @@ const KEEP_SPOKEN: std::time::Duration = std::time::Duration::from_secs(8 * 24 *
 
 /// Remove the spoken replies (`tts_*` files) older than [`KEEP_SPOKEN`] from `dir`.
 fn prune_spoken(dir: &std::path::Path) {
-    let now = std::time::SystemTime::now();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = entry.file_name();
-        let ours = name.to_string_lossy().starts_with("tts_");
-        let old = entry.metadata().is_ok_and(|meta| {
-            let modified = meta.modified().unwrap_or(now);
-            meta.is_file() && now.duration_since(modified).unwrap_or_default() > KEEP_SPOKEN
-        });
-        if ours && old {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+    super::documents::remove_older_than(dir, KEEP_SPOKEN, |name| name.starts_with("tts_"));
 }
 
 /// The body, stopped at [`MAX_AUDIO`].
