@@ -499,12 +499,11 @@ async fn a_turn_carries_at_most_ten_images() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_photo_telegram_refuses_goes_as_a_document() {
     let w = World::allow_all().await;
-    let panorama = w.home.dir.join("work").join("panorama.png");
-    std::fs::write(&panorama, b"\x89PNG a very wide picture").unwrap();
-    w.llm.push(Reply::text(format!(
-        "Here it is.\nMEDIA:{}",
-        panorama.display()
-    )));
+    w.llm.push(w.home.reply_sending(
+        "panorama.png",
+        b"\x89PNG a very wide picture",
+        "Here it is.",
+    ));
     w.telegram
         .fail_next("sendphoto", hermes_testkit::telegram::Fault::PhotoInvalid);
     let _d = w.start();

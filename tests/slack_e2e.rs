@@ -248,12 +248,10 @@ async fn a_429_is_waited_out_for_as_long_as_slack_says() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_picture_reaches_the_model_and_a_file_goes_out_in_the_thread() {
     let kit = kit(FakeSlack::start().await).await;
-    let chart = kit.home.dir.join("work").join("chart.png");
-    std::fs::write(&chart, b"\x89PNG chart").unwrap();
-    kit.llm.push(Reply::text(format!(
-        "A cat. Here is a chart.\nMEDIA:{}",
-        chart.display()
-    )));
+    kit.llm.push(
+        kit.home
+            .reply_sending("chart.png", b"\x89PNG chart", "A cat. Here is a chart."),
+    );
     let _d = kit.start();
     let alice = kit.fake.person(1);
     let jpeg = hermes_testkit::sample_jpeg();

@@ -19,6 +19,14 @@ impl Home {
         .await
     }
 
+    /// The model's answer `text` sending a file: `bytes` written as `name` in the daemon's
+    /// working directory (`work/`), and its `MEDIA:` tag on a line after the text.
+    pub fn reply_sending(&self, name: &str, bytes: &[u8], text: &str) -> crate::llm::Reply {
+        let path = self.dir.join("work").join(name);
+        std::fs::write(&path, bytes).unwrap();
+        crate::llm::Reply::text(format!("{text}\nMEDIA:{}", path.display()))
+    }
+
     /// The owner approves pairing `code` on `platform` with `binary pairing approve`, as a
     /// person at the terminal would; panics with its error when refused.
     pub fn approve_pairing(&self, binary: &str, platform: &str, code: &str) {
