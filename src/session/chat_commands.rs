@@ -57,21 +57,30 @@ impl ChatSettings {
 }
 
 impl SessionActor {
-    /// The model the chat uses: its `/model` choice where that still resolves, else its
-    /// channel's (`channel_overrides`), else the main one.
+    /// The model the chat uses (see [`chat_model_of`]).
     pub(super) async fn chat_model(&self) -> Arc<crate::llm::LlmClient> {
-        let models = &self.services.agent.models;
-        let channel = self.services.channel_overrides.for_chat(&self.chat);
-        ChatSettings::load(&self.services.store, &self.key)
-            .await
-            .model
-            .and_then(|name| models.resolve(&name).ok())
-            .or_else(|| {
-                let name = channel.and_then(|c| c.model.as_deref())?;
-                models.resolve(name).ok()
-            })
-            .unwrap_or_else(|| models.primary.clone())
+        chat_model_of(&self.services, &self.key, &self.chat).await
     }
+}
+
+/// The model the chat `key` in `chat` uses: its `/model` choice where that still resolves,
+/// else its channel's (`channel_overrides`), else the main one.
+pub(super) async fn chat_model_of(
+    services: &SessionServices,
+    key: &str,
+    chat: &hermes_adapter::ChatRef,
+) -> Arc<crate::llm::LlmClient> {
+    let models = &services.agent.models;
+    let channel = services.channel_overrides.for_chat(chat);
+    ChatSettings::load(&services.store, key)
+        .await
+        .model
+        .and_then(|name| models.resolve(&name).ok())
+        .or_else(|| {
+            let name = channel.and_then(|c| c.model.as_deref())?;
+            models.resolve(name).ok()
+        })
+        .unwrap_or_else(|| models.primary.clone())
 }
 
 fn progress_mode(text: &str) -> Option<ToolProgress> {

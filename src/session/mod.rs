@@ -269,6 +269,7 @@ fn start_actor(
         queued: VecDeque::new(),
         interrupting: Vec::new(),
         stream_row: None,
+        titled: Arc::default(),
     };
     // Not tracked: an idle actor holds nothing to finish. A running turn is (see
     // `RunningTurn::_recording`).
@@ -326,6 +327,9 @@ struct SessionActor {
     interrupting: Vec<UserInput>,
     /// The streamed message of an interrupted turn, for the turn that answers in its place.
     stream_row: Option<i64>,
+    /// The session known to have a title already (automatic titles stop asking the
+    /// store after every answer).
+    titled: Arc<Mutex<Option<String>>>,
 }
 
 /// A turn to start in place of an interrupted one.

@@ -29,8 +29,19 @@ impl SessionActor {
         let (Some(titles), Some(session)) = (&self.services.titles, self.session_id.clone()) else {
             return;
         };
+        // Known to have a title: no task, no store query.
+        if self
+            .titled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_deref()
+            == Some(&session)
+        {
+            return;
+        }
+        let titled = self.titled.clone();
         let services = self.services.clone();
-        let key = self.key.clone();
+        let (key, chat) = (self.key.clone(), self.chat.clone());
         let configured = titles.model.clone();
         let instructions = match &titles.language {
             Some(language) => PROMPT.replace(
@@ -45,7 +56,10 @@ impl SessionActor {
         tokio::spawn(async move {
             match store.session_wants_title(&session).await {
                 Ok(true) => {}
-                Ok(false) => return,
+                Ok(false) => {
+                    *titled.lock().unwrap_or_else(|e| e.into_inner()) = Some(session);
+                    return;
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "session: cannot tell whether the session wants a title");
                     return;
@@ -54,14 +68,7 @@ impl SessionActor {
             // The configured title model, else the chat's own.
             let model = match configured {
                 Some(model) => model,
-                None => {
-                    let models = &services.agent.models;
-                    super::chat_commands::ChatSettings::load(&store, &key)
-                        .await
-                        .model
-                        .and_then(|name| models.resolve(&name).ok())
-                        .unwrap_or_else(|| models.primary.clone())
-                }
+                None => super::chat_commands::chat_model_of(&services, &key, &chat).await,
             };
             let request = [
                 serde_json::json!({"role": "system", "content": instructions}),
